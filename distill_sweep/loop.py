@@ -1,0 +1,187 @@
+"""The training loop: one plain PyTorch loop shared by teacher fine-tuning and both distillation stages.
+
+A stage is (loss function, epochs, lr, batch size, warmup). Each epoch draws a fresh shuffle from a
+generator seeded by (seed, stage, epoch), so an interrupted epoch can be replayed exactly on resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+log = logging.getLogger(__name__)
+
+Batch = dict[str, torch.Tensor]
+LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or the gradient became NaN/inf: training cannot continue meaningfully."""
+
+
+@dataclass
+class StageSpec:
+    name: str  # finetune | intermediate | prediction
+    epochs: int
+    lr: float
+    batch_size: int
+    warmup_ratio: float
+
+
+def resolve_device(spec: str) -> torch.device:
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(spec)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        log.warning("device=%s requested but CUDA is not available: falling back to CPU", spec)
+        return torch.device("cpu")
+    return device
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def model_inputs(batch: Batch) -> Batch:
+    """The keys a HF encoder accepts (labels and example indices stay out of the forward)."""
+    return {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+def build_optimizer(params: Iterable[nn.Parameter], opt_cfg: DictConfig, lr: float) -> torch.optim.Optimizer:
+    """AdamW with the fairseq recipe's betas/eps; no weight decay on biases and LayerNorm weights."""
+    decay, no_decay = [], []
+    for p in params:
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)
+    groups = [
+        {"params": decay, "weight_decay": float(opt_cfg.weight_decay)},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(opt_cfg.betas), eps=float(opt_cfg.eps))
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float) -> LambdaLR:
+    """Linear warmup over `warmup_ratio` of the updates, then linear decay to 0."""
+    warmup = int(round(warmup_ratio * total_steps))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return LambdaLR(optimizer, factor)
+
+
+def steps_per_epoch(num_examples: int, batch_size: int, max_steps: int | None) -> int:
+    steps = math.ceil(num_examples / batch_size)
+    return min(steps, max_steps) if max_steps else steps
+
+
+def train_epoch(
+    batches: Iterator[Batch],
+    loss_fn: LossFn,
+    params: list[nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    scheduler: LambdaLR,
+    *,
+    device: torch.device,
+    precision: str,
+    num_steps: int,
+    max_grad_norm: float = 0.0,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict[str, float]:
+    """Run `num_steps` optimisation steps; returns mean loss, samples and seconds."""
+    total, seen, start = 0.0, 0, time.perf_counter()
+    parts_sum: dict[str, float] = {}
+    for step in range(num_steps):
+        batch = to_device(next(batches), device)
+        with autocast(device, precision):
+            loss, parts = loss_fn(batch)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"non-finite loss {loss.item()} at step {step + 1} ({parts})")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
+        if not torch.isfinite(grad_norm):
+            raise NonFiniteLossError(f"non-finite gradient norm at step {step + 1}")
+        optimizer.step()
+        scheduler.step()
+        value = float(loss.detach())
+        total += value
+        seen += int(batch["input_ids"].shape[0])
+        for key, part in parts.items():
+            parts_sum[key] = parts_sum.get(key, 0.0) + float(part)
+        if on_step is not None:
+            on_step(step + 1, value)
+    seconds = time.perf_counter() - start
+    n = max(1, num_steps)
+    out = {"loss": total / n, "samples": float(seen), "seconds": seconds}
+    out.update({f"loss_{k}": v / n for k, v in parts_sum.items()})
+    return out
+
+
+@torch.no_grad()
+def predict(
+    model: nn.Module, loader: Iterable[Batch], device: torch.device, precision: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Logits and labels over a loader (model in eval mode; its mode is restored afterwards)."""
+    was_training = model.training
+    model.eval()
+    logits, labels = [], []
+    try:
+        for batch in loader:
+            batch = to_device(batch, device)
+            with autocast(device, precision):
+                out = model(**model_inputs(batch)).logits
+            logits.append(out.float().cpu().numpy())
+            labels.append(batch["labels"].cpu().numpy())
+    finally:
+        model.train(was_training)
+    return np.concatenate(logits), np.concatenate(labels)
+
+
+def evaluate(
+    model: nn.Module,
+    dev_loaders: dict[str, Any],
+    metric_fn: Callable[[np.ndarray, np.ndarray], dict[str, float]],
+    device: torch.device,
+    precision: str,
+) -> dict[str, float]:
+    """Dev metrics; the first dev split gives plain keys, others a suffix (MNLI mismatched: `_mm`)."""
+    metrics: dict[str, float] = {}
+    for i, (split, loader) in enumerate(dev_loaders.items()):
+        logits, labels = predict(model, loader, device, precision)
+        suffix = "" if i == 0 else ("_mm" if split.endswith("mismatched") else f"_{split}")
+        metrics.update({f"{k}{suffix}": float(v) for k, v in metric_fn(logits, labels).items()})
+    return metrics
+
+
+def cross_entropy_loss(model: nn.Module, regression: bool) -> LossFn:
+    """Plain supervised loss (teacher fine-tuning)."""
+
+    def loss_fn(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        logits = model(**model_inputs(batch)).logits.float()
+        if regression:
+            loss = nn.functional.mse_loss(logits.squeeze(-1), batch["labels"].float())
+        else:
+            loss = nn.functional.cross_entropy(logits, batch["labels"])
+        return loss, {}
+
+    return loss_fn
