@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
+from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,25 @@ def steps_per_epoch(num_examples: int, batch_size: int, max_steps: int | None) -
     return min(steps, max_steps) if max_steps else steps
 
 
+@dataclass
+class EpochProgress:
+    """Sums over the steps of one epoch so far (checkpointed, so a resumed epoch reports the same mean)."""
+
+    steps: int = 0
+    loss_sum: float = 0.0
+    samples: int = 0
+    seconds: float = 0.0
+    nonfinite_skipped: int = 0
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, float]:
+        n = max(1, self.steps - self.nonfinite_skipped)
+        out = {"loss": self.loss_sum / n, "samples": float(self.samples), "seconds": self.seconds,
+               "nonfinite_skipped": float(self.nonfinite_skipped)}
+        out.update({f"loss_{k}": v / n for k, v in self.parts.items()})
+        return out
+
+
 def train_epoch(
     batches: Iterator[Batch],
     loss_fn: LossFn,
@@ -104,37 +125,53 @@ def train_epoch(
     device: torch.device,
     precision: str,
     num_steps: int,
+    progress: EpochProgress | None = None,
     max_grad_norm: float = 0.0,
-    on_step: Callable[[int, float], None] | None = None,
-) -> dict[str, float]:
-    """Run `num_steps` optimisation steps; returns mean loss, samples and seconds."""
-    total, seen, start = 0.0, 0, time.perf_counter()
-    parts_sum: dict[str, float] = {}
-    for step in range(num_steps):
-        batch = to_device(next(batches), device)
-        with autocast(device, precision):
-            loss, parts = loss_fn(batch)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"non-finite loss {loss.item()} at step {step + 1} ({parts})")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
-        if not torch.isfinite(grad_norm):
-            raise NonFiniteLossError(f"non-finite gradient norm at step {step + 1}")
-        optimizer.step()
-        scheduler.step()
-        value = float(loss.detach())
-        total += value
-        seen += int(batch["input_ids"].shape[0])
-        for key, part in parts.items():
-            parts_sum[key] = parts_sum.get(key, 0.0) + float(part)
-        if on_step is not None:
-            on_step(step + 1, value)
-    seconds = time.perf_counter() - start
-    n = max(1, num_steps)
-    out = {"loss": total / n, "samples": float(seen), "seconds": seconds}
-    out.update({f"loss_{k}": v / n for k, v in parts_sum.items()})
-    return out
+    skip_nonfinite: bool = False,
+    on_step: Callable[[EpochProgress, float], None] | None = None,
+    desc: str = "train",
+) -> EpochProgress:
+    """Run the epoch's remaining steps (from `progress.steps` on, replaying the skipped batches)."""
+    progress = progress or EpochProgress()
+    for _ in range(progress.steps):  # batches already consumed before an interruption
+        next(batches)
+    bar = tqdm(total=num_steps, initial=progress.steps, desc=desc, leave=False, disable=not sys.stderr.isatty())
+    clip = max_grad_norm if max_grad_norm > 0 else float("inf")
+    try:
+        while progress.steps < num_steps:
+            start = time.perf_counter()
+            batch = to_device(next(batches), device)
+            with autocast(device, precision):
+                loss, parts = loss_fn(batch)
+            optimizer.zero_grad(set_to_none=True)
+            finite = bool(torch.isfinite(loss))
+            if finite:
+                loss.backward()
+                finite = bool(torch.isfinite(torch.nn.utils.clip_grad_norm_(params, clip)))
+            progress.steps += 1
+            if not finite:
+                what = "loss" if not torch.isfinite(loss) else "gradient"
+                if not skip_nonfinite:
+                    raise NonFiniteLossError(f"non-finite {what} at {desc} step {progress.steps} "
+                                             f"(loss={float(loss.detach())}, {parts})")
+                progress.nonfinite_skipped += 1
+                optimizer.zero_grad(set_to_none=True)
+                log.warning("skipping step %d: non-finite %s (%d skipped so far)", progress.steps, what,
+                            progress.nonfinite_skipped)
+            else:
+                optimizer.step()
+                progress.loss_sum += float(loss.detach())
+                for key, part in parts.items():
+                    progress.parts[key] = progress.parts.get(key, 0.0) + float(part)
+            scheduler.step()
+            progress.samples += int(batch["input_ids"].shape[0])
+            progress.seconds += time.perf_counter() - start
+            bar.update(1)
+            if on_step is not None:
+                on_step(progress, float(loss.detach()))
+    finally:
+        bar.close()
+    return progress
 
 
 @torch.no_grad()

@@ -37,6 +37,7 @@ NOT_HASHED = (
     "log_every",
     "dry_run",
     "checkpoint",
+    "guards",
     "hydra",
 )
 PACKAGES = ("distill_sweep", "torch", "transformers", "datasets", "tokenizers", "hydra-core", "omegaconf",

@@ -8,6 +8,8 @@ prepare (validate, resolve init, find the job's directory; no model loaded)
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import random
 import resource
@@ -24,8 +26,17 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep import results
+from distill_sweep.checkpoint import (
+    CHECKPOINT,
+    PreemptionSignal,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import (
+    EpochProgress,
     StageSpec,
     build_optimizer,
     cross_entropy_loss,
@@ -37,6 +48,7 @@ from distill_sweep.loop import (
     train_epoch,
 )
 from distill_sweep.models import StudentInit, init_dirname, resolve_init, teacher_config
+from distill_sweep.tracking import Tracker
 
 log = logging.getLogger("distill_sweep")
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -174,9 +186,8 @@ def _new_record(job: Job) -> dict[str, Any]:
 def _train(job: Job, record: dict[str, Any]) -> None:
     from distill_sweep.data import load_task_data, make_loader
     from distill_sweep.metrics import compute_metrics
-    from distill_sweep.models import build_student, load_teacher, load_tokenizer
-    from distill_sweep.objectives import build_objective, prediction_loss
-    from distill_sweep.teacher_cache import cached_teacher, finetune_settings
+    from distill_sweep.models import build_student, load_tokenizer
+    from distill_sweep.objectives import build_objective
 
     cfg = job.cfg
     cache_dir = _abs(cfg.cache_dir)
@@ -187,48 +198,222 @@ def _train(job: Job, record: dict[str, Any]) -> None:
 
     tokenizer = load_tokenizer(cfg.teacher, cache_dir)
     data = load_task_data(cfg.task, tokenizer, cache_dir)
-    regression = bool(data.is_regression)
     pad_id = int(tokenizer.pad_token_id)
-    eval_bs = int(cfg.eval_batch_size)
-    dev_loaders = {
-        name: make_loader(ds, eval_bs, shuffle=False, seed=0, pad_token_id=pad_id) for name, ds in data.dev.items()
-    }
+    dev_loaders = {name: make_loader(ds, int(cfg.eval_batch_size), shuffle=False, seed=0, pad_token_id=pad_id)
+                   for name, ds in data.dev.items()}
 
     def metrics(logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         return compute_metrics(cfg.task, logits, labels)
 
-    def fit(model: torch.nn.Module, stage: StageSpec, loss_fn: Any, params: list, seed: int,
-            max_steps: int | None, on_epoch: Any) -> None:
-        n_steps = steps_per_epoch(len(data.train), stage.batch_size, max_steps)
+    def loader_for(stage: StageSpec, epoch: int, seed: int) -> Any:
+        return make_loader(data.train, stage.batch_size, shuffle=True, seed=_epoch_seed(seed, stage.name, epoch),
+                           pad_token_id=pad_id, num_workers=int(cfg.num_workers))
+
+    teacher = _teacher(job, record, data, tokenizer, dev_loaders, metrics, loader_for, device, precision, cache_dir)
+
+    # ---- student and objective
+    seed_everything(int(cfg.seed))
+    student = build_student(teacher, job.init, int(cfg.student.num_layers)).to(device)
+    train_labels = None if data.is_regression else torch.as_tensor(np.asarray(data.train["labels"]))
+    objective = build_objective(cfg.objective, student_config=student.config, teacher_config=teacher.config,
+                                layer_map=job.init.layer_map, train_labels=train_labels, num_labels=data.num_labels)
+    if objective is not None:
+        objective.to(device)
+    stage_names = [s for s in cfg.objective.stages if s != "intermediate" or objective is not None]
+    if not stage_names:
+        raise ConfigError(f"objective {cfg.objective.name!r} has no stage to run")
+    recipe = cfg.task.recipe
+    stages = [StageSpec(name, int(cfg.epochs or recipe.epochs), float(cfg.optimizer.lr or recipe.lr),
+                        int(cfg.optimizer.batch_size or recipe.batch_size),
+                        float(cfg.optimizer.warmup_ratio if cfg.optimizer.warmup_ratio is not None
+                              else recipe.warmup_ratio)) for name in stage_names]
+
+    run = StudentRun(job, record, student, teacher, objective, stages, data, loader_for, dev_loaders, metrics,
+                     device, precision)
+    run.train()
+    record["wall_time_s"] = time.perf_counter() - wall_start
+    record["peak_memory_mb"], record["peak_memory_kind"] = _peak_memory(device)
+    primary, best = str(cfg.task.primary_metric), record["best"]
+    log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", cfg.task.name,
+             cfg.objective.name, job.init.spec, cfg.seed, primary, best["dev"][primary], best["stage"],
+             best["epoch"], record["final"]["dev"][primary], record["wall_time_s"])
+
+
+class StudentRun:
+    """The student's stages, resumable: position, checkpoints, preemption, tracking."""
+
+    def __init__(self, job: Job, record: dict[str, Any], student: torch.nn.Module, teacher: torch.nn.Module,
+                 objective: Any, stages: list[StageSpec], data: Any, loader_for: Any, dev_loaders: dict[str, Any],
+                 metrics: Any, device: torch.device, precision: str) -> None:
+        self.job, self.cfg, self.record = job, job.cfg, record
+        self.student, self.teacher, self.objective, self.stages = student, teacher, objective, stages
+        self.data, self.loader_for, self.dev_loaders, self.metrics = data, loader_for, dev_loaders, metrics
+        self.device, self.precision = device, precision
+        self.ckpt_path = job.out_dir / CHECKPOINT
+        self.every = int(self.cfg.checkpoint.every_steps or 0)
+        # where we are: stage index, epoch (1-based) and steps done in it, plus totals for samples/s
+        self.pos = {"stage": 0, "epoch": 1, "step": 0, "global_step": 0, "train_samples": 0.0,
+                    "train_seconds": 0.0}
+        self.resume = load_checkpoint(self.ckpt_path, job.digest)
+        if self.resume is not None:
+            self.pos.update(self.resume["position"])
+            student.load_state_dict(self.resume["student"])
+            if objective is not None and self.resume["objective"]:
+                objective.load_state_dict(self.resume["objective"])
+            record["epochs"] = self.resume["history"]
+            record["resumed"] = record.get("resumed", 0) + 1
+            log.info("resuming from %s at %s epoch %d step %d", self.ckpt_path, stages[self.pos["stage"]].name,
+                     self.pos["epoch"], self.pos["step"])
+        cfg = self.cfg
+        self.tracker = Tracker(cfg, job.out_dir, group=_sweep_group(), name=_run_name(cfg, job),
+                               tags=[f"task:{cfg.task.name}", f"objective:{cfg.objective.name}",
+                                     f"init:{job.init.spec}", f"seed:{cfg.seed}"],
+                               resume_id=self.resume.get("wandb_id") if self.resume else None)
+        record["wandb"] = {"id": self.tracker.run_id, "dir": self.tracker.run_dir, "mode": str(cfg.logger.mode)}
+
+    def train(self) -> None:
+        try:
+            with PreemptionSignal() as self.preempt:
+                for index in range(self.pos["stage"], len(self.stages)):
+                    self._run_stage(index)
+                    self.pos.update(stage=index + 1, epoch=1, step=0)
+                    self._snapshot(None, None, None)  # stage boundary: the next stage gets a fresh optimiser
+        except BaseException as err:
+            self.tracker.finish(exit_code=0 if isinstance(err, SystemExit) else 1)
+            raise
+        self._finish()
+
+    def _run_stage(self, index: int) -> None:
+        cfg, stage = self.cfg, self.stages[index]
+        if stage.name == "intermediate":
+            loss_fn = _intermediate_loss(self.student, self.teacher, self.objective)
+            params = list(self.student.parameters()) + list(self.objective.parameters())
+        else:
+            loss_fn = _prediction_loss(self.student, self.teacher, _prediction_loss_fn(), cfg.objective,
+                                       self.data.is_regression)
+            params = list(self.student.parameters())
+        n_steps = steps_per_epoch(len(self.data.train), stage.batch_size, cfg.max_steps_per_epoch)
         optimizer = build_optimizer(params, cfg.optimizer, stage.lr)
         scheduler = linear_schedule(optimizer, n_steps * stage.epochs, stage.warmup_ratio)
-        for epoch in range(1, stage.epochs + 1):
-            model.train()
-            loader = make_loader(data.train, stage.batch_size, shuffle=True, seed=_epoch_seed(seed, stage.name, epoch),
-                                 pad_token_id=pad_id, num_workers=int(cfg.num_workers))
-            stats = train_epoch(iter(loader), loss_fn, params, optimizer, scheduler, device=device,
-                                precision=precision, num_steps=n_steps,
-                                max_grad_norm=float(cfg.optimizer.max_grad_norm))
-            on_epoch(stage, epoch, stats)
+        progress = None
+        if self.resume is not None and index == self.resume["position"]["stage"]:
+            if self.resume["optimizer"] is not None:
+                optimizer.load_state_dict(self.resume["optimizer"])
+                scheduler.load_state_dict(self.resume["scheduler"])
+            if self.resume["progress"] is not None:
+                progress = EpochProgress(**self.resume["progress"])
+            set_rng_state(self.resume["rng"])
+            self.resume = None
+        for epoch in range(self.pos["epoch"], stage.epochs + 1):
+            self.pos["epoch"] = epoch
+            self.student.train()
+            if self.objective is not None:
+                self.objective.train()
+            on_step = functools.partial(self._on_step, stage, n_steps, optimizer, scheduler)
+            progress = train_epoch(iter(self.loader_for(stage, epoch, int(cfg.seed))), loss_fn, params, optimizer,
+                                   scheduler, device=self.device, precision=self.precision, num_steps=n_steps,
+                                   progress=progress, max_grad_norm=float(cfg.optimizer.max_grad_norm),
+                                   skip_nonfinite=bool(cfg.skip_nonfinite), on_step=on_step,
+                                   desc=f"{stage.name} {epoch}/{stage.epochs}")
+            self._end_epoch(stage, epoch, n_steps, progress.summary())
+            progress = None
+            if epoch < stage.epochs:
+                self.pos.update(epoch=epoch + 1, step=0)
+                self._snapshot(optimizer, scheduler, None)
 
-    # ---- teacher: given, cached, or fine-tuned now (once per key, under a lock)
+    def _on_step(self, stage: StageSpec, n_steps: int, optimizer: Any, scheduler: Any, progress: EpochProgress,
+                 loss: float) -> None:
+        self.pos["step"] = progress.steps
+        if progress.steps % max(1, int(self.cfg.log_every)) == 0:
+            step = self.pos["global_step"] + progress.steps
+            self.tracker.log({f"{stage.name}/loss": loss, f"{stage.name}/lr": scheduler.get_last_lr()[0]}, step=step)
+            if not sys.stderr.isatty():  # SLURM logs: a line now and then instead of a progress bar
+                log.info("%s epoch %d step %d/%d loss %.4f", stage.name, self.pos["epoch"], progress.steps, n_steps,
+                         loss)
+        if (self.every and progress.steps % self.every == 0 and progress.steps < n_steps) or self.preempt.requested:
+            self._snapshot(optimizer, scheduler, progress)
+        if self.preempt.requested:
+            self.record["requeued"] = self.record.get("requeued", 0) + 1
+            results.write_json_atomic(self.job.out_dir / results.RECORD, self.record)
+            self.preempt.forward()  # submitit requeues the job and exits; the requeued job resumes from here
+
+    def _end_epoch(self, stage: StageSpec, epoch: int, n_steps: int, stats: dict[str, float]) -> None:
+        self.pos["train_samples"] += stats["samples"]
+        self.pos["train_seconds"] += stats["seconds"]
+        self.pos["global_step"] += n_steps
+        dev = evaluate(self.student, self.dev_loaders, self.metrics, self.device, self.precision)
+        entry = {"stage": stage.name, "epoch": epoch, "step": self.pos["global_step"], "train_loss": stats["loss"],
+                 "dev": dev}
+        entry.update({k: v for k, v in stats.items() if k.startswith("loss_")})
+        if stats["nonfinite_skipped"]:
+            entry["nonfinite_skipped"] = int(stats["nonfinite_skipped"])
+        self.record["epochs"].append(entry)
+        self.tracker.log({f"{stage.name}/train_loss": stats["loss"], **{f"dev/{k}": v for k, v in dev.items()},
+                          "epoch": len(self.record["epochs"])}, step=self.pos["global_step"])
+        log.info("%s epoch %d/%d loss %.4f dev %s", stage.name, epoch, stage.epochs, stats["loss"], _fmt(dev))
+
+    def _snapshot(self, optimizer: Any, scheduler: Any, progress: EpochProgress | None) -> None:
+        save_checkpoint(self.ckpt_path, {
+            "config_hash": self.job.digest, "position": dict(self.pos), "history": self.record["epochs"],
+            "student": self.student.state_dict(),
+            "objective": self.objective.state_dict() if self.objective is not None else {},
+            "optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "progress": dataclasses.asdict(progress) if progress is not None else None,
+            "rng": rng_state(), "wandb_id": self.tracker.run_id,
+        })
+
+    def _finish(self) -> None:
+        record, primary = self.record, str(self.cfg.task.primary_metric)
+        predicted = [e for e in record["epochs"] if e["stage"] == "prediction"] or record["epochs"]
+        best = max(predicted, key=lambda e: e["dev"][primary])
+        record["best"] = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
+        record["final"] = {"dev": record["epochs"][-1]["dev"]}
+        seconds = self.pos["train_seconds"]
+        record["samples_per_s"] = self.pos["train_samples"] / seconds if seconds else None
+        record["nonfinite_skipped"] = int(sum(e.get("nonfinite_skipped", 0) for e in record["epochs"]))
+        self.tracker.summary({f"best/{primary}": best["dev"][primary],
+                              f"final/{primary}": record["final"]["dev"][primary]})
+        self.tracker.finish()
+        if not self.cfg.checkpoint.keep:
+            self.ckpt_path.unlink(missing_ok=True)
+
+
+def _prediction_loss_fn() -> Any:
+    from distill_sweep.objectives import prediction_loss
+
+    return prediction_loss
+
+
+def _teacher(job: Job, record: dict[str, Any], data: Any, tokenizer: Any, dev_loaders: dict[str, Any],
+             metrics: Any, loader_for: Any, device: torch.device, precision: str, cache_dir: Path) -> Any:
+    """The frozen, eval-mode teacher: given, from the cache, or fine-tuned now (once per key, under a lock)."""
+    from distill_sweep.metrics import majority_baseline
+    from distill_sweep.models import load_teacher
+    from distill_sweep.teacher_cache import cached_teacher, finetune_settings
+
+    cfg = job.cfg
     ft = finetune_settings(cfg)
     if cfg.teacher.finetuned_path:
-        teacher_path, source = str(cfg.teacher.finetuned_path), "given"
-        teacher = load_teacher(cfg.teacher, teacher_path, data.num_labels, data.label_names, len(tokenizer))
-        teacher_dev = None
+        teacher_path, source, teacher_dev = str(cfg.teacher.finetuned_path), "given", None
     else:
         def finetune(out_dir: Path) -> dict[str, float]:
             seed_everything(ft["seed"])
             model = load_teacher(cfg.teacher, cfg.teacher.name_or_path, data.num_labels, data.label_names,
                                  len(tokenizer)).to(device)
             stage = StageSpec("finetune", ft["epochs"], ft["lr"], ft["batch_size"], ft["warmup_ratio"])
-
-            def on_epoch(stage: StageSpec, epoch: int, stats: dict[str, float]) -> None:
+            params = list(model.parameters())
+            n_steps = steps_per_epoch(len(data.train), stage.batch_size, ft["max_steps_per_epoch"])
+            optimizer = build_optimizer(params, cfg.optimizer, stage.lr)
+            scheduler = linear_schedule(optimizer, n_steps * stage.epochs, stage.warmup_ratio)
+            loss_fn = cross_entropy_loss(model, bool(data.is_regression))
+            for epoch in range(1, stage.epochs + 1):
+                model.train()
+                stats = train_epoch(iter(loader_for(stage, epoch, ft["seed"])), loss_fn, params, optimizer,
+                                    scheduler, device=device, precision=precision, num_steps=n_steps,
+                                    max_grad_norm=float(cfg.optimizer.max_grad_norm),
+                                    desc=f"teacher {epoch}/{stage.epochs}").summary()
                 log.info("teacher epoch %d/%d loss %.4f", epoch, stage.epochs, stats["loss"])
-
-            fit(model, stage, cross_entropy_loss(model, regression), list(model.parameters()), ft["seed"],
-                ft["max_steps_per_epoch"], on_epoch)
             dev = evaluate(model, dev_loaders, metrics, device, precision)
             model.save_pretrained(out_dir)
             tokenizer.save_pretrained(out_dir)
@@ -236,69 +421,55 @@ def _train(job: Job, record: dict[str, Any]) -> None:
 
         path, source, teacher_dev = cached_teacher(cfg, cache_dir, finetune)
         teacher_path = str(path)
-        teacher = load_teacher(cfg.teacher, teacher_path, data.num_labels, data.label_names, len(tokenizer))
+    teacher = load_teacher(cfg.teacher, teacher_path, data.num_labels, data.label_names, len(tokenizer))
+    _check_label_order(teacher, data.label_names, teacher_path)
     teacher.to(device).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
     if teacher_dev is None:
         teacher_dev = evaluate(teacher, dev_loaders, metrics, device, precision)
-    record["teacher"].update(source=source, path=teacher_path, dev=teacher_dev)
-    log.info("teacher (%s) dev: %s", source, _fmt(teacher_dev))
+    first_dev = next(iter(data.dev.values()))
+    baseline = majority_baseline(cfg.task, data.train["labels"], first_dev["labels"])
+    record["teacher"].update(source=source, path=teacher_path, dev=teacher_dev, majority_baseline=baseline)
+    log.info("teacher (%s) dev: %s | majority-class baseline: %s", source, _fmt(teacher_dev), _fmt(baseline))
+    _check_teacher_beats_baseline(cfg, teacher_dev, baseline)
+    return teacher
 
-    # ---- student
-    seed_everything(int(cfg.seed))
-    student = build_student(teacher, job.init, int(cfg.student.num_layers)).to(device)
-    train_labels = torch.as_tensor(np.asarray(data.train["labels"])) if not regression else None
-    objective = build_objective(cfg.objective, student_config=student.config, teacher_config=teacher.config,
-                                layer_map=job.init.layer_map, train_labels=train_labels,
-                                num_labels=data.num_labels)
-    if objective is not None:
-        objective.to(device)
-    stages = [s for s in cfg.objective.stages if s != "intermediate" or objective is not None]
-    if not stages:
-        raise ConfigError(f"objective {cfg.objective.name!r} has no stage to run")
 
-    recipe = cfg.task.recipe
-    epochs = int(cfg.epochs or recipe.epochs)
-    lr = float(cfg.optimizer.lr or recipe.lr)
-    batch_size = int(cfg.optimizer.batch_size or recipe.batch_size)
-    warmup = float(cfg.optimizer.warmup_ratio if cfg.optimizer.warmup_ratio is not None else recipe.warmup_ratio)
-    primary = str(cfg.task.primary_metric)
-    train_samples, train_seconds, step = 0.0, 0.0, 0
+def _check_label_order(teacher: Any, label_names: list[str], path: str) -> None:
+    """A teacher whose head was trained with another label order would silently invert the task."""
+    id2label = {int(k): str(v) for k, v in (teacher.config.id2label or {}).items()}
+    generic = all(v == f"LABEL_{k}" for k, v in id2label.items())
+    if label_names and not generic and [id2label.get(i) for i in range(len(label_names))] != list(label_names):
+        raise ConfigError(
+            f"label order mismatch: the data's labels are {list(label_names)} but the teacher at {path} was "
+            f"trained with {[id2label[i] for i in sorted(id2label)]}"
+        )
 
-    def on_epoch(stage: StageSpec, epoch: int, stats: dict[str, float]) -> None:
-        nonlocal train_samples, train_seconds, step
-        train_samples += stats["samples"]
-        train_seconds += stats["seconds"]
-        step += steps_per_epoch(len(data.train), stage.batch_size, cfg.max_steps_per_epoch)
-        dev = evaluate(student, dev_loaders, metrics, device, precision)
-        entry = {"stage": stage.name, "epoch": epoch, "step": step, "train_loss": stats["loss"], "dev": dev}
-        entry.update({k: v for k, v in stats.items() if k.startswith("loss_")})
-        record["epochs"].append(entry)
-        log.info("%s epoch %d/%d loss %.4f dev %s", stage.name, epoch, stage.epochs, stats["loss"], _fmt(dev))
 
-    for name in stages:
-        stage = StageSpec(name, epochs, lr, batch_size, warmup)
-        if name == "intermediate":
-            assert objective is not None
-            loss_fn = _intermediate_loss(student, teacher, objective)
-            params = list(student.parameters()) + list(objective.parameters())
-            objective.train()
-        else:
-            loss_fn = _prediction_loss(student, teacher, prediction_loss, cfg.objective, regression)
-            params = list(student.parameters())
-        fit(student, stage, loss_fn, params, int(cfg.seed), cfg.max_steps_per_epoch, on_epoch)
+def _check_teacher_beats_baseline(cfg: DictConfig, dev: dict[str, float], baseline: dict[str, float]) -> None:
+    key = str(cfg.task.primary_metric)
+    margin = float(cfg.guards.teacher_margin)
+    if dev[key] < baseline[key] + margin and not cfg.guards.allow_weak_teacher:
+        raise ConfigError(
+            f"the teacher's dev {key} is {dev[key]:.4f}, not clearly better than the majority-class baseline "
+            f"{baseline[key]:.4f} (+{margin}): distilling from it would be meaningless. Check the teacher, or pass "
+            "guards.allow_weak_teacher=true to proceed deliberately"
+        )
 
-    predicted = [e for e in record["epochs"] if e["stage"] == "prediction"] or record["epochs"]
-    best = max(predicted, key=lambda e: e["dev"][primary])
-    record["best"] = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
-    record["final"] = {"dev": record["epochs"][-1]["dev"]}
-    record["wall_time_s"] = time.perf_counter() - wall_start
-    record["samples_per_s"] = train_samples / train_seconds if train_seconds else None
-    record["peak_memory_mb"], record["peak_memory_kind"] = _peak_memory(device)
-    log.info("done %s/%s init=%s seed=%s best %s=%.4f final %.4f (%.0fs)", cfg.task.name, cfg.objective.name,
-             job.init.spec, cfg.seed, primary, best["dev"][primary], record["final"]["dev"][primary],
-             record["wall_time_s"])
+
+def _sweep_group() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return None
+    return str(hc.sweep.dir) if _is_multirun() else None
+
+
+def _run_name(cfg: DictConfig, job: Job) -> str:
+    return f"{cfg.task.name}-{cfg.objective.name}-init{job.init.spec}-s{cfg.seed}"
 
 
 def _intermediate_loss(student: torch.nn.Module, teacher: torch.nn.Module, objective: Any) -> Any:

@@ -1,0 +1,76 @@
+"""Experiment tracking with wandb: one run per job, grouped by sweep. Never fails a job.
+
+Every call into wandb is wrapped: an error becomes a warning and tracking switches itself off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+class Tracker:
+    def __init__(self, cfg: DictConfig, job_dir: Path, *, group: str | None, name: str, tags: list[str],
+                 resume_id: str | None = None) -> None:
+        self.run: Any = None
+        mode = str(cfg.logger.mode)
+        if mode == "disabled" or cfg.logger.name == "none":
+            return
+        try:
+            os.environ.setdefault("WANDB_SILENT", "true")
+            import wandb
+
+            run_dir = Path(cfg.logger.dir) if cfg.logger.dir else job_dir
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.run = wandb.init(
+                project=str(cfg.logger.project), entity=cfg.logger.entity, mode=mode, dir=str(run_dir),
+                group=group, name=name, tags=tags, id=resume_id, resume="allow" if resume_id else None,
+                config=OmegaConf.to_container(cfg, resolve=True), reinit="finish_previous",
+            )
+        except Exception as err:  # tracking must never stop training
+            self._disable("init", err)
+
+    @property
+    def run_id(self) -> str | None:
+        return getattr(self.run, "id", None)
+
+    @property
+    def run_dir(self) -> str | None:
+        return getattr(self.run, "dir", None)
+
+    def log(self, data: dict[str, Any], step: int | None = None) -> None:
+        if self.run is None:
+            return
+        try:
+            self.run.log(data, step=step)
+        except Exception as err:
+            self._disable("log", err)
+
+    def summary(self, data: dict[str, Any]) -> None:
+        if self.run is None:
+            return
+        try:
+            self.run.summary.update(data)
+        except Exception as err:
+            self._disable("summary", err)
+
+    def finish(self, exit_code: int = 0) -> None:
+        if self.run is None:
+            return
+        try:
+            self.run.finish(exit_code=exit_code)
+        except Exception as err:
+            self._disable("finish", err)
+        self.run = None
+
+    def _disable(self, where: str, err: Exception) -> None:
+        warnings.warn(f"wandb {where} failed, tracking disabled for this job: {type(err).__name__}: {err}",
+                      stacklevel=3)
+        self.run = None
