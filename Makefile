@@ -24,7 +24,7 @@ install: $(STAMP)
 DEMO_RESULTS ?= results/demo
 demo: install
 	$(BIN)/python -m distill_sweep experiment=demo results_dir=$(DEMO_RESULTS) -m
-	$(BIN)/python -m distill_sweep.report $(DEMO_RESULTS)
+	$(BIN)/python -m distill_sweep.report $(DEMO_RESULTS) preset=demo
 
 test: install
 	$(BIN)/ruff check distill_sweep tests conf

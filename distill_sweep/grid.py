@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -47,6 +48,9 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
     from distill_sweep.models import init_spec
     from distill_sweep.train import CONF_DIR
 
+    known = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
+    if preset not in known:
+        raise ConfigError(f"unknown experiment preset {preset!r} (known: {', '.join(known)})")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         base = [f"experiment={preset}", *extra_overrides]
         cfg = compose("config", overrides=base, return_hydra_config=True)
