@@ -111,9 +111,25 @@ def prepare(cfg: DictConfig) -> Job:
             f"student.hidden_size={width} differs from the teacher's {arch.hidden_size}: a student initialised "
             "from teacher layers must have the teacher's width"
         )
+    _check_objective(cfg, arch, init)
     digest = results.config_hash(cfg)
     out_dir = results.job_dir(_abs(cfg.results_dir), cfg, init_dirname(cfg.init), digest)
     return Job(cfg, init, digest, out_dir, depth, width)
+
+
+def _check_objective(cfg: DictConfig, arch: Any, init: StudentInit) -> None:
+    """Build the objective once on the architectures alone, so impossible combinations (head-count mismatch,
+    projection none with different widths, contrastive on a regression task) fail before any loading."""
+    import copy
+
+    from distill_sweep.objectives import build_objective
+
+    student_arch = copy.deepcopy(arch)
+    student_arch.num_hidden_layers = int(cfg.student.num_layers)
+    num_labels = int(cfg.task.num_labels)
+    placeholder = None if cfg.task.is_regression else torch.arange(num_labels).repeat(2)
+    build_objective(cfg.objective, student_config=student_arch, teacher_config=arch, layer_map=init.layer_map,
+                    train_labels=placeholder, num_labels=num_labels)
 
 
 def _abs(path: str) -> Path:
@@ -353,6 +369,9 @@ class StudentRun:
         log.info("%s epoch %d/%d loss %.4f dev %s", stage.name, epoch, stage.epochs, stats["loss"], _fmt(dev))
 
     def _snapshot(self, optimizer: Any, scheduler: Any, progress: EpochProgress | None) -> None:
+        if not all(bool(torch.isfinite(p).all()) for p in self.student.parameters()):
+            log.warning("not checkpointing: the student has non-finite weights (keeping the last good checkpoint)")
+            return
         save_checkpoint(self.ckpt_path, {
             "config_hash": self.job.digest, "position": dict(self.pos), "history": self.record["epochs"],
             "student": self.student.state_dict(),

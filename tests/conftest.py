@@ -1,0 +1,14 @@
+"""pytest fixtures; the helpers they share with the tests live in helpers.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import helpers  # noqa: F401  (sets the offline environment before any test imports transformers)
+import pytest
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache (toy tokenizer, tokenised data, fine-tuned teachers) for the whole session."""
+    return tmp_path_factory.mktemp("cache")

@@ -1,0 +1,53 @@
+"""Shared test helpers: offline environment, composed configs, a small and fast toy setting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+from distill_sweep.train import CONF_DIR
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Offline and quiet everywhere: no hub, wandb off unless a test turns it on.
+os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="disabled",
+                  WANDB_SILENT="true", HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false")
+
+# The toy task shrunk for tests: a few hundred examples, short teacher fine-tuning, one epoch per stage.
+FAST = [
+    "task=toy",
+    "teacher=tiny",
+    "logger=none",
+    "task.recipe.num_train=256",
+    "task.recipe.num_dev=128",
+    "teacher.finetune.epochs=3",
+    "epochs=1",
+    "optimizer.batch_size=32",
+    "guards.allow_weak_teacher=true",
+]
+
+
+def compose_cfg(overrides: Sequence[str] = ()) -> DictConfig:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    OmegaConf.set_struct(cfg, False)
+    return cfg
+
+
+def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+    """`python -m distill_sweep ARGS` in a subprocess (the way users run it)."""
+    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def records(results_dir: Path) -> list[dict]:
+    import json
+
+    return [json.loads(p.read_text()) for p in sorted(Path(results_dir).rglob("result.json"))]

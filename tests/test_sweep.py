@@ -1,0 +1,94 @@
+"""The result store and the sweeper: config hash, skip completed, re-run missing/failed, dry run, presets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import FAST, compose_cfg, records, run_cli
+
+from distill_sweep import results
+from distill_sweep.grid import expected_jobs
+
+
+def test_config_hash_ignores_where_and_how_but_not_what(tmp_path: Path) -> None:
+    base = compose_cfg([*FAST, "results_dir=a", "cache_dir=b"])
+    moved = compose_cfg([*FAST, "results_dir=elsewhere", "cache_dir=c", "logger=wandb", "device=cpu",
+                         "eval_batch_size=7", "checkpoint.every_steps=5"])
+    assert results.config_hash(base) == results.config_hash(moved)
+    for change in ("seed=2", "init=3", "objective=att_kl", "epochs=2", "optimizer.lr=0.5"):
+        assert results.config_hash(compose_cfg([*FAST, change])) != results.config_hash(base), change
+
+
+def test_atomic_write_leaves_only_the_final_file(tmp_path: Path) -> None:
+    path = tmp_path / "d" / "result.json"
+    results.write_json_atomic(path, {"status": "running"})
+    results.write_json_atomic(path, {"status": "completed"})
+    assert json.loads(path.read_text()) == {"status": "completed"}
+    assert [p.name for p in path.parent.iterdir()] == ["result.json"]
+    (tmp_path / "half.json").write_text('{"status": "compl')
+    assert results.read_record(tmp_path / "half.json") is None  # a torn file is never taken as complete
+
+
+def test_paper_presets_expand_to_the_papers_grids() -> None:
+    table1 = expected_jobs("paper_table1")
+    table3 = expected_jobs("paper_table3")
+    assert len(table1) == 7 * 9 * 1 * 4 and len(table3) == 7 * 6 * 3 * 4
+    assert {c["init_spec"] for c in table3} == {"1", "2", "3"}
+    assert {c["task"] for c in table1} == {"qnli", "sst2", "mnli", "mrpc", "qqp", "rte", "cola"}
+    assert {c["seed"] for c in table1} == {1, 2, 3, 4}
+    assert len({c["objective"] for c in table1}) == 9
+    demo = expected_jobs("demo")
+    assert {c["task"] for c in demo} == {"toy"} and len(demo) == len({tuple(c.values()) for c in demo})
+
+
+def test_sweep_skips_completed_reruns_missing_and_failed_and_survives_a_failure(tmp_path: Path) -> None:
+    out, cache = tmp_path / "results", tmp_path / "cache"
+    # 2 lrs x 2 seeds: the absurd lr makes 2 jobs fail (non-finite loss) while the other 2 complete
+    grid = [*FAST, "objective=hid_seq", "optimizer.lr=1e-3,1e30", "seed=1,2", f"results_dir={out}",
+            f"cache_dir={cache}", "-m"]
+    first = run_cli(grid, cwd=tmp_path)
+    assert first.returncode == 1  # Hydra's rule: a failed job makes the multirun exit 1 ...
+    assert "4 jobs in the grid, 0 already completed, 4 to run" in first.stdout
+    recs = records(out)
+    assert sorted(r["status"] for r in recs) == ["completed", "completed", "failed", "failed"]  # ... others finish
+    failed = [r for r in recs if r["status"] == "failed"]
+    assert all("NonFiniteLossError" in r["error"] for r in failed)
+
+    # re-run: completed jobs are skipped, failed ones run again (and fail again)
+    again = run_cli(grid, cwd=tmp_path)
+    assert "4 jobs in the grid, 2 already completed, 2 to run" in again.stdout
+
+    # only the good half: re-running executes 0 jobs; deleting one record re-runs exactly that one
+    good = [*FAST, "objective=hid_seq", "optimizer.lr=1e-3", "seed=1,2", f"results_dir={out}",
+            f"cache_dir={cache}", "-m"]
+    before = {r["config_hash"]: r["finished_at"] for r in records(out) if r["status"] == "completed"}
+    zero = run_cli(good, cwd=tmp_path)
+    assert zero.returncode == 0 and "2 jobs in the grid, 2 already completed, 0 to run" in zero.stdout
+    victim = next(p for p in out.rglob("result.json") if json.loads(p.read_text())["status"] == "completed")
+    victim_hash = json.loads(victim.read_text())["config_hash"]
+    victim.unlink()
+    one = run_cli(good, cwd=tmp_path)
+    assert one.returncode == 0 and "2 jobs in the grid, 1 already completed, 1 to run" in one.stdout
+    after = {r["config_hash"]: r["finished_at"] for r in records(out) if r["status"] == "completed"}
+    assert after.keys() == before.keys()
+    assert [h for h in before if before[h] != after[h]] == [victim_hash]
+
+
+def test_dry_run_plans_without_running(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = run_cli(["experiment=paper_table3", f"results_dir={out}", "+dry_run=true", "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "504 jobs in the grid, 0 already completed, 504 to run" in proc.stdout
+    assert "estimated cost" in proc.stdout
+    assert not out.exists()
+
+
+def test_a_bad_job_in_a_sweep_stops_it_before_anything_runs(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = run_cli([*FAST, "init=1,[1,2]", f"results_dir={out}", f"cache_dir={tmp_path / 'c'}", "-m"],
+                   cwd=tmp_path, env={"PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("distill_sweep: error")]
+    assert len(errors) == 1 and "init=[1,2]" in errors[0] and "names 2 teacher layers" in errors[0]
+    assert not out.exists() and not (tmp_path / "c").exists()
