@@ -45,9 +45,15 @@ PACKAGES = ("distill_sweep", "torch", "transformers", "datasets", "tokenizers", 
 
 
 def hashed_config(cfg: DictConfig) -> dict[str, Any]:
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    assert isinstance(container, dict)
-    return {k: v for k, v in container.items() if k not in NOT_HASHED}
+    # Drop the unhashed keys BEFORE resolving: the `hydra` node holds values (hydra.job.num) that only
+    # exist inside a running job, and the sweeper hashes configs before launching them.
+    out: dict[str, Any] = {}
+    for key in cfg:
+        if key in NOT_HASHED:
+            continue
+        node = cfg[key]
+        out[str(key)] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    return out
 
 
 def config_hash(cfg: DictConfig) -> str:

@@ -157,6 +157,11 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         log.info("already completed, skipping: %s", record_path)
         return done
     record = _new_record(job)
+    if done is not None:  # an earlier attempt (killed, requeued or failed): keep its counters
+        record["attempts"] = int(done.get("attempts", 1)) + 1
+        for key in ("requeued", "resumed"):
+            if key in done:
+                record[key] = done[key]
     results.write_json_atomic(record_path, record)
     try:
         _train(job, record)
@@ -194,6 +199,7 @@ def _new_record(job: Job) -> dict[str, Any]:
         "config": OmegaConf.to_container(cfg, resolve=True),
         "versions": results.package_versions(),
         "git_commit": results.git_commit(),
+        "attempts": 1,
         "started_at": results.now_iso(),
         "finished_at": None,
     }
