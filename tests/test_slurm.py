@@ -1,0 +1,244 @@
+"""Real SLURM: a single-node cluster on 127.0.0.1 (tests/slurm_cluster.sh), a toy sweep through
+`hydra/launcher=slurm`, every record written and every job COMPLETED in sacct, then the cluster torn down.
+
+Needs root and apt (the script installs slurm, munge and mariadb when missing). Outside CI the tests skip
+when those are missing; with CI=true they fail instead, so a CI machine cannot silently skip them.
+Select or deselect with `-m slurm` / `-m "not slurm"`. See tests/SLURM.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "tests" / "slurm_cluster.sh"
+CLUSTER_DIR = Path(os.environ.get("SLURM_TEST_DIR", "/tmp/distill_sweep_slurm"))
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "slurmdbd", "mariadb-server")
+
+# The toy grid submitted through SLURM: 2 objectives x 2 inits = one array of 4 jobs. Adjust here; a
+# comma in a value is a sweep axis (the expected job count is the product of the axis lengths).
+SWEEP_OVERRIDES = [
+    "task=toy",
+    "teacher=tiny",
+    "logger=none",
+    "objective=vanilla_kd,att_mse",
+    "init=1,3",
+    "seed=1",
+    "epochs=1",
+    "max_steps_per_epoch=4",
+    # a small, quickly fine-tuned teacher: the point here is the launcher, not the numbers
+    "task.recipe.num_train=256",
+    "task.recipe.num_dev=64",
+    "teacher.finetune.epochs=1",
+    "teacher.finetune.max_steps_per_epoch=4",
+]
+# What one toy job may ask of the 2-core CI machine (no GPU GRES there: a GPU request is rejected).
+LAUNCHER_OVERRIDES = [
+    "hydra/launcher=slurm",
+    "hydra.launcher.gpus_per_node=0",
+    "hydra.launcher.cpus_per_task=1",
+    "hydra.launcher.mem_gb=2",
+    "hydra.launcher.timeout_min=15",
+]
+SWEEP_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Cluster:
+    conf: Path  # SLURM_CONF for clients (sbatch, sacct, submitit)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, SLURM_CONF=str(self.conf))
+        # SLURM jobs must import the INSTALLED package: nothing the submitting side puts on the path may help.
+        env.pop("PYTHONPATH", None)
+        return env
+
+
+def _packages_installed() -> bool:
+    if shutil.which("dpkg-query") is None:
+        return False
+    for package in PACKAGES:
+        query = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+        if not query.stdout.endswith("ok installed"):
+            return False
+    return True
+
+
+def _unavailable_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to start slurmctld/slurmd/munged/mariadbd"
+    if not _packages_installed() and shutil.which("apt-get") is None:
+        return "slurm/munge/mariadb are not installed and apt-get is unavailable"
+    return None
+
+
+def _script(action: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SLURM_TEST_DIR=str(CLUSTER_DIR))
+    return subprocess.run(["bash", str(SCRIPT), action], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _cluster_pids() -> list[int]:
+    """Processes started by the script (it tags every daemon's environment with the cluster directory)."""
+    marker = f"DISTILL_SWEEP_SLURM_DIR={CLUSTER_DIR}".encode()
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker in environ.read_bytes().split(b"\0"):
+                pids.append(int(environ.parent.name))
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+    return pids
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Cluster]:
+    reason = _unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail(f"SLURM test cannot run under CI: {reason}")
+        pytest.skip(reason)
+    try:
+        up = _script("up")
+        if up.returncode != 0:
+            pytest.fail(f"slurm_cluster.sh up failed (rc {up.returncode}):\n{up.stdout}\n{up.stderr}")
+        yield Cluster(conf=CLUSTER_DIR / "etc" / "slurm.conf")
+    finally:
+        down = _script("down", timeout=180)
+        status = _script("status", timeout=60)
+        left = _cluster_pids()
+        assert down.returncode == 0, f"slurm_cluster.sh down failed:\n{down.stdout}\n{down.stderr}"
+        assert not left, f"processes of the test cluster still run after down: {left}"
+        assert status.returncode == 3, f"daemons still run after down:\n{status.stdout}\n{status.stderr}"
+
+
+def _sacct_states(cluster: Cluster, job_ids: list[str], timeout_s: float = 30) -> dict[str, str]:
+    """`sacct` State per allocation for job_ids (`123` or array tasks `123_4`), polling over its ~1 s lag."""
+    parents = sorted({j.split("_")[0] for j in job_ids})
+    cmd = ["sacct", "-n", "-X", "-P", "-o", "JobID,State"] + [a for p in parents for a in ("-j", p)]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=cluster.env(), check=True).stdout
+        states = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+        # a state is "CANCELLED by 0" etc.: keep the first word
+        states = {k: v.split()[0] for k, v in states.items()}
+        if all(states.get(j) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
+               for j in job_ids) or time.monotonic() > deadline:
+            return {j: states.get(j, "MISSING") for j in job_ids}
+        time.sleep(0.5)
+
+
+def _submitted_job_ids(submitit_root: Path) -> list[str]:
+    """Job ids (`123_0`, ...) submitit used, from its `<id>_submitted.pkl` files."""
+    ids = [p.name[: -len("_submitted.pkl")] for p in submitit_root.rglob("*_submitted.pkl")]
+    return sorted(i for i in ids if re.fullmatch(r"\d+(_\d+)?", i))
+
+
+def _expected_jobs(overrides: list[str]) -> int:
+    return math.prod(len(o.split("=", 1)[1].split(",")) for o in overrides)
+
+
+def test_cluster_runs_submitit_job(slurm_cluster: Cluster, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster alone (no pipeline): an `sbatch --wrap` job and a submitit function job complete."""
+    env = slurm_cluster.env()
+    out = tmp_path / "wrap.out"
+    sub = subprocess.run(["sbatch", "--parsable", "-o", str(out), "--wrap", "echo wrapped on $(hostname)"],
+                         capture_output=True, text=True, env=env, check=True)
+    wrap_id = sub.stdout.strip().split(";")[0]
+
+    import submitit
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+
+    # defined here so cloudpickle ships it by value (the job cannot import this test module)
+    def where() -> tuple[str, str | None]:
+        import os
+        import sys
+
+        return sys.executable, os.environ.get("SLURM_JOB_ID")
+
+    executor = submitit.AutoExecutor(folder=tmp_path / "submitit" / "%j", cluster="slurm")
+    executor.update_parameters(timeout_min=5, cpus_per_task=1, mem_gb=1)
+    job = executor.submit(where)
+    executable, job_id = job.result()
+    assert executable == sys.executable  # the job runs the submitting venv's python
+    assert job_id == job.job_id
+
+    states = _sacct_states(slurm_cluster, [wrap_id, job.job_id])
+    assert states == {wrap_id: "COMPLETED", job.job_id: "COMPLETED"}
+    assert out.read_text().startswith("wrapped on ")
+
+
+def test_cancelled_job_is_noticed(slurm_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job killed before writing its result must raise, not hang: submitit learns it from sacct, which is
+    why the cluster runs slurmdbd (with accounting_storage/none submitit polls forever)."""
+    import submitit
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    executor = submitit.AutoExecutor(folder=tmp_path / "submitit" / "%j", cluster="slurm")
+    executor.update_parameters(timeout_min=5, cpus_per_task=1, mem_gb=1)
+    job = executor.submit(time.sleep, 300)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # cancel it while it runs, not while it is still queued
+        squeue = subprocess.run(["squeue", "-h", "-j", job.job_id, "-o", "%T"], capture_output=True, text=True,
+                                env=slurm_cluster.env())
+        if squeue.stdout.strip() == "RUNNING":
+            break
+        time.sleep(0.5)
+    job.cancel(check=True)
+    start = time.monotonic()
+    with pytest.raises(submitit.core.utils.UncompletedJobError):
+        job.result()
+    assert time.monotonic() - start < 90
+
+
+def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """`python -m distill_sweep ... hydra/launcher=slurm -m`: one array, a completed record per job."""
+    env = slurm_cluster.env()
+    # Run from outside the repository: the jobs must find distill_sweep installed in the venv
+    # (`pip install -e .`, done by `make install`), not through the working directory.
+    probe = subprocess.run([sys.executable, "-c", "import distill_sweep"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert probe.returncode == 0, (
+        f"distill_sweep is not importable by {sys.executable} outside the repo; SLURM jobs need it installed "
+        f"(run `make install`, i.e. pip install -e .):\n{probe.stderr}"
+    )
+    results_dir, sweep_dir = tmp_path / "results", tmp_path / "sweep"
+    cmd = [
+        sys.executable, "-m", "distill_sweep", *SWEEP_OVERRIDES, *LAUNCHER_OVERRIDES,
+        f"results_dir={results_dir}", f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}", "-m",
+    ]
+    started = time.monotonic()
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
+    elapsed = time.monotonic() - started
+    logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(sweep_dir.rglob("*_log.*"))[:12])
+    if run.returncode != 0:
+        pytest.fail(f"sweep failed (rc {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}\n{logs}")
+
+    expected = _expected_jobs(SWEEP_OVERRIDES)
+    records = sorted(results_dir.rglob("result.json"))
+    assert len(records) == expected, f"{len(records)} records for {expected} jobs: {records}"
+    for path in records:
+        record = json.loads(path.read_text())
+        assert record["status"] == "completed", f"{path}: {record.get('status')} {record.get('error')}"
+
+    job_ids = _submitted_job_ids(sweep_dir / ".submitit")
+    assert len(job_ids) == expected, f"submitit submitted {job_ids}, expected {expected} jobs"
+    assert len({j.split("_")[0] for j in job_ids}) == 1, f"not one job array: {job_ids}"
+    states = _sacct_states(slurm_cluster, job_ids)
+    assert set(states.values()) == {"COMPLETED"}, states
+    print(f"{expected} SLURM jobs completed in {elapsed:.1f} s")
