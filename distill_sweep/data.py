@@ -1,0 +1,480 @@
+"""Task data: GLUE from the hub or from the original GLUE TSV files, the toy task; tokenisation; batching.
+
+Every source ends in the same shape: ``{"train": Dataset, <dev split name>: Dataset, ...}`` with the HF
+``nyu-mll/glue`` column names (the task's text fields) plus an integer ``label`` whose ids follow
+``task.label_names`` (float for regression), so the rest of the code never knows where data came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import Dataset
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
+
+from distill_sweep.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+# Bump when tokenisation output changes, so old cache files are never reused.
+_TOKENIZE_VERSION = "1"
+# Above this fraction of unparseable rows a file is treated as the wrong format rather than a few bad
+# lines (the original QQP train.tsv has a handful of rows with missing fields; that is all we tolerate).
+_MAX_BAD_ROW_FRACTION = 0.01
+
+
+# --------------------------------------------------------------------------------------------- config
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    """Attribute/key access that works for DictConfig, dict and SimpleNamespace alike."""
+    if isinstance(cfg, Mapping):
+        return cfg.get(key, default)
+    try:
+        return cfg.get(key, default)  # DictConfig
+    except AttributeError:
+        return getattr(cfg, key, default)
+
+
+def _dev_splits(task_cfg: Any) -> dict[str, str]:
+    dev = _get(task_cfg, "dev_splits") or {"validation": "validation"}
+    return {str(k): str(v) for k, v in dict(dev).items()}
+
+
+def _check_task_cfg(task_cfg: Any) -> None:
+    names = list(_get(task_cfg, "label_names") or [])
+    regression = bool(_get(task_cfg, "is_regression", False))
+    num_labels = int(_get(task_cfg, "num_labels"))
+    if regression and num_labels != 1:
+        raise ConfigError(
+            f"task {_get(task_cfg, 'name')}: is_regression needs num_labels 1, got {num_labels}"
+        )
+    if not regression and len(names) != num_labels:
+        raise ConfigError(
+            f"task {_get(task_cfg, 'name')}: num_labels {num_labels} but {len(names)} label_names {names}"
+        )
+
+
+# ------------------------------------------------------------------------------------------- loading
+def load_raw(task_cfg: Any) -> dict[str, Dataset]:
+    """The task's train split and every dev split, columns = text fields + ``label``.
+
+    Sources: ``toy`` (generated), ``glue`` with ``data_dir`` (original GLUE TSVs), ``glue`` without it
+    (``datasets.load_dataset(hub_id, hub_config)``). Raises DataError for unreachable/missing/malformed data.
+    """
+    _check_task_cfg(task_cfg)
+    source = _get(task_cfg, "source", "glue")
+    if source == "toy":
+        from distill_sweep.toy import generate_toy
+
+        recipe = _get(task_cfg, "recipe") or {}
+
+        def toy_key(key: str, default: int) -> int:
+            # The contract lists these under the recipe; accept them at the task level too.
+            return int(_get(recipe, key, _get(task_cfg, key, default)))
+
+        splits = generate_toy(toy_key("num_train", 3000), toy_key("num_dev", 500), toy_key("seed", 0))
+        out = {"train": splits["train"]}
+        for name in _dev_splits(task_cfg):
+            out[name] = splits["validation"]
+        return out
+    if source != "glue":
+        raise ConfigError(f"task.source must be 'glue' or 'toy', got {source!r}")
+    if _get(task_cfg, "data_dir"):
+        return _load_tsv(task_cfg)
+    return _load_hub(task_cfg)
+
+
+def _hub_offline_requested() -> bool:
+    true = {"1", "ON", "YES", "TRUE"}
+    return any(
+        os.environ.get(v, "").upper() in true
+        for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+@contextlib.contextmanager
+def _honour_offline_env() -> Iterator[None]:
+    """Apply HF_HUB_OFFLINE as set *now*: datasets/huggingface_hub read it once at import time.
+
+    Without this, setting the variable after import (tests, notebooks) still makes load_dataset retry
+    the network for ~20 s before failing.
+    """
+    if not _hub_offline_requested():
+        yield
+        return
+    import datasets.config
+    import huggingface_hub.constants as hub_constants
+
+    saved = (datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE)
+    datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+
+
+def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
+    import datasets
+
+    hub_id, hub_config = _get(task_cfg, "hub_id"), _get(task_cfg, "hub_config")
+    name = _get(task_cfg, "name")
+    try:
+        with _honour_offline_env():
+            dsd = datasets.load_dataset(hub_id, hub_config)
+    except Exception as e:  # noqa: BLE001 - any hub failure gets the same actionable message
+        # Offline mode, DNS failure, 5xx, missing cache: all mean "cannot get it from the hub here".
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DataError(
+            f"cannot load {hub_id}/{hub_config} from the Hugging Face hub ({type(e).__name__}: {reason}); "
+            f"the hub is unreachable or offline: use task.data_dir=/path/to/glue_data (local GLUE TSVs, "
+            f"e.g. .../{_tsv_subdir(task_cfg)}/train.tsv) or `make demo` / task=toy"
+        ) from e
+    fields = list(_get(task_cfg, "text_fields"))
+    regression = bool(_get(task_cfg, "is_regression", False))
+    label_names = list(_get(task_cfg, "label_names") or [])
+    out: dict[str, Dataset] = {}
+    wanted = {"train": "train", **_dev_splits(task_cfg)}
+    for ours, theirs in wanted.items():
+        if theirs not in dsd:
+            raise DataError(
+                f"{hub_id}/{hub_config} has no split {theirs!r} (has {sorted(dsd)}) for task {name}"
+            )
+        ds = dsd[theirs]
+        missing = [c for c in [*fields, "label"] if c not in ds.column_names]
+        if missing:
+            raise DataError(f"{hub_id}/{hub_config} split {theirs}: missing columns {missing}")
+        feat = ds.features["label"]
+        # Guard against silent label-order mismatches between the hub and our label_names.
+        if not regression and hasattr(feat, "names") and list(feat.names) != label_names:
+            raise DataError(
+                f"{hub_id}/{hub_config}: hub label order {list(feat.names)} != task.label_names {label_names}"
+            )
+        ds = ds.select_columns([*fields, "label"])
+        labels = ds["label"]
+        _check_labels(list(labels), task_cfg, f"{hub_id}/{hub_config}:{theirs}")
+        if regression:
+            ds = ds.cast_column("label", datasets.Value("float32"))
+        out[ours] = ds
+    return out
+
+
+def _check_labels(labels: list, task_cfg: Any, where: str) -> None:
+    if bool(_get(task_cfg, "is_regression", False)):
+        return
+    n = int(_get(task_cfg, "num_labels"))
+    bad = sorted({y for y in labels if not (0 <= int(y) < n)})
+    if bad:
+        raise DataError(f"{where}: label ids {bad[:5]} outside 0..{n - 1} (unlabelled test split?)")
+
+
+def _tsv_subdir(task_cfg: Any) -> str:
+    tsv = _get(task_cfg, "tsv") or {}
+    return str(_get(tsv, "subdir") or str(_get(task_cfg, "name", "")).upper())
+
+
+def _find_tsv(task_cfg: Any, filename: str) -> Path:
+    root = Path(os.path.expanduser(str(_get(task_cfg, "data_dir"))))
+    candidates = [root / _tsv_subdir(task_cfg) / filename, root / filename]
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise DataError(
+        f"task {_get(task_cfg, 'name')}: {filename} not found (looked for {candidates[0]} and {candidates[1]}); "
+        f"task.data_dir must hold the original GLUE TSVs"
+    )
+
+
+def _load_tsv(task_cfg: Any) -> dict[str, Dataset]:
+    tsv = _get(task_cfg, "tsv")
+    if not tsv:
+        raise ConfigError(f"task {_get(task_cfg, 'name')}: no tsv: block, cannot read task.data_dir")
+    files = dict(_get(tsv, "files"))
+    out: dict[str, Dataset] = {}
+    for split in ["train", *_dev_splits(task_cfg)]:
+        if split not in files:
+            raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.files has no entry for split {split!r}")
+        out[split] = read_glue_tsv(_find_tsv(task_cfg, str(files[split])), task_cfg)
+    return out
+
+
+def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
+    """Read one original GLUE TSV into the HF column layout (text fields + ``label``).
+
+    Quirks handled: no quote processing at all (fields may start with an unbalanced ``"``), an optional
+    UTF-8 BOM (MRPC), header-less files (CoLA: columns addressed by position), string labels mapped
+    through ``label_names`` (RTE, QNLI, MNLI), and rows with the wrong field count (QQP train) skipped
+    and counted.
+    """
+    path = Path(path)
+    tsv = _get(task_cfg, "tsv")
+    fields = list(_get(task_cfg, "text_fields"))
+    columns = dict(_get(tsv, "columns"))  # HF name -> file column name (or 0-based position)
+    header = bool(_get(tsv, "header", True))
+    label_type = str(_get(tsv, "label_type", "int"))
+    label_names = [str(x) for x in (_get(task_cfg, "label_names") or [])]
+    num_labels = int(_get(task_cfg, "num_labels"))
+    for key in [*fields, "label"]:
+        if key not in columns:
+            raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.columns has no entry for {key!r}")
+
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long MNLI parse-tree fields
+    try:
+        # utf-8-sig drops MRPC's BOM; QUOTE_NONE keeps quotes as plain characters, as GLUE intends.
+        f = open(path, encoding="utf-8-sig", newline="")
+    except OSError as e:
+        raise DataError(f"{path}: cannot open ({e.strerror})") from e
+    with f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if header:
+            head = next(reader, None)
+            if head is None:
+                raise DataError(f"{path}: empty file (expected a header row)")
+            width = len(head)
+            index: dict[str, int] = {}
+            for key, col in columns.items():
+                if isinstance(col, int):
+                    index[key] = col
+                elif col in head:
+                    index[key] = head.index(col)
+                else:
+                    raise DataError(f"{path}: missing column {col!r} (header has {head})")
+        else:
+            width = None  # header-less files are checked by the highest position we read
+            index = {key: int(col) for key, col in columns.items()}
+        need = max(index.values()) + 1
+
+        rows: dict[str, list] = {k: [] for k in [*fields, "label"]}
+        bad = total = 0
+        first_bad: int | None = None
+        for lineno, row in enumerate(reader, start=2 if header else 1):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # blank (trailing) line
+            total += 1
+            if len(row) < need or (width is not None and len(row) != width):
+                bad += 1
+                first_bad = first_bad or lineno
+                continue
+            raw_label = row[index["label"]].strip()
+            label: int | float
+            if label_type == "str":
+                if raw_label not in label_names:
+                    raise DataError(
+                        f"{path}:{lineno}: unknown label {raw_label!r} (expected one of {label_names})"
+                    )
+                label = label_names.index(raw_label)
+            elif label_type == "float":
+                try:
+                    label = float(raw_label)
+                except ValueError:
+                    raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a number") from None
+            else:
+                try:
+                    label = int(raw_label)
+                except ValueError:
+                    raise DataError(f"{path}:{lineno}: label {raw_label!r} is not an integer id") from None
+                if not 0 <= label < num_labels:
+                    raise DataError(f"{path}:{lineno}: label {label} outside 0..{num_labels - 1}")
+            for k in fields:
+                rows[k].append(row[index[k]])
+            rows["label"].append(label)
+
+    if total == 0:
+        raise DataError(f"{path}: no data rows")
+    if bad:
+        if bad > _MAX_BAD_ROW_FRACTION * total:
+            raise DataError(
+                f"{path}: {bad}/{total} rows have the wrong number of fields (first at line {first_bad}); "
+                f"not a GLUE {_get(task_cfg, 'name')} file?"
+            )
+        log.warning("%s: skipped %d/%d malformed rows (first at line %d)", path, bad, total, first_bad)
+    from datasets import Features, Value
+
+    feats = Features(
+        {
+            **{k: Value("string") for k in fields},
+            "label": Value("float32" if label_type == "float" else "int64"),
+        }
+    )
+    return Dataset.from_dict(rows, features=feats)
+
+
+# -------------------------------------------------------------------------------------- tokenisation
+def _content_hash(ds: Dataset, columns: list[str]) -> str:
+    """Hash of the data itself (in-memory datasets get random fingerprints, so those can't key a cache)."""
+    if getattr(ds, "_indices", None) is not None:
+        ds = ds.flatten_indices()
+    h = hashlib.sha256()
+    h.update(str(len(ds)).encode())
+    for col in columns:
+        h.update(b"\x00" + col.encode() + b"\x00")
+        for chunk in ds.data.column(col).chunks:
+            h.update(json.dumps(chunk.to_pylist(), ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+def _tokenizer_hash(tokenizer: Any) -> str:
+    h = hashlib.sha256()
+    h.update(type(tokenizer).__name__.encode())
+    h.update(str(getattr(tokenizer, "name_or_path", "")).encode())
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        # vocab + normaliser + post-processor, i.e. the exact ids. Truncation/padding are left out: the
+        # backend records the settings of its last call, which would change the key after any use.
+        spec = json.loads(backend.to_str())
+        spec.pop("truncation", None)
+        spec.pop("padding", None)
+        h.update(json.dumps(spec, sort_keys=True).encode())
+    else:
+        h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+    return h.hexdigest()
+
+
+def tokenize_splits(
+    raw: Mapping[str, Dataset], tokenizer: Any, task_cfg: Any, cache_dir: str | os.PathLike
+) -> dict[str, Dataset]:
+    """Tokenise every split (truncate to ``task.max_seq_length``, no padding), add ``idx`` and ``labels``.
+
+    Output columns: input_ids, attention_mask, [token_type_ids], labels, idx (row index in its split).
+    Results are cached under ``cache_dir/tokenized/`` keyed by (data content, tokenizer, max length), so
+    a second call with the same inputs loads the arrow file instead of tokenising again.
+    """
+    fields = list(_get(task_cfg, "text_fields"))
+    max_len = int(_get(task_cfg, "max_seq_length", 128))
+    regression = bool(_get(task_cfg, "is_regression", False))
+    tok_hash = _tokenizer_hash(tokenizer)
+    out_dir = Path(cache_dir) / "tokenized"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    task_name = str(_get(task_cfg, "name", "task"))
+
+    def encode(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+        texts = [batch[f] for f in fields]
+        enc = tokenizer(*texts, truncation=True, max_length=max_len, padding=False)
+        result = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+        result["labels"] = [float(y) if regression else int(y) for y in batch["label"]]
+        result["idx"] = list(indices)
+        return result
+
+    out: dict[str, Dataset] = {}
+    for split, ds in raw.items():
+        key = hashlib.sha256(
+            "|".join(
+                [
+                    _TOKENIZE_VERSION,
+                    _content_hash(ds, [*fields, "label"]),
+                    tok_hash,
+                    str(max_len),
+                    ",".join(fields),
+                ]
+            ).encode()
+        ).hexdigest()[:20]
+        cache_file = out_dir / f"{task_name}-{split}-{key}.arrow"
+        out[split] = ds.map(
+            encode,
+            batched=True,
+            with_indices=True,
+            remove_columns=ds.column_names,
+            cache_file_name=str(cache_file),
+            load_from_cache_file=True,
+            new_fingerprint=key,
+            desc=f"tokenize {task_name}/{split}",
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------- batches
+def collate(features: Mapping[str, list], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad a batch (dict of per-example lists) to its longest sequence; return the contract's dict."""
+    ids = features["input_ids"]
+    n, width = len(ids), max(len(x) for x in ids)
+    input_ids = torch.full((n, width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((n, width), dtype=torch.long)
+    has_types = "token_type_ids" in features
+    types = torch.zeros((n, width), dtype=torch.long) if has_types else None
+    for i, seq in enumerate(ids):
+        input_ids[i, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+        attention[i, : len(seq)] = 1
+        if types is not None:
+            types[i, : len(seq)] = torch.as_tensor(features["token_type_ids"][i], dtype=torch.long)
+    labels = features["labels"]
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "labels": torch.as_tensor(labels, dtype=torch.float if isinstance(labels[0], float) else torch.long),
+        "idx": torch.as_tensor(features["idx"], dtype=torch.long),
+    }
+    if types is not None:
+        batch["token_type_ids"] = types
+    return batch
+
+
+class _Collate:
+    """Picklable collate (DataLoader workers need to pickle it)."""
+
+    def __init__(self, pad_token_id: int) -> None:
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: Mapping[str, list]) -> dict[str, torch.Tensor]:
+        return collate(features, self.pad_token_id)
+
+
+def make_loader(
+    ds: Dataset,
+    batch_size: int,
+    *,
+    shuffle: bool,
+    seed: int,
+    pad_token_id: int,
+    num_workers: int = 0,
+) -> DataLoader:
+    """Batches padded per batch. The sampler yields whole index lists, so each batch is one
+    ``ds[indices]`` arrow read instead of ``batch_size`` row reads. Shuffling draws from a private
+    generator seeded with ``seed``: the epoch orders are the same on every run, and differ between epochs.
+    """
+    cols = [
+        c for c in ("input_ids", "attention_mask", "token_type_ids", "labels", "idx") if c in ds.column_names
+    ]
+    ds = ds.with_format(None, columns=cols)
+    if shuffle:
+        sampler = RandomSampler(ds, generator=torch.Generator().manual_seed(int(seed)))
+    else:
+        sampler = SequentialSampler(ds)
+    return DataLoader(
+        ds,
+        sampler=BatchSampler(sampler, batch_size=batch_size, drop_last=False),
+        batch_size=None,  # the sampler already batches; ds[list] returns a dict of lists
+        collate_fn=_Collate(pad_token_id),
+        num_workers=num_workers,
+    )
+
+
+# ------------------------------------------------------------------------------------------- TaskData
+@dataclass
+class TaskData:
+    train: Dataset
+    dev: dict[str, Dataset]
+    label_names: list[str]
+    num_labels: int
+    is_regression: bool
+
+
+def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike) -> TaskData:
+    """load_raw + tokenize_splits, packaged for the training loop."""
+    raw = load_raw(task_cfg)
+    tok = tokenize_splits(raw, tokenizer, task_cfg, cache_dir)
+    return TaskData(
+        train=tok["train"],
+        dev={name: tok[name] for name in _dev_splits(task_cfg)},
+        label_names=[str(x) for x in (_get(task_cfg, "label_names") or [])],
+        num_labels=int(_get(task_cfg, "num_labels")),
+        is_regression=bool(_get(task_cfg, "is_regression", False)),
+    )

@@ -1,0 +1,179 @@
+"""A synthetic sentence-pair task the project generates itself (no download), plus its offline tokenizer.
+
+Design: a two-part "review" with negation scope. Each part is 1 or 3 clauses
+``the NOUN COPULA [not|never] [very|really|so|quite] ADJ`` joined by "and" / "," / "but" / ";".
+A clause's polarity is its adjective's polarity (12 positive, 12 negative adjectives), flipped when the
+clause is negated; a part's polarity is the majority over its clauses (odd counts, so no ties). Label:
+
+* ``positive``: both parts positive;  ``negative``: both negative;  ``mixed``: they disagree.
+
+Example: "the soup was not very bland and the staff was rude , the view was lovely" (+1 -1 +1 -> +)
+with "the bed seemed never clean" (-) -> ``mixed``.
+
+Why it needs depth: the words alone say little (negations are frequent, so a positive adjective is often
+a negative clause), and a negation only binds the adjective 1-2 tokens after it in the same clause. A
+1-layer BERT classifier reads only [CLS]'s attention average over token+position embeddings (a weighted
+bag of words), so it cannot bind "not" to its adjective; 2+ layers can (a previous-token head, then
+pooling signed polarities per segment). The label still correlates with the words, which gives the
+from-scratch models a learning signal from the first step (an early version where every single word was
+uninformative stayed at chance for thousands of steps even with 6 layers).
+Measured from scratch (BertForSequenceClassification, hidden 64, 4 heads, FFN 128, 4000 train / 500 dev,
+AdamW lr 1e-3, batch 32, 8 epochs, 6% warmup, CPU): 6 layers 0.89 dev accuracy, 1 layer 0.63 (chance 0.33).
+Labels are sampled balanced (rejection sampling), splits are deterministic by seed and disjoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from datasets import Dataset
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+LABEL_NAMES = ["positive", "mixed", "negative"]
+TEXT_FIELDS = ("sentence1", "sentence2")
+
+NOUNS = (
+    "food staff room bed view music service price coffee bread pool wifi lobby bath garden menu waiter "
+    "soup cake tea shower beach breakfast sheets"
+).split()
+POSITIVE = "good great nice clean fresh tasty friendly quiet cheap lovely warm perfect".split()
+NEGATIVE = "bad awful rude dirty stale bland noisy slow cold ugly poor broken".split()
+COPULAS = ("was", "is", "seemed", "looked")
+NEGATIONS = ("not", "never")
+INTENSIFIERS = ("very", "really", "so", "quite")
+JOINERS = ("and", ",", "but", ";")
+PART_SIZES = ((1, 1), (1, 3), (3, 1))  # clauses in part 1 / part 2: odd, and <= 32 tokens with specials
+NEGATION_PROB = 0.35  # high enough that words alone are a poor guide, low enough to leave some signal
+INTENSIFIER_PROB = 0.3  # varies the negation-adjective distance (1 or 2 tokens)
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def vocabulary() -> list[str]:
+    """The fixed word list (independent of the seed, so every generated split shares one tokenizer)."""
+    words = {"the", *NOUNS, *POSITIVE, *NEGATIVE, *COPULAS, *NEGATIONS, *INTENSIFIERS, *JOINERS}
+    return list(SPECIAL_TOKENS) + sorted(words)
+
+
+def _clause(rng: random.Random, noun: str) -> tuple[list[str], int]:
+    positive = rng.random() < 0.5
+    negated = rng.random() < NEGATION_PROB
+    words = ["the", noun, rng.choice(COPULAS)]
+    if negated:
+        words.append(rng.choice(NEGATIONS))
+    if rng.random() < INTENSIFIER_PROB:
+        words.append(rng.choice(INTENSIFIERS))
+    words.append(rng.choice(POSITIVE if positive else NEGATIVE))
+    return words, (1 if positive else -1) * (-1 if negated else 1)
+
+
+def _part(rng: random.Random, nouns: list[str]) -> tuple[str, int]:
+    """Clauses about ``nouns``; returns the text and its polarity (+1 / -1, majority of clauses)."""
+    words: list[str] = []
+    total = 0
+    for i, noun in enumerate(nouns):
+        clause, value = _clause(rng, noun)
+        if i:
+            words.append(rng.choice(JOINERS))
+        words += clause
+        total += value
+    return " ".join(words), 1 if total > 0 else -1
+
+
+def label_of(polarity1: int, polarity2: int) -> int:
+    """Label id from the two parts' polarities (+1/-1)."""
+    if polarity1 == polarity2:
+        return LABEL_NAMES.index("positive" if polarity1 > 0 else "negative")
+    return LABEL_NAMES.index("mixed")
+
+
+def _example(rng: random.Random) -> tuple[str, str, int]:
+    # Draw the label first and resample until the text has it: balanced classes, while the text itself
+    # keeps its natural distribution within each class.
+    want = rng.randrange(len(LABEL_NAMES))
+    while True:
+        k1, k2 = rng.choice(PART_SIZES)
+        nouns = rng.sample(NOUNS, k1 + k2)  # no noun repeated within an example
+        s1, p1 = _part(rng, nouns[:k1])
+        s2, p2 = _part(rng, nouns[k1:])
+        if label_of(p1, p2) == want:
+            return s1, s2, want
+
+
+def generate_toy(num_train: int, num_dev: int, seed: int) -> dict[str, Dataset]:
+    """Deterministic train/validation splits (columns sentence1, sentence2, label), disjoint and
+    duplicate-free."""
+    rng = random.Random(seed)
+    seen: set[tuple[str, str]] = set()
+    splits: dict[str, Dataset] = {}
+    for name, n in (("train", num_train), ("validation", num_dev)):
+        rows: dict[str, list] = {"sentence1": [], "sentence2": [], "label": []}
+        while len(rows["label"]) < n:
+            a, b, y = _example(rng)
+            if (a, b) in seen:
+                continue
+            seen.add((a, b))
+            rows["sentence1"].append(a)
+            rows["sentence2"].append(b)
+            rows["label"].append(y)
+        splits[name] = Dataset.from_dict(rows)
+    return splits
+
+
+def _vocab_hash() -> str:
+    return hashlib.sha256(json.dumps(vocabulary()).encode()).hexdigest()[:10]
+
+
+def _build_backend() -> Tokenizer:
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {w: i for i, w in enumerate(vocabulary())}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    return tok
+
+
+def build_toy_tokenizer(cache_dir: str | os.PathLike) -> PreTrainedTokenizerFast:
+    """The toy tokenizer, saved once under ``cache_dir`` and always loaded from there.
+
+    The directory name carries a hash of the word list, so a changed vocabulary never reuses a stale
+    tokenizer. Concurrent jobs may race to build it: each writes a private temp dir and renames it into
+    place; the loser simply uses the winner's copy (both are identical).
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    target = Path(cache_dir) / f"toy_tokenizer-{_vocab_hash()}"
+    if not (target / "tokenizer.json").exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".toy_tokenizer-", dir=target.parent))
+        fast = PreTrainedTokenizerFast(
+            tokenizer_object=_build_backend(),
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+            model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        )
+        fast.save_pretrained(str(tmp))
+        try:
+            os.replace(tmp, target)
+        except OSError:  # someone else renamed theirs first
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return PreTrainedTokenizerFast.from_pretrained(str(target))
