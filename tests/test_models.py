@@ -2,7 +2,12 @@
 
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification, RobertaConfig, RobertaForSequenceClassification
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+)
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import build_student, init_dirname, resolve_init

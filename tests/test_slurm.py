@@ -242,3 +242,70 @@ def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
     states = _sacct_states(slurm_cluster, job_ids)
     assert set(states.values()) == {"COMPLETED"}, states
     print(f"{expected} SLURM jobs completed in {elapsed:.1f} s")
+
+
+# Preemption / time limit: SLURM sends USR2 before a job's time limit (`signal_delay_s`), or on preemption;
+# the job checkpoints at the next step, submitit requeues it, and the requeued job resumes from the checkpoint.
+# The test delivers that USR2 itself (`scancel --signal=USR2`) once the student is training: with a
+# 1-minute limit SLURM's coarse signal timer (it may fire up to 60 s early) raced the job's start-up here and
+# killed a requeued allocation before any handler was installed. SLURM also holds a requeued job back
+# ~2 minutes; the test lets it start at once (`scontrol update StartTime=now`).
+REQUEUE_OVERRIDES = [
+    "task=toy", "teacher=tiny", "logger=none", "objective=hid_seq", "seed=1",
+    "task.recipe.num_train=1024", "task.recipe.num_dev=64", "epochs=2", "checkpoint.every_steps=4",
+    "teacher.finetune.epochs=1", "teacher.finetune.max_steps_per_epoch=4", "guards.allow_weak_teacher=true",
+]
+
+
+def _wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_preempted_job_is_requeued_and_resumes_to_completion(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    env = slurm_cluster.env()
+    results_dir, cache, sweep_dir = tmp_path / "results", tmp_path / "cache", tmp_path / "sweep"
+    # Fine-tune the (tiny) teacher beforehand, outside SLURM, so the job goes straight to the student.
+    warm = subprocess.run([sys.executable, "-m", "distill_sweep", *REQUEUE_OVERRIDES, "epochs=1",
+                           "max_steps_per_epoch=1", f"results_dir={tmp_path / 'warm'}", f"cache_dir={cache}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    cmd = [sys.executable, "-m", "distill_sweep", *REQUEUE_OVERRIDES, "hydra/launcher=slurm",
+           "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=2", "hydra.launcher.mem_gb=2",
+           "hydra.launcher.timeout_min=20", "hydra.launcher.max_num_timeout=3",
+           f"results_dir={results_dir}", f"cache_dir={cache}", f"hydra.sweep.dir={sweep_dir}", "-m"]
+    sweep = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait(lambda: any(results_dir.rglob("checkpoint.pt")) or sweep.poll() is not None, 600, "a checkpoint")
+        assert sweep.poll() is None, "the job finished before it could be preempted"
+        (job_id,) = _submitted_job_ids(sweep_dir / ".submitit")
+        subprocess.run(["scancel", "--signal=USR2", job_id], env=env, check=True)
+
+        def requeued() -> bool:
+            out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, capture_output=True,
+                                 text=True).stdout
+            return "PENDING" in out
+
+        _wait(requeued, 120, "the job to be requeued")
+        subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, check=True)
+        output, _ = sweep.communicate(timeout=SWEEP_TIMEOUT_S)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    logs = "\n".join(f"--- {p}\n{p.read_text()[-2000:]}" for p in sorted(sweep_dir.rglob("*_log.*"))[:4])
+    assert sweep.returncode == 0, f"{output[-3000:]}\n{logs}"
+
+    (path,) = results_dir.rglob("result.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "completed", record.get("error")
+    assert record["requeued"] == 1 and record["resumed"] == 1 and record["attempts"] == 2, record
+    assert [(e["stage"], e["epoch"]) for e in record["epochs"]] == [
+        ("intermediate", 1), ("intermediate", 2), ("prediction", 1), ("prediction", 2)]
+    assert not list(results_dir.rglob("checkpoint.pt"))  # removed once the job completed
+    # sacct -D lists every allocation of the requeued job: the first REQUEUED, the last COMPLETED
+    out = subprocess.run(["sacct", "-n", "-X", "-D", "-P", "-o", "JobID,State", "-j", job_id.split("_")[0]],
+                         capture_output=True, text=True, env=env, check=True).stdout
+    states = [line.split("|")[1].split()[0] for line in out.splitlines() if "|" in line]
+    assert states[0] == "REQUEUED" and states[-1] == "COMPLETED", out
