@@ -454,6 +454,9 @@ def make_loader(
         batch_size=None,  # the sampler already batches; ds[list] returns a dict of lists
         collate_fn=_Collate(pad_token_id),
         num_workers=num_workers,
+        # iter(DataLoader) draws a base seed; without its own generator it takes it from the global RNG,
+        # which would shift dropout's random stream and break bit-exact resume from a checkpoint.
+        generator=torch.Generator().manual_seed(int(seed)),
     )
 
 
