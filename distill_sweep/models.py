@@ -155,6 +155,12 @@ def load_teacher(
         config._attn_implementation = attn
         return AutoModelForSequenceClassification.from_config(config, attn_implementation=attn)
     try:
+        saved = AutoConfig.from_pretrained(path, trust_remote_code=bool(teacher_cfg.trust_remote_code))
+    except OSError as err:
+        raise ConfigError(_unreachable_model_message(path, err)) from None
+    # Check BEFORE loading: passing our label map to from_pretrained would overwrite the saved one.
+    check_label_order(saved, label_names, path)
+    try:
         return AutoModelForSequenceClassification.from_pretrained(
             path,
             trust_remote_code=bool(teacher_cfg.trust_remote_code),
@@ -163,6 +169,21 @@ def load_teacher(
         )
     except OSError as err:
         raise ConfigError(_unreachable_model_message(path, err)) from None
+
+
+def check_label_order(config: PretrainedConfig, label_names: list[str], path: str) -> None:
+    """A classifier trained with another label order would silently invert the task: refuse it.
+
+    Pretrained backbones carry generic labels (LABEL_0, ...) and pass; a fine-tuned head must carry
+    exactly the data's labels, in the data's order.
+    """
+    id2label = {int(k): str(v) for k, v in (config.id2label or {}).items()}
+    generic = all(v == f"LABEL_{k}" for k, v in id2label.items())
+    if label_names and not generic and [id2label.get(i) for i in range(len(id2label))] != list(label_names):
+        raise ConfigError(
+            f"label order mismatch: the data's labels are {list(label_names)} but the model at {path} was "
+            f"trained with {[id2label[i] for i in sorted(id2label)]}"
+        )
 
 
 def _label_kwargs(num_labels: int, label_names: list[str]) -> dict[str, Any]:

@@ -447,7 +447,6 @@ def _teacher(job: Job, record: dict[str, Any], data: Any, tokenizer: Any, dev_lo
         path, source, teacher_dev = cached_teacher(cfg, cache_dir, finetune)
         teacher_path = str(path)
     teacher = load_teacher(cfg.teacher, teacher_path, data.num_labels, data.label_names, len(tokenizer))
-    _check_label_order(teacher, data.label_names, teacher_path)
     teacher.to(device).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
@@ -459,17 +458,6 @@ def _teacher(job: Job, record: dict[str, Any], data: Any, tokenizer: Any, dev_lo
     log.info("teacher (%s) dev: %s | majority-class baseline: %s", source, _fmt(teacher_dev), _fmt(baseline))
     _check_teacher_beats_baseline(cfg, teacher_dev, baseline)
     return teacher
-
-
-def _check_label_order(teacher: Any, label_names: list[str], path: str) -> None:
-    """A teacher whose head was trained with another label order would silently invert the task."""
-    id2label = {int(k): str(v) for k, v in (teacher.config.id2label or {}).items()}
-    generic = all(v == f"LABEL_{k}" for k, v in id2label.items())
-    if label_names and not generic and [id2label.get(i) for i in range(len(label_names))] != list(label_names):
-        raise ConfigError(
-            f"label order mismatch: the data's labels are {list(label_names)} but the teacher at {path} was "
-            f"trained with {[id2label[i] for i in sorted(id2label)]}"
-        )
 
 
 def _check_teacher_beats_baseline(cfg: DictConfig, dev: dict[str, float], baseline: dict[str, float]) -> None:
