@@ -1,0 +1,333 @@
+"""Speed of one distillation step per objective: ``python -m distill_sweep.bench`` (``make bench``).
+
+For every objective it times a full intermediate-stage step -- teacher forward under inference_mode with
+capture, student forward with capture, objective, backward, optimizer step -- and the baseline step
+WITHOUT any intermediate loss: plain teacher forward + student forward + prediction (vanilla KD) loss +
+backward + step.  Both run in the same process on the same random batches; every measurement of an
+objective is paired with a baseline measurement taken right before it (order rotated per repeat), and
+the reported ratio is the median over repeats of (objective step time / baseline step time), which keeps
+the ratio meaningful on a machine whose load changes while the benchmark runs.  vanilla_kd has no
+intermediate stage, so its row times the prediction-stage step through the capture path instead.
+
+Defaults follow the spec: random-init BERT configs, teacher 6 layers x 384 wide with 12 heads of 32
+(keeping RoBERTa-base's head count, so each layer materialises as many S x S score maps as the real
+teacher), student 3 layers x 384 / 12 heads mapped to teacher layers (2, 4, 6), vocab 30522, seq 128,
+batch 16, Adam, CPU, float32 (``--bf16`` for bf16 autocast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .capture import run_with_features
+from .objectives import build_objective, objective_config_dict, prediction_loss
+
+PAPER_OBJECTIVES = (
+    "vanilla_kd",
+    "hid_cls",
+    "hid_seq",
+    "hid_cls_contrast",
+    "att_mse",
+    "att_kl",
+    "val_kl",
+    "att_mse_hid_seq",
+    "att_kl_hid_seq",
+    "att_kl_val_kl",
+)
+
+
+def objective_conf_dir() -> Path:
+    """conf/objective, inside the package or at the repository root."""
+    here = Path(__file__).resolve().parent
+    for cand in (here / "conf" / "objective", here.parent / "conf" / "objective"):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("conf/objective not found next to the package or at the repository root")
+
+
+def load_objective_cfg(name: str, conf_dir: Path) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    path = conf_dir / f"{name}.yaml"
+    if not path.is_file():
+        raise SystemExit(f"unknown objective {name!r}: no {path}")
+    return objective_config_dict(OmegaConf.load(path))
+
+
+def make_models(args: argparse.Namespace) -> tuple[nn.Module, nn.Module]:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    common = dict(
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        num_attention_heads=args.heads,
+        intermediate_size=4 * args.hidden,
+        max_position_embeddings=max(512, args.seq),
+        num_labels=2,
+    )
+    teacher = BertForSequenceClassification(BertConfig(num_hidden_layers=args.teacher_layers, **common))
+    student = BertForSequenceClassification(BertConfig(num_hidden_layers=args.student_layers, **common))
+    return teacher.to(args.device).eval(), student.to(args.device).train()
+
+
+def make_batches(args: argparse.Namespace, n: int, n_train: int) -> list[dict[str, Tensor]]:
+    g = torch.Generator().manual_seed(0)
+    batches = []
+    for i in range(n):
+        ids = torch.randint(5, args.vocab, (args.batch, args.seq), generator=g)
+        # Realistic padding: lengths in [seq/2, seq], the longest row sets the width.
+        lengths = torch.randint(args.seq // 2, args.seq + 1, (args.batch,), generator=g)
+        lengths[0] = args.seq
+        mask = (torch.arange(args.seq)[None, :] < lengths[:, None]).long()
+        ids = ids * mask
+        batch = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "token_type_ids": torch.zeros_like(ids),
+            "labels": torch.randint(0, 2, (args.batch,), generator=g),
+            "idx": torch.arange(i * args.batch, (i + 1) * args.batch) % n_train,
+        }
+        batches.append({k: v.to(args.device) for k, v in batch.items()})
+    return batches
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _time_steps(
+    fn: Callable[[dict[str, Tensor]], None],
+    batches: Iterator[dict[str, Tensor]],
+    steps: int,
+    device: str,
+    clock: Callable[[], float],
+) -> float:
+    _sync(device)
+    t0 = clock()
+    for _ in range(steps):
+        fn(next(batches))
+    _sync(device)
+    return (clock() - t0) / steps
+
+
+def _cycle(batches: Sequence[dict[str, Tensor]]) -> Iterator[dict[str, Tensor]]:
+    while True:
+        yield from batches
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m distill_sweep.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--objectives", default=",".join(PAPER_OBJECTIVES), help="comma-separated names")
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=5, help="paired measurements per objective (median)")
+    p.add_argument("--steps", type=int, default=2, help="steps per measurement")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast for the forwards")
+    p.add_argument("--hidden", type=int, default=384)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--teacher-layers", type=int, default=6)
+    p.add_argument("--student-layers", type=int, default=3)
+    p.add_argument("--vocab", type=int, default=30522)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    p.add_argument(
+        "--clock",
+        choices=["auto", "wall", "cpu"],
+        default="auto",
+        help="wall: elapsed time; cpu: this process's CPU time, immune to being descheduled on a shared "
+        "machine (exact for one thread); auto: cpu with one CPU thread, else wall",
+    )
+    p.add_argument("--conf-dir", type=Path, default=None, help="directory of objective YAMLs")
+    args = p.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    use_cpu_clock = args.clock == "cpu" or (
+        args.clock == "auto" and args.device == "cpu" and torch.get_num_threads() == 1
+    )
+    clock = time.process_time if use_cpu_clock else time.perf_counter
+    clock_name = "process CPU time" if use_cpu_clock else "wall-clock time"
+    conf_dir = args.conf_dir or objective_conf_dir()
+    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
+    teacher, student = make_models(args)
+    n_train = 10_000
+    train_labels = torch.randint(0, 2, (n_train,), generator=torch.Generator().manual_seed(1))
+    ratio_t = args.teacher_layers // args.student_layers
+    layer_map = [(i, min(args.teacher_layers, i * ratio_t)) for i in range(1, args.student_layers + 1)]
+    batches = make_batches(args, 4, n_train)
+    it = _cycle(batches)
+    autocast = (
+        (lambda: torch.autocast(device_type=torch.device(args.device).type, dtype=torch.bfloat16))
+        if args.bf16
+        else contextlib.nullcontext
+    )
+    opt_student = torch.optim.Adam(student.parameters(), lr=1e-5)
+
+    def update(loss: Tensor, extra: torch.optim.Optimizer | None) -> None:
+        opt_student.zero_grad(set_to_none=True)
+        if extra is not None:
+            extra.zero_grad(set_to_none=True)
+        loss.backward()
+        opt_student.step()
+        if extra is not None:
+            extra.step()
+
+    def baseline(batch: dict[str, Tensor]) -> None:
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        with autocast():
+            with torch.inference_mode():
+                t_logits = teacher(**inputs).logits
+            s_logits = student(**inputs).logits
+            loss = prediction_loss(
+                s_logits, t_logits, batch["labels"], alpha=0.5, temperature=2.0, regression=False
+            )
+        update(loss, None)
+
+    def leaf(t: Tensor) -> Tensor:
+        return t.detach().clone().requires_grad_(t.requires_grad)
+
+    def loss_only(obj: Any, batch: dict[str, Tensor]) -> float:
+        """Objective forward + backward alone, on features captured beforehand (student ones as leaves)."""
+        with autocast():
+            with torch.inference_mode():
+                ft = run_with_features(
+                    teacher, batch, hidden=obj.needs_hidden, qkv_layers=obj.teacher_qkv_layers
+                )
+            fs = run_with_features(student, batch, hidden=obj.needs_hidden, qkv_layers=obj.student_qkv_layers)
+        if fs.hidden_states is not None:
+            fs.hidden_states = tuple(leaf(h) for h in fs.hidden_states)
+        fs.qkv = {k: (leaf(a), leaf(b), leaf(c)) for k, (a, b, c) in fs.qkv.items()}
+        _sync(args.device)
+        t0 = clock()
+        with autocast():
+            loss, _ = obj(fs, ft, batch)
+        loss.backward()
+        _sync(args.device)
+        return clock() - t0
+
+    steps: dict[str, Callable[[dict[str, Tensor]], None]] = {}
+    objectives: dict[str, Any] = {}
+    terms: dict[str, str] = {}
+    for name in names:
+        cfg = load_objective_cfg(name, conf_dir)
+        obj = build_objective(
+            cfg,
+            student_config=student.config,
+            teacher_config=teacher.config,
+            layer_map=layer_map,
+            train_labels=train_labels,
+            num_labels=2,
+        )
+        terms[name] = "+".join(cfg.get("terms") or {}) or "prediction"
+        if obj is None:
+
+            def step(batch: dict[str, Tensor], cfg: dict[str, Any] = cfg) -> None:
+                with autocast():
+                    with torch.inference_mode():
+                        ft = run_with_features(teacher, batch, hidden=False, qkv_layers=[])
+                    fs = run_with_features(student, batch, hidden=False, qkv_layers=[])
+                    loss = prediction_loss(
+                        fs.logits,
+                        ft.logits,
+                        batch["labels"],
+                        alpha=float(cfg["alpha"]),
+                        temperature=float(cfg["temperature"]),
+                        regression=False,
+                    )
+                update(loss, None)
+
+        else:
+            obj = obj.to(args.device).train()
+            params = [q for q in obj.parameters() if q.requires_grad]
+            opt = torch.optim.Adam(params, lr=1e-5) if params else None
+
+            def step(batch: dict[str, Tensor], obj: nn.Module = obj, opt: Any = opt) -> None:
+                with autocast():
+                    with torch.inference_mode():
+                        ft = run_with_features(
+                            teacher, batch, hidden=obj.needs_hidden, qkv_layers=obj.teacher_qkv_layers
+                        )
+                    fs = run_with_features(
+                        student, batch, hidden=obj.needs_hidden, qkv_layers=obj.student_qkv_layers
+                    )
+                    loss, _ = obj(fs, ft, batch)
+                update(loss, opt)
+
+        steps[name] = step
+        objectives[name] = obj
+
+    print(
+        f"# distill_sweep bench: torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"device {args.device}, threads {torch.get_num_threads()}, {'bf16 autocast' if args.bf16 else 'fp32'}",
+        file=sys.stderr,
+    )
+    # Warm-up: allocator, Adam state, first-call overheads.
+    for _ in range(2):
+        baseline(next(it))
+    for fn in steps.values():
+        fn(next(it))
+
+    base_times: list[float] = []
+    times: dict[str, list[float]] = {n: [] for n in names}
+    ratios: dict[str, list[float]] = {n: [] for n in names}
+    alone: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.repeats):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            tb = _time_steps(baseline, it, args.steps, args.device, clock)
+            to = _time_steps(steps[name], it, args.steps, args.device, clock)
+            base_times.append(tb)
+            times[name].append(to)
+            ratios[name].append(to / tb)
+            if objectives[name] is not None:
+                alone[name] += [loss_only(objectives[name], next(it)) for _ in range(3)]
+        print(f"  repeat {r + 1}/{args.repeats} done", file=sys.stderr)
+
+    tb_med = statistics.median(base_times)
+    print(
+        f"\nDistillation step speed: teacher {args.teacher_layers}L x {args.hidden} ({args.heads} heads of "
+        f"{args.hidden // args.heads}), student {args.student_layers}L x {args.hidden}, layer map {layer_map}, "
+        f"batch {args.batch}, seq {args.seq}, {args.device}, {'bf16 autocast' if args.bf16 else 'fp32'}, "
+        f"{torch.get_num_threads()} threads, {clock_name}, median of {args.repeats} paired repeats x "
+        f"{args.steps} steps.\n"
+        f"Baseline (teacher forward + student train step, no intermediate loss): {tb_med * 1e3:.0f} ms/step, "
+        f"{args.batch / tb_med:.1f} samples/s.\n"
+    )
+    print(
+        "| objective | terms | ms/step | samples/s | step ratio vs baseline (median) | ratio range "
+        "| loss alone, ms | 1 + loss alone / baseline |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    worst = 0.0
+    for name in names:
+        t = statistics.median(times[name])
+        rat = statistics.median(ratios[name])
+        worst = max(worst, rat)
+        la = statistics.median(alone[name]) if alone[name] else 0.0
+        print(
+            f"| {name} | {terms[name]} | {t * 1e3:.0f} | {args.batch / t:.1f} | {rat:.3f} | "
+            f"{min(ratios[name]):.3f}-{max(ratios[name]):.3f} | {la * 1e3:.0f} | {1 + la / tb_med:.3f} |"
+        )
+    print(
+        f"\nworst median step ratio: {worst:.3f} (target <= 1.10).  'loss alone' = the objective's forward + "
+        "backward on features captured beforehand (median of 3 per repeat): the part of the step the "
+        "objective adds, measured without a whole step's exposure to other load on the machine."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

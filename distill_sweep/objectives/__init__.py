@@ -1,0 +1,31 @@
+"""Distillation objectives of "How to Distill your BERT" (Wang et al., 2023), Section 3.
+
+Public API (see .design/CONTRACT.md): ``build_objective``, ``IntermediateObjective``, ``prediction_loss``,
+plus the term registry (``register_term``, ``TERMS``).  Importing this package registers every term:
+
+    hid_cls, hid_seq            hidden.py       (MSE of [CLS] / all valid tokens, learnable W_h)
+    hid_cls_contrast            contrastive.py  (CoDIR: CRD-NCE or InfoNCE with a training-set memory bank)
+    att_mse, att_kl, val_kl     attention.py    (pre-softmax MSE, attention KL, MiniLM value-relation KL)
+
+To add a term: write a function ``fn(x: LossInputs) -> Tensor`` (or an ``nn.Module`` class taking a
+``TermSpec``) decorated with ``@register_term("name", hidden=..., qkv=...)`` in a module imported below,
+and a conf/objective/<name>.yaml with ``terms: {name: 1.0}``.
+"""
+
+from . import attention, contrastive, hidden  # noqa: F401  (import registers the terms)
+from .core import IntermediateObjective, build_objective, objective_config_dict
+from .inputs import LossInputs
+from .prediction import prediction_loss
+from .registry import TERMS, TermSpec, available_terms, register_term
+
+__all__ = [
+    "TERMS",
+    "IntermediateObjective",
+    "LossInputs",
+    "TermSpec",
+    "available_terms",
+    "build_objective",
+    "objective_config_dict",
+    "prediction_loss",
+    "register_term",
+]

@@ -1,0 +1,391 @@
+"""Attention and value-relation transfer: Att-MSE, Att-KL, Val-KL (paper Sec. 3).
+
+Student layer i is paired with teacher layer m(i) of the layer map (no embedding pair here); each term is
+summed over pairs.  Everything is computed in float32 from the captured q/k/v (capture.py), per head:
+scores S = q k^T / sqrt(d_head), each model with its own d_head (only the head COUNT must match).
+
+Masking (default): only real tokens count.
+* att_mse: MSE of the PRE-softmax scores (never the scores with the additive mask added), averaged over
+  heads and over the valid (query, key) pairs of the batch:
+  sum_{b,h,i,j valid} (S^S - S^T)^2 / (H * sum_b n_b^2).
+* att_kl:  (1 / (T H)) sum_t sum_h KL(a^T_{t,h} || a^S_{t,h}), a = softmax over the valid keys, averaged
+  over the valid query rows of the whole batch.  Padded keys get a finite large negative score
+  (NEG_FILL, never -inf), so their probability is exactly 0 in both distributions and no 0 * log 0,
+  inf - inf or NaN can reach the value or the gradient.
+* val_kl:  MiniLM value relation VR = softmax(V V^T / sqrt(d_head)) per head, KL(VR^T || VR^S) with padded
+  positions excluded as rows and as columns, averaged like att_kl.
+
+``reference_compat: true`` reproduces the reference implementation's averaging, pad positions included:
+att_mse zeroes the scores in padded key columns (the reference maps its -inf masked scores to 0) and
+averages over all B*H*S*S entries; att_kl keeps the key mask but averages over all B*H*S query rows;
+val_kl masks nothing and averages over all rows.  Not padding invariant, by construction.
+
+Speed (the bench target is <= 10% over a plain KD step).  Each layer pair costs four batched per-head
+matmuls (teacher scores, student scores, two backward products; three for the symmetric V V^T) and one
+softmax per side, inside custom autograd functions that
+* never take a logarithm of an S x S tensor: KL(p_t || p_s) = sum_k p_t (S_t - S_s) - lse_t + lse_s
+  (p_t sums to 1 over the valid keys, 0 elsewhere), with lse = max_k S - log max_k p from the softmax;
+* backpropagate (p_s - p_t) * row_weight (KL) or 2 * diff (MSE) computed in place on saved buffers;
+* fold the scale and the key mask into one pass (att_mse: into the matmul itself, ``baddbmm``);
+* on CPU, walk the batch in chunks of about CPU_TILE_ELEMS scores so the elementwise passes run on
+  cache-resident tiles instead of streaming B*H*S*S floats from memory a dozen times (~35% faster here).
+``reference_kl_rows`` and ``reference_mse_sum`` are the plain formulas, kept as the executable definitions
+the tests check the fast paths against.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from .inputs import STUDENT, TEACHER, LossInputs
+from .registry import register_term
+
+__all__ = [
+    "CPU_TILE_ELEMS",
+    "NEG_FILL",
+    "TILED_DEVICES",
+    "att_kl",
+    "att_mse",
+    "kl_attention_loss",
+    "mse_scores_sum",
+    "reference_kl_rows",
+    "reference_mse_sum",
+    "val_kl",
+]
+
+# Finite stand-in for -inf: exp() of it is exactly 0 in float32, and no inf/NaN arithmetic follows.
+NEG_FILL = -1.0e30
+# Devices on which the batch is walked in cache-sized tiles (tests set () to run the one-tile GPU path).
+TILED_DEVICES: tuple[str, ...] = ("cpu",)
+# Scores per CPU tile (1 MiB of float32): the few live tiles stay in L2/L3 across the elementwise passes;
+# larger tiles lose the cache, smaller ones pay Python overhead per tile (measured on the bench config).
+CPU_TILE_ELEMS = 1 << 18
+
+
+# --------------------------------------------------------------------------------------------- reference
+def reference_kl_rows(s_student: Tensor, s_teacher: Tensor, key_valid: Tensor | None) -> Tensor:
+    """Row-wise KL(softmax(s_teacher) || softmax(s_student)) over the last dim, (B, H, S); plain autograd.
+
+    ``key_valid`` (B, S) bool: keys that take part in the softmax; None = all.
+    """
+    if key_valid is not None:
+        pad = ~key_valid[:, None, None, :]
+        s_student = s_student.masked_fill(pad, NEG_FILL)
+        s_teacher = s_teacher.masked_fill(pad, NEG_FILL)
+    logp_t = s_teacher.log_softmax(-1)
+    logp_s = s_student.log_softmax(-1)
+    term = logp_t.exp() * (logp_t - logp_s)
+    if key_valid is not None:
+        term = term.masked_fill(pad, 0.0)  # p_t is exactly 0 there; make it explicit
+    return term.sum(-1)
+
+
+def reference_mse_sum(s_student: Tensor, s_teacher: Tensor, pair_valid: Tensor | None) -> Tensor:
+    """sum of (s_student - s_teacher)^2 over the (query, key) pairs in ``pair_valid``; plain autograd."""
+    sq = (s_student - s_teacher).square()
+    return sq.sum() if pair_valid is None else (sq * pair_valid).sum()
+
+
+# --------------------------------------------------------------------------------------------- tiling
+class _Tiles:
+    """Per-head (S, d) matrices of (B, S, H*d) projections, walked tile by tile.
+
+    On CPU a tile is a group of heads of one batch element, taken as strided views of the projection
+    (no layout copy in or out) and sized to about CPU_TILE_ELEMS scores so the elementwise passes run in
+    cache.  Elsewhere (GPU) there is one tile, the whole batch as a (B*H, S, d) stack: launches, not
+    memory traffic, are what costs there.
+    """
+
+    def __init__(self, q: Tensor, heads: int) -> None:
+        self.b, self.s, _ = q.shape
+        self.h = heads
+        if q.device.type in TILED_DEVICES:
+            n_groups = -(-heads // max(1, CPU_TILE_ELEMS // max(1, self.s * self.s)))  # ceil
+            per = -(-heads // n_groups)  # even groups: a ragged last tile wastes a call
+            self.slices: list[tuple[int, int, int] | None] = [
+                (i, h0, min(heads, h0 + per)) for i in range(self.b) for h0 in range(0, heads, per)
+            ]
+        else:
+            self.slices = [None]
+
+    def mats(self, t: Tensor, sl: tuple[int, int, int] | None) -> Tensor:
+        if sl is None:
+            return t.view(self.b, self.s, self.h, -1).transpose(1, 2).reshape(self.b * self.h, self.s, -1)
+        i, h0, h1 = sl
+        return t[i].view(self.s, self.h, -1)[:, h0:h1].transpose(0, 1)
+
+    def key_bias(self, bias: Tensor | None, sl: tuple[int, int, int] | None) -> Tensor | None:
+        """(B, S) additive key bias -> broadcastable over the tile's (n, S, S) scores."""
+        if bias is None:
+            return None
+        if sl is None:
+            return (
+                bias[:, None, None, :].expand(self.b, self.h, 1, self.s).reshape(self.b * self.h, 1, self.s)
+            )
+        return bias[sl[0]].view(1, 1, self.s)
+
+    def rows(self, w: Tensor, sl: tuple[int, int, int] | None) -> Tensor:
+        """(B, 1 or H, S) row weights -> broadcastable over the tile's (n, S) rows."""
+        if sl is None:
+            return w.expand(self.b, self.h, self.s).reshape(self.b * self.h, self.s)
+        i, h0, h1 = sl
+        return w[i] if w.shape[1] == 1 else w[i, h0:h1]
+
+    def grad_buffer(self, like: Tensor) -> Tensor:
+        if self.slices[0] is None:
+            return like.new_empty((self.b * self.h, self.s, like.shape[-1] // self.h))
+        return torch.empty_like(like)
+
+    def store(self, buf: Tensor | None, sl: tuple[int, int, int] | None, value: Tensor) -> None:
+        """Write a tile's gradient.  A strided ``out=`` would send bmm down a per-matrix slow path, so the
+        product is made contiguous and copied in (measured: about twice as fast)."""
+        assert buf is not None
+        if sl is None:
+            buf.copy_(value)
+        else:
+            self.mats(buf, sl).copy_(value)
+
+    def grad_final(self, buf: Tensor) -> Tensor:
+        """The gradient in the projection's (B, S, H*d) layout."""
+        if self.slices[0] is None:
+            return buf.view(self.b, self.h, self.s, -1).transpose(1, 2).reshape(self.b, self.s, -1)
+        return buf
+
+
+def _scores(q: Tensor, k: Tensor, c: float, key_bias: Tensor | None) -> Tensor:
+    """c q k^T (+ key_bias on the key axis) for a tile of (S, d) matrices, scale and mask in one pass."""
+    s = torch.bmm(q, k.transpose(1, 2))
+    if key_bias is None:
+        return s.mul_(c)
+    return torch.add(key_bias, s, alpha=c, out=s)
+
+
+def _softmax_lse(s: Tensor) -> tuple[Tensor, Tensor]:
+    """softmax over the last dim and its log-normaliser max_k s - log max_k p (max_k p >= 1/S)."""
+    p = torch.softmax(s, dim=-1)
+    return p, s.amax(-1) - p.amax(-1).log()
+
+
+def _f32(t: Tensor, student: bool) -> Tensor:
+    """Float32, contiguous (B, S, H*d); teacher tensors detached (they may be inference tensors: fine,
+    the custom functions below never save them for backward)."""
+    if not student:
+        t = t.detach()
+    return t.float().contiguous()
+
+
+# --------------------------------------------------------------------------------------------- att_mse
+class _ScoreMSE(torch.autograd.Function):
+    """sum over (b, h, i, j) of (c_s q_s k_s^T - c_t q_t k_t^T)^2 per head; grads for q_s, k_s only.
+
+    The loss is a scalar and its gradient is linear in the incoming grad, so dL/dq_s and dL/dk_s are
+    computed in the forward, tile by tile, while each difference tile is in cache; the backward only
+    scales them.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, q_s: Tensor, k_s: Tensor, q_t: Tensor, k_t: Tensor, heads: int, c_s: float, c_t: float
+    ) -> Tensor:
+        want_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        tiles = _Tiles(q_s, heads)
+        dq = tiles.grad_buffer(q_s) if want_grad else None
+        dk = tiles.grad_buffer(k_s) if want_grad else None
+        total = q_s.new_zeros(())
+        for sl in tiles.slices:
+            qs, ks = tiles.mats(q_s, sl), tiles.mats(k_s, sl)
+            s_t = torch.bmm(tiles.mats(q_t, sl), tiles.mats(k_t, sl).transpose(1, 2))
+            # diff = c_s q_s k_s^T - c_t s_t in one matmul call, written over the teacher tile
+            diff = torch.baddbmm(s_t, qs, ks.transpose(1, 2), beta=-c_t, alpha=c_s, out=s_t)
+            flat = diff.view(-1)
+            total += torch.dot(flat, flat)
+            if want_grad:  # dL/d(q k^T) = 2 c_s diff
+                diff.mul_(2.0 * c_s)
+                tiles.store(dq, sl, torch.bmm(diff, ks))
+                tiles.store(dk, sl, torch.bmm(diff.transpose(1, 2), qs))
+        if want_grad:
+            ctx.save_for_backward(tiles.grad_final(dq), tiles.grad_final(dk))  # type: ignore[arg-type]
+        return total
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        dq, dk = ctx.saved_tensors
+        # In place: the buffers are ours and this backward runs once (retain_graph would double-scale).
+        return dq.mul_(grad), dk.mul_(grad), None, None, None, None, None
+
+
+def mse_scores_sum(
+    q_s: Tensor, k_s: Tensor, c_s: float, q_t: Tensor, k_t: Tensor, c_t: float, heads: int
+) -> Tensor:
+    """sum over (B, H, i, j) of (c_s q_s k_s^T - c_t q_t k_t^T)^2 per head; inputs (B, S, H*d_*), teacher
+    without grad.  Rows to exclude must already be zero in q and/or k."""
+    return _ScoreMSE.apply(
+        _f32(q_s, True),
+        _f32(k_s, True),
+        _f32(q_t, False),
+        _f32(k_t, False),
+        int(heads),
+        float(c_s),
+        float(c_t),
+    )
+
+
+@register_term("att_mse", qkv=True)
+def att_mse(x: LossInputs) -> Tensor:
+    """Att-MSE: MSE of pre-softmax attention scores, averaged over heads and valid (query, key) pairs."""
+    valid = x.valid
+    b, s = valid.shape
+    heads = x.student.num_heads
+    keep = valid[:, :, None].to(torch.float32)  # (B, S, 1)
+    if x.reference_compat:
+        denom = float(b * heads * s * s)
+    else:
+        n = valid.sum(1).to(torch.float64)
+        denom = float((n * n).sum()) * heads
+    total: Tensor | None = None
+    for s_layer, t_layer in x.layer_map:
+        q_s, k_s, _ = x.qkv(STUDENT, s_layer)
+        q_t, k_t, _ = x.qkv(TEACHER, t_layer)
+        # Zeroed rows make every invalid (query, key) score exactly 0 on both sides.
+        k_s, k_t = k_s * keep, k_t * keep
+        if not x.reference_compat:
+            q_s, q_t = q_s * keep, q_t * keep
+        sq = mse_scores_sum(q_s, k_s, x.student.scaling, q_t, k_t, x.teacher.scaling, heads)
+        term = sq / max(denom, 1.0)
+        total = term if total is None else total + term
+    assert total is not None
+    return total
+
+
+# --------------------------------------------------------------------------------------------- KL terms
+class _AttentionKL(torch.autograd.Function):
+    """sum_{b,h,i} w[b, ., i] KL(softmax_j S_t || softmax_j S_s) per head; grads for q_s, k_s only.
+
+    The loss is a scalar and its gradient is linear in the incoming grad, so dL/dq_s and dL/dk_s are
+    computed in the forward, tile by tile, while the probabilities are still in cache; no S x S buffer
+    outlives its tile, and the backward only scales them.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx,
+        q_s: Tensor,
+        k_s: Tensor,
+        q_t: Tensor,
+        k_t: Tensor,
+        w: Tensor,
+        heads: int,
+        c_s: float,
+        c_t: float,
+        key_bias: Tensor | None,
+    ) -> Tensor:
+        symmetric = q_s is k_s
+        want_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        tiles = _Tiles(q_s, heads)
+        dq = tiles.grad_buffer(q_s) if want_grad else None
+        dk = tiles.grad_buffer(k_s) if want_grad and not symmetric else None
+        total = q_s.new_zeros(())
+        for sl in tiles.slices:
+            bias, rows = tiles.key_bias(key_bias, sl), tiles.rows(w, sl)
+            qs, ks = tiles.mats(q_s, sl), tiles.mats(k_s, sl)
+            s_t = _scores(tiles.mats(q_t, sl), tiles.mats(k_t, sl), c_t, bias)
+            p_t, lse_t = _softmax_lse(s_t)
+            s_s = _scores(qs, ks, c_s, bias)
+            p_s, lse_s = _softmax_lse(s_s)
+            # Padded keys: p_t == 0 exactly and S_t - S_s is finite (both ~NEG_FILL): the product is 0.
+            kl = s_t.sub_(s_s).mul_(p_t).sum(-1) - lse_t + lse_s  # in place on the teacher tile
+            total += (kl * rows).sum()
+            if want_grad:
+                d = p_s.sub_(p_t).mul_((rows * c_s).unsqueeze(-1))  # dL/d(q k^T) of this tile
+                if symmetric:  # S = c v v^T (value relation): d/dv = (D + D^T) v
+                    # two products instead of forming D + D^T: a transposed elementwise pass is slower
+                    tiles.store(dq, sl, torch.baddbmm(torch.bmm(d, qs), d.transpose(1, 2), qs))
+                else:
+                    tiles.store(dq, sl, torch.bmm(d, ks))
+                    tiles.store(dk, sl, torch.bmm(d.transpose(1, 2), qs))
+        if want_grad:
+            ctx.save_for_backward(*(tiles.grad_final(t) for t in (dq, dk) if t is not None))
+        ctx.symmetric = symmetric
+        return total
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        saved = ctx.saved_tensors
+        # In place: the buffers are ours and this backward runs once (retain_graph would double-scale).
+        dq = saved[0].mul_(grad)
+        dk = None if ctx.symmetric else saved[1].mul_(grad)
+        return dq, dk, None, None, None, None, None, None, None
+
+
+def kl_attention_loss(
+    q_s: Tensor,
+    k_s: Tensor,
+    c_s: float,
+    q_t: Tensor,
+    k_t: Tensor,
+    c_t: float,
+    key_valid: Tensor | None,
+    row_weight: Tensor,
+    heads: int,
+) -> Tensor:
+    """sum_{b,h,i} row_weight[b, h or 0, i] * KL(softmax_j(S_t[b,h,i,:]) || softmax_j(S_s[b,h,i,:])).
+
+    S = c q k^T per head; ``q_*``, ``k_*`` are (B, S, H*d) projections (pass the same tensor as q and k
+    for a self-relation such as V V^T); ``key_valid`` (B, S) bool or None (no key mask); ``row_weight``
+    (B, 1, S) or (B, H, S).  Gradients flow to ``q_s`` and ``k_s`` only.
+    """
+    key_bias = None
+    if key_valid is not None:
+        key_bias = torch.zeros(key_valid.shape, dtype=torch.float32, device=key_valid.device)
+        key_bias.masked_fill_(~key_valid, NEG_FILL)
+    symmetric_s, symmetric_t = k_s is q_s, k_t is q_t
+    q_s = _f32(q_s, True)
+    k_s = q_s if symmetric_s else _f32(k_s, True)  # keep identity: the symmetric gradient is cheaper
+    q_t = _f32(q_t, False)
+    k_t = q_t if symmetric_t else _f32(k_t, False)
+    w = row_weight.to(torch.float32)
+    return _AttentionKL.apply(q_s, k_s, q_t, k_t, w, int(heads), float(c_s), float(c_t), key_bias)
+
+
+def _row_weights(x: LossInputs, heads: int) -> Tensor:
+    valid = x.valid
+    b, s = valid.shape
+    if x.reference_compat:
+        return torch.full((b, 1, s), 1.0 / (b * heads * s), device=valid.device)
+    rows = valid[:, None, :].to(torch.float32)
+    return rows / (rows.sum().clamp_min(1.0) * heads)
+
+
+@register_term("att_kl", qkv=True)
+def att_kl(x: LossInputs) -> Tensor:
+    """Att-KL: KL(teacher || student) of attention distributions, per head and valid query row."""
+    w = _row_weights(x, x.student.num_heads)
+    total: Tensor | None = None
+    for s_layer, t_layer in x.layer_map:
+        q_s, k_s, _ = x.qkv(STUDENT, s_layer)
+        q_t, k_t, _ = x.qkv(TEACHER, t_layer)
+        term = kl_attention_loss(
+            q_s, k_s, x.student.scaling, q_t, k_t, x.teacher.scaling, x.valid, w, x.student.num_heads
+        )
+        total = term if total is None else total + term
+    assert total is not None
+    return total
+
+
+@register_term("val_kl", qkv=True)
+def val_kl(x: LossInputs) -> Tensor:
+    """Val-KL: KL(teacher || student) of MiniLM value relations softmax(V V^T / sqrt(d_head))."""
+    w = _row_weights(x, x.student.num_heads)
+    key_valid = None if x.reference_compat else x.valid
+    total: Tensor | None = None
+    for s_layer, t_layer in x.layer_map:
+        v_s, v_t = x.qkv(STUDENT, s_layer)[2], x.qkv(TEACHER, t_layer)[2]
+        c_s, c_t = x.student.head_dim**-0.5, x.teacher.head_dim**-0.5
+        term = kl_attention_loss(v_s, v_s, c_s, v_t, v_t, c_t, key_valid, w, x.student.num_heads)
+        total = term if total is None else total + term
+    assert total is not None
+    return total

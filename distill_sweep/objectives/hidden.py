@@ -1,0 +1,102 @@
+"""Hidden-state transfer: Hid-CLS and Hid-Seq (paper Sec. 3, L_hid = MSE(h^S W_h, h^T)).
+
+Pairs: the embedding outputs (0, 0) plus every (student_layer, teacher_layer) of the layer map; the loss
+is the SUM over pairs of a per-pair MSE.  The per-pair MSE has torch ``mse_loss(reduction="mean")``
+semantics over the elements it covers: mean over (examples x teacher hidden dims) for Hid-CLS, and over
+(valid tokens x teacher hidden dims) for Hid-Seq; padding tokens are excluded unless
+``reference_compat: true``, which averages over every position like the reference code.
+
+W_h (``projection: linear``) is a bias-free learnable map d_S -> d_T, one per pair or one shared
+(``shared_projection: true``).  It is initialised to the identity when the widths agree, so at the start
+the loss equals the reference code's projection-free MSE (default nn.Linear init otherwise);
+``projection: none`` drops it (refused when the widths differ).
+
+This is the paper's formula.  The reference code's Hid-CLS is PKD-style instead (L2-normalised [CLS]
+states, summed squared error, no W_h); its Hid-Seq matches ours with equal widths and padding included.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from .inputs import STUDENT, TEACHER, LossInputs
+from .registry import TermSpec, register_term
+
+__all__ = ["HidCLS", "HidSeq", "HiddenProjections"]
+
+
+class HiddenProjections(nn.Module):
+    """W_h per hidden pair (or shared); identity when ``projection: none``."""
+
+    def __init__(self, spec: TermSpec) -> None:
+        super().__init__()
+        d_s, d_t = spec.student_hidden, spec.teacher_hidden
+        mode = str(spec.cfg.get("projection", "linear"))
+        self.n_pairs = len(spec.hidden_pairs)
+        self.shared = bool(spec.cfg.get("shared_projection", False))
+        if mode == "none":
+            if d_s != d_t:
+                raise ConfigError(
+                    f"objective term {spec.name!r}: projection=none needs equal hidden sizes, "
+                    f"student has {d_s} and teacher {d_t}; use projection=linear"
+                )
+            self.maps = None
+            return
+        if mode != "linear":
+            raise ConfigError(f"objective.projection must be 'linear' or 'none', got {mode!r}")
+        count = 1 if self.shared else self.n_pairs
+        maps = []
+        for _ in range(count):
+            lin = nn.Linear(d_s, d_t, bias=False)
+            if d_s == d_t:
+                with torch.no_grad():
+                    lin.weight.copy_(torch.eye(d_t))
+            maps.append(lin)
+        self.maps = nn.ModuleList(maps)
+
+    def forward(self, pair_index: int, h: Tensor) -> Tensor:
+        if self.maps is None:
+            return h
+        return self.maps[0 if self.shared else pair_index](h)
+
+
+def _pair_mse(pred: Tensor, target: Tensor) -> Tensor:
+    # Written out instead of F.mse_loss: the difference is a fresh tensor, so a teacher tensor made under
+    # inference_mode is never saved for backward.
+    diff = pred - target
+    return (diff * diff).mean()
+
+
+@register_term("hid_cls", hidden=True)
+class HidCLS(nn.Module):
+    """Hid-CLS: MSE between projected student and teacher [CLS] (first token) states, summed over pairs."""
+
+    cls_only = True
+
+    def __init__(self, spec: TermSpec) -> None:
+        super().__init__()
+        self.proj = HiddenProjections(spec)
+
+    def forward(self, x: LossInputs) -> Tensor:
+        total: Tensor | None = None
+        for i, (s_layer, t_layer) in enumerate(x.hidden_pairs):
+            if self.cls_only:
+                hs, ht = x.cls(STUDENT, s_layer), x.cls(TEACHER, t_layer)
+            elif x.reference_compat:
+                hs, ht = x.hidden(STUDENT, s_layer), x.hidden(TEACHER, t_layer)
+            else:
+                # Only the real tokens: cheaper than projecting padding and masking afterwards.
+                hs, ht = x.tokens(STUDENT, s_layer), x.tokens(TEACHER, t_layer)
+            term = _pair_mse(self.proj(i, hs), ht)
+            total = term if total is None else total + term
+        assert total is not None
+        return total
+
+
+@register_term("hid_seq", hidden=True)
+class HidSeq(HidCLS):
+    """Hid-Seq: MSE between projected student and teacher states of all valid tokens, summed over pairs."""
+
+    cls_only = False

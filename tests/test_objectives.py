@@ -1,0 +1,506 @@
+"""Distillation objectives on hand-built features: hand-computed values, masking, padding, NaN safety.
+
+Every expected number below is worked out from the paper's formula with ``math`` in the test itself, never
+taken from the implementation.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import distill_sweep.objectives.attention as attention
+from distill_sweep.capture import Features
+from distill_sweep.errors import ConfigError
+from distill_sweep.objectives import TERMS, build_objective, prediction_loss
+from distill_sweep.objectives.attention import kl_attention_loss, mse_scores_sum, reference_kl_rows
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one intra-op thread is faster, and immune to OpenMP stalls on a shared 2-core box."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+INTERMEDIATE = ["hid_cls", "hid_seq", "att_mse", "att_kl", "val_kl"]
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+def arch(hidden: int, heads: int, layers: int) -> SimpleNamespace:
+    return SimpleNamespace(hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=layers)
+
+
+def obj_cfg(terms: dict[str, float], **over: object) -> dict:
+    cfg = {
+        "name": "test",
+        "stages": ["intermediate", "prediction"],
+        "terms": terms,
+        "alpha": 0.5,
+        "temperature": 2.0,
+        "projection": "linear",
+        "shared_projection": False,
+        "reference_compat": False,
+        "contrast": {"dim": 8, "temperature": 0.07, "momentum": 0.5, "num_negatives": 3, "loss": "nce"},
+    }
+    cfg.update(over)
+    return cfg
+
+
+def build(
+    terms: dict[str, float],
+    *,
+    d_s: int = 4,
+    d_t: int = 4,
+    heads: int = 2,
+    layer_map=((1, 1),),
+    labels: torch.Tensor | None = None,
+    **over: object,
+):
+    layers_s = max(s for s, _ in layer_map)
+    layers_t = max(t for _, t in layer_map)
+    return build_objective(
+        obj_cfg(terms, **over),
+        student_config=arch(d_s, heads, layers_s),
+        teacher_config=arch(d_t, heads, layers_t),
+        layer_map=list(layer_map),
+        train_labels=labels,
+        num_labels=2,
+    )
+
+
+def feats(
+    hidden: list[torch.Tensor] | None,
+    qkv: dict[int, tuple[torch.Tensor, ...]],
+    heads: int,
+    head_dim: int,
+    scaling: float | None = None,
+) -> Features:
+    b = (hidden[0] if hidden else next(iter(qkv.values()))[0]).shape[0]
+    return Features(
+        logits=torch.zeros(b, 2),
+        hidden_states=tuple(hidden) if hidden is not None else None,
+        qkv=dict(qkv),
+        num_heads=heads,
+        head_dim=head_dim,
+        scaling=head_dim**-0.5 if scaling is None else scaling,
+    )
+
+
+def random_feats(
+    b: int, s: int, d: int, heads: int, layers: int, *, grad: bool, seed: int, scale: float = 1.0
+) -> Features:
+    g = torch.Generator().manual_seed(seed)
+
+    def r(*shape: int) -> torch.Tensor:
+        return (torch.randn(*shape, generator=g) * scale).requires_grad_(grad)
+
+    hidden = [r(b, s, d) for _ in range(layers + 1)]
+    qkv = {i: (r(b, s, d), r(b, s, d), r(b, s, d)) for i in range(1, layers + 1)}
+    return feats(hidden, qkv, heads, d // heads)
+
+
+def mask_of(lengths: list[int], s: int) -> torch.Tensor:
+    return (torch.arange(s)[None, :] < torch.tensor(lengths)[:, None]).long()
+
+
+def pad_features(f: Features, extra: int, seed: int) -> Features:
+    """The same features with ``extra`` garbage positions appended (what padding to a longer batch does)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def grow(t: torch.Tensor) -> torch.Tensor:
+        junk = torch.randn(t.shape[0], extra, *t.shape[2:], generator=g) * 5
+        return torch.cat([t, junk.to(t.dtype)], dim=1)
+
+    return Features(
+        logits=f.logits,
+        hidden_states=tuple(grow(h) for h in f.hidden_states),
+        qkv={k: tuple(grow(t) for t in v) for k, v in f.qkv.items()},
+        num_heads=f.num_heads,
+        head_dim=f.head_dim,
+        scaling=f.scaling,
+    )
+
+
+def clone_as_teacher(f: Features) -> Features:
+    return Features(
+        logits=f.logits.detach(),
+        hidden_states=tuple(h.detach().clone() for h in f.hidden_states),
+        qkv={k: tuple(t.detach().clone() for t in v) for k, v in f.qkv.items()},
+        num_heads=f.num_heads,
+        head_dim=f.head_dim,
+        scaling=f.scaling,
+    )
+
+
+def softmax(xs: list[float]) -> list[float]:
+    m = max(xs)
+    e = [math.exp(x - m) for x in xs]
+    return [v / sum(e) for v in e]
+
+
+def kl(p: list[float], q: list[float]) -> float:
+    return sum(a * math.log(a / b) for a, b in zip(p, q, strict=True) if a > 0)
+
+
+# One head, head_dim 1 (scaling 1), two real tokens; a third, padded position carries garbage.
+#   student q = [1, 2, G], k = [3, 4, G'];  teacher q = [1, 1, 0], k = [1, 2, 7]
+#   => student scores [[3, 4], [6, 8]], teacher scores [[1, 2], [1, 2]] on the real tokens.
+Q_S, K_S, Q_T, K_T = [1.0, 2.0, 1.0], [3.0, 4.0, 9.0], [1.0, 1.0, 0.0], [1.0, 2.0, 7.0]
+MASK3 = torch.tensor([[1, 1, 0]])
+
+
+def one_head(q: list[float], k: list[float], v: list[float] | None = None, grad: bool = False) -> Features:
+    t = lambda xs: torch.tensor(xs).view(1, len(xs), 1).requires_grad_(grad)  # noqa: E731
+    v = v if v is not None else q
+    return feats(None, {1: (t(q), t(k), t(v))}, heads=1, head_dim=1, scaling=1.0)
+
+
+def run(obj, s: Features, t: Features, mask: torch.Tensor) -> torch.Tensor:
+    return obj(s, t, {"attention_mask": mask, "input_ids": torch.zeros_like(mask)})[0]
+
+
+# ----------------------------------------------------------------------------------------------- hand values
+def test_att_mse_hand_value() -> None:
+    obj = build({"att_mse": 1.0}, d_s=1, d_t=1, heads=1)
+    s, t = one_head(Q_S, K_S), one_head(Q_T, K_T)
+    # valid pairs only: diffs 2, 2, 5, 6 -> (4 + 4 + 25 + 36) / 4
+    assert run(obj, s, t, MASK3).item() == pytest.approx(69 / 4)
+    # reference_compat: padded key column zeroed on both sides, padded query row kept, mean over 3 x 3.
+    #   row 3: student [1*3, 1*4, 0], teacher [0, 0, 0] -> 9 + 16
+    compat = build({"att_mse": 1.0}, d_s=1, d_t=1, heads=1, reference_compat=True)
+    assert run(compat, s, t, MASK3).item() == pytest.approx((69 + 9 + 16) / 9)
+
+
+def test_att_kl_hand_value() -> None:
+    obj = build({"att_kl": 1.0}, d_s=1, d_t=1, heads=1)
+    s, t = one_head(Q_S, K_S), one_head(Q_T, K_T)
+    kl1 = kl(softmax([1, 2]), softmax([3, 4]))
+    kl2 = kl(softmax([1, 2]), softmax([6, 8]))
+    assert run(obj, s, t, MASK3).item() == pytest.approx((kl1 + kl2) / 2, rel=1e-5)
+    # compat keeps the key mask but averages over all three query rows; row 3: teacher [0, 0], student [3, 4]
+    kl3 = kl(softmax([0, 0]), softmax([3, 4]))
+    compat = build({"att_kl": 1.0}, d_s=1, d_t=1, heads=1, reference_compat=True)
+    assert run(compat, s, t, MASK3).item() == pytest.approx((kl1 + kl2 + kl3) / 3, rel=1e-5)
+
+
+def test_val_kl_hand_value() -> None:
+    obj = build({"val_kl": 1.0}, d_s=1, d_t=1, heads=1)
+    # value relations (head_dim 1 -> scale 1): student v = [1, 2] -> [[1, 2], [2, 4]],
+    # teacher v = [2, 1] -> [[4, 2], [2, 1]]; the padded third value is garbage.
+    s = one_head(Q_S, K_S, v=[1.0, 2.0, 3.0])
+    t = one_head(Q_T, K_T, v=[2.0, 1.0, -5.0])
+    expect = (kl(softmax([4, 2]), softmax([1, 2])) + kl(softmax([2, 1]), softmax([2, 4]))) / 2
+    assert run(obj, s, t, MASK3).item() == pytest.approx(expect, rel=1e-5)
+    # compat: nothing masked, three rows of three
+    vs, vt = [1.0, 2.0, 3.0], [2.0, 1.0, -5.0]
+    rows = [
+        kl(softmax([a * b for b in vt]), softmax([c * d for d in vs])) for a, c in zip(vt, vs, strict=True)
+    ]
+    compat = build({"val_kl": 1.0}, d_s=1, d_t=1, heads=1, reference_compat=True)
+    assert run(compat, s, t, MASK3).item() == pytest.approx(sum(rows) / 3, rel=1e-5)
+
+
+def test_val_kl_uses_each_models_head_dim() -> None:
+    # head_dim 4 on both sides, v = e_1 * a: VR logits = a_i a_j / 2
+    obj = build({"val_kl": 1.0}, d_s=4, d_t=4, heads=1)
+
+    def f(vals: list[float]) -> Features:
+        v = torch.zeros(1, len(vals), 4)
+        v[0, :, 0] = torch.tensor(vals)
+        return feats(None, {1: (v, v, v)}, heads=1, head_dim=4)
+
+    a, b = [1.0, 3.0], [2.0, 2.0]
+    expect = (
+        sum(
+            kl(softmax([x * y / 2 for y in b]), softmax([u * w / 2 for w in a]))
+            for x, u in zip(b, a, strict=True)
+        )
+        / 2
+    )
+    assert run(obj, f(a), f(b), torch.ones(1, 2).long()).item() == pytest.approx(expect, rel=1e-5)
+
+
+def hidden_case() -> tuple[Features, Features, torch.Tensor]:
+    # B = 2, S = 3, D = 2, layer map [(1, 1)] -> pairs (embeddings, layer 1); example 2 has 2 real tokens.
+    hs0 = torch.tensor([[[1.0, 2.0], [0.0, 1.0], [3.0, 3.0]], [[2.0, 0.0], [1.0, 1.0], [9.0, 9.0]]])
+    ht0 = torch.tensor([[[1.0, 0.0], [0.0, 3.0], [3.0, 1.0]], [[0.0, 0.0], [1.0, 2.0], [-9.0, 4.0]]])
+    hs1, ht1 = hs0 * 2, ht0 + 1
+    return (
+        feats([hs0, hs1], {}, heads=1, head_dim=2),
+        feats([ht0, ht1], {}, heads=1, head_dim=2),
+        torch.tensor([[1, 1, 1], [1, 1, 0]]),
+    )
+
+
+def sq(a: list[float], b: list[float]) -> float:
+    return sum((x - y) ** 2 for x, y in zip(a, b, strict=True))
+
+
+def test_hid_cls_hand_value() -> None:
+    s, t, mask = hidden_case()
+    # pair (0,0): CLS [1,2] vs [1,0], [2,0] vs [0,0]; pair (1,1): [2,4] vs [2,1], [4,0] vs [1,1]
+    expect = (sq([1, 2], [1, 0]) + sq([2, 0], [0, 0])) / 4 + (sq([2, 4], [2, 1]) + sq([4, 0], [1, 1])) / 4
+    for projection in ("none", "linear"):  # linear starts as the identity for equal widths
+        obj = build({"hid_cls": 1.0}, d_s=2, d_t=2, heads=1, projection=projection)
+        assert run(obj, s, t, mask).item() == pytest.approx(expect)
+    # a learnable W_h really is applied: W = 2 I on every pair
+    obj = build({"hid_cls": 1.0}, d_s=2, d_t=2, heads=1)
+    with torch.no_grad():
+        for lin in obj.terms["hid_cls"].proj.maps:
+            lin.weight.copy_(2 * torch.eye(2))
+    expect2 = (sq([2, 4], [1, 0]) + sq([4, 0], [0, 0])) / 4 + (sq([4, 8], [2, 1]) + sq([8, 0], [1, 1])) / 4
+    assert run(obj, s, t, mask).item() == pytest.approx(expect2)
+
+
+def test_hid_seq_hand_value() -> None:
+    s, t, mask = hidden_case()
+    s0, t0 = s.hidden_states[0].tolist(), t.hidden_states[0].tolist()
+    s1, t1 = s.hidden_states[1].tolist(), t.hidden_states[1].tolist()
+    real = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
+    expect = sum(sq(s0[b][i], t0[b][i]) for b, i in real) / (5 * 2) + sum(
+        sq(s1[b][i], t1[b][i]) for b, i in real
+    ) / (5 * 2)
+    obj = build({"hid_seq": 1.0}, d_s=2, d_t=2, heads=1)
+    assert run(obj, s, t, mask).item() == pytest.approx(expect)
+    allpos = [(b, i) for b in range(2) for i in range(3)]
+    expect_compat = (
+        sum(sq(s0[b][i], t0[b][i]) for b, i in allpos) / 12
+        + sum(sq(s1[b][i], t1[b][i]) for b, i in allpos) / 12
+    )
+    compat = build({"hid_seq": 1.0}, d_s=2, d_t=2, heads=1, reference_compat=True)
+    assert run(compat, s, t, mask).item() == pytest.approx(expect_compat)
+
+
+def test_combination_is_weighted_sum_and_reports_terms() -> None:
+    s, t, mask = hidden_case()
+    single = {
+        n: run(build({n: 1.0}, d_s=2, d_t=2, heads=1), s, t, mask).item() for n in ("hid_cls", "hid_seq")
+    }
+    obj = build({"hid_cls": 0.5, "hid_seq": 2.0}, d_s=2, d_t=2, heads=1)
+    total, values = obj(s, t, {"attention_mask": mask})
+    assert values == pytest.approx(single)
+    assert total.item() == pytest.approx(0.5 * single["hid_cls"] + 2.0 * single["hid_seq"])
+
+
+def test_prediction_loss_hand_value() -> None:
+    z_s, z_t, y, alpha, temp = [1.0, 2.0, 0.0], [0.5, 0.0, 1.0], 1, 0.3, 2.0
+    ce = -math.log(softmax(z_s)[y])
+    p_t, p_s = softmax([z / temp for z in z_t]), softmax([z / temp for z in z_s])
+    expect = (1 - alpha) * ce + alpha * temp**2 * kl(p_t, p_s)
+    got = prediction_loss(
+        torch.tensor([z_s]),
+        torch.tensor([z_t]),
+        torch.tensor([y]),
+        alpha=alpha,
+        temperature=temp,
+        regression=False,
+    )
+    assert got.item() == pytest.approx(expect, rel=1e-6)
+    # regression (STS-B): MSE to the gold score and to the teacher's output
+    zs, zt, gold = [1.0, 2.0], [1.5, 1.0], [0.5, 2.5]
+    expect_r = 0.5 * (sq(zs, gold) / 2) + 0.5 * (sq(zs, zt) / 2)
+    got_r = prediction_loss(
+        torch.tensor(zs).view(2, 1),
+        torch.tensor(zt).view(2, 1),
+        torch.tensor(gold),
+        alpha=0.5,
+        temperature=2.0,
+        regression=True,
+    )
+    assert got_r.item() == pytest.approx(expect_r)
+    # under bf16 autocast the loss is still computed in float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got_b = prediction_loss(
+            torch.tensor([z_s]).bfloat16(),
+            torch.tensor([z_t]).bfloat16(),
+            torch.tensor([y]),
+            alpha=alpha,
+            temperature=temp,
+            regression=False,
+        )
+    assert got_b.dtype == torch.float32 and got_b.item() == pytest.approx(expect, rel=1e-2)
+
+
+# ----------------------------------------------------------------------------------------------- properties
+@pytest.mark.parametrize("term", INTERMEDIATE)
+def test_zero_when_student_equals_teacher(term: str) -> None:
+    s = random_feats(3, 7, 8, 2, 2, grad=True, seed=0)
+    mask = mask_of([7, 4, 1], 7)
+    obj = build({term: 1.0}, d_s=8, d_t=8, layer_map=((1, 1), (2, 2)))
+    assert abs(run(obj, s, clone_as_teacher(s), mask).item()) < 1e-6
+
+
+@pytest.mark.parametrize("term", INTERMEDIATE)
+def test_padding_invariance_and_compat_difference(term: str) -> None:
+    s = random_feats(3, 6, 8, 2, 2, grad=True, seed=1)
+    t = random_feats(3, 6, 8, 2, 2, grad=False, seed=2)
+    mask = mask_of([6, 4, 2], 6)
+    longer = torch.cat([mask, torch.zeros(3, 5, dtype=torch.long)], 1)
+    s2, t2 = pad_features(s, 5, seed=3), pad_features(t, 5, seed=4)
+    obj = build({term: 1.0}, d_s=8, d_t=8, layer_map=((1, 1), (2, 2)))
+    base = run(obj, s, t, mask).item()
+    assert run(obj, s2, t2, longer).item() == pytest.approx(base, rel=1e-5)
+    if term != "hid_cls":  # [CLS] never sees padding: compat is the same loss there
+        compat = build({term: 1.0}, d_s=8, d_t=8, layer_map=((1, 1), (2, 2)), reference_compat=True)
+        assert run(compat, s, t, mask).item() != pytest.approx(base, rel=1e-3)
+        assert run(compat, s2, t2, longer).item() != pytest.approx(run(compat, s, t, mask).item(), rel=1e-3)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("term", INTERMEDIATE)
+def test_heavy_padding_is_finite(term: str, bf16: bool) -> None:
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    s = random_feats(2, 16, 8, 2, 1, grad=False, seed=5, scale=8.0)  # large scores as well
+    t = random_feats(2, 16, 8, 2, 1, grad=False, seed=6, scale=8.0)
+    leaves = [x.to(dtype).requires_grad_() for x in (*s.hidden_states, *s.qkv[1])]
+    s = feats(leaves[:2], {1: tuple(leaves[2:])}, heads=2, head_dim=4)
+    t = feats([h.to(dtype) for h in t.hidden_states], {1: tuple(x.to(dtype) for x in t.qkv[1])}, 2, 4)
+    mask = mask_of([16, 1], 16)  # one row has a single real token
+    for compat in (False, True):
+        obj = build({term: 1.0}, d_s=8, d_t=8, reference_compat=compat)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = run(obj, s, t, mask)
+        assert loss.dtype == torch.float32 and torch.isfinite(loss)
+        grads = torch.autograd.grad(loss, [x for x in leaves], allow_unused=True)
+        assert all(g is None or torch.isfinite(g).all() for g in grads)
+        assert any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+@pytest.mark.parametrize("tiled", [True, False])
+def test_fast_attention_paths_match_plain_formulas(tiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiled custom-autograd KL/MSE equal the plain autograd formulas, value and gradient."""
+    monkeypatch.setattr(attention, "TILED_DEVICES", ("cpu",) if tiled else ())
+    monkeypatch.setattr(attention, "CPU_TILE_ELEMS", 2 * 5 * 5)  # several tiles even at this size
+    torch.manual_seed(0)
+    b, h, s, ds, dt = 3, 3, 5, 2, 3
+    valid = mask_of([5, 3, 1], s).bool()
+    qs, ks, vs = (torch.randn(b, s, h * ds, requires_grad=True) for _ in range(3))
+    qt, kt, vt = (torch.randn(b, s, h * dt) for _ in range(3))
+
+    def heads(t: torch.Tensor) -> torch.Tensor:
+        return t.view(b, s, h, -1).transpose(1, 2)
+
+    def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return heads(q) @ heads(k).transpose(-1, -2) * heads(q).shape[-1] ** -0.5
+
+    w = valid[:, None, :].float() / (valid.sum() * h)
+    for key_valid in (valid, None):
+        fast = kl_attention_loss(qs, ks, ds**-0.5, qt, kt, dt**-0.5, key_valid, w, h)
+        ref = (reference_kl_rows(scores(qs, ks), scores(qt, kt), key_valid) * w).sum()
+        torch.testing.assert_close(fast, ref)
+        for a, r in zip(torch.autograd.grad(fast, [qs, ks]), torch.autograd.grad(ref, [qs, ks]), strict=True):
+            torch.testing.assert_close(a, r, atol=1e-6, rtol=1e-4)
+        fast = kl_attention_loss(vs, vs, ds**-0.5, vt, vt, dt**-0.5, key_valid, w, h)  # symmetric V V^T
+        ref = (reference_kl_rows(scores(vs, vs), scores(vt, vt), key_valid) * w).sum()
+        torch.testing.assert_close(fast, ref)
+        torch.testing.assert_close(
+            torch.autograd.grad(fast, vs)[0], torch.autograd.grad(ref, vs)[0], atol=1e-6, rtol=1e-4
+        )
+    keep = valid[:, :, None].float()
+    fast = mse_scores_sum(qs * keep, ks * keep, ds**-0.5, qt * keep, kt * keep, dt**-0.5, h)
+    pair = (valid[:, None, :, None] & valid[:, None, None, :]).float()
+    ref = ((scores(qs, ks) - scores(qt, kt)).square() * pair).sum()
+    torch.testing.assert_close(fast, ref)
+    torch.testing.assert_close(
+        torch.autograd.grad(fast, qs)[0], torch.autograd.grad(ref, qs)[0], atol=1e-5, rtol=1e-4
+    )
+
+
+def test_attention_loss_without_grad_and_with_inference_teacher() -> None:
+    s = random_feats(2, 5, 8, 2, 1, grad=True, seed=7)
+    with torch.inference_mode():
+        t = random_feats(2, 5, 8, 2, 1, grad=False, seed=8)
+    mask = mask_of([5, 2], 5)
+    for term in INTERMEDIATE:
+        obj = build({term: 1.0}, d_s=8, d_t=8)
+        loss = run(obj, s, t, mask)
+        loss.backward()  # the teacher's inference tensors are never saved for backward
+        with torch.no_grad():
+            assert run(obj, s, t, mask).item() == pytest.approx(loss.item(), rel=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------- config
+def test_config_errors() -> None:
+    with pytest.raises(ConfigError, match="heads"):
+        build_objective(
+            obj_cfg({"att_kl": 1.0}),
+            student_config=arch(8, 2, 1),
+            teacher_config=arch(8, 4, 1),
+            layer_map=[(1, 1)],
+            train_labels=None,
+            num_labels=2,
+        )
+    with pytest.raises(ConfigError, match="projection=none"):
+        build({"hid_seq": 1.0}, d_s=4, d_t=8, projection="none")
+    with pytest.raises(ConfigError, match="unknown objective term"):
+        build({"att_foo": 1.0})
+    with pytest.raises(ConfigError, match="out of range"):
+        build_objective(
+            obj_cfg({"hid_seq": 1.0}),
+            student_config=arch(4, 2, 1),
+            teacher_config=arch(4, 2, 2),
+            layer_map=[(1, 3)],
+            train_labels=None,
+            num_labels=2,
+        )
+    with pytest.raises(ConfigError, match="contrast.loss"):
+        build(
+            {"hid_cls_contrast": 1.0},
+            labels=torch.tensor([0, 1]),
+            contrast={"dim": 4, "temperature": 0.1, "momentum": 0.5, "num_negatives": 1, "loss": "bogus"},
+        )
+    with pytest.raises(ConfigError, match="regression"):
+        build({"hid_cls_contrast": 1.0}, labels=None)
+    # different widths are fine with a projection, and for attention terms (scores are S x S)
+    assert build({"hid_seq": 1.0, "att_kl": 1.0, "val_kl": 1.0}, d_s=4, d_t=8) is not None
+    assert build({}) is None
+
+
+def test_registry_and_yaml_files() -> None:
+    assert set(INTERMEDIATE + ["hid_cls_contrast"]) <= set(TERMS)
+    files = sorted((ROOT / "conf" / "objective").glob("*.yaml"))
+    names = {f.stem for f in files}
+    assert names == {
+        "vanilla_kd",
+        "hid_cls",
+        "hid_seq",
+        "hid_cls_contrast",
+        "att_mse",
+        "att_kl",
+        "val_kl",
+        "att_mse_hid_seq",
+        "att_kl_hid_seq",
+        "att_kl_val_kl",
+    }
+    keys = None
+    for f in files:
+        cfg = OmegaConf.load(f)
+        assert cfg.name == f.stem
+        schema = sorted(cfg.keys()), sorted(cfg.contrast.keys())
+        keys = keys or schema
+        assert schema == keys, f"{f.name} breaks the uniform key set"
+        obj = build_objective(
+            cfg,
+            student_config=arch(8, 2, 1),
+            teacher_config=arch(8, 2, 2),
+            layer_map=[(1, 2)],
+            train_labels=torch.tensor([0, 1, 0, 1]),
+            num_labels=2,
+        )
+        assert (obj is None) == (f.stem == "vanilla_kd") == (list(cfg.stages) == ["prediction"])
+    pairs = {
+        "att_mse_hid_seq": {"att_mse", "hid_seq"},
+        "att_kl_hid_seq": {"att_kl", "hid_seq"},
+        "att_kl_val_kl": {"att_kl", "val_kl"},
+    }
+    for name, terms in pairs.items():
+        assert set(OmegaConf.load(ROOT / "conf" / "objective" / f"{name}.yaml").terms) == terms
