@@ -6,9 +6,19 @@ from pathlib import Path
 
 import helpers  # noqa: F401  (sets the offline environment before any test imports transformers)
 import pytest
+import torch
 
 
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One cache (toy tokenizer, tokenised data, fine-tuned teachers) for the whole session."""
     return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny tensors: one intra-op thread is faster, and immune to OpenMP stalls on a shared 2-core box."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

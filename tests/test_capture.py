@@ -15,14 +15,8 @@ from transformers import (
 
 from distill_sweep.capture import Features, attention_scores, run_with_features, self_attention_module
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster, and immune to OpenMP stalls on a shared 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny tensors: one intra-op thread (conftest.one_thread).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 FAMILIES = {

@@ -20,14 +20,8 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.objectives import TERMS, build_objective, prediction_loss
 from distill_sweep.objectives.attention import kl_attention_loss, mse_scores_sum, reference_kl_rows
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster, and immune to OpenMP stalls on a shared 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny tensors: one intra-op thread (conftest.one_thread).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ROOT = Path(__file__).resolve().parent.parent

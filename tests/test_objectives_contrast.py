@@ -12,14 +12,8 @@ from distill_sweep.capture import Features
 from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.contrastive import NCE_EPS
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster, and immune to OpenMP stalls on a shared 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny tensors: one intra-op thread (conftest.one_thread).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def arch(hidden: int, layers: int = 1) -> SimpleNamespace:

@@ -12,14 +12,8 @@ from transformers import BertConfig, BertForSequenceClassification
 from distill_sweep.capture import run_with_features
 from distill_sweep.objectives import build_objective, prediction_loss
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster, and immune to OpenMP stalls on a shared 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny tensors: one intra-op thread (conftest.one_thread).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ROOT = Path(__file__).resolve().parent.parent
