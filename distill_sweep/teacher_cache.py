@@ -70,7 +70,8 @@ def cached_teacher(
     """Path of the fine-tuned teacher, "cache" or "trained", and its dev metrics.
 
     `finetune(out_dir)` trains a teacher, saves it (model + tokenizer) into `out_dir` and returns its
-    dev metrics; it runs at most once per key, whatever the number of concurrent jobs.
+    dev metrics; it runs at most once per key, whatever the number of concurrent jobs. `out_dir` survives
+    an interrupted attempt when it holds a checkpoint, so `finetune` can resume from it.
     """
     target = teacher_dir(cfg, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -80,9 +81,10 @@ def cached_teacher(
             log.info("reusing cached teacher %s", target)
             return target, "cache", meta["dev"]
         tmp = target.with_name(target.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not (tmp / "checkpoint.pt").exists():  # an interrupted fine-tuning with a checkpoint resumes
+            shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(target, ignore_errors=True)  # a directory without teacher.json is unfinished
-        tmp.mkdir(parents=True)
+        tmp.mkdir(parents=True, exist_ok=True)
         log.info("fine-tuning teacher into %s", target)
         dev = finetune(tmp)
         write_json_atomic(tmp / META, {"key": teacher_key(cfg), "dev": dev})

@@ -423,6 +423,9 @@ def _teacher(job: Job, record: dict[str, Any], data: Any, tokenizer: Any, dev_lo
         teacher_path, source, teacher_dev = str(cfg.teacher.finetuned_path), "given", None
     else:
         def finetune(out_dir: Path) -> dict[str, float]:
+            # Checkpointed at every epoch end inside the cache's unfinished (".partial") directory, so a
+            # killed or preempted fine-tuning continues where it stopped in whichever job takes the lock next.
+            ckpt_path = out_dir / CHECKPOINT
             seed_everything(ft["seed"])
             model = load_teacher(cfg.teacher, cfg.teacher.name_or_path, data.num_labels, data.label_names,
                                  len(tokenizer)).to(device)
@@ -432,16 +435,29 @@ def _teacher(job: Job, record: dict[str, Any], data: Any, tokenizer: Any, dev_lo
             optimizer = build_optimizer(params, cfg.optimizer, stage.lr)
             scheduler = linear_schedule(optimizer, n_steps * stage.epochs, stage.warmup_ratio)
             loss_fn = cross_entropy_loss(model, bool(data.is_regression))
-            for epoch in range(1, stage.epochs + 1):
+            first = 1
+            state = load_checkpoint(ckpt_path, out_dir.name)
+            if state is not None:
+                model.load_state_dict(state["model"])
+                optimizer.load_state_dict(state["optimizer"])
+                scheduler.load_state_dict(state["scheduler"])
+                set_rng_state(state["rng"])
+                first = int(state["epoch"]) + 1
+                log.info("resuming teacher fine-tuning after epoch %d", state["epoch"])
+            for epoch in range(first, stage.epochs + 1):
                 model.train()
                 stats = train_epoch(iter(loader_for(stage, epoch, ft["seed"])), loss_fn, params, optimizer,
                                     scheduler, device=device, precision=precision, num_steps=n_steps,
                                     max_grad_norm=float(cfg.optimizer.max_grad_norm),
                                     desc=f"teacher {epoch}/{stage.epochs}").summary()
                 log.info("teacher epoch %d/%d loss %.4f", epoch, stage.epochs, stats["loss"])
+                save_checkpoint(ckpt_path, {"config_hash": out_dir.name, "epoch": epoch, "model": model.state_dict(),
+                                            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                                            "rng": rng_state()})
             dev = evaluate(model, dev_loaders, metrics, device, precision)
             model.save_pretrained(out_dir)
             tokenizer.save_pretrained(out_dir)
+            ckpt_path.unlink(missing_ok=True)
             return dev
 
         path, source, teacher_dev = cached_teacher(cfg, cache_dir, finetune)

@@ -168,3 +168,26 @@ def test_progress_lines_in_non_tty_logs(tmp_path: Path, shared_cache: Path) -> N
     text = proc.stdout + proc.stderr
     assert "prediction epoch 1 step 2/" in text  # periodic one-line progress instead of a bar
     assert "done toy/vanilla_kd init=1 seed=1: best accuracy" in text  # final one-line summary
+
+
+def test_killed_teacher_fine_tuning_resumes_to_the_same_teacher(tmp_path: Path) -> None:
+    """kill -9 while the teacher fine-tunes: the next run continues from its epoch checkpoint, same teacher."""
+    slow_teacher = [*FAST, "objective=vanilla_kd", "task.recipe.num_train=512", "teacher.finetune.epochs=8",
+                    "epochs=1", "max_steps_per_epoch=1"]
+    reference = run_job(compose_cfg([*slow_teacher, f"results_dir={tmp_path / 'ref'}",
+                                     f"cache_dir={tmp_path / 'ref_cache'}"]))
+    cache = tmp_path / "cache"
+    args = [*slow_teacher, f"results_dir={tmp_path / 'r'}", f"cache_dir={cache}"]
+    proc = _popen(args, cwd=tmp_path)
+    _wait_for(lambda: any(cache.glob("teachers/toy/*.partial/checkpoint.pt")), 300, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    (partial,) = cache.glob("teachers/toy/*.partial")
+    assert not list(cache.glob("teachers/toy/*/teacher.json"))  # interrupted before it finished
+
+    rerun = run_cli(args, cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "resuming teacher fine-tuning after epoch" in rerun.stdout + rerun.stderr
+    (record,) = records(tmp_path / "r")
+    assert record["teacher"]["source"] == "trained" and record["teacher"]["dev"] == reference["teacher"]["dev"]
+    assert not partial.exists() and not list(cache.rglob(CHECKPOINT))
