@@ -544,6 +544,27 @@ def _fmt(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
 
 
+GROUPS = ("teacher", "student", "objective", "task", "optimizer", "logger", "experiment")
+
+
+def check_group_choices(argv: list[str]) -> str | None:
+    """One line naming an unknown config-group option (`task=nosuch`), checked before Hydra starts.
+
+    Hydra would also refuse it, but with a multi-line message; plain comma sweeps (`task=rte,mrpc`) are
+    checked value by value, and anything fancier is left to Hydra.
+    """
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key.lstrip("+~") not in GROUPS or any(c in value for c in "()[]{}*$"):
+            continue
+        group = key.lstrip("+~")
+        known = sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
+        for choice in value.split(","):
+            if choice and choice != "null" and choice not in known:
+                return f"unknown {group} {choice!r} (choose from: {', '.join(known)})"
+    return None
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float | None:
     try:

@@ -166,3 +166,15 @@ def test_every_objective_runs_in_the_pipeline_and_lowers_its_loss(objective: str
     losses = [e["train_loss"] for e in record["epochs"] if e["stage"] == first_stage]
     assert len(losses) == epochs and all(map(math.isfinite, losses))
     assert losses[-1] < losses[1 if contrastive else 0], losses
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("task=nosuch", "unknown task 'nosuch' (choose from: cola, mnli, mrpc, qnli, qqp, rte, sst2, stsb, toy)"),
+    ("objective=att_mse,nope", "unknown objective 'nope'"),
+    ("teacher=gpt9", "unknown teacher 'gpt9'"),
+])
+def test_cli_unknown_group_option_is_one_line(arg: str, message: str, tmp_path: Path) -> None:
+    proc = run_cli([arg, f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("distill_sweep: error: ") and message in proc.stderr
+    assert proc.stderr.count("\n") == 1 and not (tmp_path / "r").exists()
