@@ -34,6 +34,7 @@ NOT_HASHED = (
     "device",
     "eval_batch_size",
     "num_workers",
+    "threads",
     "log_every",
     "dry_run",
     "checkpoint",

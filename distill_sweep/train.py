@@ -212,6 +212,8 @@ def _train(job: Job, record: dict[str, Any]) -> None:
     from distill_sweep.objectives import build_objective
 
     cfg = job.cfg
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
     cache_dir = _abs(cfg.cache_dir)
     device = resolve_device(str(cfg.device))
     precision = str(cfg.precision)

@@ -24,6 +24,7 @@ FAST = [
     "task=toy",
     "teacher=tiny",
     "logger=none",
+    "threads=1",  # tiny models; and test processes run side by side on 2 cores
     "task.recipe.num_train=256",
     "task.recipe.num_dev=128",
     "teacher.finetune.epochs=3",
