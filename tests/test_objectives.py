@@ -370,13 +370,20 @@ def test_heavy_padding_is_finite(term: str, bf16: bool) -> None:
 
 
 @pytest.mark.parametrize("tiled", [True, False])
-def test_fast_attention_paths_match_plain_formulas(tiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tiled custom-autograd KL/MSE equal the plain autograd formulas, value and gradient."""
+@pytest.mark.parametrize("left_padded", [False, True])
+def test_fast_attention_paths_match_plain_formulas(
+    tiled: bool, left_padded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tiled custom-autograd KL/MSE equal the plain autograd formulas, value and gradient: one-tile (GPU)
+    path, CPU tiles cropped to the real tokens (right padding), and CPU tiles with the key mask (left
+    padding cannot be cropped)."""
     monkeypatch.setattr(attention, "TILED_DEVICES", ("cpu",) if tiled else ())
     monkeypatch.setattr(attention, "CPU_TILE_ELEMS", 2 * 5 * 5)  # several tiles even at this size
     torch.manual_seed(0)
     b, h, s, ds, dt = 3, 3, 5, 2, 3
     valid = mask_of([5, 3, 1], s).bool()
+    if left_padded:
+        valid = valid.flip(1)
     qs, ks, vs = (torch.randn(b, s, h * ds, requires_grad=True) for _ in range(3))
     qt, kt, vt = (torch.randn(b, s, h * dt) for _ in range(3))
 
@@ -386,27 +393,26 @@ def test_fast_attention_paths_match_plain_formulas(tiled: bool, monkeypatch: pyt
     def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return heads(q) @ heads(k).transpose(-1, -2) * heads(q).shape[-1] ** -0.5
 
-    w = valid[:, None, :].float() / (valid.sum() * h)
-    for key_valid in (valid, None):
-        fast = kl_attention_loss(qs, ks, ds**-0.5, qt, kt, dt**-0.5, key_valid, w, h)
-        ref = (reference_kl_rows(scores(qs, ks), scores(qt, kt), key_valid) * w).sum()
+    def check(fast: torch.Tensor, ref: torch.Tensor, inputs: list[torch.Tensor]) -> None:
         torch.testing.assert_close(fast, ref)
-        for a, r in zip(torch.autograd.grad(fast, [qs, ks]), torch.autograd.grad(ref, [qs, ks]), strict=True):
-            torch.testing.assert_close(a, r, atol=1e-6, rtol=1e-4)
-        fast = kl_attention_loss(vs, vs, ds**-0.5, vt, vt, dt**-0.5, key_valid, w, h)  # symmetric V V^T
-        ref = (reference_kl_rows(scores(vs, vs), scores(vt, vt), key_valid) * w).sum()
-        torch.testing.assert_close(fast, ref)
-        torch.testing.assert_close(
-            torch.autograd.grad(fast, vs)[0], torch.autograd.grad(ref, vs)[0], atol=1e-6, rtol=1e-4
-        )
+        for a, r in zip(torch.autograd.grad(fast, inputs), torch.autograd.grad(ref, inputs), strict=True):
+            torch.testing.assert_close(a, r, atol=1e-5, rtol=1e-4)
+
+    w_valid = valid[:, None, :].float() / (valid.sum() * h)
+    w_all = torch.full((b, 1, s), 1.0 / (b * h * s))
+    for key_valid, w, rows in ((valid, w_valid, valid), (valid, w_all, None), (None, w_all, None)):
+        fast = kl_attention_loss(qs, ks, ds**-0.5, qt, kt, dt**-0.5, key_valid, w, h, rows)
+        check(fast, (reference_kl_rows(scores(qs, ks), scores(qt, kt), key_valid) * w).sum(), [qs, ks])
+        fast = kl_attention_loss(vs, vs, ds**-0.5, vt, vt, dt**-0.5, key_valid, w, h, rows)  # V V^T
+        check(fast, (reference_kl_rows(scores(vs, vs), scores(vt, vt), key_valid) * w).sum(), [vs])
     keep = valid[:, :, None].float()
-    fast = mse_scores_sum(qs * keep, ks * keep, ds**-0.5, qt * keep, kt * keep, dt**-0.5, h)
+    fast = mse_scores_sum(qs * keep, ks * keep, ds**-0.5, qt * keep, kt * keep, dt**-0.5, h, valid, valid)
     pair = (valid[:, None, :, None] & valid[:, None, None, :]).float()
-    ref = ((scores(qs, ks) - scores(qt, kt)).square() * pair).sum()
-    torch.testing.assert_close(fast, ref)
-    torch.testing.assert_close(
-        torch.autograd.grad(fast, qs)[0], torch.autograd.grad(ref, qs)[0], atol=1e-5, rtol=1e-4
-    )
+    check(fast, ((scores(qs, ks) - scores(qt, kt)).square() * pair).sum(), [qs, ks])
+    # compat form: padded keys zeroed, padded query rows kept
+    fast = mse_scores_sum(qs, ks * keep, ds**-0.5, qt, kt * keep, dt**-0.5, h, None, valid)
+    ref = (scores(qs, ks * keep) - scores(qt, kt * keep)).square().sum()
+    check(fast, ref, [qs, ks])
 
 
 def test_attention_loss_without_grad_and_with_inference_teacher() -> None:

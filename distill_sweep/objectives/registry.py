@@ -9,7 +9,7 @@ Combinations (e.g. Att-MSE + Hid-Seq) are YAML only: the objective sums ``weight
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor, nn
@@ -28,7 +28,6 @@ class TermSpec:
     layer_map: tuple[tuple[int, int], ...]  # 1-based (student_layer, teacher_layer)
     train_labels: Tensor | None = None
     num_labels: int = 2
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def student_hidden(self) -> int:
