@@ -109,8 +109,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 except ConfigError as err:
                     print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)
-            if results.is_completed(ident["dir"]):
-                skipped.append(results.read_record(ident["dir"] / results.RECORD))
+            record = results.read_record(ident["dir"] / results.RECORD)
+            if record is not None and record.get("status") == "completed":
+                skipped.append(record)
             else:
                 todo.append(overrides)
                 configs.append(cfg)
@@ -120,7 +121,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if dry_run:
             for overrides in todo:
                 print("  would run: " + " ".join(overrides))
-            print(estimate_cost(configs, [r for r in skipped if r]))
+            print(estimate_cost(configs, skipped))
             return []
         if not todo:
             return []
