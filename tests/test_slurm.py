@@ -304,8 +304,15 @@ def test_preempted_job_is_requeued_and_resumes_to_completion(slurm_cluster: Clus
     assert [(e["stage"], e["epoch"]) for e in record["epochs"]] == [
         ("intermediate", 1), ("intermediate", 2), ("prediction", 1), ("prediction", 2)]
     assert not list(results_dir.rglob("checkpoint.pt"))  # removed once the job completed
-    # sacct -D lists every allocation of the requeued job: the first REQUEUED, the last COMPLETED
-    out = subprocess.run(["sacct", "-n", "-X", "-D", "-P", "-o", "JobID,State", "-j", job_id.split("_")[0]],
-                         capture_output=True, text=True, env=env, check=True).stdout
-    states = [line.split("|")[1].split()[0] for line in out.splitlines() if "|" in line]
+    # sacct -D lists every allocation of the requeued job: the first REQUEUED, the last COMPLETED. submitit
+    # returns as soon as the job has written its result, which can be before SLURM records the allocation
+    # as ended (CI saw RUNNING there once), so poll until the last allocation reaches a final state.
+    cmd = ["sacct", "-n", "-X", "-D", "-P", "-o", "JobID,State", "-j", job_id.split("_")[0]]
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+        states = [line.split("|")[1].split()[0] for line in out.splitlines() if "|" in line]
+        if (states and states[-1] not in ("RUNNING", "COMPLETING", "PENDING")) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert states[0] == "REQUEUED" and states[-1] == "COMPLETED", out
