@@ -1,18 +1,21 @@
 """Speed of one distillation step per objective: ``python -m distill_sweep.bench`` (``make bench``).
 
-For every objective it times a full intermediate-stage step -- teacher forward under inference_mode with
-capture, student forward with capture, objective, backward, optimizer step -- and the baseline step
-WITHOUT any intermediate loss: plain teacher forward + student forward + prediction (vanilla KD) loss +
-backward + step.  Both run in the same process on the same random batches; every measurement of an
+For every objective it times a full intermediate-stage step as the training job runs it (the loss function
+and the update of distill_sweep.loop: teacher forward under no_grad with capture, student forward with
+capture, objective, backward, gradient-norm check, AdamW step with the configured recipe, scheduler step)
+and the baseline step WITHOUT any intermediate loss: the job's prediction-stage step (plain teacher
+forward + student forward + vanilla KD loss + the same update).  Both run in the same process on the same random batches; every measurement of an
 objective is paired with a baseline measurement taken right before it (order rotated per repeat), and
 the reported ratio is the median over repeats of (objective step time / baseline step time), which keeps
 the ratio meaningful on a machine whose load changes while the benchmark runs.  vanilla_kd has no
-intermediate stage, so its row times the prediction-stage step through the capture path instead.
+intermediate stage: its row times the prediction-stage step, the baseline's own code, so it reads ~1.00
+and shows the noise floor of the run.
 
 Defaults follow the spec: random-init BERT configs, teacher 6 layers x 384 wide with 12 heads of 32
 (keeping RoBERTa-base's head count, so each layer materialises as many S x S score maps as the real
 teacher), student 3 layers x 384 / 12 heads mapped to teacher layers (2, 4, 6), vocab 30522, seq 128,
-batch 16, Adam, CPU, float32 (``--bf16`` for bf16 autocast).
+batch 16, conf/optimizer/adamw.yaml, CPU, float32 (``--bf16`` for bf16 autocast).  Like a training job
+the benchmark keeps freed memory in the process (allocator.py).
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .allocator import keep_freed_memory
 from .capture import run_with_features
-from .objectives import build_objective, objective_config_dict, prediction_loss
+from .loop import intermediate_loss_fn, linear_schedule, prediction_loss_fn, update_step
+from .objectives import build_objective, objective_config_dict
 
 PAPER_OBJECTIVES = (
     "vanilla_kd",
@@ -150,7 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine (exact for one thread); auto: cpu with one CPU thread, else wall",
     )
     p.add_argument("--conf-dir", type=Path, default=None, help="directory of objective YAMLs")
+    p.add_argument("--default-malloc", action="store_true",
+                   help="leave glibc malloc as it is (training jobs keep freed memory; see allocator.py)")
     args = p.parse_args(argv)
+    kept = False if args.default_malloc else keep_freed_memory()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -174,27 +182,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.bf16
         else contextlib.nullcontext
     )
-    opt_student = torch.optim.Adam(student.parameters(), lr=1e-5)
+    from omegaconf import OmegaConf
 
-    def update(loss: Tensor, extra: torch.optim.Optimizer | None) -> None:
-        opt_student.zero_grad(set_to_none=True)
-        if extra is not None:
-            extra.zero_grad(set_to_none=True)
-        loss.backward()
-        opt_student.step()
-        if extra is not None:
-            extra.step()
+    from .loop import build_optimizer
 
-    def baseline(batch: dict[str, Tensor]) -> None:
-        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
-        with autocast():
-            with torch.inference_mode():
-                t_logits = teacher(**inputs).logits
-            s_logits = student(**inputs).logits
-            loss = prediction_loss(
-                s_logits, t_logits, batch["labels"], alpha=0.5, temperature=2.0, regression=False
-            )
-        update(loss, None)
+    opt_cfg = OmegaConf.load(conf_dir.parent / "optimizer" / "adamw.yaml")
+    clip = float(opt_cfg.max_grad_norm) if float(opt_cfg.max_grad_norm) > 0 else float("inf")
+    kd = load_objective_cfg("vanilla_kd", conf_dir)
+
+    def make_step(loss_fn: Callable[..., Any], params: list[nn.Parameter]) -> Callable[[dict[str, Tensor]], None]:
+        """One training step as train_epoch does it: loss under autocast, update_step, scheduler step."""
+        optimizer = build_optimizer(params, opt_cfg, lr=1e-5)
+        scheduler = linear_schedule(optimizer, total_steps=10**9, warmup_ratio=0.0)
+
+        def step(batch: dict[str, Tensor]) -> None:
+            with autocast():
+                loss, _ = loss_fn(batch)
+            update_step(loss, params, optimizer, clip)
+            scheduler.step()
+
+        return step
+
+    def kd_loss_fn() -> Callable[..., Any]:
+        return prediction_loss_fn(student, teacher, alpha=float(kd["alpha"]), temperature=float(kd["temperature"]),
+                                  regression=False)
+
+    baseline = make_step(kd_loss_fn(), list(student.parameters()))
 
     def leaf(t: Tensor) -> Tensor:
         return t.detach().clone().requires_grad_(t.requires_grad)
@@ -232,40 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             num_labels=2,
         )
         terms[name] = "+".join(cfg.get("terms") or {}) or "prediction"
-        if obj is None:
-
-            def step(batch: dict[str, Tensor], cfg: dict[str, Any] = cfg) -> None:
-                with autocast():
-                    with torch.inference_mode():
-                        ft = run_with_features(teacher, batch, hidden=False, qkv_layers=[])
-                    fs = run_with_features(student, batch, hidden=False, qkv_layers=[])
-                    loss = prediction_loss(
-                        fs.logits,
-                        ft.logits,
-                        batch["labels"],
-                        alpha=float(cfg["alpha"]),
-                        temperature=float(cfg["temperature"]),
-                        regression=False,
-                    )
-                update(loss, None)
-
+        if obj is None:  # vanilla KD: the prediction-stage step, through the same code as the baseline
+            step = make_step(kd_loss_fn(), list(student.parameters()))
         else:
             obj = obj.to(args.device).train()
-            params = [q for q in obj.parameters() if q.requires_grad]
-            opt = torch.optim.Adam(params, lr=1e-5) if params else None
-
-            def step(batch: dict[str, Tensor], obj: nn.Module = obj, opt: Any = opt) -> None:
-                with autocast():
-                    with torch.inference_mode():
-                        ft = run_with_features(
-                            teacher, batch, hidden=obj.needs_hidden, qkv_layers=obj.teacher_qkv_layers
-                        )
-                    fs = run_with_features(
-                        student, batch, hidden=obj.needs_hidden, qkv_layers=obj.student_qkv_layers
-                    )
-                    loss, _ = obj(fs, ft, batch)
-                update(loss, opt)
-
+            step = make_step(intermediate_loss_fn(student, teacher, obj),
+                             list(student.parameters()) + list(obj.parameters()))
         steps[name] = step
         objectives[name] = obj
 
@@ -301,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\nDistillation step speed: teacher {args.teacher_layers}L x {args.hidden} ({args.heads} heads of "
         f"{args.hidden // args.heads}), student {args.student_layers}L x {args.hidden}, layer map {layer_map}, "
         f"batch {args.batch}, seq {args.seq}, {args.device}, {'bf16 autocast' if args.bf16 else 'fp32'}, "
-        f"{torch.get_num_threads()} threads, {clock_name}, median of {args.repeats} paired repeats x "
+        f"{torch.get_num_threads()} threads, {clock_name}, "
+        f"{'freed memory kept' if kept else 'default malloc'}, median of {args.repeats} paired repeats x "
         f"{args.steps} steps.\n"
         f"Baseline (teacher forward + student train step, no intermediate loss): {tb_med * 1e3:.0f} ms/step, "
         f"{args.batch / tb_med:.1f} samples/s.\n"

@@ -115,6 +115,21 @@ class EpochProgress:
         return out
 
 
+def update_step(loss: torch.Tensor, params: list[nn.Parameter], optimizer: torch.optim.Optimizer,
+                clip: float) -> str | None:
+    """Backward, gradient-norm clip (inf = only measure it) and optimizer step, unless the loss or the
+    gradient is not finite: then no step, gradients cleared, and "loss" or "gradient" returned."""
+    optimizer.zero_grad(set_to_none=True)
+    if not bool(torch.isfinite(loss)):
+        return "loss"
+    loss.backward()
+    if not bool(torch.isfinite(torch.nn.utils.clip_grad_norm_(params, clip))):
+        optimizer.zero_grad(set_to_none=True)
+        return "gradient"
+    optimizer.step()
+    return None
+
+
 def train_epoch(
     batches: Iterator[Batch],
     loss_fn: LossFn,
@@ -143,23 +158,16 @@ def train_epoch(
             batch = to_device(next(batches), device)
             with autocast(device, precision):
                 loss, parts = loss_fn(batch)
-            optimizer.zero_grad(set_to_none=True)
-            finite = bool(torch.isfinite(loss))
-            if finite:
-                loss.backward()
-                finite = bool(torch.isfinite(torch.nn.utils.clip_grad_norm_(params, clip)))
+            what = update_step(loss, params, optimizer, clip)
             progress.steps += 1
-            if not finite:
-                what = "loss" if not torch.isfinite(loss) else "gradient"
+            if what is not None:
                 if not skip_nonfinite:
                     raise NonFiniteLossError(f"non-finite {what} at {desc} step {progress.steps} "
                                              f"(loss={float(loss.detach())}, {parts})")
                 progress.nonfinite_skipped += 1
-                optimizer.zero_grad(set_to_none=True)
                 log.warning("skipping step %d: non-finite %s (%d skipped so far)", progress.steps, what,
                             progress.nonfinite_skipped)
             else:
-                optimizer.step()
                 progress.loss_sum += float(loss.detach())
                 for key, part in parts.items():
                     progress.parts[key] = progress.parts.get(key, 0.0) + float(part)
@@ -172,6 +180,37 @@ def train_epoch(
     finally:
         bar.close()
     return progress
+
+
+def intermediate_loss_fn(student: nn.Module, teacher: nn.Module, objective: Any) -> LossFn:
+    """First stage: the intermediate-layer objective on features captured from both models."""
+    from .capture import run_with_features
+
+    def loss_fn(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        # no_grad rather than inference_mode: teacher tensors are saved for the student's backward.
+        with torch.no_grad():
+            t = run_with_features(teacher, batch, hidden=objective.needs_hidden,
+                                  qkv_layers=objective.teacher_qkv_layers)
+        s = run_with_features(student, batch, hidden=objective.needs_hidden, qkv_layers=objective.student_qkv_layers)
+        return objective(s, t, batch)
+
+    return loss_fn
+
+
+def prediction_loss_fn(student: nn.Module, teacher: nn.Module, *, alpha: float, temperature: float,
+                       regression: bool) -> LossFn:
+    """Second stage (and vanilla KD): (1 - alpha) task loss + alpha T^2 KL on the logits."""
+    from .objectives import prediction_loss
+
+    def loss_fn(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        inputs = model_inputs(batch)
+        with torch.no_grad():
+            t_logits = teacher(**inputs).logits
+        s_logits = student(**inputs).logits
+        return prediction_loss(s_logits, t_logits, batch["labels"], alpha=alpha, temperature=temperature,
+                               regression=regression), {}
+
+    return loss_fn
 
 
 @torch.no_grad()

@@ -26,6 +26,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep import results
+from distill_sweep.allocator import keep_freed_memory
 from distill_sweep.checkpoint import (
     CHECKPOINT,
     PreemptionSignal,
@@ -41,8 +42,9 @@ from distill_sweep.loop import (
     build_optimizer,
     cross_entropy_loss,
     evaluate,
+    intermediate_loss_fn,
     linear_schedule,
-    model_inputs,
+    prediction_loss_fn,
     resolve_device,
     steps_per_epoch,
     train_epoch,
@@ -214,6 +216,7 @@ def _train(job: Job, record: dict[str, Any]) -> None:
     cfg = job.cfg
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
+    keep_freed_memory()  # steady-state steps stop page-faulting their temporaries (see allocator.py)
     cache_dir = _abs(cfg.cache_dir)
     device = resolve_device(str(cfg.device))
     precision = str(cfg.precision)
@@ -310,11 +313,12 @@ class StudentRun:
     def _run_stage(self, index: int) -> None:
         cfg, stage = self.cfg, self.stages[index]
         if stage.name == "intermediate":
-            loss_fn = _intermediate_loss(self.student, self.teacher, self.objective)
+            loss_fn = intermediate_loss_fn(self.student, self.teacher, self.objective)
             params = list(self.student.parameters()) + list(self.objective.parameters())
         else:
-            loss_fn = _prediction_loss(self.student, self.teacher, _prediction_loss_fn(), cfg.objective,
-                                       self.data.is_regression)
+            loss_fn = prediction_loss_fn(self.student, self.teacher, alpha=float(cfg.objective.alpha),
+                                         temperature=float(cfg.objective.temperature),
+                                         regression=self.data.is_regression)
             params = list(self.student.parameters())
         n_steps = steps_per_epoch(len(self.data.train), stage.batch_size, cfg.max_steps_per_epoch)
         optimizer = build_optimizer(params, cfg.optimizer, stage.lr)
@@ -406,12 +410,6 @@ class StudentRun:
             self.ckpt_path.unlink(missing_ok=True)
 
 
-def _prediction_loss_fn() -> Any:
-    from distill_sweep.objectives import prediction_loss
-
-    return prediction_loss
-
-
 def _teacher(job: Job, record: dict[str, Any], data: Any, tokenizer: Any, dev_loaders: dict[str, Any],
              metrics: Any, loader_for: Any, device: torch.device, precision: str, cache_dir: Path) -> Any:
     """The frozen, eval-mode teacher: given, from the cache, or fine-tuned now (once per key, under a lock)."""
@@ -501,35 +499,6 @@ def _sweep_group() -> str | None:
 
 def _run_name(cfg: DictConfig, job: Job) -> str:
     return f"{cfg.task.name}-{cfg.objective.name}-init{job.init.spec}-s{cfg.seed}"
-
-
-def _intermediate_loss(student: torch.nn.Module, teacher: torch.nn.Module, objective: Any) -> Any:
-    from distill_sweep.capture import run_with_features
-
-    def loss_fn(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        # no_grad rather than inference_mode: teacher tensors are saved for the student's backward.
-        with torch.no_grad():
-            t = run_with_features(teacher, batch, hidden=objective.needs_hidden,
-                                  qkv_layers=objective.teacher_qkv_layers)
-        s = run_with_features(student, batch, hidden=objective.needs_hidden, qkv_layers=objective.student_qkv_layers)
-        return objective(s, t, batch)
-
-    return loss_fn
-
-
-def _prediction_loss(student: torch.nn.Module, teacher: torch.nn.Module, loss: Any, obj_cfg: DictConfig,
-                     regression: bool) -> Any:
-    alpha, temperature = float(obj_cfg.alpha), float(obj_cfg.temperature)
-
-    def loss_fn(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        inputs = model_inputs(batch)
-        with torch.no_grad():
-            t_logits = teacher(**inputs).logits
-        s_logits = student(**inputs).logits
-        return loss(s_logits, t_logits, batch["labels"], alpha=alpha, temperature=temperature,
-                    regression=regression), {}
-
-    return loss_fn
 
 
 def _epoch_seed(seed: int, stage: str, epoch: int) -> int:
