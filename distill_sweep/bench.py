@@ -4,10 +4,11 @@ For every objective it times a full intermediate-stage step as the training job 
 and the update of distill_sweep.loop: teacher forward under no_grad with capture, student forward with
 capture, objective, backward, gradient-norm check, AdamW step with the configured recipe, scheduler step)
 and the baseline step WITHOUT any intermediate loss: the job's prediction-stage step (plain teacher
-forward + student forward + vanilla KD loss + the same update).  Both run in the same process on the same random batches; every measurement of an
-objective is paired with a baseline measurement taken right before it (order rotated per repeat), and
-the reported ratio is the median over repeats of (objective step time / baseline step time), which keeps
-the ratio meaningful on a machine whose load changes while the benchmark runs.  vanilla_kd has no
+forward + student forward + vanilla KD loss + the same update).  Both run in the same process on the same
+random batches; every measurement of an objective is paired with a baseline measurement taken right
+before it (order rotated per repeat), and the reported ratio is the median over repeats of (objective step
+time / baseline step time), which keeps the ratio meaningful on a machine whose load changes while the
+benchmark runs.  vanilla_kd has no
 intermediate stage: its row times the prediction-stage step, the baseline's own code, so it reads ~1.00
 and shows the noise floor of the run.
 
@@ -35,7 +36,7 @@ from torch import Tensor, nn
 
 from .allocator import keep_freed_memory
 from .capture import run_with_features
-from .loop import intermediate_loss_fn, linear_schedule, prediction_loss_fn, update_step
+from .loop import build_optimizer, intermediate_loss_fn, linear_schedule, prediction_loss_fn, update_step
 from .objectives import build_objective, objective_config_dict
 
 PAPER_OBJECTIVES = (
@@ -184,10 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     from omegaconf import OmegaConf
 
-    from .loop import build_optimizer
-
     opt_cfg = OmegaConf.load(conf_dir.parent / "optimizer" / "adamw.yaml")
-    clip = float(opt_cfg.max_grad_norm) if float(opt_cfg.max_grad_norm) > 0 else float("inf")
     kd = load_objective_cfg("vanilla_kd", conf_dir)
 
     def make_step(loss_fn: Callable[..., Any], params: list[nn.Parameter]) -> Callable[[dict[str, Tensor]], None]:
@@ -198,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         def step(batch: dict[str, Tensor]) -> None:
             with autocast():
                 loss, _ = loss_fn(batch)
-            update_step(loss, params, optimizer, clip)
+            update_step(loss, params, optimizer, float(opt_cfg.max_grad_norm))
             scheduler.step()
 
         return step

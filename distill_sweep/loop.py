@@ -116,13 +116,15 @@ class EpochProgress:
 
 
 def update_step(loss: torch.Tensor, params: list[nn.Parameter], optimizer: torch.optim.Optimizer,
-                clip: float) -> str | None:
-    """Backward, gradient-norm clip (inf = only measure it) and optimizer step, unless the loss or the
-    gradient is not finite: then no step, gradients cleared, and "loss" or "gradient" returned."""
+                max_grad_norm: float = 0.0) -> str | None:
+    """Backward, gradient-norm clip (0 = no clipping, the norm is still measured) and optimizer step, unless
+    the loss or the gradient is not finite: then no step, gradients cleared, and "loss" or "gradient"
+    returned."""
     optimizer.zero_grad(set_to_none=True)
     if not bool(torch.isfinite(loss)):
         return "loss"
     loss.backward()
+    clip = max_grad_norm if max_grad_norm > 0 else float("inf")
     if not bool(torch.isfinite(torch.nn.utils.clip_grad_norm_(params, clip))):
         optimizer.zero_grad(set_to_none=True)
         return "gradient"
@@ -151,14 +153,13 @@ def train_epoch(
     for _ in range(progress.steps):  # batches already consumed before an interruption
         next(batches)
     bar = tqdm(total=num_steps, initial=progress.steps, desc=desc, leave=False, disable=not sys.stderr.isatty())
-    clip = max_grad_norm if max_grad_norm > 0 else float("inf")
     try:
         while progress.steps < num_steps:
             start = time.perf_counter()
             batch = to_device(next(batches), device)
             with autocast(device, precision):
                 loss, parts = loss_fn(batch)
-            what = update_step(loss, params, optimizer, clip)
+            what = update_step(loss, params, optimizer, max_grad_norm)
             progress.steps += 1
             if what is not None:
                 if not skip_nonfinite:
