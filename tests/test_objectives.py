@@ -19,6 +19,7 @@ from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
 from distill_sweep.objectives import TERMS, build_objective, prediction_loss
 from distill_sweep.objectives.attention import kl_attention_loss, mse_scores_sum, reference_kl_rows
+from distill_sweep.objectives.hidden import projected_mse
 
 # Tiny tensors: one intra-op thread (conftest.one_thread).
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -272,6 +273,31 @@ def test_hid_seq_hand_value() -> None:
     )
     compat = build({"hid_seq": 1.0}, d_s=2, d_t=2, heads=1, reference_compat=True)
     assert run(compat, s, t, mask).item() == pytest.approx(expect_compat)
+
+
+def test_projected_mse_gradients_by_hand_and_against_autograd() -> None:
+    # h = [[1, 2], [0, 1]], W = [[2, 0], [1, 1]], t = [[1, 1], [0, 0]]  (loss = mean((h W^T - t)^2))
+    #   h W^T = [[2, 3], [0, 1]] -> D = [[1, 2], [0, 1]], loss = (1 + 4 + 0 + 1) / 4 = 1.5
+    #   G = 2 D / 4 = [[0.5, 1], [0, 0.5]];  dL/dh = G W = [[2, 1], [0.5, 0.5]];
+    #   dL/dW = G^T h = [[0.5, 1], [1, 2.5]]
+    h = torch.tensor([[1.0, 2.0], [0.0, 1.0]], requires_grad=True)
+    w = torch.tensor([[2.0, 0.0], [1.0, 1.0]], requires_grad=True)
+    t = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    loss = projected_mse(h, w, t)
+    assert loss.item() == pytest.approx(1.5)
+    loss.backward()
+    assert h.grad.flatten().tolist() == pytest.approx([2.0, 1.0, 0.5, 0.5])
+    assert w.grad.flatten().tolist() == pytest.approx([0.5, 1.0, 1.0, 2.5])
+    # random shapes with d_S != d_T, batched input: same value and gradients as plain autograd
+    g = torch.Generator().manual_seed(0)
+    h3 = torch.randn(2, 5, 3, generator=g, requires_grad=True)
+    w3 = torch.randn(4, 3, generator=g, requires_grad=True)
+    t3 = torch.randn(2, 5, 4, generator=g)
+    fast = projected_mse(h3, w3, t3)
+    ref = ((h3 @ w3.t() - t3) ** 2).mean()
+    torch.testing.assert_close(fast, ref)
+    for a, r in zip(torch.autograd.grad(3 * fast, [h3, w3]), torch.autograd.grad(3 * ref, [h3, w3]), strict=True):
+        torch.testing.assert_close(a, r)
 
 
 def test_combination_is_weighted_sum_and_reports_terms() -> None:

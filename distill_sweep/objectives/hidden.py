@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from ..errors import ConfigError
 from .inputs import STUDENT, TEACHER, LossInputs
 from .registry import TermSpec, register_term
 
-__all__ = ["HidCLS", "HidSeq", "HiddenProjections"]
+__all__ = ["HidCLS", "HidSeq", "HiddenProjections", "projected_mse"]
 
 
 class HiddenProjections(nn.Module):
@@ -56,10 +57,37 @@ class HiddenProjections(nn.Module):
             maps.append(lin)
         self.maps = nn.ModuleList(maps)
 
-    def forward(self, pair_index: int, h: Tensor) -> Tensor:
+    def weight(self, pair_index: int) -> Tensor | None:
+        """W_h (d_T, d_S) of a pair, None without projection."""
         if self.maps is None:
-            return h
-        return self.maps[0 if self.shared else pair_index](h)
+            return None
+        return self.maps[0 if self.shared else pair_index].weight
+
+
+class _ProjectedMSE(torch.autograd.Function):
+    """mean((h W^T - t)^2) over all elements, with gradients for h and W (t is a target).
+
+    Written as one function because on CPU Hid-Seq is GEMM-bound: the forward is one ``addmm`` that also
+    subtracts the target, the backward two GEMMs on the saved difference, and none of the elementwise
+    passes (sub, square, mean, and their backward chain) that plain autograd adds over (N, D) tensors.
+    A teacher tensor made under inference_mode is only read, never saved.
+    """
+
+    @staticmethod
+    def forward(ctx, h: Tensor, weight: Tensor, target: Tensor) -> Tensor:  # type: ignore[override]
+        diff = torch.addmm(target, h, weight.t(), beta=-1)  # h W^T - t
+        flat = diff.view(-1)
+        ctx.save_for_backward(h, weight, diff)
+        return torch.dot(flat, flat) / flat.numel()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        h, weight, diff = ctx.saved_tensors
+        g = diff * (2.0 * grad / diff.numel())  # dL/d(h W^T)
+        grad_h = g @ weight if ctx.needs_input_grad[0] else None
+        grad_w = g.t() @ h if ctx.needs_input_grad[1] else None
+        return grad_h, grad_w, None
 
 
 def _pair_mse(pred: Tensor, target: Tensor) -> Tensor:
@@ -67,6 +95,13 @@ def _pair_mse(pred: Tensor, target: Tensor) -> Tensor:
     # inference_mode is never saved for backward.
     diff = pred - target
     return (diff * diff).mean()
+
+
+def projected_mse(h: Tensor, weight: Tensor | None, target: Tensor) -> Tensor:
+    """mean((h W^T - t)^2), torch ``mse_loss`` semantics; ``weight`` None = no projection."""
+    if weight is None:
+        return _pair_mse(h, target)
+    return _ProjectedMSE.apply(h.reshape(-1, h.shape[-1]), weight, target.reshape(-1, target.shape[-1]))
 
 
 @register_term("hid_cls", hidden=True)
@@ -89,7 +124,7 @@ class HidCLS(nn.Module):
             else:
                 # Only the real tokens: cheaper than projecting padding and masking afterwards.
                 hs, ht = x.tokens(STUDENT, s_layer), x.tokens(TEACHER, t_layer)
-            term = _pair_mse(self.proj(i, hs), ht)
+            term = projected_mse(hs, self.proj.weight(i), ht)
             total = term if total is None else total + term
         assert total is not None
         return total
