@@ -161,6 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc malloc as it is (training jobs keep freed memory; see allocator.py)")
     args = p.parse_args(argv)
+    conf_dir = args.conf_dir or objective_conf_dir()
+    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
+    if not names:
+        raise SystemExit("--objectives names no objective")
+    cfgs = {name: load_objective_cfg(name, conf_dir) for name in names}  # bad names fail before any work
     kept = False if args.default_malloc else keep_freed_memory()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -171,8 +176,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     clock = time.process_time if use_cpu_clock else time.perf_counter
     clock_name = "process CPU time" if use_cpu_clock else "wall-clock time"
-    conf_dir = args.conf_dir or objective_conf_dir()
-    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
     teacher, student = make_models(args)
     n_train = 10_000
     train_labels = torch.randint(0, 2, (n_train,), generator=torch.Generator().manual_seed(1))
@@ -234,8 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps: dict[str, Callable[[dict[str, Tensor]], None]] = {}
     objectives: dict[str, Any] = {}
     terms: dict[str, str] = {}
-    for name in names:
-        cfg = load_objective_cfg(name, conf_dir)
+    for name, cfg in cfgs.items():
         obj = build_objective(
             cfg,
             student_config=student.config,

@@ -1,0 +1,40 @@
+"""`make bench` on a tiny configuration: one row per objective, consistent columns, bad names refused early."""
+
+from __future__ import annotations
+
+import pytest
+
+from distill_sweep import bench
+
+TINY = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-layers", "1", "--vocab", "64",
+        "--seq", "16", "--batch", "2", "--repeats", "3", "--default-malloc"]
+
+
+def table_rows(out: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0] not in ("objective", "---"):
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_bench_prints_one_consistent_row_per_objective(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--objectives", "vanilla_kd,att_kl_hid_seq,val_kl", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "layer map [(1, 2)]" in out
+    rows = table_rows(out)
+    assert list(rows) == ["vanilla_kd", "att_kl_hid_seq", "val_kl"]
+    assert rows["att_kl_hid_seq"][1] == "att_kl+hid_seq" and rows["vanilla_kd"][1] == "prediction"
+    for name, (_, _, ms, per_s, ratio, span, _, alone_ratio) in rows.items():
+        lo, hi = (float(x) for x in span.split("-"))
+        assert lo <= float(ratio) <= hi, name  # the median lies inside the range of the pairs
+        assert abs(2e3 / float(per_s) - float(ms)) <= 0.51, name  # batch 2 / step time (ms printed rounded)
+        # vanilla_kd has no intermediate loss; the others add a strictly positive cost
+        assert (float(alone_ratio) == 1.0) == (name == "vanilla_kd"), name
+
+
+def test_bench_refuses_an_unknown_objective_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "make_models", lambda args: pytest.fail("models built before the names were checked"))
+    with pytest.raises(SystemExit, match="unknown objective 'att_nope'"):
+        bench.main(["--objectives", "att_kl,att_nope", *TINY])
