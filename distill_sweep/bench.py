@@ -8,9 +8,8 @@ forward + student forward + vanilla KD loss + the same update).  Both run in the
 random batches; every measurement of an objective is paired with a baseline measurement taken right
 before it (order rotated per repeat), and the reported ratio is the median over repeats of (objective step
 time / baseline step time), which keeps the ratio meaningful on a machine whose load changes while the
-benchmark runs.  vanilla_kd has no
-intermediate stage: its row times the prediction-stage step, the baseline's own code, so it reads ~1.00
-and shows the noise floor of the run.
+benchmark runs.  vanilla_kd has no intermediate stage: its row times the prediction-stage step, the
+baseline's own code, so it reads ~1.00 and shows the noise floor of the run.
 
 Defaults follow the spec: random-init BERT configs, teacher 6 layers x 384 wide with 12 heads of 32
 (keeping RoBERTa-base's head count, so each layer materialises as many S x S score maps as the real

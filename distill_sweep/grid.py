@@ -109,8 +109,8 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 except ConfigError as err:
                     print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)
-            record = results.read_record(ident["dir"] / results.RECORD)
-            if record is not None and record.get("status") == "completed":
+            record = results.completed_record(ident["dir"])
+            if record is not None:
                 skipped.append(record)
             else:
                 todo.append(overrides)

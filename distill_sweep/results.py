@@ -93,9 +93,10 @@ def read_record(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def is_completed(directory: Path) -> bool:
+def completed_record(directory: Path) -> dict[str, Any] | None:
+    """The job's record if it completed, else None (read once: the sweeper also needs its contents)."""
     record = read_record(Path(directory) / RECORD)
-    return bool(record) and record.get("status") == "completed"
+    return record if record is not None and record.get("status") == "completed" else None
 
 
 def now_iso() -> str:

@@ -123,6 +123,7 @@ class _Tiles:
         self.q_len = q_len if (self.tiled and q_len is not None) else [self.s] * self.b
         self.k_len = k_len if (self.tiled and k_len is not None) else [self.s] * self.b
         self.cropped_keys = self.tiled and k_len is not None
+        self.cropped = min(self.q_len + self.k_len, default=self.s) < self.s
         if self.tiled:
             self.slices: list[tuple[int, int, int] | None] = []
             for i in range(self.b):
@@ -165,7 +166,9 @@ class _Tiles:
     def grad_buffer(self, like: Tensor) -> Tensor:
         if not self.tiled:
             return like.new_empty((self.b * self.h, self.s, like.shape[-1] // self.h))
-        return torch.zeros_like(like)  # cropped positions get exactly zero gradient
+        if self.cropped:  # positions outside every tile get exactly zero gradient
+            return torch.zeros_like(like)
+        return torch.empty_like(like)  # every position is written by some tile
 
     def store(self, buf: Tensor | None, sl: tuple[int, int, int] | None, value: Tensor) -> None:
         """Write a tile's gradient (heads, n, d).  A strided ``out=`` would send bmm down a per-matrix slow
