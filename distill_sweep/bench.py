@@ -35,8 +35,9 @@ from torch import Tensor, nn
 
 from .allocator import keep_freed_memory
 from .capture import run_with_features
-from .loop import build_optimizer, intermediate_loss_fn, linear_schedule, prediction_loss_fn, update_step
-from .objectives import build_objective, objective_config_dict
+from .loop import build_optimizer, linear_schedule, update_step
+from .models import skip_layers
+from .objectives import Objective, ObjectiveSettings, build_terms, parse_objective
 
 PAPER_OBJECTIVES = (
     "vanilla_kd",
@@ -61,13 +62,16 @@ def objective_conf_dir() -> Path:
     raise FileNotFoundError("conf/objective not found next to the package or at the repository root")
 
 
-def load_objective_cfg(name: str, conf_dir: Path) -> dict[str, Any]:
-    from omegaconf import OmegaConf
+def load_objective_cfg(name: str, conf_dir: Path) -> ObjectiveSettings:
+    """The checked settings of conf/objective/<name>.yaml, composed as the training job composes it."""
+    from hydra import compose, initialize_config_dir
 
     path = conf_dir / f"{name}.yaml"
-    if not path.is_file():
+    if not path.is_file() or name == "base":
         raise SystemExit(f"unknown objective {name!r}: no {path}")
-    return objective_config_dict(OmegaConf.load(path))
+    with initialize_config_dir(config_dir=str(conf_dir.parent), version_base="1.3"):
+        cfg = compose("config", overrides=[f"objective={name}"])
+    return parse_objective(cfg.objective)
 
 
 def make_models(args: argparse.Namespace) -> tuple[nn.Module, nn.Module]:
@@ -178,8 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     teacher, student = make_models(args)
     n_train = 10_000
     train_labels = torch.randint(0, 2, (n_train,), generator=torch.Generator().manual_seed(1))
-    ratio_t = args.teacher_layers // args.student_layers
-    layer_map = [(i, min(args.teacher_layers, i * ratio_t)) for i in range(1, args.student_layers + 1)]
+    # The default init's ("skip") pairing, from the same function the training job uses.
+    layer_map = list(enumerate(skip_layers(args.teacher_layers, args.student_layers), start=1))
     batches = make_batches(args, 4, n_train)
     it = _cycle(batches)
     autocast = (
@@ -206,8 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return step
 
     def kd_loss_fn() -> Callable[..., Any]:
-        return prediction_loss_fn(student, teacher, alpha=float(kd["alpha"]), temperature=float(kd["temperature"]),
-                                  regression=False)
+        return Objective(kd, None, regression=False).loss_fn("prediction", student, teacher)
 
     baseline = make_step(kd_loss_fn(), list(student.parameters()))
 
@@ -236,22 +239,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps: dict[str, Callable[[dict[str, Tensor]], None]] = {}
     objectives: dict[str, Any] = {}
     terms: dict[str, str] = {}
-    for name, cfg in cfgs.items():
-        obj = build_objective(
-            cfg,
+    for name, settings in cfgs.items():
+        obj = build_terms(
+            settings,
             student_config=student.config,
             teacher_config=teacher.config,
             layer_map=layer_map,
             train_labels=train_labels,
             num_labels=2,
         )
-        terms[name] = "+".join(cfg.get("terms") or {}) or "prediction"
+        terms[name] = "+".join(settings.terms) or "prediction"
         if obj is None:  # vanilla KD: the prediction-stage step, through the same code as the baseline
             step = make_step(kd_loss_fn(), list(student.parameters()))
         else:
             obj = obj.to(args.device).train()
-            step = make_step(intermediate_loss_fn(student, teacher, obj),
-                             list(student.parameters()) + list(obj.parameters()))
+            objective = Objective(settings, obj, regression=False)
+            step = make_step(objective.loss_fn("intermediate", student, teacher),
+                             objective.trainable("intermediate", student))
         steps[name] = step
         objectives[name] = obj
 

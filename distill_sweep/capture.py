@@ -8,6 +8,12 @@ objectives recompute ``q k^T * scaling`` from them, which reproduces eager atten
 absolute position embeddings (the BERT/RoBERTa/ELECTRA default), while the forward itself keeps the fused
 kernel.  For the student the captured tensors stay in the autograd graph, so gradients of an attention
 loss reach the student's query/key/value weights.
+
+Capture is per layer APPLICATION, not per module object: a forward pre-hook on every distinct encoder
+layer module counts the applications in call order, and the q/k/v hooks file their output under the
+position of the application that is running.  A parameter-shared model (one layer module at several
+positions of ``encoder.layer``) thus gets each position's own projections instead of the last
+application's written into every slot.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ MODEL_INPUT_KEYS: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_
 
 @dataclass
 class Features:
-    """Outputs of one forward pass (see .design/CONTRACT.md)."""
+    """Outputs of one forward pass: logits, all hidden states (embeddings first) when asked for, and the
+    (query, key, value) outputs (B, S, H*d) keyed by 1-based encoder layer position, with the head
+    geometry the objectives need to turn them into per-head scores."""
 
     logits: Tensor
     hidden_states: tuple[Tensor, ...] | None
@@ -36,14 +44,18 @@ class Features:
     scaling: float = 1.0
 
 
-def self_attention_module(model: nn.Module, layer: int) -> nn.Module:
-    """The self-attention block of 1-based encoder layer ``layer`` (BERT/RoBERTa/ELECTRA layout)."""
+def _encoder_layers(model: nn.Module) -> nn.ModuleList:
     try:
-        layers = model.base_model.encoder.layer
+        return model.base_model.encoder.layer
     except AttributeError as exc:
         raise TypeError(
             f"{type(model).__name__} has no base_model.encoder.layer: only BERT-family encoders are supported"
         ) from exc
+
+
+def self_attention_module(model: nn.Module, layer: int) -> nn.Module:
+    """The self-attention block of 1-based encoder layer ``layer`` (BERT/RoBERTa/ELECTRA layout)."""
+    layers = _encoder_layers(model)
     if not 1 <= layer <= len(layers):
         raise ValueError(f"encoder layer {layer} requested, the model has layers 1..{len(layers)}")
     attn = layers[layer - 1].attention.self
@@ -79,27 +91,46 @@ def run_with_features(
 ) -> Features:
     """Forward ``model`` on ``batch``; return logits, optionally all hidden states and q/k/v of ``qkv_layers``.
 
-    Hooks are registered only on the requested layers and removed even if the forward raises.  Grad mode
-    is the caller's business (the teacher runs under ``torch.inference_mode``/``no_grad``).
+    Hooks are registered only on the modules of the requested layers (plus an application counter on each
+    distinct encoder layer) and removed even if the forward raises.  Grad mode is the caller's business
+    (the training loop runs the teacher under ``no_grad``).
     """
     inputs = {k: batch[k] for k in MODEL_INPUT_KEYS if k in batch and batch[k] is not None}
-    captured: dict[int, dict[str, Tensor]] = {}
+    wanted = sorted(set(int(x) for x in qkv_layers))
+    captured: dict[int, dict[str, Tensor]] = {layer: {} for layer in wanted}
+    n_layers = 0
+    applied = [0]  # encoder-layer applications so far = 1-based position of the one running
     handles = []
     try:
-        for layer in sorted(set(int(x) for x in qkv_layers)):
-            attn = self_attention_module(model, layer)
-            slot: dict[str, Tensor] = {}
-            captured[layer] = slot
-            for name in ("query", "key", "value"):
+        if wanted:
+            attns = [self_attention_module(model, layer) for layer in wanted]
+            layers = _encoder_layers(model)
+            n_layers = len(layers)
 
-                def hook(_mod: nn.Module, _inp: object, out: Tensor, slot=slot, name=name) -> None:
-                    slot[name] = out
+            def count(_mod: nn.Module, _args: object) -> None:
+                applied[0] += 1
 
-                handles.append(getattr(attn, name).register_forward_hook(hook))
+            for mod in {id(m): m for m in layers}.values():
+                handles.append(mod.register_forward_pre_hook(count))
+            # One hook per distinct (module, role): a shared layer's Linear fires once per application.
+            roles = [(getattr(a, n), n) for a in attns for n in ("query", "key", "value")]
+            for (_, name), lin in {(id(m), n): m for m, n in roles}.items():
+
+                def hook(_mod: nn.Module, _inp: object, out: Tensor, name: str = name) -> None:
+                    slot = captured.get(applied[0])
+                    if slot is not None:
+                        slot[name] = out
+
+                handles.append(lin.register_forward_hook(hook))
         out = model(**inputs, output_hidden_states=hidden, return_dict=True)
     finally:
         for h in handles:
             h.remove()
+    if wanted and applied[0] != n_layers:
+        raise RuntimeError(
+            f"the encoder applied its layers {applied[0]} times for {n_layers} positions: captured q/k/v "
+            "cannot be matched to layer positions"
+        )
     missing = [layer for layer, slot in captured.items() if len(slot) != 3]
     if missing:
         raise RuntimeError(f"q/k/v hooks did not fire for layers {missing}")

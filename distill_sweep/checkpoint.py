@@ -7,6 +7,7 @@ step within epoch), partial epoch sums, and the record's epoch history.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import random
@@ -23,28 +24,101 @@ log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """torch.save to a temp file in the same directory, then rename over the old checkpoint."""
+def previous_path(path: Path) -> Path:
+    """Where `save_checkpoint(..., keep_previous=True)` keeps the checkpoint it replaced."""
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def save_checkpoint(path: Path, state: dict[str, Any], *, keep_previous: bool = False) -> None:
+    """torch.save to a temp file in the same directory, then rename over the old checkpoint.
+
+    keep_previous: keep the checkpoint being replaced as `checkpoint.prev.pt`, so a newest file that
+    later proves unreadable costs one checkpoint interval instead of the whole job. It doubles the disk
+    used, and whoever deletes the checkpoint should use `remove_checkpoint` so no `.prev` is left behind.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         torch.save(state, tmp)
+        if keep_previous and path.exists():
+            _keep_as_previous(path)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def load_checkpoint(path: Path, config_hash: str) -> dict[str, Any] | None:
-    """The checkpoint at `path` if it belongs to this config, else None (never executes pickled code)."""
+def _keep_as_previous(path: Path) -> None:
+    # A hard link, then a rename over the old `.prev`: `path` itself stays in place throughout, so a
+    # crash at any moment leaves a loadable checkpoint.pt (the link costs no copy).
+    prev = previous_path(path)
+    link = prev.with_name(f".{prev.name}.link")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(path, link)
+        os.replace(link, prev)
+    except OSError as err:  # a filesystem without hard links: go on without a previous checkpoint
+        link.unlink(missing_ok=True)
+        log.debug("cannot keep %s as %s: %s", path, prev, err)
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete the checkpoint and the previous one kept beside it, if any."""
+    path.unlink(missing_ok=True)
+    previous_path(path).unlink(missing_ok=True)
+
+
+def load_checkpoint(
+    path: Path, config_hash: str, *, required: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
+    """The checkpoint at `path` if it belongs to this config, else None (never executes pickled code).
+
+    A file that cannot be read (truncated, garbage, not a dict, lacking `config_hash` or a `required`
+    key) is moved aside to `<name>.corrupt-<UTC time>` and the previous checkpoint (`checkpoint.prev.pt`,
+    when one was kept) is tried instead; with none readable the job starts over rather than failing the
+    same way on every re-run.
+    """
     if not path.exists():
         return None
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = _read_or_set_aside(path, required)
+    if state is None:
+        prev = previous_path(path)
+        state = _read_or_set_aside(prev, required) if prev.exists() else None
+        if state is None:
+            log.warning("no readable checkpoint in %s: starting from the beginning", path.parent)
+            return None
+        log.warning("using the previous checkpoint %s instead", prev)
     if state.get("config_hash") != config_hash:
         log.warning("ignoring checkpoint %s: it belongs to another config", path)
         return None
     return state
+
+
+def _read_or_set_aside(path: Path, required: tuple[str, ...]) -> dict[str, Any] | None:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (MemoryError, PermissionError):
+        raise  # the file may be fine: not a reason to throw it away
+    except Exception as err:  # noqa: BLE001 - torch reports corruption as RuntimeError/EOFError/OSError/pickle errors
+        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else "no detail"
+        problem = f"{type(err).__name__}: {first}"
+    else:
+        if not isinstance(state, dict):
+            problem = f"holds a {type(state).__name__}, not a dict"
+        else:
+            missing = [k for k in ("config_hash", *required) if k not in state]
+            if not missing:
+                return state
+            problem = f"lacks {missing}"
+    aside = path.with_name(f"{path.name}.corrupt-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}")
+    try:
+        os.replace(path, aside)
+    except OSError as err:
+        log.warning("unreadable checkpoint %s (%s); it cannot be moved aside either (%s)", path, problem, err)
+        return None
+    log.warning("unreadable checkpoint %s (%s): moved it to %s", path, problem, aside)
+    return None
 
 
 def rng_state() -> dict[str, Any]:

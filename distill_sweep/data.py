@@ -12,6 +12,7 @@ import csv
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import Dataset
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler
@@ -70,8 +72,14 @@ def load_raw(task_cfg: Any) -> dict[str, Dataset]:
 
     Sources: ``toy`` (generated), ``glue`` with ``data_dir`` (original GLUE TSVs), ``glue`` without it
     (``datasets.load_dataset(hub_id, hub_config)``). Raises DataError for unreachable/missing/malformed data.
+    ``task.max_train_samples`` / ``task.max_dev_samples`` then cut the splits to seeded subsets.
     """
     _check_task_cfg(task_cfg)
+    limits = _subset_limits(task_cfg)  # checked before any download
+    return _subset_splits(_load_source(task_cfg), task_cfg, *limits)
+
+
+def _load_source(task_cfg: Any) -> dict[str, Dataset]:
     source = _get(task_cfg, "source", "glue")
     if source == "toy":
         from distill_sweep.toy import generate_toy
@@ -92,6 +100,44 @@ def load_raw(task_cfg: Any) -> dict[str, Dataset]:
     if _get(task_cfg, "data_dir"):
         return _load_tsv(task_cfg)
     return _load_hub(task_cfg)
+
+
+# ------------------------------------------------------------------------------------- pilot subsets
+def _subset_limits(task_cfg: Any) -> tuple[int | None, int | None, int]:
+    """(max_train_samples, max_dev_samples, subset_seed), each checked: null or a positive integer."""
+    name = _get(task_cfg, "name")
+    limits: list[int | None] = []
+    for key in ("max_train_samples", "max_dev_samples"):
+        value = _get(task_cfg, key)
+        # bool is an int in Python; `true` here is a typo, not a size
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(
+                f"task.{key}={value!r} (task {name}): use a positive integer, or null for the whole split"
+            )
+        limits.append(value)
+    seed = _get(task_cfg, "subset_seed", 0)
+    seed = 0 if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"task.subset_seed={seed!r} (task {name}): use an integer >= 0")
+    return limits[0], limits[1], seed
+
+
+def _subset_splits(
+    raw: dict[str, Dataset], task_cfg: Any, max_train: int | None, max_dev: int | None, seed: int
+) -> dict[str, Dataset]:
+    # The subset depends on subset_seed alone, never on the training seed: every seed of a pilot sweep
+    # trains and evaluates on the same examples.
+    out = {}
+    for split, ds in raw.items():
+        limit = max_train if split == "train" else max_dev
+        if limit is None or limit >= len(ds):
+            out[split] = ds
+            continue
+        keep = np.sort(np.random.default_rng(seed).permutation(len(ds))[:limit])
+        out[split] = ds.select(keep.tolist())
+        log.info("task %s: %s subset of %d/%d examples (subset_seed %d)", _get(task_cfg, "name"), split, limit,
+                 len(ds), seed)
+    return out
 
 
 def _hub_offline_requested() -> bool:
@@ -123,22 +169,77 @@ def _honour_offline_env() -> Iterator[None]:
         datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
 
 
+# endpoint -> why it could not be reached (None: reachable); probed at most once per process
+_HUB_PROBES: dict[str, str | None] = {}
+
+
+def hub_unreachable_reason(timeout: float = 3.0) -> str | None:
+    """Why the hub endpoint cannot be reached (one HEAD request, once per process), or None if it can.
+
+    Only a failure to connect counts (DNS, refused, timeout): any HTTP answer means the hub is there.
+    Goes through huggingface_hub's own HTTP session, so HF_ENDPOINT and proxy settings apply as they do
+    for the real downloads.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    endpoint = constants.ENDPOINT
+    if endpoint not in _HUB_PROBES:
+        try:
+            get_session().head(endpoint, timeout=timeout)
+            _HUB_PROBES[endpoint] = None
+        except Exception as err:  # noqa: BLE001 - httpx/requests/OS errors alike mean "cannot connect"
+            first = str(err).strip().splitlines()[0][:160] if str(err).strip() else ""
+            _HUB_PROBES[endpoint] = f"{endpoint}: {type(err).__name__}{': ' + first if first else ''}"
+    return _HUB_PROBES[endpoint]
+
+
+def go_offline_if_hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Switch huggingface_hub/datasets/transformers to offline mode if the hub cannot be reached.
+
+    Returns the reason when it did (None otherwise). Without this, every hub call with no network
+    retries with backoff (5 retries, ~30 s, two warnings each) before failing; offline, files already
+    in the local HF cache still load and anything else fails at once. Process-wide on purpose: the
+    next hub call (tokenizer, model) would wait for the same dead network. Call before any hub access.
+    """
+    if _hub_offline_requested():
+        return None  # offline already: _honour_offline_env applies it
+    import huggingface_hub.constants as hub_constants
+
+    if hub_constants.HF_HUB_OFFLINE:
+        return None
+    reason = hub_unreachable_reason(timeout)
+    if reason is not None:
+        import datasets.config
+
+        datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    return reason
+
+
 def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
     import datasets
 
     hub_id, hub_config = _get(task_cfg, "hub_id"), _get(task_cfg, "hub_config")
     name = _get(task_cfg, "name")
+    unreachable = go_offline_if_hub_unreachable()
     try:
         with _honour_offline_env():
             dsd = datasets.load_dataset(hub_id, hub_config)
     except Exception as e:  # noqa: BLE001 - any hub failure gets the same actionable message
         # Offline mode, DNS failure, 5xx, missing cache: all mean "cannot get it from the hub here".
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if unreachable:
+            why = f"the hub is unreachable ({unreachable}) and it is not in the local cache"
+        else:
+            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+            why = f"{type(e).__name__}{': ' + first if first else ''}; the hub is unreachable or offline"
         raise DataError(
-            f"cannot load {hub_id}/{hub_config} from the Hugging Face hub ({type(e).__name__}: {reason}); "
-            f"the hub is unreachable or offline: use task.data_dir=/path/to/glue_data (local GLUE TSVs, "
-            f"e.g. .../{_tsv_subdir(task_cfg)}/train.tsv) or `make demo` / task=toy"
+            f"cannot load {hub_id}/{hub_config} from the Hugging Face hub ({why}): use "
+            f"task.data_dir=/path/to/glue_data (local GLUE TSVs, e.g. .../{_tsv_subdir(task_cfg)}/train.tsv) "
+            f"or `make demo` / task=toy"
         ) from e
+    if unreachable:
+        log.info("the Hugging Face hub is unreachable (%s): loaded %s/%s from the local cache", unreachable,
+                 hub_id, hub_config)
     fields = list(_get(task_cfg, "text_fields"))
     regression = bool(_get(task_cfg, "is_regression", False))
     label_names = list(_get(task_cfg, "label_names") or [])
@@ -207,6 +308,30 @@ def _load_tsv(task_cfg: Any) -> dict[str, Dataset]:
     return out
 
 
+# Leading bytes of compressed/archive files someone may pass instead of the TSV itself.
+_MAGIC = {b"\x1f\x8b": "gzip-compressed", b"PK\x03\x04": "a zip archive", b"BZh": "bzip2-compressed",
+          b"\xfd7zXZ": "xz-compressed"}
+
+
+def _refuse_binary(path: Path) -> None:
+    """A one-line DataError for files that are not text at all (decoding them would fail obscurely)."""
+    try:
+        with open(path, "rb") as f:
+            start = f.read(8192)
+    except OSError as e:
+        raise DataError(f"{path}: cannot open ({e.strerror})") from e
+    for magic, what in _MAGIC.items():
+        if start.startswith(magic):
+            raise DataError(f"{path}: {what}, not a TSV: extract it first (task.data_dir must hold plain .tsv files)")
+    if b"\x00" in start:
+        raise DataError(f"{path}: binary file (NUL bytes in its first 8 KB), not a UTF-8 GLUE TSV")
+
+
+def _short(values: list[str], limit: int = 120) -> str:
+    text = repr(values)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
     """Read one original GLUE TSV into the HF column layout (text fields + ``label``).
 
@@ -227,6 +352,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
         if key not in columns:
             raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.columns has no entry for {key!r}")
 
+    _refuse_binary(path)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long MNLI parse-tree fields
     try:
         # utf-8-sig drops MRPC's BOM; QUOTE_NONE keeps quotes as plain characters, as GLUE intends.
@@ -234,62 +360,74 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
     except OSError as e:
         raise DataError(f"{path}: cannot open ({e.strerror})") from e
     with f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        if header:
-            head = next(reader, None)
-            if head is None:
-                raise DataError(f"{path}: empty file (expected a header row)")
-            width = len(head)
-            index: dict[str, int] = {}
-            for key, col in columns.items():
-                if isinstance(col, int):
-                    index[key] = col
-                elif col in head:
-                    index[key] = head.index(col)
-                else:
-                    raise DataError(f"{path}: missing column {col!r} (header has {head})")
-        else:
-            width = None  # header-less files are checked by the highest position we read
-            index = {key: int(col) for key, col in columns.items()}
-        need = max(index.values()) + 1
-
-        rows: dict[str, list] = {k: [] for k in [*fields, "label"]}
-        bad = total = 0
-        first_bad: int | None = None
-        for lineno, row in enumerate(reader, start=2 if header else 1):
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # blank (trailing) line
-            total += 1
-            if len(row) < need or (width is not None and len(row) != width):
-                bad += 1
-                first_bad = first_bad or lineno
-                continue
-            raw_label = row[index["label"]].strip()
-            label: int | float
-            if label_type == "str":
-                if raw_label not in label_names:
-                    raise DataError(
-                        f"{path}:{lineno}: unknown label {raw_label!r} (expected one of {label_names})"
-                    )
-                label = label_names.index(raw_label)
-            elif label_type == "float":
-                try:
-                    label = float(raw_label)
-                except ValueError:
-                    raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a number") from None
+        try:
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            if header:
+                head = next(reader, None)
+                if head is None:
+                    raise DataError(f"{path}: empty file (expected a header row)")
+                width = len(head)
+                index: dict[str, int] = {}
+                for key, col in columns.items():
+                    if isinstance(col, int):
+                        index[key] = col
+                    elif col in head:
+                        index[key] = head.index(col)
+                    else:
+                        hint = " (comma-separated? GLUE files are tab-separated)" if len(head) == 1 and "," in head[0] else ""
+                        raise DataError(f"{path}: missing column {col!r} (header has {_short(head)}){hint}")
             else:
-                try:
-                    label = int(raw_label)
-                except ValueError:
-                    raise DataError(f"{path}:{lineno}: label {raw_label!r} is not an integer id") from None
-                if not 0 <= label < num_labels:
-                    raise DataError(f"{path}:{lineno}: label {label} outside 0..{num_labels - 1}")
-            for k in fields:
-                rows[k].append(row[index[k]])
-            rows["label"].append(label)
+                width = None  # header-less files are checked by the highest position we read
+                index = {key: int(col) for key, col in columns.items()}
+            need = max(index.values()) + 1
+
+            rows: dict[str, list] = {k: [] for k in [*fields, "label"]}
+            bad = total = 0
+            first_bad: int | None = None
+            for lineno, row in enumerate(reader, start=2 if header else 1):
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # blank (trailing) line
+                total += 1
+                if len(row) < need or (width is not None and len(row) != width):
+                    bad += 1
+                    first_bad = first_bad or lineno
+                    continue
+                raw_label = row[index["label"]].strip()
+                label: int | float
+                if label_type == "str":
+                    if raw_label not in label_names:
+                        raise DataError(
+                            f"{path}:{lineno}: unknown label {raw_label!r} (expected one of {label_names})"
+                        )
+                    label = label_names.index(raw_label)
+                elif label_type == "float":
+                    try:
+                        label = float(raw_label)
+                    except ValueError:
+                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a number") from None
+                    if not math.isfinite(label):
+                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a finite number")
+                else:
+                    try:
+                        label = int(raw_label)
+                    except ValueError:
+                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not an integer id") from None
+                    if not 0 <= label < num_labels:
+                        raise DataError(f"{path}:{lineno}: label {label} outside 0..{num_labels - 1}")
+                for k in fields:
+                    rows[k].append(row[index[k]])
+                rows["label"].append(label)
+        except UnicodeDecodeError as e:
+            # the reader decodes in chunks, so its line count is where decoding stopped, roughly
+            raise DataError(
+                f"{path}: not UTF-8 text near line {reader.line_num + 1} (byte {e.object[e.start:e.start + 1]!r} "
+                f"cannot be decoded); GLUE TSVs are UTF-8: re-save it as UTF-8"
+            ) from None
+        except csv.Error as e:
+            raise DataError(f"{path}:{reader.line_num}: not a readable TSV ({e})") from None
 
     if total == 0:
-        raise DataError(f"{path}: no data rows")
+        raise DataError(f"{path}: no data rows{' (only a header row)' if header else ' (empty file)'}")
     if bad:
         if bad > _MAX_BAD_ROW_FRACTION * total:
             raise DataError(
@@ -468,6 +606,16 @@ class TaskData:
     label_names: list[str]
     num_labels: int
     is_regression: bool
+
+    @property
+    def train_size(self) -> int:
+        """Training examples actually used (after task.max_train_samples)."""
+        return len(self.train)
+
+    @property
+    def dev_sizes(self) -> dict[str, int]:
+        """Examples per dev split actually evaluated (after task.max_dev_samples)."""
+        return {name: len(ds) for name, ds in self.dev.items()}
 
 
 def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike) -> TaskData:

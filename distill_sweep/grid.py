@@ -8,31 +8,33 @@ record already exists, and launches the rest. With `+dry_run=true` it prints the
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distill_sweep import results
 from distill_sweep.errors import ConfigError
 
 log = logging.getLogger("distill_sweep")
+PROGRESS_EVERY_S = 5.0
 
 
 def job_identity(cfg: DictConfig) -> dict[str, Any]:
     """Who a job is and where its record lives, without loading anything (works offline)."""
-    from distill_sweep.models import init_dirname, init_spec
-    from distill_sweep.train import _abs
+    from distill_sweep.job import identify
+    from distill_sweep.models import init_spec
 
-    digest = results.config_hash(cfg)
-    directory = results.job_dir(_abs(cfg.results_dir), cfg, init_dirname(cfg.init), digest)
-    return {"task": str(cfg.task.name), "objective": str(cfg.objective.name), "init_spec": init_spec(cfg.init),
-            "seed": int(cfg.seed), "config_hash": digest, "dir": directory}
+    ident = identify(cfg)
+    return {"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
+            "init_spec": init_spec(cfg.init), "seed": ident.seed, "config_hash": ident.digest, "dir": ident.out_dir}
 
 
 def expand(params: Sequence[str]) -> list[list[str]]:
@@ -42,10 +44,11 @@ def expand(params: Sequence[str]) -> list[list[str]]:
 
 
 def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The (task, objective, init_spec, seed) cells of an experiment preset's grid, for the report."""
+    """The (task, procedure, objective, init_spec, seed) cells of an experiment preset's grid, for the report."""
     from hydra import compose, initialize_config_dir
 
     from distill_sweep.models import init_spec
+    from distill_sweep.procedures import procedure_named
     from distill_sweep.train import CONF_DIR
 
     known = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
@@ -55,26 +58,53 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
         base = [f"experiment={preset}", *extra_overrides]
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
-        cells = []
+        cells: list[dict[str, Any]] = []
         for job in expand(params):
             values = dict(o.split("=", 1) for o in job)
-            cells.append({
+            procedure = procedure_named(values.get("procedure", str(cfg.procedure.name)))
+            cell = {
                 "task": values.get("task", str(cfg.task.name)),
-                "objective": values.get("objective", str(cfg.objective.name)),
+                "procedure": procedure.name,
+                "objective": values.get("objective", str(cfg.objective.name)) if procedure.distils else "none",
                 "init_spec": init_spec(values.get("init", cfg.init)),
                 "seed": int(values.get("seed", cfg.seed)),
-            })
+            }
+            if cell not in cells:  # a procedure that ignores the objective is one job per objective swept
+                cells.append(cell)
     return cells
 
 
-def estimate_cost(jobs: list[DictConfig], done_records: list[dict[str, Any]]) -> str:
-    """Training work in sample-passes, and hours at the throughput of records already completed."""
-    passes = 0.0
-    for cfg in jobs:
-        size = cfg.task.get("train_size") or cfg.task.recipe.get("num_train") or 0
-        epochs = int(cfg.epochs or cfg.task.recipe.epochs)
-        passes += float(size) * epochs * len(cfg.objective.stages)
-    line = f"estimated cost: {passes:.3g} training sample-passes"
+def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> int:
+    """Training sample-passes of `epochs` epochs over `size` examples, capped at `max_steps` per epoch."""
+    per_epoch = min(size, max_steps * batch_size) if max_steps else size
+    return per_epoch * epochs
+
+
+def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
+    """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
+    throughput of records already completed. `jobs` are job identities (distill_sweep.job.identify)."""
+    from distill_sweep.teacher_cache import META, finetune_settings, teacher_dir
+
+    student = teacher = 0
+    teachers: set[Path] = set()
+    for ident in jobs:
+        cfg, s = ident.cfg, ident.settings
+        size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
+        size = min(size, s.task.train_size or size)
+        batch = s.optimizer.batch_size or s.task.recipe.batch_size
+        n_stages = len(ident.objective.stages) if ident.objective is not None else 1
+        student += _passes(size, s.run.epochs or s.task.recipe.epochs, batch, s.run.max_steps_per_epoch) * n_stages
+        if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
+            continue
+        where = teacher_dir(cfg, Path(cache_dir or results.absolute(s.run.cache_dir)))
+        if where in teachers or (where / META).exists():
+            continue
+        teachers.add(where)
+        ft = finetune_settings(cfg)
+        teacher += _passes(size, ft["epochs"], ft["batch_size"], ft["max_steps_per_epoch"])
+    passes = student + teacher
+    line = (f"estimated cost: {passes:.3g} training sample-passes ({student:.3g} students, {teacher:.3g} for "
+            f"{len(teachers)} teacher(s) to fine-tune)")
     speeds = [r["samples_per_s"] for r in done_records if r.get("samples_per_s")]
     if speeds:
         speed = sorted(speeds)[len(speeds) // 2]
@@ -84,6 +114,50 @@ def estimate_cost(jobs: list[DictConfig], done_records: list[dict[str, Any]]) ->
     return line
 
 
+class JobComposer:
+    """Each job's config, composing once per distinct set of config-group choices.
+
+    Hydra composes a config in ~0.1-0.25 s, which made planning the 504-job Table 3 grid take minutes.
+    Only group choices (task=, objective=, ...) change what is composed; value overrides (seed=, init=,
+    objective.alpha=) are applied after composition, which is Hydra's own order, so applying them to a
+    copy of the composed config gives the same config.
+    """
+
+    def __init__(self, load: Callable[[Sequence[str]], DictConfig]) -> None:
+        self.load = load
+        self.parser = OverridesParser.create()
+        self.cache: dict[tuple[str, ...], DictConfig] = {}
+
+    def __call__(self, overrides: Sequence[str]) -> DictConfig:
+        parsed = self.parser.parse_overrides(list(overrides))
+        groups = tuple(o.input_line for o in parsed if _is_group(o.key_or_group))
+        if groups not in self.cache:
+            self.cache[groups] = self.load(groups)
+        cfg = copy.deepcopy(self.cache[groups])
+        with open_dict(cfg):
+            for o in parsed:
+                if _is_group(o.key_or_group):
+                    continue
+                if o.is_delete():
+                    _delete(cfg, o.key_or_group)
+                else:
+                    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False, force_add=True)
+        return cfg
+
+
+def _is_group(key: str) -> bool:
+    from distill_sweep.schema import GROUPS
+
+    return "/" in key or key in GROUPS
+
+
+def _delete(cfg: DictConfig, key: str) -> None:
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if node is not None and leaf in node:
+        del node[leaf]
+
+
 class SkipCompletedSweeperImpl(BasicSweeper):
     """Hydra's basic sweeper + up-front validation, skip-completed, and dry run."""
 
@@ -91,7 +165,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from distill_sweep.train import prepare
+        from distill_sweep.job import find_completed, identify, prepare
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -99,25 +173,35 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
         loader = self.hydra_context.config_loader
 
-        todo, skipped, configs = [], [], []
-        for overrides in all_jobs:
-            cfg = loader.load_sweep_config(self.config, list(overrides))
-            ident = job_identity(cfg)
-            if not dry_run:
-                try:
-                    prepare(cfg)
-                except ConfigError as err:
-                    print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
-                    sys.exit(2)
-            record = results.completed_record(ident["dir"])
+        compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
+        todo, skipped, configs, seen = [], [], [], set()
+        duplicates = 0
+        last_note = time.monotonic()
+        for index, overrides in enumerate(all_jobs):
+            if time.monotonic() - last_note > PROGRESS_EVERY_S:  # never a silent stretch while planning
+                print(f"distill_sweep: planning: {index}/{len(all_jobs)} jobs checked", file=sys.stderr, flush=True)
+                last_note = time.monotonic()
+            cfg = compose(overrides)
+            try:
+                # the dry run reads no model config: it must work where the hub cannot be reached
+                ident = identify(cfg) if dry_run else prepare(cfg)
+            except ConfigError as err:
+                print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
+                sys.exit(2)
+            if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
+                duplicates += 1
+                continue
+            seen.add(ident.digest)
+            record = find_completed(ident)
             if record is not None:
                 skipped.append(record)
             else:
                 todo.append(overrides)
-                configs.append(cfg)
+                configs.append(ident)
 
-        print(f"distill_sweep: {len(all_jobs)} jobs in the grid, {len(skipped)} already completed, "
-              f"{len(todo)} to run", flush=True)
+        same = f" ({duplicates} duplicate(s) of the same job left out)" if duplicates else ""
+        print(f"distill_sweep: {len(all_jobs) - duplicates} jobs in the grid, {len(skipped)} already completed, "
+              f"{len(todo)} to run{same}", flush=True)
         if dry_run:
             for overrides in todo:
                 print("  would run: " + " ".join(overrides))

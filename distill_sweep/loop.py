@@ -1,7 +1,8 @@
-"""The training loop: one plain PyTorch loop shared by teacher fine-tuning and both distillation stages.
+"""The training loop: one plain PyTorch loop shared by every stage of every procedure.
 
-A stage is (loss function, epochs, lr, batch size, warmup). Each epoch draws a fresh shuffle from a
-generator seeded by (seed, stage, epoch), so an interrupted epoch can be replayed exactly on resume.
+`train_epoch` runs one epoch of a loss function; the stage driver (stages.py) calls it. Each epoch draws a
+fresh shuffle from a generator seeded by (seed, stage, epoch), so an interrupted epoch can be replayed
+exactly on resume.
 """
 
 from __future__ import annotations
@@ -30,15 +31,6 @@ LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
 
 class NonFiniteLossError(RuntimeError):
     """The loss or the gradient became NaN/inf: training cannot continue meaningfully."""
-
-
-@dataclass
-class StageSpec:
-    name: str  # finetune | intermediate | prediction
-    epochs: int
-    lr: float
-    batch_size: int
-    warmup_ratio: float
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -79,13 +71,16 @@ def build_optimizer(params: Iterable[nn.Parameter], opt_cfg: DictConfig, lr: flo
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(opt_cfg.betas), eps=float(opt_cfg.eps))
 
 
-def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float) -> LambdaLR:
-    """Linear warmup over `warmup_ratio` of the updates, then linear decay to 0."""
+def linear_schedule(optimizer: torch.optim.Optimizer, total_steps: int, warmup_ratio: float,
+                    decay: bool = True) -> LambdaLR:
+    """Linear warmup over `warmup_ratio` of the updates, then linear decay to 0 (or constant: decay=False)."""
     warmup = int(round(warmup_ratio * total_steps))
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if not decay:
+            return 1.0
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
     return LambdaLR(optimizer, factor)
@@ -183,37 +178,6 @@ def train_epoch(
     return progress
 
 
-def intermediate_loss_fn(student: nn.Module, teacher: nn.Module, objective: Any) -> LossFn:
-    """First stage: the intermediate-layer objective on features captured from both models."""
-    from .capture import run_with_features
-
-    def loss_fn(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        # no_grad rather than inference_mode: teacher tensors are saved for the student's backward.
-        with torch.no_grad():
-            t = run_with_features(teacher, batch, hidden=objective.needs_hidden,
-                                  qkv_layers=objective.teacher_qkv_layers)
-        s = run_with_features(student, batch, hidden=objective.needs_hidden, qkv_layers=objective.student_qkv_layers)
-        return objective(s, t, batch)
-
-    return loss_fn
-
-
-def prediction_loss_fn(student: nn.Module, teacher: nn.Module, *, alpha: float, temperature: float,
-                       regression: bool) -> LossFn:
-    """Second stage (and vanilla KD): (1 - alpha) task loss + alpha T^2 KL on the logits."""
-    from .objectives import prediction_loss
-
-    def loss_fn(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        inputs = model_inputs(batch)
-        with torch.no_grad():
-            t_logits = teacher(**inputs).logits
-        s_logits = student(**inputs).logits
-        return prediction_loss(s_logits, t_logits, batch["labels"], alpha=alpha, temperature=temperature,
-                               regression=regression), {}
-
-    return loss_fn
-
-
 @torch.no_grad()
 def predict(
     model: nn.Module, loader: Iterable[Batch], device: torch.device, precision: str
@@ -251,7 +215,7 @@ def evaluate(
 
 
 def cross_entropy_loss(model: nn.Module, regression: bool) -> LossFn:
-    """Plain supervised loss (teacher fine-tuning)."""
+    """Plain supervised loss (the teacher's fine-tuning, and the no-distillation baseline)."""
 
     def loss_fn(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         logits = model(**model_inputs(batch)).logits.float()

@@ -1,13 +1,7 @@
-"""Teacher loading, the student-initialisation rules, and student construction.
-
-The student is a fresh model of the teacher's class and config with `num_hidden_layers=k`: its embeddings
-and the chosen encoder layers are copied from the teacher (state dicts, so nothing keeps a stale layer
-index), and its classification head starts fresh, as in the paper's reference code.
-"""
+"""Teacher loading and the student-initialisation rules (`init=`); students are built in students/."""
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +112,8 @@ def teacher_config(teacher_cfg: DictConfig, num_labels: int, vocab_size: int | N
         if vocab_size is not None:
             arch["vocab_size"] = vocab_size
         return AutoConfig.for_model(model_type, **arch, **label_kwargs)
-    source = teacher_cfg.finetuned_path or teacher_cfg.name_or_path
+    key = "teacher.finetuned_path" if teacher_cfg.finetuned_path else "teacher.name_or_path"
+    source = model_source(teacher_cfg.finetuned_path or teacher_cfg.name_or_path, key)
     try:
         return AutoConfig.from_pretrained(
             source, trust_remote_code=bool(teacher_cfg.trust_remote_code), **label_kwargs
@@ -136,6 +131,7 @@ def load_tokenizer(teacher_cfg: DictConfig, cache_dir: Path) -> Any:
         return build_toy_tokenizer(cache_dir)
     if name is None:
         raise ConfigError("teacher.tokenizer must be set when teacher.name_or_path is null")
+    name = model_source(name, "teacher.tokenizer")
     try:
         return AutoTokenizer.from_pretrained(name, trust_remote_code=bool(teacher_cfg.trust_remote_code))
     except OSError as err:
@@ -194,33 +190,26 @@ def _label_kwargs(num_labels: int, label_names: list[str]) -> dict[str, Any]:
     return kwargs
 
 
+def model_source(source: str, key: str) -> str:
+    """`source` (a local directory or a hub id) checked before transformers sees it: a missing local path
+    is said to be missing, and an unreachable hub is found out once (one line instead of ~30 s of retries)."""
+    path = Path(str(source)).expanduser()
+    if path.exists():
+        return str(path)
+    if str(source).startswith(("/", ".", "~")) or str(source).count("/") > 1:
+        raise ConfigError(f"{key}={source!r}: no such directory")
+    from distill_sweep.data import go_offline_if_hub_unreachable
+
+    go_offline_if_hub_unreachable()
+    return str(source)
+
+
 def _unreachable_model_message(source: str, err: Exception) -> str:
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return (
         f"cannot load model {source!r} ({first}). The HF hub may be unreachable: pass a local directory "
         f"(teacher.name_or_path=/path/to/model) or run offline with teacher=tiny task=toy (make demo)"
     )
-
-
-# ---------------------------------------------------------------------------------------------------
-# Student
-
-
-def build_student(teacher: PreTrainedModel, init: StudentInit, num_layers: int) -> PreTrainedModel:
-    """A fresh k-layer model of the teacher's class, embeddings + chosen layers copied, head fresh."""
-    config = copy.deepcopy(teacher.config)
-    config.num_hidden_layers = num_layers
-    student = type(teacher)(config)
-    student_base, teacher_base = student.base_model, teacher.base_model
-    with torch.no_grad():
-        # Everything in the backbone except the encoder stack (embeddings, and a pooler if the
-        # architecture has one) comes from the teacher; the task head outside the backbone does not.
-        for name, child in teacher_base.named_children():
-            if name != "encoder":
-                getattr(student_base, name).load_state_dict(child.state_dict())
-        for i, layer in enumerate(init.layers):
-            student_base.encoder.layer[i].load_state_dict(teacher_base.encoder.layer[layer - 1].state_dict())
-    return student
 
 
 def count_parameters(model: torch.nn.Module) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from distill_sweep import bench
+from distill_sweep.models import skip_layers
 
 TINY = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-layers", "1", "--vocab", "64",
         "--seq", "16", "--batch", "2", "--repeats", "3", "--default-malloc"]
@@ -38,3 +39,24 @@ def test_bench_refuses_an_unknown_objective_before_any_work(monkeypatch: pytest.
     monkeypatch.setattr(bench, "make_models", lambda args: pytest.fail("models built before the names were checked"))
     with pytest.raises(SystemExit, match="unknown objective 'att_nope'"):
         bench.main(["--objectives", "att_kl,att_nope", *TINY])
+
+
+def test_bench_layer_map_is_the_training_skip_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 6 teacher / 4 student layers: skip_layers rounds 1.5, 3, 4.5, 6 half up -> 2, 3, 5, 6, where a floored
+    # integer ratio would give 1, 2, 3, 4.
+    assert skip_layers(6, 4) == [2, 3, 5, 6]
+    seen: list[list[tuple[int, int]]] = []
+
+    class Stop(Exception):
+        pass
+
+    def record(cfg, **kw):
+        seen.append(list(kw["layer_map"]))
+        raise Stop
+
+    monkeypatch.setattr(bench, "build_terms", record)
+    args = list(TINY)
+    args[args.index("--teacher-layers") + 1], args[args.index("--student-layers") + 1] = "6", "4"
+    with pytest.raises(Stop):
+        bench.main(["--objectives", "att_kl", *args])
+    assert seen == [[(1, 2), (2, 3), (3, 5), (4, 6)]]

@@ -151,3 +151,39 @@ def test_student_projections_stay_in_graph_and_teacher_runs_in_inference_mode() 
     with torch.inference_mode():
         ft = run_with_features(teacher, batch(), hidden=True, qkv_layers=[2])
     assert not ft.qkv[2][0].requires_grad and ft.qkv[2][0].is_inference()
+
+
+def test_shared_layer_is_captured_per_application() -> None:
+    """One layer object at positions 1 and 3 (parameter sharing): each position keeps the q/k/v of its own
+    application, not the last application's."""
+    cfg = BertConfig(
+        vocab_size=60,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=40,
+        num_labels=2,
+        initializer_range=0.3,  # large weights: each layer really moves the hidden states
+    )
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(cfg).eval()
+    layers = model.bert.encoder.layer
+    layers[2] = layers[0]
+    ids = torch.randint(3, 60, (2, 7), generator=torch.Generator().manual_seed(2))
+    b = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    with torch.no_grad():
+        f = run_with_features(model, b, hidden=True, qkv_layers=[1, 2, 3])
+        # the same forward by hand, one layer at a time (no padding, so no mask to pass)
+        h = [model.bert.embeddings(input_ids=ids, token_type_ids=b["token_type_ids"])]
+        for layer in layers:
+            out = layer(h[-1])
+            h.append(out[0] if isinstance(out, tuple) else out)
+    torch.testing.assert_close(h[3], f.hidden_states[3])  # the hand run is the model's run
+    for pos in (1, 2, 3):
+        attn = layers[pos - 1].attention.self
+        expect = tuple(getattr(attn, n)(h[pos - 1]) for n in ("query", "key", "value"))
+        for got, want in zip(f.qkv[pos], expect, strict=True):
+            torch.testing.assert_close(got, want)
+    # same weights, different inputs: positions 1 and 3 must not hold the same tensors
+    assert (f.qkv[1][0] - f.qkv[3][0]).abs().max() > 0.5

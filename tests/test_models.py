@@ -10,7 +10,16 @@ from transformers import (
 )
 
 from distill_sweep.errors import ConfigError
-from distill_sweep.models import build_student, init_dirname, resolve_init
+from distill_sweep.models import StudentInit, init_dirname, resolve_init
+from distill_sweep.students import STUDENTS, BuildInputs
+
+
+def build_student(teacher, init: StudentInit, num_layers: int):
+    """`student=truncated` through the student registry, as the procedures build it."""
+    kind = STUDENTS["truncated"]
+    settings = kind.settings(num_layers=num_layers)
+    inputs = BuildInputs(kind.describe(settings, teacher.config), teacher, init, teacher.config.num_labels, [])
+    return kind.build(settings, inputs)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import compose_cfg
 from omegaconf import OmegaConf
 
 import distill_sweep.objectives.attention as attention
@@ -34,17 +35,31 @@ def arch(hidden: int, heads: int, layers: int) -> SimpleNamespace:
     return SimpleNamespace(hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=layers)
 
 
-def obj_cfg(terms: dict[str, float], **over: object) -> dict:
+def obj_cfg(
+    terms: dict[str, float],
+    *,
+    projection: str = "linear",
+    shared_projection: bool = False,
+    contrast: dict | None = None,
+    **over: object,
+) -> dict:
+    """An objective config in the YAML's form: each term with its own settings."""
+    settings: dict[str, dict] = {}
+    for name, weight in terms.items():
+        term: dict = {"weight": weight}
+        if name in ("hid_cls", "hid_seq"):
+            term.update(projection=projection, shared_projection=shared_projection)
+        elif name == "hid_cls_contrast":
+            term.update(contrast or {"dim": 8, "temperature": 0.07, "momentum": 0.5, "num_negatives": 3,
+                                     "loss": "nce"})
+        settings[name] = term
     cfg = {
         "name": "test",
         "stages": ["intermediate", "prediction"],
-        "terms": terms,
+        "terms": settings,
         "alpha": 0.5,
         "temperature": 2.0,
-        "projection": "linear",
-        "shared_projection": False,
         "reference_compat": False,
-        "contrast": {"dim": 8, "temperature": 0.07, "momentum": 0.5, "num_negatives": 3, "loss": "nce"},
     }
     cfg.update(over)
     return cfg
@@ -467,7 +482,7 @@ def test_config_errors() -> None:
         )
     with pytest.raises(ConfigError, match="projection=none"):
         build({"hid_seq": 1.0}, d_s=4, d_t=8, projection="none")
-    with pytest.raises(ConfigError, match="unknown objective term"):
+    with pytest.raises(ConfigError, match="unknown term 'att_foo'"):
         build({"att_foo": 1.0})
     with pytest.raises(ConfigError, match="out of range"):
         build_objective(
@@ -478,7 +493,7 @@ def test_config_errors() -> None:
             train_labels=None,
             num_labels=2,
         )
-    with pytest.raises(ConfigError, match="contrast.loss"):
+    with pytest.raises(ConfigError, match="hid_cls_contrast.loss='bogus'"):
         build(
             {"hid_cls_contrast": 1.0},
             labels=torch.tensor([0, 1]),
@@ -488,13 +503,13 @@ def test_config_errors() -> None:
         build({"hid_cls_contrast": 1.0}, labels=None)
     # different widths are fine with a projection, and for attention terms (scores are S x S)
     assert build({"hid_seq": 1.0, "att_kl": 1.0, "val_kl": 1.0}, d_s=4, d_t=8) is not None
-    assert build({}) is None
+    assert build({}, stages=["prediction"]) is None
 
 
 def test_registry_and_yaml_files() -> None:
     assert set(INTERMEDIATE + ["hid_cls_contrast"]) <= set(TERMS)
     files = sorted((ROOT / "conf" / "objective").glob("*.yaml"))
-    names = {f.stem for f in files}
+    names = {f.stem for f in files} - {"base"}
     assert names == {
         "vanilla_kd",
         "hid_cls",
@@ -507,13 +522,10 @@ def test_registry_and_yaml_files() -> None:
         "att_kl_hid_seq",
         "att_kl_val_kl",
     }
-    keys = None
-    for f in files:
-        cfg = OmegaConf.load(f)
-        assert cfg.name == f.stem
-        schema = sorted(cfg.keys()), sorted(cfg.contrast.keys())
-        keys = keys or schema
-        assert schema == keys, f"{f.name} breaks the uniform key set"
+    for name in sorted(names):
+        cfg = compose_cfg([f"objective={name}"]).objective  # as a job composes it: base + the variant
+        assert cfg.name == name
+        assert set(cfg.keys()) == {"name", "stages", "terms", "alpha", "temperature", "reference_compat"}
         obj = build_objective(
             cfg,
             student_config=arch(8, 2, 1),
@@ -522,7 +534,7 @@ def test_registry_and_yaml_files() -> None:
             train_labels=torch.tensor([0, 1, 0, 1]),
             num_labels=2,
         )
-        assert (obj is None) == (f.stem == "vanilla_kd") == (list(cfg.stages) == ["prediction"])
+        assert (obj is None) == (name == "vanilla_kd") == (list(cfg.stages) == ["prediction"])
     pairs = {
         "att_mse_hid_seq": {"att_mse", "hid_seq"},
         "att_kl_hid_seq": {"att_kl", "hid_seq"},
@@ -530,3 +542,100 @@ def test_registry_and_yaml_files() -> None:
     }
     for name, terms in pairs.items():
         assert set(OmegaConf.load(ROOT / "conf" / "objective" / f"{name}.yaml").terms) == terms
+
+
+# ----------------------------------------------------------------------------------------------- edge cases
+ATTENTION_TERMS = ["att_mse", "att_kl", "val_kl"]
+
+
+@pytest.mark.parametrize("compat", [False, True])
+@pytest.mark.parametrize("term", ATTENTION_TERMS)
+def test_example_without_real_tokens_same_on_both_attention_paths(
+    term: str, compat: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch row whose attention_mask is all zeros: the CPU tiles (cropped to 0 tokens) and the one-tile
+    GPU path give the same value and gradients, and in the masked form the row adds nothing."""
+    s = random_feats(3, 6, 8, 2, 2, grad=True, seed=11)
+    t = random_feats(3, 6, 8, 2, 2, grad=False, seed=12)
+    mask = mask_of([6, 0, 3], 6)
+    obj = build({term: 1.0}, d_s=8, d_t=8, layer_map=((1, 1), (2, 2)), reference_compat=compat)
+    leaves = [x for xs in s.qkv.values() for x in xs]
+    results = []
+    for tiled in (("cpu",), ()):
+        monkeypatch.setattr(attention, "TILED_DEVICES", tiled)
+        loss = run(obj, s, t, mask)
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+        grads = [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads, strict=True)]
+        results.append((loss, grads))
+    (tiled_loss, tiled_grads), (one_loss, one_grads) = results
+    assert torch.isfinite(tiled_loss) and tiled_loss.item() > 0
+    torch.testing.assert_close(tiled_loss, one_loss)
+    for a, b in zip(tiled_grads, one_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+    if not compat:  # (compat Val-KL masks nothing, as the reference: there the empty row's values count)
+        assert all(a[1].abs().max() == 0 for a in tiled_grads)  # nothing of the empty example is trained
+        # masked averages count real tokens only: the same loss as without the empty example
+        keep = [0, 2]
+
+        def rows(f: Features) -> Features:
+            return feats(None, {k: tuple(x[keep] for x in v) for k, v in f.qkv.items()}, 2, 4)
+
+        assert run(obj, rows(s), rows(t), mask[keep]).item() == pytest.approx(tiled_loss.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("tiled", [True, False])
+def test_reference_compat_matches_reference_formulas_at_large_scores(
+    tiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reference_compat reproduces the reference code's Att-KL (student probabilities clamped to >= 1e-7
+    before the log) and Att-MSE (scores <= -100 replaced by 0), value and gradient, on scores large enough
+    for both to matter.  The reference formulas are written out below in plain torch."""
+    monkeypatch.setattr(attention, "TILED_DEVICES", ("cpu",) if tiled else ())
+    b, h, s, dh = 2, 2, 4, 2
+    g = torch.Generator().manual_seed(4)
+    # std 7 entries, head_dim 2: scores of std ~50, the regime where the reference's clamp and cut-off act
+    q_s, k_s, q_t, k_t = (torch.randn(b, s, h * dh, generator=g) * 7 for _ in range(4))
+    q_s.requires_grad_()
+    k_s.requires_grad_()
+    mask = mask_of([4, 3], s)
+
+    def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """(B*H, S, S) like the reference's, -inf on padded keys (pad query rows are kept)."""
+        qh, kh = (x.view(b, s, h, dh).transpose(1, 2).reshape(b * h, s, dh) for x in (q, k))
+        sc = qh @ kh.transpose(1, 2) * dh**-0.5
+        pad = (mask == 0).repeat_interleave(h, 0)[:, None, :]
+        return sc.masked_fill(pad, float("-inf"))
+
+    def ref_mse() -> torch.Tensor:
+        """reference Att-MSE: where(s <= -100, 0, s) on both sides, mean over all B*H*S*S entries"""
+        ss, st = scores(q_s, k_s), scores(q_t, k_t)
+        zero = torch.zeros(())
+        return torch.nn.functional.mse_loss(torch.where(ss <= -100, zero, ss), torch.where(st <= -100, zero, st))
+
+    def ref_kl() -> torch.Tensor:
+        """reference Att-KL: log of clamp(softmax(s), 1e-7, 1), KL summed and divided by B*H*S"""
+        log_ps = torch.clamp(torch.softmax(scores(q_s, k_s), -1), 1e-7, 1).log()
+        p_t = torch.softmax(scores(q_t, k_t), -1)
+        return torch.nn.functional.kl_div(log_ps, p_t, reduction="sum") / (b * h * s)
+
+    ss, st = scores(q_s, k_s).detach(), scores(q_t, k_t)
+    # the case really exercises both: real scores below -100, real keys the clamp cuts off
+    real = torch.isfinite(ss)
+    assert (ss[real] <= -100).any() and (st[torch.isfinite(st)] <= -100).any()
+    assert ((torch.softmax(ss, -1) < 1e-7) & (torch.softmax(st, -1) > 1e-3)).any()
+    # ... and they matter: the unclamped KL is far from the clamped one
+    plain_kl = torch.nn.functional.kl_div(
+        torch.log_softmax(ss.masked_fill(~real, -1e30), -1), torch.softmax(st, -1), reduction="sum"
+    ) / (b * h * s)
+    assert plain_kl.item() > 1.5 * ref_kl().item()
+
+    student = feats(None, {1: (q_s, k_s, q_s)}, heads=h, head_dim=dh)
+    teacher = feats(None, {1: (q_t, k_t, q_t)}, heads=h, head_dim=dh)
+    for term, ref_fn in (("att_mse", ref_mse), ("att_kl", ref_kl)):
+        obj = build({term: 1.0}, d_s=h * dh, d_t=h * dh, heads=h, reference_compat=True)
+        got = run(obj, student, teacher, mask)
+        ref = ref_fn()
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+        got_grads, ref_grads = torch.autograd.grad(got, [q_s, k_s]), torch.autograd.grad(ref, [q_s, k_s])
+        for a, r in zip(got_grads, ref_grads, strict=True):
+            torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-6)

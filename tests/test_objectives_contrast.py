@@ -26,13 +26,11 @@ def contrast(
     cfg = {
         "name": "hid_cls_contrast",
         "stages": ["intermediate", "prediction"],
-        "terms": {"hid_cls_contrast": 1.0},
+        "terms": {"hid_cls_contrast": {"weight": 1.0, "dim": dim, "temperature": temp, "momentum": 0.5,
+                                       "num_negatives": k, "loss": loss}},
         "alpha": 0.5,
         "temperature": 2.0,
-        "projection": "linear",
-        "shared_projection": False,
         "reference_compat": False,
-        "contrast": {"dim": dim, "temperature": temp, "momentum": 0.5, "num_negatives": k, "loss": loss},
     }
     obj = build_objective(
         cfg,
@@ -99,7 +97,10 @@ def test_nce_hand_value_and_bank_update_only_in_training() -> None:
     loss, _ = obj(s, t, batch)
     # student anchor vs teacher bank rows (0, 1): <f_s, (0, 1)> = 0.8, <f_s, (0.6, 0.8)> = 1.0
     # teacher anchor vs student bank rows (0, 1): <f_t, (1, 0)> = 1, <f_t, (0, 1)> = 0;  tau = 0.5, N = 2
-    expect = nce_half([math.exp(0.8 / 0.5), math.exp(1.0 / 0.5)], 2) + nce_half([math.exp(2.0), 1.0], 2)
+    # the two halves are averaged (CRD / CoDIR), not summed
+    half_s = nce_half([math.exp(0.8 / 0.5), math.exp(1.0 / 0.5)], 2)
+    half_t = nce_half([math.exp(2.0), 1.0], 2)
+    expect = (half_s + half_t) / 2
     assert loss.item() == pytest.approx(expect, rel=1e-5)
     # momentum 0.5 update of row 0 only, renormalised
     s0 = torch.tensor([0.8, 0.4]) / math.hypot(0.8, 0.4)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
+from helpers import compose_cfg
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.capture import run_with_features
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ROOT = Path(__file__).resolve().parent.parent
-OBJECTIVES = sorted(p.stem for p in (ROOT / "conf" / "objective").glob("*.yaml"))
+OBJECTIVES = sorted(p.stem for p in (ROOT / "conf" / "objective").glob("*.yaml") if p.stem != "base")
 LAYER_MAP = [(1, 2), (2, 4)]
 N_TRAIN = 24
 
@@ -58,7 +58,7 @@ def make_batch(lengths: list[int], seq: int, seed: int, first_idx: int = 0) -> d
 
 
 def objective(name: str, teacher, student, **over):
-    cfg = OmegaConf.load(ROOT / "conf" / "objective" / f"{name}.yaml")
+    cfg = compose_cfg([f"objective={name}"]).objective  # base + the variant, as a job composes it
     cfg.merge_with(over)
     return build_objective(
         cfg,

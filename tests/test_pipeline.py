@@ -14,7 +14,8 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.train import prepare, run_job
 
 RECORD_KEYS = {
-    "schema_version", "status", "error", "config_hash", "task", "objective", "seed", "init", "student", "teacher",
+    "schema_version", "status", "error", "config_hash", "procedure", "task", "objective", "seed", "init", "student",
+    "teacher", "data",
     "primary_metric", "epochs", "best", "final", "wall_time_s", "samples_per_s", "peak_memory_mb", "device",
     "config", "versions", "git_commit", "started_at", "finished_at",
 }
@@ -42,7 +43,7 @@ def test_two_stage_job_writes_a_complete_record(tmp_path: Path, shared_cache: Pa
     assert teacher["majority_baseline"]["accuracy"] < 0.5  # 3 balanced classes
     assert record["samples_per_s"] > 0 and record["wall_time_s"] > 0
     # written where the store layout says, and identical on disk
-    path = results.job_dir(tmp_path, cfg, "init-2", record["config_hash"]) / "result.json"
+    path = results.job_dir(tmp_path, "toy", "att_mse_hid_seq", "init-2", 1, record["config_hash"]) / "result.json"
     assert json.loads(path.read_text())["status"] == "completed"
     assert not (path.parent / "checkpoint.pt").exists()  # removed on completion (checkpoint.keep=false)
 
@@ -68,9 +69,9 @@ def test_vanilla_kd_has_only_the_prediction_stage(tmp_path: Path, shared_cache: 
         ("init=[1,2]", "names 2 teacher layers but the student has 3"),
         ("init=[1,2,9]", "out of range"),
         ("student.num_layers=8", "deeper than the teacher"),
-        ("student.hidden_size=48", "must have the teacher's width"),
+        ("+student.hidden_size=48", "student.hidden_size: unknown setting"),
         ("task.data_dir=/nonexistent/glue", "is not a directory"),
-        ("precision=fp16", "use fp32 or bf16"),
+        ("precision=fp16", "precision='fp16': expected one of 'fp32', 'bf16'"),
     ],
 )
 def test_bad_config_is_refused_before_any_work(override: str, message: str, tmp_path: Path) -> None:

@@ -187,7 +187,7 @@ def test_killed_teacher_fine_tuning_resumes_to_the_same_teacher(tmp_path: Path) 
 
     rerun = run_cli(args, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "resuming teacher fine-tuning after epoch" in rerun.stdout + rerun.stderr
+    assert "teacher resuming from" in rerun.stdout + rerun.stderr
     (record,) = records(tmp_path / "r")
     assert record["teacher"]["source"] == "trained" and record["teacher"]["dev"] == reference["teacher"]["dev"]
     assert not partial.exists() and not list(cache.rglob(CHECKPOINT))

@@ -95,3 +95,28 @@ def test_a_bad_job_in_a_sweep_stops_it_before_anything_runs(tmp_path: Path) -> N
     errors = [line for line in proc.stderr.splitlines() if line.startswith("distill_sweep: error")]
     assert len(errors) == 1 and "init=[1,2]" in errors[0] and "names 2 teacher layers" in errors[0]
     assert not out.exists() and not (tmp_path / "c").exists()
+
+
+def test_job_composer_gives_the_configs_hydra_composes() -> None:
+    """Planning composes once per set of group choices and applies value overrides itself: same configs."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from distill_sweep.grid import JobComposer, expand
+    from distill_sweep.train import CONF_DIR
+
+    jobs = expand(["task=toy,rte", "objective=hid_seq,att_kl", "init=1,[1,2,3]", "seed=1,2", "objective.alpha=0.3",
+                   "+dry_run=true", "teacher=tiny", "~teacher.finetune.seed", "teacher.finetune.epochs=2"])
+    calls = []
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        def load(overrides):
+            calls.append(list(overrides))
+            return compose("config", overrides=list(overrides))
+
+        composer = JobComposer(load)
+        for overrides in jobs:
+            ours = OmegaConf.to_container(composer(overrides), resolve=False)
+            hydra = OmegaConf.to_container(compose("config", overrides=list(overrides)), resolve=False)
+            assert ours == hydra, overrides
+    assert len(jobs) == 16 and len(calls) == 4  # one composition per (task, objective)

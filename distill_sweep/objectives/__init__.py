@@ -1,7 +1,7 @@
 """Distillation objectives of "How to Distill your BERT" (Wang et al., 2023), Section 3.
 
-Public API (see .design/CONTRACT.md): ``build_objective``, ``IntermediateObjective``, ``prediction_loss``,
-plus the term registry (``register_term``, ``TERMS``).  Importing this package registers every term:
+Public API: ``build_objective``, ``IntermediateObjective``, ``prediction_loss``, plus the term registry
+(``register_term``, ``TERMS``).  Importing this package registers every term:
 
     hid_cls, hid_seq            hidden.py       (MSE of [CLS] / all valid tokens, learnable W_h)
     hid_cls_contrast            contrastive.py  (CoDIR: CRD-NCE or InfoNCE with a training-set memory bank)
@@ -13,19 +13,36 @@ and a conf/objective/<name>.yaml with ``terms: {name: 1.0}``.
 """
 
 from . import attention, contrastive, hidden  # noqa: F401  (import registers the terms)
-from .core import IntermediateObjective, build_objective, objective_config_dict
+from .core import (
+    STAGE_KINDS,
+    IntermediateObjective,
+    Objective,
+    ObjectiveSettings,
+    build_objective,
+    build_terms,
+    check_compatible,
+    objective_config_dict,
+    parse_objective,
+)
 from .inputs import LossInputs
 from .prediction import prediction_loss
-from .registry import TERMS, TermSpec, available_terms, register_term
+from .registry import TERMS, TermSettings, TermSpec, available_terms, register_term
 
 __all__ = [
+    "STAGE_KINDS",
     "TERMS",
     "IntermediateObjective",
     "LossInputs",
+    "Objective",
+    "ObjectiveSettings",
+    "TermSettings",
     "TermSpec",
     "available_terms",
     "build_objective",
+    "build_terms",
+    "check_compatible",
     "objective_config_dict",
+    "parse_objective",
     "prediction_loss",
     "register_term",
 ]

@@ -15,29 +15,26 @@ Masking (default): only real tokens count.
 * val_kl:  MiniLM value relation VR = softmax(V V^T / sqrt(d_head)) per head, KL(VR^T || VR^S) with padded
   positions excluded as rows and as columns, averaged like att_kl.
 
-``reference_compat: true`` reproduces the reference implementation's averaging, pad positions included:
-att_mse zeroes the scores in padded key columns (the reference maps its -inf masked scores to 0) and
-averages over all B*H*S*S entries; att_kl keeps the key mask but averages over all B*H*S query rows;
-val_kl masks nothing and averages over all rows.  Not padding invariant, by construction.
+``reference_compat: true`` reproduces the reference implementation, pad positions included:
+att_mse zeroes the scores in padded key columns (the reference maps its -inf masked scores to 0) and, like
+the reference, every score <= -100 on either side (REF_SCORE_ZERO), then averages over all B*H*S*S
+entries; att_kl keeps the key mask, floors the student probabilities at 1e-7 inside the log
+(REF_PROB_FLOOR, as the reference clamps them) and averages over all B*H*S query rows; val_kl masks
+nothing and averages over all rows.  Not padding invariant, by construction.
 
-Speed (the bench target is <= 10% over a plain KD step).  Each layer pair costs four batched per-head
-matmuls (teacher scores, student scores, two gradient products) and one softmax per side, inside custom
-autograd functions that
-* never take a logarithm of an S x S tensor: KL(p_t || p_s) = sum_k p_t (S_t - S_s) - lse_t + lse_s
-  (p_t sums to 1 over the valid keys, 0 elsewhere), with lse = max_k S - log max_k p from the softmax;
-* compute dL/dq_s and dL/dk_s already in the forward, from (p_s - p_t) * row_weight (KL) or 2 * diff
-  (MSE) built in place on the tile: the loss is a scalar and its gradient is linear in the incoming
-  grad, so the backward only scales them and no S x S buffer outlives its tile;
-* fold the scale and the key mask into one pass (att_mse: into the matmul itself, ``baddbmm``);
-* on CPU, walk the batch in tiles (a group of heads of one example, about CPU_TILE_ELEMS scores) so the
-  elementwise passes run in cache instead of streaming B*H*S*S floats from memory a dozen times (~35%
-  faster here), cropped to the example's real tokens when the batch is right-padded, so padding costs
-  nothing (~40% less work on the bench batches, more on real GLUE batches padded to their longest row).
-``reference_kl_rows`` and ``reference_mse_sum`` are the plain formulas, kept as the executable definitions
-the tests check the fast paths against.
+Implementation.  Each term is a custom autograd function that computes dL/dq_s and dL/dk_s during the
+forward, tile by tile (the loss is a scalar, so the backward only scales them, and no S x S buffer
+outlives its tile), and takes no logarithm of an S x S tensor: KL(p_t || p_s) = sum_k p_t (S_t - S_s)
+- lse_t + lse_s, with lse = max_k S - log max_k p from the softmax.  On CPU a tile is a group of heads of
+one example, cropped to its real tokens when the batch is right-padded; elsewhere it is the whole batch
+with an additive key mask (README, "Speed", says why and what it gains).  ``reference_kl_rows`` and
+``reference_mse_sum`` are the plain formulas, kept as the executable definitions the tests check the
+fast paths against.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
@@ -49,6 +46,8 @@ from .registry import register_term
 __all__ = [
     "CPU_TILE_ELEMS",
     "NEG_FILL",
+    "REF_PROB_FLOOR",
+    "REF_SCORE_ZERO",
     "TILED_DEVICES",
     "att_kl",
     "att_mse",
@@ -63,6 +62,10 @@ __all__ = [
 NEG_FILL = -1.0e30
 # Devices on which the batch is walked in cache-sized tiles (tests set () to run the one-tile GPU path).
 TILED_DEVICES: tuple[str, ...] = ("cpu",)
+# reference_compat only: the reference clamps the student's attention probabilities to >= 1e-7 before the
+# log in Att-KL, and replaces every score <= -100 (meant for its -inf masked keys) by 0 in Att-MSE.
+REF_PROB_FLOOR = 1e-7
+REF_SCORE_ZERO = -100.0
 # Scores per CPU tile (1 MiB of float32): the few live tiles stay in L2/L3 across the elementwise passes;
 # larger tiles lose the cache, smaller ones pay Python overhead per tile (measured on the bench config).
 CPU_TILE_ELEMS = 1 << 18
@@ -127,7 +130,9 @@ class _Tiles:
         if self.tiled:
             self.slices: list[tuple[int, int, int] | None] = []
             for i in range(self.b):
-                area = max(1, self.q_len[i] * self.k_len[i])
+                area = self.q_len[i] * self.k_len[i]
+                if area == 0:  # no real query or no real key: nothing to compare, zero loss and gradient
+                    continue
                 n_groups = -(-heads // max(1, CPU_TILE_ELEMS // area))  # ceil
                 per = -(-heads // n_groups)  # even groups: a ragged last tile wastes a call
                 self.slices += [(i, h0, min(heads, h0 + per)) for h0 in range(0, heads, per)]
@@ -140,7 +145,7 @@ class _Tiles:
             return t.view(self.b, self.s, self.h, -1).transpose(1, 2).reshape(self.b * self.h, self.s, -1)
         i, h0, h1 = sl
         n = self.s if n is None else n
-        return t[i, :n].view(n, self.h, -1)[:, h0:h1].transpose(0, 1)
+        return t[i, :n].view(n, self.h, t.shape[-1] // self.h)[:, h0:h1].transpose(0, 1)
 
     def lengths(self, sl: tuple[int, int, int] | None) -> tuple[int, int]:
         return (self.s, self.s) if sl is None else (self.q_len[sl[0]], self.k_len[sl[0]])
@@ -200,6 +205,25 @@ def _softmax_lse(s: Tensor) -> tuple[Tensor, Tensor]:
     return p, s.amax(-1) - p.amax(-1).log()
 
 
+def _floored_kl(
+    s_t: Tensor, p_t: Tensor, lse_t: Tensor, s_s: Tensor, p_s: Tensor, lse_s: Tensor, log_floor: float
+) -> tuple[Tensor, Tensor]:
+    """Row-wise sum_k p_t (log p_t - max(log p_s, log_floor)) and its gradient w.r.t. the student scores.
+
+    The logs are taken as S - lse (never log of a probability): a row whose keys are all masked then reads
+    0 on both sides, as an uncropped tile must to agree with the cropped one that skips it.  The gradient
+    is that of the floored log, which is 0 wherever the floor is active:
+    d/dS_s[j] = p_s[j] sum_{k live} p_t[k] - p_t[j] [j live].
+    """
+    log_ps = s_s - lse_s.unsqueeze(-1)
+    live = log_ps >= log_floor
+    # Masked keys: p_t == 0 exactly and the bracket is finite (~NEG_FILL): the product is 0.
+    kl = (s_t - lse_t.unsqueeze(-1)).sub_(log_ps.clamp_min_(log_floor)).mul_(p_t).sum(-1)
+    p_live = p_t.mul_(live)  # p_t is not needed after this
+    grad = p_s.mul_(p_live.sum(-1, keepdim=True)).sub_(p_live)
+    return kl, grad
+
+
 def _f32(t: Tensor, student: bool) -> Tensor:
     """Float32, contiguous (B, S, H*d); teacher tensors detached (they may be inference tensors: fine,
     the custom functions below never save them for backward)."""
@@ -211,6 +235,9 @@ def _f32(t: Tensor, student: bool) -> Tensor:
 # --------------------------------------------------------------------------------------------- att_mse
 class _ScoreMSE(torch.autograd.Function):
     """sum over (b, h, i, j) of (c_s q_s k_s^T - c_t q_t k_t^T)^2 per head; grads for q_s, k_s only.
+
+    ``zero_below`` (reference_compat): scores <= it are replaced by 0 on each side first, with no gradient
+    through the replaced student scores.
 
     The loss is a scalar and its gradient is linear in the incoming grad, so dL/dq_s and dL/dk_s are
     computed in the forward, tile by tile, while each difference tile is in cache; the backward only
@@ -229,6 +256,7 @@ class _ScoreMSE(torch.autograd.Function):
         c_t: float,
         q_len: list[int] | None,
         k_len: list[int] | None,
+        zero_below: float | None,
     ) -> Tensor:
         want_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         tiles = _Tiles(q_s, heads, q_len, k_len)
@@ -239,12 +267,22 @@ class _ScoreMSE(torch.autograd.Function):
             nq, nk = tiles.lengths(sl)
             qs, ks = tiles.mats(q_s, sl, nq), tiles.mats(k_s, sl, nk)
             s_t = torch.bmm(tiles.mats(q_t, sl, nq), tiles.mats(k_t, sl, nk).transpose(1, 2))
-            # diff = c_s q_s k_s^T - c_t s_t in one matmul call, written over the teacher tile
-            diff = torch.baddbmm(s_t, qs, ks.transpose(1, 2), beta=-c_t, alpha=c_s, out=s_t)
+            dead = None
+            if zero_below is None:
+                # diff = c_s q_s k_s^T - c_t s_t in one matmul call, written over the teacher tile
+                diff = torch.baddbmm(s_t, qs, ks.transpose(1, 2), beta=-c_t, alpha=c_s, out=s_t)
+            else:
+                s_t.mul_(c_t)
+                s_t.masked_fill_(s_t <= zero_below, 0.0)
+                s_s = torch.bmm(qs, ks.transpose(1, 2)).mul_(c_s)
+                dead = s_s <= zero_below
+                diff = s_s.masked_fill_(dead, 0.0).sub_(s_t)
             flat = diff.view(-1)
             total += torch.dot(flat, flat)
-            if want_grad:  # dL/d(q k^T) = 2 c_s diff
+            if want_grad:  # dL/d(q k^T) = 2 c_s diff, 0 where the student score was replaced
                 diff.mul_(2.0 * c_s)
+                if dead is not None:
+                    diff.masked_fill_(dead, 0.0)
                 tiles.store(dq, sl, torch.bmm(diff, ks))
                 tiles.store(dk, sl, torch.bmm(diff.transpose(1, 2), qs))
         if want_grad:
@@ -256,7 +294,7 @@ class _ScoreMSE(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         dq, dk = ctx.saved_tensors
         # In place: the buffers are ours and this backward runs once (retain_graph would double-scale).
-        return dq.mul_(grad), dk.mul_(grad), None, None, None, None, None, None, None
+        return dq.mul_(grad), dk.mul_(grad), None, None, None, None, None, None, None, None
 
 
 def mse_scores_sum(
@@ -269,10 +307,12 @@ def mse_scores_sum(
     heads: int,
     query_valid: Tensor | None = None,
     key_valid: Tensor | None = None,
+    zero_below: float | None = None,
 ) -> Tensor:
     """sum over (B, H, i, j) of (c_s q_s k_s^T - c_t q_t k_t^T)^2 per head; inputs (B, S, H*d_*), teacher
     without grad.  Rows to exclude must already be zero in q and/or k; ``query_valid`` / ``key_valid``
-    (B, S) only say which rows are zero, so that tiles can skip them."""
+    (B, S) only say which rows are zero, so that tiles can skip them.  ``zero_below``: scores <= it are
+    set to 0 on each side before the difference (the reference's treatment, see REF_SCORE_ZERO)."""
     s = q_s.shape[1]
     return _ScoreMSE.apply(
         _f32(q_s, True),
@@ -284,6 +324,7 @@ def mse_scores_sum(
         float(c_t),
         _prefix_lengths(query_valid, s),
         _prefix_lengths(key_valid, s),
+        None if zero_below is None else float(zero_below),
     )
 
 
@@ -300,6 +341,7 @@ def att_mse(x: LossInputs) -> Tensor:
         n = valid.sum(1).to(torch.float64)
         denom = float((n * n).sum()) * heads
     query_valid = None if x.reference_compat else valid
+    zero_below = REF_SCORE_ZERO if x.reference_compat else None
     total: Tensor | None = None
     for s_layer, t_layer in x.layer_map:
         q_s, k_s, _ = x.qkv(STUDENT, s_layer)
@@ -309,7 +351,7 @@ def att_mse(x: LossInputs) -> Tensor:
         if not x.reference_compat:
             q_s, q_t = q_s * keep, q_t * keep
         sq = mse_scores_sum(
-            q_s, k_s, x.student.scaling, q_t, k_t, x.teacher.scaling, heads, query_valid, valid
+            q_s, k_s, x.student.scaling, q_t, k_t, x.teacher.scaling, heads, query_valid, valid, zero_below
         )
         term = sq / max(denom, 1.0)
         total = term if total is None else total + term
@@ -320,6 +362,9 @@ def att_mse(x: LossInputs) -> Tensor:
 # --------------------------------------------------------------------------------------------- KL terms
 class _AttentionKL(torch.autograd.Function):
     """sum_{b,h,i} w[b, ., i] KL(softmax_j S_t || softmax_j S_s) per head; grads for q_s, k_s only.
+
+    ``log_floor`` (reference_compat, None = off): the student log-probabilities are floored at it first,
+    with no gradient through the floored ones (``_floored_kl``).
 
     The loss is a scalar and its gradient is linear in the incoming grad, so dL/dq_s and dL/dk_s are
     computed in the forward, tile by tile, while the probabilities are still in cache; no S x S buffer
@@ -340,6 +385,7 @@ class _AttentionKL(torch.autograd.Function):
         key_bias: Tensor | None,
         q_len: list[int] | None,
         k_len: list[int] | None,
+        log_floor: float | None,
     ) -> Tensor:
         symmetric = q_s is k_s
         want_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
@@ -355,11 +401,16 @@ class _AttentionKL(torch.autograd.Function):
             p_t, lse_t = _softmax_lse(s_t)
             s_s = _scores(qs, ks, c_s, bias)
             p_s, lse_s = _softmax_lse(s_s)
-            # Masked keys: p_t == 0 exactly and S_t - S_s is finite (both ~NEG_FILL): the product is 0.
-            kl = s_t.sub_(s_s).mul_(p_t).sum(-1) - lse_t + lse_s  # in place on the teacher tile
+            if log_floor is None:
+                # Masked keys: p_t == 0 exactly and S_t - S_s is finite (both ~NEG_FILL): the product is 0.
+                kl = s_t.sub_(s_s).mul_(p_t).sum(-1) - lse_t + lse_s  # in place on the teacher tile
+                g = p_s.sub_(p_t) if want_grad else None  # dL/dS_s per unit row weight
+            else:
+                kl, g = _floored_kl(s_t, p_t, lse_t, s_s, p_s, lse_s, log_floor)
             total += (kl * rows).sum()
             if want_grad:
-                d = p_s.sub_(p_t).mul_((rows * c_s).unsqueeze(-1))  # dL/d(q k^T) of this tile
+                assert g is not None
+                d = g.mul_((rows * c_s).unsqueeze(-1))  # dL/d(q k^T) of this tile
                 if symmetric:  # S = c v v^T (value relation, nq == nk): d/dv = (D + D^T) v
                     # two products instead of forming D + D^T: a transposed elementwise pass is slower
                     tiles.store(dq, sl, torch.baddbmm(torch.bmm(d, qs), d.transpose(1, 2), qs))
@@ -378,7 +429,7 @@ class _AttentionKL(torch.autograd.Function):
         # In place: the buffers are ours and this backward runs once (retain_graph would double-scale).
         dq = saved[0].mul_(grad)
         dk = None if ctx.symmetric else saved[1].mul_(grad)
-        return dq, dk, None, None, None, None, None, None, None, None, None
+        return dq, dk, None, None, None, None, None, None, None, None, None, None
 
 
 def kl_attention_loss(
@@ -392,13 +443,15 @@ def kl_attention_loss(
     row_weight: Tensor,
     heads: int,
     query_valid: Tensor | None = None,
+    prob_floor: float = 0.0,
 ) -> Tensor:
     """sum_{b,h,i} row_weight[b, h or 0, i] * KL(softmax_j(S_t[b,h,i,:]) || softmax_j(S_s[b,h,i,:])).
 
     S = c q k^T per head; ``q_*``, ``k_*`` are (B, S, H*d) projections (pass the same tensor as q and k
     for a self-relation such as V V^T); ``key_valid`` (B, S) bool or None (no key mask); ``row_weight``
     (B, 1, S) or (B, H, S); ``query_valid`` (B, S) or None: rows outside it must have zero weight (they are
-    then skipped).  Gradients flow to ``q_s`` and ``k_s`` only.
+    then skipped).  ``prob_floor`` > 0: the student probabilities are clamped to at least it inside the
+    log, as the reference does (REF_PROB_FLOOR).  Gradients flow to ``q_s`` and ``k_s`` only.
     """
     s = q_s.shape[1]
     key_bias = None
@@ -414,8 +467,9 @@ def kl_attention_loss(
     q_len, k_len = _prefix_lengths(query_valid, s), _prefix_lengths(key_valid, s)
     if symmetric_s and q_len != k_len:  # V V^T tiles must stay square
         q_len = k_len = None
+    log_floor = math.log(prob_floor) if prob_floor > 0 else None
     return _AttentionKL.apply(
-        q_s, k_s, q_t, k_t, w, int(heads), float(c_s), float(c_t), key_bias, q_len, k_len
+        q_s, k_s, q_t, k_t, w, int(heads), float(c_s), float(c_t), key_bias, q_len, k_len, log_floor
     )
 
 
@@ -431,14 +485,16 @@ def _row_weights(x: LossInputs, heads: int) -> Tensor:
 @register_term("att_kl", qkv=True)
 def att_kl(x: LossInputs) -> Tensor:
     """Att-KL: KL(teacher || student) of attention distributions, per head and valid query row."""
-    w = _row_weights(x, x.student.num_heads)
+    heads = x.student.num_heads
+    w = _row_weights(x, heads)
     rows = None if x.reference_compat else x.valid
+    floor = REF_PROB_FLOOR if x.reference_compat else 0.0
     total: Tensor | None = None
     for s_layer, t_layer in x.layer_map:
         q_s, k_s, _ = x.qkv(STUDENT, s_layer)
         q_t, k_t, _ = x.qkv(TEACHER, t_layer)
         term = kl_attention_loss(
-            q_s, k_s, x.student.scaling, q_t, k_t, x.teacher.scaling, x.valid, w, x.student.num_heads, rows
+            q_s, k_s, x.student.scaling, q_t, k_t, x.teacher.scaling, x.valid, w, heads, rows, prob_floor=floor
         )
         total = term if total is None else total + term
     assert total is not None

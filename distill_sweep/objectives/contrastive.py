@@ -1,7 +1,7 @@
 """Hid-CLS-Contrast: CoDIR-style contrastive distillation of [CLS] states (Sun et al., 2020).
 
 Features.  The [CLS] states of the hidden pairs (embeddings (0, 0) + the layer map) are concatenated per
-side, mapped to ``contrast.dim`` (128) by one learnable Linear per side and L2-normalised.  (The reference
+side, mapped to the term setting ``dim`` (128) by one learnable Linear per side and L2-normalised.  (The reference
 code concatenates ALL teacher layers; we use the mapped ones, like every other objective here.)
 
 Memory bank.  One bank per side, one row per TRAINING example (``train_labels`` gives their number and
@@ -17,12 +17,13 @@ ConfigError: without the training set there is no bank (the pipeline passes None
 Size: two banks of N x dim float32 buffers (MNLI: 393k x 128 x 2 = 400 MB), part of the state_dict so a
 resumed run continues with the same bank.
 
-Loss (``contrast.loss``):
+Loss (the term setting ``loss``):
 * ``nce`` (default, the form of the CRD code the reference uses): two symmetric halves, the student
-  feature as anchor against teacher-bank rows and the teacher feature against student-bank rows.  With
-  P_j = exp(<anchor, row_j> / tau) / Z (row_0 = positive, the bank row of the same example) and noise
-  probability 1/N (N = training-set size):
-  L = -1/B sum_b [ log P_0 / (P_0 + K/N + eps) + sum_{j>=1} log (K/N) / (P_j + K/N + eps) ].
+  feature as anchor against teacher-bank rows (L_s) and the teacher feature against student-bank rows
+  (L_t), averaged as in CRD/CoDIR: L = (L_s + L_t) / 2.  With P_j = exp(<anchor, row_j> / tau) / Z
+  (row_0 = positive, the bank row of the same example) and noise probability 1/N (N = training-set size),
+  each half is
+  L_x = -1/B sum_b [ log P_0 / (P_0 + K/N + eps) + sum_{j>=1} log (K/N) / (P_j + K/N + eps) ].
   Z (one per half) is set once, from the first training batch: mean(exp(<.,.>/tau)) * N, then fixed.
 * ``infonce`` (the CoDIR paper's formula): student anchor only, positive = the current teacher feature,
   negatives = teacher-bank rows, L = CE([<f_s, f_t>, <f_s, row_1..K>] / tau, target 0), batch mean.
@@ -31,6 +32,8 @@ Loss (``contrast.loss``):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -38,15 +41,15 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import TermSpec, register_term
+from .registry import TermSettings, TermSpec, register_term
 
-__all__ = ["HidCLSContrast", "info_nce_loss", "nce_loss"]
+__all__ = ["ContrastSettings", "HidCLSContrast", "info_nce_loss", "nce_loss"]
 
 NCE_EPS = 1e-7
 
 
 def nce_loss(out: Tensor, n_data: int) -> Tensor:
-    """CRD's NCE criterion on normalised scores ``out`` (B, K+1), column 0 = positive."""
+    """One half of CRD's NCE criterion on normalised scores ``out`` (B, K+1), column 0 = positive."""
     k = out.shape[1] - 1
     noise = k / float(n_data)
     pos, neg = out[:, 0], out[:, 1:]
@@ -63,22 +66,24 @@ def info_nce_loss(anchor: Tensor, positive: Tensor, negatives: Tensor, temperatu
     return F.cross_entropy(logits, torch.zeros(anchor.shape[0], dtype=torch.long, device=anchor.device))
 
 
-@register_term("hid_cls_contrast", hidden=True)
+@dataclass
+class ContrastSettings(TermSettings):
+    dim: int = field(default=128, metadata={"ge": 1})  # projection size of the [CLS] features
+    temperature: float = field(default=0.07, metadata={"gt": 0.0})
+    momentum: float = field(default=0.5, metadata={"ge": 0.0, "lt": 1.0})  # memory-bank update momentum
+    num_negatives: int = field(default=100, metadata={"ge": 1})  # K, from examples with another label
+    loss: Literal["nce", "infonce"] = "nce"  # nce (CRD code, as the reference) | infonce (CoDIR's formula)
+
+
+@register_term("hid_cls_contrast", hidden=True, settings=ContrastSettings)
 class HidCLSContrast(nn.Module):
     """Hid-CLS-Contrast: CoDIR contrastive [CLS] distillation with a training-set memory bank."""
 
     def __init__(self, spec: TermSpec) -> None:
         super().__init__()
-        c = dict(spec.cfg.get("contrast") or {})
-        self.dim = int(c.get("dim", 128))
-        self.temperature = float(c.get("temperature", 0.07))
-        self.momentum = float(c.get("momentum", 0.5))
-        self.num_negatives = int(c.get("num_negatives", 100))
-        self.loss_form = str(c.get("loss", "nce"))
-        if self.loss_form not in ("nce", "infonce"):
-            raise ConfigError(f"objective.contrast.loss must be 'nce' or 'infonce', got {self.loss_form!r}")
-        if self.dim < 1 or self.num_negatives < 1 or self.temperature <= 0 or not 0 <= self.momentum < 1:
-            raise ConfigError(f"objective.contrast has an invalid value: {c}")
+        c = spec.settings
+        self.dim, self.temperature, self.momentum = c.dim, c.temperature, c.momentum
+        self.num_negatives, self.loss_form = c.num_negatives, c.loss
         if spec.train_labels is None:
             raise ConfigError(
                 "hid_cls_contrast needs the class labels of the training set (its memory bank spans the "
@@ -176,7 +181,7 @@ class HidCLSContrast(nn.Module):
             out_s = torch.exp(torch.bmm(rows_t, f_s.unsqueeze(-1)).squeeze(-1) / self.temperature)
             out_t = torch.exp(torch.bmm(rows_s, f_t.unsqueeze(-1)).squeeze(-1) / self.temperature)
             z_s, z_t = self._normalisers(out_s, out_t)
-            loss = nce_loss(out_s / z_s, self.n_data) + nce_loss(out_t / z_t, self.n_data)
+            loss = 0.5 * (nce_loss(out_s / z_s, self.n_data) + nce_loss(out_t / z_t, self.n_data))
 
         if self.training:
             assert idx is not None

@@ -1,22 +1,107 @@
-"""The intermediate-layer objective: a weighted sum of registered terms, built from ``cfg.objective``."""
+"""The objective as one object: its settings, its stages, the terms of each stage and their losses.
+
+Stage kinds:
+* ``intermediate``: sum_term weight * term(student, teacher) on the mapped layers (no labels);
+* ``prediction``:   (1 - alpha) task loss + alpha T^2 KL on the logits (vanilla KD, prediction.py);
+* ``combined``:     one stage with both: (1 - alpha) CE + alpha T^2 KL + sum_term weight * term (PKD).
+
+``parse_objective`` checks the settings (no model needed); ``check_compatible`` checks them against what
+the student and teacher provide (from their configs alone); ``build_objective`` builds the runtime object.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from ..capture import Features
+from ..capture import Features, run_with_features
 from ..errors import ConfigError
+from ..model_info import ModelInfo
+from ..settings import as_dict, parse, plain
 from .inputs import LossInputs, fp32_region
+from .prediction import prediction_loss
 from .registry import TERMS, TermSpec, available_terms
 
-__all__ = ["IntermediateObjective", "build_objective", "objective_config_dict"]
+__all__ = [
+    "STAGE_KINDS",
+    "IntermediateObjective",
+    "Objective",
+    "ObjectiveSettings",
+    "build_objective",
+    "check_compatible",
+    "parse_objective",
+]
 
-PROJECTIONS = ("linear", "none")
-CONTRAST_LOSSES = ("nce", "infonce")
+STAGE_KINDS = ("intermediate", "prediction", "combined")
+# Batch keys a HF encoder accepts (labels and example indices stay out of the forward).
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass
+class ObjectiveSettings:
+    name: str
+    stages: list[str]
+    terms: dict[str, Any] = field(default_factory=dict)  # term name -> its settings (parsed per term)
+    alpha: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
+    temperature: float = field(default=2.0, metadata={"gt": 0.0})  # KD softmax temperature T (loss x T^2)
+    reference_compat: bool = False  # average over pad positions like the reference code
+
+    def validate(self, where: str) -> None:
+        if not self.stages:
+            raise ConfigError(f"{where}.stages is empty: use some of {', '.join(STAGE_KINDS)}")
+        for stage in self.stages:
+            if stage not in STAGE_KINDS:
+                raise ConfigError(f"{where}.stages: unknown stage {stage!r} (use {', '.join(STAGE_KINDS)})")
+        if len(set(self.stages)) != len(self.stages):
+            raise ConfigError(f"{where}.stages={self.stages}: a stage kind appears twice")
+        if "intermediate" in self.stages and not self.terms:
+            raise ConfigError(f"{where}: stage 'intermediate' needs at least one term in {where}.terms")
+        unknown = [t for t in self.terms if t not in TERMS]
+        if unknown:
+            raise ConfigError(f"{where}.terms: unknown term {unknown[0]!r} (available: {', '.join(available_terms())})")
+        for name, value in list(self.terms.items()):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = {"weight": value}  # shorthand: `hid_seq: 1.0` is the weight, other settings default
+            self.terms[name] = parse(TERMS[name].settings, value, f"{where}.terms.{name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting, term defaults filled in (what the config hash and the record hold)."""
+        out = as_dict(self)
+        out["terms"] = {name: as_dict(s) for name, s in self.terms.items()}
+        return out
+
+
+def parse_objective(node: Any, where: str = "objective") -> ObjectiveSettings:
+    """The objective's settings, checked (unknown stages or terms, bad weights or ranges: ConfigError)."""
+    return parse(ObjectiveSettings, node, where)
+
+
+def check_compatible(settings: ObjectiveSettings, student: ModelInfo, teacher: ModelInfo) -> None:
+    """Refuse, before anything is loaded, terms that need what the student or teacher does not provide."""
+    for name in settings.terms:
+        info = TERMS[name]
+        for side, model in (("student", student), ("teacher", teacher)):
+            if info.uses_hidden and not model.hidden_states:
+                raise ConfigError(f"objective term {name!r} needs hidden states, which the {side} does not provide")
+            if info.uses_qkv and not model.qkv:
+                raise ConfigError(f"objective term {name!r} needs per-layer query/key/value, which the {side} "
+                                  "does not provide")
+        if info.uses_qkv and student.num_heads != teacher.num_heads:
+            raise ConfigError(
+                f"objective term {name!r} compares attention heads one to one: the student has "
+                f"{student.num_heads} heads and the teacher {teacher.num_heads}; use a student with "
+                f"{teacher.num_heads} heads"
+            )
+        term = settings.terms[name]
+        if getattr(term, "projection", "linear") == "none" and student.hidden_size != teacher.hidden_size:
+            raise ConfigError(
+                f"objective.terms.{name}.projection=none needs equal hidden sizes, student has "
+                f"{student.hidden_size} and teacher {teacher.hidden_size}; use projection: linear"
+            )
 
 
 class IntermediateObjective(nn.Module):
@@ -63,39 +148,65 @@ class IntermediateObjective(nn.Module):
         assert total is not None
         return total, values
 
+    def features(self, model: nn.Module, batch: Mapping[str, Tensor], side: str) -> Features:
+        """One forward of ``model`` capturing what the terms read (grad mode is the caller's)."""
+        layers = self.student_qkv_layers if side == "student" else self.teacher_qkv_layers
+        return run_with_features(model, batch, hidden=self.needs_hidden, qkv_layers=layers)
+
     def extra_repr(self) -> str:
         return f"weights={self.weights}, layer_map={list(self.layer_map)}, reference_compat={self.reference_compat}"
 
 
-def objective_config_dict(obj_cfg: Any) -> dict[str, Any]:
-    """Plain-dict copy of an objective config (OmegaConf DictConfig or any mapping)."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(obj_cfg, DictConfig):
-            return dict(OmegaConf.to_container(obj_cfg, resolve=True))  # type: ignore[arg-type]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if isinstance(obj_cfg, Mapping):
-        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in obj_cfg.items()}
-    raise ConfigError(f"objective config must be a mapping, got {type(obj_cfg).__name__}")
-
-
-def _check_layer_map(layer_map: Sequence[Sequence[int]], student_config: Any, teacher_config: Any) -> tuple:
-    n_s, n_t = int(student_config.num_hidden_layers), int(teacher_config.num_hidden_layers)
+def _check_layer_map(layer_map: Sequence[Sequence[int]], student_layers: int, teacher_layers: int) -> tuple:
     pairs = []
     for pair in layer_map:
         if len(pair) != 2:
             raise ConfigError(f"layer_map entries must be (student_layer, teacher_layer), got {pair!r}")
         s, t = int(pair[0]), int(pair[1])
-        if not 1 <= s <= n_s or not 1 <= t <= n_t:
+        if not 1 <= s <= student_layers or not 1 <= t <= teacher_layers:
             raise ConfigError(
-                f"layer_map pair ({s}, {t}) out of range: student layers 1..{n_s}, teacher layers 1..{n_t}"
+                f"layer_map pair ({s}, {t}) out of range: student layers 1..{student_layers}, "
+                f"teacher layers 1..{teacher_layers}"
             )
         pairs.append((s, t))
     if not pairs:
         raise ConfigError("layer_map is empty")
     return tuple(pairs)
+
+
+def build_terms(
+    settings: ObjectiveSettings,
+    *,
+    student_config: Any,
+    teacher_config: Any,
+    layer_map: Sequence[Sequence[int]],
+    train_labels: Tensor | None,
+    num_labels: int,
+) -> IntermediateObjective | None:
+    """The weighted sum of the objective's terms (None when it has none, e.g. vanilla_kd)."""
+    if not settings.terms:
+        return None
+    check_compatible(settings, ModelInfo.from_config(student_config), ModelInfo.from_config(teacher_config))
+    pairs = _check_layer_map(layer_map, int(student_config.num_hidden_layers),
+                             int(teacher_config.num_hidden_layers))
+    labels = None if train_labels is None else torch.as_tensor(train_labels)
+    infos = [TERMS[name] for name in settings.terms]
+    modules = {
+        i.name: i.factory(TermSpec(
+            name=i.name, settings=settings.terms[i.name], student_config=student_config,
+            teacher_config=teacher_config, layer_map=pairs, train_labels=labels, num_labels=int(num_labels),
+            reference_compat=settings.reference_compat,
+        ))
+        for i in infos
+    }
+    return IntermediateObjective(
+        modules,
+        {name: term.weight for name, term in settings.terms.items()},
+        layer_map=pairs,
+        needs_hidden=any(i.uses_hidden for i in infos),
+        uses_qkv=any(i.uses_qkv for i in infos),
+        reference_compat=settings.reference_compat,
+    )
 
 
 def build_objective(
@@ -107,60 +218,91 @@ def build_objective(
     train_labels: Tensor | None,
     num_labels: int,
 ) -> IntermediateObjective | None:
-    """The intermediate objective of ``obj_cfg`` (None when ``terms`` is empty, e.g. vanilla_kd).
+    """``parse_objective`` + ``build_terms``: the intermediate objective of a config node or mapping."""
+    settings = obj_cfg if isinstance(obj_cfg, ObjectiveSettings) else parse_objective(obj_cfg)
+    return build_terms(settings, student_config=student_config, teacher_config=teacher_config,
+                       layer_map=layer_map, train_labels=train_labels, num_labels=num_labels)
 
-    Raises ConfigError for unknown terms, bad weights, an out-of-range layer map, attention/value terms
-    with different head counts, ``projection: none`` with different widths, bad contrast settings.
-    """
-    cfg = objective_config_dict(obj_cfg)
-    terms = cfg.get("terms") or {}
-    if not isinstance(terms, Mapping):
-        raise ConfigError(f"objective.terms must map term name -> weight, got {terms!r}")
-    if not terms:
-        return None
-    unknown = [t for t in terms if t not in TERMS]
-    if unknown:
-        raise ConfigError(f"unknown objective term(s) {unknown}; available: {available_terms()}")
-    weights: dict[str, float] = {}
-    for name, w in terms.items():
-        try:
-            weights[name] = float(w)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"objective.terms.{name}: weight must be a number, got {w!r}") from exc
-    projection = str(cfg.get("projection", "linear"))
-    if projection not in PROJECTIONS:
-        raise ConfigError(f"objective.projection must be one of {PROJECTIONS}, got {projection!r}")
-    contrast_loss = str((cfg.get("contrast") or {}).get("loss", "nce"))
-    if contrast_loss not in CONTRAST_LOSSES:
-        raise ConfigError(f"objective.contrast.loss must be one of {CONTRAST_LOSSES}, got {contrast_loss!r}")
-    pairs = _check_layer_map(layer_map, student_config, teacher_config)
 
-    infos = [TERMS[name] for name in terms]
-    uses_qkv = any(i.uses_qkv for i in infos)
-    if uses_qkv:
-        h_s = int(student_config.num_attention_heads)
-        h_t = int(teacher_config.num_attention_heads)
-        if h_s != h_t:
-            names = [i.name for i in infos if i.uses_qkv]
-            raise ConfigError(
-                f"objective terms {names} compare attention heads one to one: the student has {h_s} heads "
-                f"and the teacher {h_t}; give the student num_attention_heads={h_t}"
-            )
-    labels = None if train_labels is None else torch.as_tensor(train_labels)
-    spec_kwargs = dict(
-        cfg=cfg,
-        student_config=student_config,
-        teacher_config=teacher_config,
-        layer_map=pairs,
-        train_labels=labels,
-        num_labels=int(num_labels),
-    )
-    modules = {i.name: i.factory(TermSpec(name=i.name, **spec_kwargs)) for i in infos}
-    return IntermediateObjective(
-        modules,
-        weights,
-        layer_map=pairs,
-        needs_hidden=any(i.uses_hidden for i in infos),
-        uses_qkv=uses_qkv,
-        reference_compat=bool(cfg.get("reference_compat", False)),
-    )
+LossFn = Any  # Callable[[batch], (loss, {part: value})]
+
+
+def objective_config_dict(obj_cfg: Any) -> dict[str, Any]:
+    """Plain-dict copy of an objective config (OmegaConf node or mapping)."""
+    return dict(plain(obj_cfg))
+
+
+def _inputs(batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    return {k: batch[k] for k in _MODEL_INPUTS if k in batch}
+
+
+class Objective:
+    """An objective's stages and the loss of each, over a student, a frozen teacher and its terms."""
+
+    def __init__(self, settings: ObjectiveSettings, terms: IntermediateObjective | None, *, regression: bool):
+        self.settings = settings
+        self.terms = terms
+        self.regression = regression
+
+    @property
+    def stages(self) -> list[str]:
+        return list(self.settings.stages)
+
+    def modules(self) -> dict[str, nn.Module]:
+        """Modules with state to checkpoint and move with the student (projections, memory bank)."""
+        return {} if self.terms is None else {"objective": self.terms}
+
+    def trainable(self, stage: str, student: nn.Module) -> list[nn.Parameter]:
+        params = list(student.parameters())
+        if stage != "prediction" and self.terms is not None:
+            params += list(self.terms.parameters())
+        return params
+
+    def loss_fn(self, stage: str, student: nn.Module, teacher: nn.Module) -> LossFn:
+        if stage == "intermediate":
+            return self._intermediate(student, teacher)
+        if stage == "prediction":
+            return self._prediction(student, teacher)
+        if stage == "combined":
+            return self._combined(student, teacher)
+        raise ValueError(f"unknown stage {stage!r}")
+
+    def _kd(self, s_logits: Tensor, t_logits: Tensor, labels: Tensor) -> Tensor:
+        return prediction_loss(s_logits, t_logits, labels, alpha=self.settings.alpha,
+                               temperature=self.settings.temperature, regression=self.regression)
+
+    def _intermediate(self, student: nn.Module, teacher: nn.Module) -> LossFn:
+        terms = self.terms
+        assert terms is not None
+
+        def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+            # no_grad rather than inference_mode: teacher tensors are saved for the student's backward.
+            with torch.no_grad():
+                t = terms.features(teacher, batch, "teacher")
+            return terms(terms.features(student, batch, "student"), t, batch)
+
+        return loss_fn
+
+    def _prediction(self, student: nn.Module, teacher: nn.Module) -> LossFn:
+        def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+            inputs = _inputs(batch)
+            with torch.no_grad():
+                t_logits = teacher(**inputs).logits
+            return self._kd(student(**inputs).logits, t_logits, batch["labels"]), {}
+
+        return loss_fn
+
+    def _combined(self, student: nn.Module, teacher: nn.Module) -> LossFn:
+        terms = self.terms
+        if terms is None:  # a combined stage without terms is vanilla KD
+            return self._prediction(student, teacher)
+
+        def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+            with torch.no_grad():
+                t = terms.features(teacher, batch, "teacher")
+            s = terms.features(student, batch, "student")
+            kd = self._kd(s.logits, t.logits, batch["labels"])
+            inter, parts = terms(s, t, batch)
+            return kd + inter, {"kd": float(kd.detach()), **parts}
+
+        return loss_fn

@@ -6,8 +6,8 @@ semantics over the elements it covers: mean over (examples x teacher hidden dims
 (valid tokens x teacher hidden dims) for Hid-Seq; padding tokens are excluded unless
 ``reference_compat: true``, which averages over every position like the reference code.
 
-W_h (``projection: linear``) is a bias-free learnable map d_S -> d_T, one per pair or one shared
-(``shared_projection: true``).  It is initialised to the identity when the widths agree, so at the start
+W_h (the term setting ``projection: linear``) is a bias-free learnable map d_S -> d_T, one per pair or one
+shared (``shared_projection: true``).  It is initialised to the identity when the widths agree, so at the start
 the loss equals the reference code's projection-free MSE (default nn.Linear init otherwise);
 ``projection: none`` drops it (refused when the widths differ).
 
@@ -17,15 +17,24 @@ states, summed squared error, no W_h); its Hid-Seq matches ours with equal width
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from ..errors import ConfigError
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import TermSpec, register_term
+from .registry import TermSettings, TermSpec, register_term
 
-__all__ = ["HidCLS", "HidSeq", "HiddenProjections", "projected_mse"]
+__all__ = ["HidCLS", "HidSeq", "HiddenProjections", "HiddenSettings", "projected_mse"]
+
+
+@dataclass
+class HiddenSettings(TermSettings):
+    projection: Literal["linear", "none"] = "linear"  # learnable W_h, or none (equal widths only)
+    shared_projection: bool = False  # one W_h for all hidden pairs instead of one per pair
 
 
 class HiddenProjections(nn.Module):
@@ -34,19 +43,17 @@ class HiddenProjections(nn.Module):
     def __init__(self, spec: TermSpec) -> None:
         super().__init__()
         d_s, d_t = spec.student_hidden, spec.teacher_hidden
-        mode = str(spec.cfg.get("projection", "linear"))
+        mode = spec.settings.projection
         self.n_pairs = len(spec.hidden_pairs)
-        self.shared = bool(spec.cfg.get("shared_projection", False))
+        self.shared = bool(spec.settings.shared_projection)
         if mode == "none":
             if d_s != d_t:
                 raise ConfigError(
-                    f"objective term {spec.name!r}: projection=none needs equal hidden sizes, "
-                    f"student has {d_s} and teacher {d_t}; use projection=linear"
+                    f"objective.terms.{spec.name}.projection=none needs equal hidden sizes, "
+                    f"student has {d_s} and teacher {d_t}; use projection: linear"
                 )
             self.maps = None
             return
-        if mode != "linear":
-            raise ConfigError(f"objective.projection must be 'linear' or 'none', got {mode!r}")
         count = 1 if self.shared else self.n_pairs
         maps = []
         for _ in range(count):
@@ -65,12 +72,10 @@ class HiddenProjections(nn.Module):
 
 
 class _ProjectedMSE(torch.autograd.Function):
-    """mean((h W^T - t)^2) over all elements, with gradients for h and W (t is a target).
-
-    Written as one function because on CPU Hid-Seq is GEMM-bound: the forward is one ``addmm`` that also
-    subtracts the target, the backward two GEMMs on the saved difference, and none of the elementwise
-    passes (sub, square, mean, and their backward chain) that plain autograd adds over (N, D) tensors.
-    A teacher tensor made under inference_mode is only read, never saved.
+    """mean((h W^T - t)^2) with gradients for h and W (t is a target), as one function: the forward is one
+    ``addmm`` that also subtracts the target, the backward two GEMMs on the saved difference (README, Speed,
+    has the measurement). A teacher tensor may be an inference tensor (the bench's loss-alone timing): it is
+    only read, never saved.
     """
 
     @staticmethod
@@ -91,8 +96,8 @@ class _ProjectedMSE(torch.autograd.Function):
 
 
 def _pair_mse(pred: Tensor, target: Tensor) -> Tensor:
-    # Written out instead of F.mse_loss: the difference is a fresh tensor, so a teacher tensor made under
-    # inference_mode is never saved for backward.
+    # Written out instead of F.mse_loss: the difference is a fresh tensor, so a teacher tensor that is an
+    # inference tensor (the bench's loss-alone timing) is never saved for backward.
     diff = pred - target
     return (diff * diff).mean()
 
@@ -104,7 +109,7 @@ def projected_mse(h: Tensor, weight: Tensor | None, target: Tensor) -> Tensor:
     return _ProjectedMSE.apply(h.reshape(-1, h.shape[-1]), weight, target.reshape(-1, target.shape[-1]))
 
 
-@register_term("hid_cls", hidden=True)
+@register_term("hid_cls", hidden=True, settings=HiddenSettings)
 class HidCLS(nn.Module):
     """Hid-CLS: MSE between projected student and teacher [CLS] (first token) states, summed over pairs."""
 
@@ -130,7 +135,7 @@ class HidCLS(nn.Module):
         return total
 
 
-@register_term("hid_seq", hidden=True)
+@register_term("hid_seq", hidden=True, settings=HiddenSettings)
 class HidSeq(HidCLS):
     """Hid-Seq: MSE between projected student and teacher states of all valid tokens, summed over pairs."""
 

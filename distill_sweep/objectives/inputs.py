@@ -2,9 +2,11 @@
 
 Everything handed to a term is float32: under bf16 autocast the captured tensors are bf16, and the
 softmax/KL/MSE arithmetic on heavily padded batches is where bf16 loses (0 * log 0, large negative fills).
-Teacher tensors are detached.  The teacher runs under ``torch.inference_mode``, and autograd refuses to
-save inference tensors for backward, so the accessors that feed ordinary autograd arithmetic (``hidden``,
-``tokens``, ``cls``) always return normal tensors; ``qkv`` does not copy (see there).
+Teacher tensors are detached.  The training loop runs the teacher under ``torch.no_grad``; a caller may
+still hand in tensors made under ``torch.inference_mode`` (the benchmark's loss-alone timing does, and
+tests do), which autograd refuses to save for backward, so the accessors that feed ordinary autograd
+arithmetic (``hidden``, ``tokens``, ``cls``) always return normal tensors; ``qkv`` does not copy (see
+there).
 """
 
 from __future__ import annotations

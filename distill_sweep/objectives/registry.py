@@ -1,20 +1,29 @@
-"""Registry of intermediate-layer loss terms.
+"""Registry of intermediate-layer loss terms, each with its own typed settings.
 
 A term is either a plain function ``fn(x: LossInputs) -> Tensor`` (no parameters, no state) or an
 ``nn.Module`` subclass constructed as ``cls(spec: TermSpec)`` whose ``forward(x: LossInputs)`` returns a
-scalar.  Registering one is a decorator; using it is one YAML in conf/objective/ naming it under ``terms``.
+scalar.  Its settings are a dataclass extending ``TermSettings`` (``weight`` and whatever the term reads,
+e.g. ``projection``), checked when the job is validated.  Registering a term is a decorator; using it is
+one YAML in conf/objective/ naming it under ``terms`` (``terms: {hid_seq: {weight: 1.0}}``).
 Combinations (e.g. Att-MSE + Hid-Seq) are YAML only: the objective sums ``weight * term`` over its terms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import Tensor, nn
 
-__all__ = ["TERMS", "FunctionTerm", "TermInfo", "TermSpec", "available_terms", "register_term"]
+__all__ = ["TERMS", "FunctionTerm", "TermInfo", "TermSettings", "TermSpec", "available_terms", "register_term"]
+
+
+@dataclass
+class TermSettings:
+    """Settings every term has; a term with more extends this class."""
+
+    weight: float = field(default=1.0, metadata={"ge": 0.0})
 
 
 @dataclass(frozen=True)
@@ -22,12 +31,13 @@ class TermSpec:
     """Everything a term may need at construction time."""
 
     name: str
-    cfg: Mapping[str, Any]  # the whole objective config as plain containers
-    student_config: Any  # transformers PretrainedConfig (only hidden_size / num_attention_heads read)
+    settings: Any  # the term's own settings (a TermSettings subclass instance)
+    student_config: Any  # hidden_size / num_attention_heads are read
     teacher_config: Any
     layer_map: tuple[tuple[int, int], ...]  # 1-based (student_layer, teacher_layer)
     train_labels: Tensor | None = None
     num_labels: int = 2
+    reference_compat: bool = False
 
     @property
     def student_hidden(self) -> int:
@@ -42,10 +52,6 @@ class TermSpec:
         """Hidden-state pairs: the embedding outputs (0, 0) first, then the layer map."""
         return ((0, 0), *self.layer_map)
 
-    @property
-    def reference_compat(self) -> bool:
-        return bool(self.cfg.get("reference_compat", False))
-
 
 @dataclass(frozen=True)
 class TermInfo:
@@ -54,6 +60,7 @@ class TermInfo:
     uses_hidden: bool
     uses_qkv: bool
     doc: str
+    settings: type = TermSettings
 
 
 TERMS: dict[str, TermInfo] = {}
@@ -73,11 +80,13 @@ class FunctionTerm(nn.Module):
         return self.fn.__name__
 
 
-def register_term(name: str, *, hidden: bool = False, qkv: bool = False) -> Callable[[Any], Any]:
+def register_term(
+    name: str, *, hidden: bool = False, qkv: bool = False, settings: type = TermSettings
+) -> Callable[[Any], Any]:
     """Register a loss term under ``name`` (the key used in ``objective.terms``).
 
     ``hidden``: needs all hidden states of both models; ``qkv``: needs q/k/v of the mapped layers (and
-    therefore equal head counts in student and teacher).
+    therefore equal head counts in student and teacher); ``settings``: its settings dataclass.
     """
 
     def deco(obj: Any) -> Any:
@@ -93,7 +102,7 @@ def register_term(name: str, *, hidden: bool = False, qkv: bool = False) -> Call
         else:  # pragma: no cover - programming error
             raise TypeError(f"cannot register {obj!r} as a loss term")
         doc = (obj.__doc__ or "").strip().splitlines()
-        TERMS[name] = TermInfo(name, factory, hidden, qkv, doc[0] if doc else "")
+        TERMS[name] = TermInfo(name, factory, hidden, qkv, doc[0] if doc else "", settings)
         return obj
 
     return deco

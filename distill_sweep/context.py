@@ -1,0 +1,122 @@
+"""The run context: what every procedure of one job shares (the job, its record, device, data, loaders).
+
+Procedures receive one `RunContext` instead of a dozen arguments; `ctx.stage(...)` turns a loss into a
+`Stage` with the job's recipe, `ctx.driver(...)` gives the stage driver over the job's data.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from distill_sweep import results
+from distill_sweep.allocator import keep_freed_memory
+from distill_sweep.loop import LossFn, resolve_device
+from distill_sweep.stages import Stage, StageDriver, epoch_seed
+
+if TYPE_CHECKING:
+    from distill_sweep.job import Job
+
+log = logging.getLogger("distill_sweep")
+
+
+@dataclass
+class RunContext:
+    job: Job
+    record: dict[str, Any]
+    device: torch.device
+    precision: str
+    cache_dir: Path
+    tokenizer: Any
+    data: Any  # data.TaskData
+    dev_loaders: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def open(cls, job: Job, record: dict[str, Any]) -> RunContext:
+        """Set threads and device, load the tokenizer and the task's data (no model yet)."""
+        from distill_sweep.data import load_task_data, make_loader
+        from distill_sweep.models import load_tokenizer
+
+        run = job.settings.run
+        if run.threads:
+            torch.set_num_threads(run.threads)
+        keep_freed_memory()  # steady-state steps stop page-faulting their temporaries (see allocator.py)
+        cache_dir = results.absolute(run.cache_dir)
+        device = resolve_device(run.device)
+        record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
+        tokenizer = load_tokenizer(job.cfg.teacher, cache_dir)
+        data = load_task_data(job.cfg.task, tokenizer, cache_dir)
+        pad = int(tokenizer.pad_token_id)
+        dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad)
+                       for name, ds in data.dev.items()}
+        record["data"] = {"max_train_samples": job.settings.task.max_train_samples,
+                          "max_dev_samples": job.settings.task.max_dev_samples, "train_size": len(data.train),
+                          "dev_size": len(next(iter(data.dev.values())))}  # the primary metric's split
+        return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders)
+
+    @property
+    def cfg(self) -> Any:
+        return self.job.cfg
+
+    def metrics(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        from distill_sweep.metrics import compute_metrics
+
+        return compute_metrics(self.cfg.task, logits, labels)
+
+    def loader(self, seed: int) -> Any:
+        """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch)."""
+        from distill_sweep.data import make_loader
+
+        pad, workers = int(self.tokenizer.pad_token_id), self.job.settings.run.num_workers
+
+        def batches(stage: Stage, epoch: int) -> Any:
+            return make_loader(self.data.train, stage.batch_size, shuffle=True,
+                               seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad, num_workers=workers)
+
+        return batches
+
+    def stage(self, name: str, loss_fn: LossFn, params: list[nn.Parameter]) -> Stage:
+        """A stage of the student with the job's recipe (the task's, unless the optimizer/epochs keys say)."""
+        run, opt, recipe = self.job.settings.run, self.job.settings.optimizer, self.job.settings.task.recipe
+        return Stage(name, run.epochs or recipe.epochs, opt.lr or recipe.lr, opt.batch_size or recipe.batch_size,
+                     recipe.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
+                     max_steps_per_epoch=run.max_steps_per_epoch)
+
+    def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
+               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
+        run = self.job.settings.run
+        return StageDriver(model=model, state=state, train_size=len(self.data.train), loader=self.loader(seed),
+                           dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
+                           precision=self.precision, optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint,
+                           key=key, history=history, every_steps=run.checkpoint.every_steps, log_every=run.log_every,
+                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label)
+
+    def save_record(self) -> None:
+        results.write_record(self.job.out_dir / results.RECORD, results.Record.from_dict(self.record))
+
+    def finish_record(self, driver: StageDriver) -> None:
+        """Best and final dev scores, throughput, time and memory into the record."""
+        record, primary = self.record, self.job.settings.task.primary_metric
+        # an objective of intermediate stages only has no scored epoch: its best epoch is over all
+        best = results.best_epoch(record["epochs"], primary) or max(record["epochs"], key=lambda e: e["dev"][primary])
+        record["best"] = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
+        record["final"] = {"dev": record["epochs"][-1]["dev"]}
+        record["samples_per_s"] = driver.samples_per_s
+        record["nonfinite_skipped"] = int(sum(e.get("nonfinite_skipped", 0) for e in record["epochs"]))
+        record["wall_time_s"] = time.perf_counter() - self.started
+        record["peak_memory_mb"], record["peak_memory_kind"] = peak_memory(self.device)
+
+
+def peak_memory(device: torch.device) -> tuple[float, str]:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_max_rss"

@@ -1,0 +1,237 @@
+"""A job's identity and validation, decided before any data or model is loaded.
+
+`identify` reads the config alone (typed settings, config hash, result directory): the sweeper calls it
+for every job of a grid, also in a dry run. `prepare` adds what needs the models' configs (config.json
+only, never weights): depths, widths and head counts, the init and the layer map, and whether the
+objective can run on this student and teacher. Both raise `ConfigError` with one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+from transformers import PretrainedConfig
+
+from distill_sweep import results
+from distill_sweep.errors import ConfigError
+from distill_sweep.mapping import map_spec, resolve_map
+from distill_sweep.model_info import ModelInfo
+from distill_sweep.models import (
+    StudentInit,
+    init_dirname,
+    init_spec,
+    resolve_init,
+    skip_layers,
+    teacher_config,
+)
+from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_objective
+from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
+from distill_sweep.schema import ConfigSettings, check_config
+from distill_sweep.settings import as_dict, parse
+from distill_sweep.students import StudentType, model_info, student_type
+
+DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
+
+
+@dataclass
+class JobIdentity:
+    """Who a job is and where its record lives (config alone)."""
+
+    cfg: DictConfig
+    settings: ConfigSettings
+    procedure: Procedure
+    student_kind: StudentType
+    student: Any  # the student's settings dataclass
+    objective: ObjectiveSettings | None  # None for procedures that do not distil
+    init_label: str  # directory part: init spec for truncated students, else the student type
+    digest: str
+    out_dir: Path
+    legacy_dirs: list[Path]  # where records of the first schema for this same job would be
+
+    @property
+    def objective_name(self) -> str:
+        return self.objective.name if self.objective is not None else "none"
+
+    @property
+    def task(self) -> str:
+        return self.settings.task.name
+
+    @property
+    def seed(self) -> int:
+        return self.settings.run.seed
+
+
+@dataclass
+class Job(JobIdentity):
+    """A validated job."""
+
+    teacher_arch: PretrainedConfig = None  # type: ignore[assignment]
+    student_arch: PretrainedConfig = None  # type: ignore[assignment]
+    init: StudentInit = None  # type: ignore[assignment]
+    layer_map: list[tuple[int, int]] = None  # type: ignore[assignment]
+
+    @property
+    def teacher_info(self) -> ModelInfo:
+        return model_info(self.teacher_arch)
+
+    @property
+    def student_info(self) -> ModelInfo:
+        return model_info(self.student_arch)
+
+
+def identify(cfg: DictConfig) -> JobIdentity:
+    settings = check_config(cfg)
+    procedure = procedure_named(str(cfg.procedure.name))
+    kind = student_type(str(cfg.student.get("name")))
+    student = parse(kind.settings, cfg.student, "student")
+    objective = parse_objective(cfg.objective) if procedure.distils else None
+    if not kind.uses_init and init_spec(cfg.init) != str(DEFAULT_INIT):
+        raise ConfigError(f"init={init_spec(cfg.init)} applies to student=truncated only: student={kind.name} is "
+                          "not initialised from teacher layers (choose its layer map with map=)")
+    init_label = init_dirname(cfg.init) if kind.uses_init else f"init-{kind.name}"
+    hashed = _hashed(cfg, objective, student)
+    digest = results.digest(hashed)
+    base = Path(results.absolute(settings.run.results_dir))
+    part = objective.name if objective is not None else procedure.name
+    out_dir = results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
+    legacy = [results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
+              for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
+    return JobIdentity(cfg, settings, procedure, kind, student, objective, init_label, digest, out_dir, legacy)
+
+
+def prepare(cfg: DictConfig) -> Job:
+    """Validate the whole job (config.json files are read, weights never). Raises ConfigError."""
+    ident = identify(cfg)
+    task = ident.settings.task
+    if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
+        raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
+    for key in ("results_dir", "cache_dir"):
+        check_writable(results.absolute(getattr(ident.settings.run, key)), key)
+    teacher_arch = teacher_config(cfg.teacher, task.num_labels)
+    student_arch = ident.student_kind.describe(ident.student, teacher_arch)
+    depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
+    if ident.student_kind.uses_init:
+        init = resolve_init(cfg.init, depth, k)
+    else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
+        pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
+        init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)
+    if ident.objective is not None and not init.layer_map and map_spec(cfg.map) == "init":
+        raise ConfigError(f"the student has {k} layers and the teacher {depth}: choose a layer map (map=...)")
+    layer_map = resolve_map(cfg.map, init, depth, k)
+    for name, arch in (("teacher", teacher_arch), ("student", student_arch)):
+        positions = getattr(arch, "max_position_embeddings", None)
+        # RoBERTa's position ids start after the padding index: 2 positions are not usable
+        usable = positions - 2 if positions and getattr(arch, "model_type", "") == "roberta" else positions
+        if usable and task.max_seq_length > usable:
+            raise ConfigError(f"task.max_seq_length={task.max_seq_length} is longer than the {name}'s "
+                              f"{usable} positions (max_position_embeddings)")
+    if ident.objective is not None:
+        check_compatible(ident.objective, model_info(student_arch), model_info(teacher_arch))
+    return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init,
+               layer_map=layer_map)
+
+
+def check_writable(path: Path, key: str) -> None:
+    """`path` is, or can be made, a writable directory (nothing is created here)."""
+    import os
+
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{key}={str(path)!r}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
+
+
+def _hashed(cfg: DictConfig, objective: ObjectiveSettings | None, student: Any) -> dict[str, Any]:
+    """The hashed config, each part in its checked form (defaults of term settings filled in)."""
+    hashed = results.hashed_config(cfg)
+    hashed["student"] = as_dict(student)
+    if objective is None:
+        hashed.pop("objective", None)  # a procedure that does not distil ignores it
+    else:
+        hashed["objective"] = objective.to_dict()
+    return hashed
+
+
+# ------------------------------------------------------------------------------------------ schema 1
+V1_CONTRAST = {"dim": 128, "temperature": 0.07, "momentum": 0.5, "num_negatives": 100, "loss": "nce"}
+V1_STUDENT_NAMES = {3: ["default"], 6: ["six_layer", "default"]}
+NEW_TASK_KEYS = {"max_train_samples": None, "max_dev_samples": None, "subset_seed": 0}
+
+
+def _legacy_hashes(hashed: dict[str, Any], procedure: Procedure, kind: StudentType, student: Any,
+                   objective: ObjectiveSettings | None) -> list[str]:
+    """Config hashes the first schema gave this same job, when that schema could express it.
+
+    Schema 1 knew one procedure, one student type and the `init` layer map; objectives carried
+    `projection`, `shared_projection` and `contrast` at their top level and term weights only.
+    """
+    if procedure.name != "task_specific" or kind.name != "truncated" or objective is None:
+        return []
+    if map_spec(hashed.get("map", "init")) != "init" or "combined" in objective.stages:
+        return []
+    task = dict(hashed["task"])
+    for key, default in NEW_TASK_KEYS.items():
+        if task.pop(key, default) != default:
+            return []
+    hidden = {(t.projection, t.shared_projection) for n, t in objective.terms.items() if n in ("hid_cls", "hid_seq")}
+    if len(hidden) > 1:
+        return []
+    projection, shared = hidden.pop() if hidden else ("linear", False)
+    contrast = objective.terms.get("hid_cls_contrast")
+    v1_objective = {
+        "name": objective.name, "stages": list(objective.stages),
+        "terms": {n: t.weight for n, t in objective.terms.items()},
+        "alpha": objective.alpha, "temperature": objective.temperature, "projection": projection,
+        "shared_projection": shared, "reference_compat": objective.reference_compat,
+        "contrast": {k: getattr(contrast, k) for k in V1_CONTRAST} if contrast is not None else dict(V1_CONTRAST),
+    }
+    base = {k: v for k, v in hashed.items() if k not in ("procedure", "map")}
+    base.update(task=task, objective=v1_objective)
+    return [results.digest({**base, "student": {"name": name, "num_layers": student.num_layers, "hidden_size": None}})
+            for name in V1_STUDENT_NAMES.get(student.num_layers, ["default"])]
+
+
+def find_completed(ident: JobIdentity) -> dict[str, Any] | None:
+    """The job's completed record, in its own directory or where the first schema put it."""
+    for directory in (ident.out_dir, *ident.legacy_dirs):
+        record = results.completed_record(directory)
+        if record is not None:
+            return record
+    return None
+
+
+def adopt_legacy_checkpoint(job: JobIdentity) -> Path | None:
+    """An unfinished job of the first schema continues here: its checkpoint moves into the job's directory
+    (re-keyed to today's config hash); its record and checkpoint there are renamed `*.migrated`."""
+    import torch
+
+    from distill_sweep.checkpoint import CHECKPOINT, save_checkpoint
+
+    if (job.out_dir / CHECKPOINT).exists():
+        return None
+    for directory in job.legacy_dirs:
+        old = directory / CHECKPOINT
+        if not old.exists():
+            continue
+        try:
+            state = torch.load(old, map_location="cpu", weights_only=True)
+        except Exception:  # unreadable: leave it where it is, the job starts afresh
+            continue
+        if not str(state.get("config_hash", "")).startswith(directory.name):
+            continue
+        state["config_hash"] = job.digest
+        save_checkpoint(job.out_dir / CHECKPOINT, state)
+        for name in (CHECKPOINT, results.RECORD):
+            if (directory / name).exists():
+                (directory / name).rename(directory / f"{name}.migrated")
+        return directory
+    return None
+
+
+__all__ = ["PROCEDURES", "Job", "JobIdentity", "adopt_legacy_checkpoint", "find_completed", "identify", "prepare"]

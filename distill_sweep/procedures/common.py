@@ -1,0 +1,81 @@
+"""Parts the procedures share: building the student and training it with the stage driver."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from torch import nn
+from transformers import PreTrainedModel
+
+from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.context import RunContext
+from distill_sweep.stages import Stage
+from distill_sweep.students import BuildInputs
+from distill_sweep.tracking import Tracker
+
+log = logging.getLogger("distill_sweep")
+
+
+def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTrainedModel:
+    """The job's student (seeded by the job's seed), on the job's device."""
+    from distill_sweep.train import seed_everything
+
+    job = ctx.job
+    seed_everything(job.seed)
+    # With the teacher loaded, its real config (vocabulary size of the tokenizer) is the reference.
+    arch = job.student_kind.describe(job.student, teacher.config) if teacher is not None else job.student_arch
+    inputs = BuildInputs(arch=arch, teacher=teacher, init=job.init, num_labels=ctx.data.num_labels,
+                         label_names=ctx.data.label_names)
+    return job.student_kind.build(job.student, inputs).to(ctx.device)
+
+
+def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
+                  extra_state: dict[str, nn.Module] | None = None) -> None:
+    """Run the student's stages (resumable, tracked) and complete the record."""
+    job, record = ctx.job, ctx.record
+    state = {"student": student, **(extra_state or {})}
+    driver = ctx.driver(model=student, state=state, checkpoint=job.out_dir / CHECKPOINT, key=job.digest,
+                        history=record["epochs"], seed=job.seed)
+    if driver.resumed:
+        record["resumed"] = record.get("resumed", 0) + 1
+    tracker = Tracker(job.cfg, job.out_dir, group=sweep_group(), name=run_name(job),
+                      tags=[f"task:{job.task}", f"procedure:{job.procedure.name}", f"objective:{job.objective_name}",
+                            f"init:{job.init.spec}", f"seed:{job.seed}"],
+                      resume_id=driver.resumed_wandb_id)
+    driver.tracker = tracker
+    record["wandb"] = {"id": tracker.run_id, "dir": tracker.run_dir, "mode": job.settings.logger.mode}
+
+    def count_requeue() -> None:
+        record["requeued"] = record.get("requeued", 0) + 1
+        ctx.save_record()
+
+    driver.on_preempt = count_requeue  # type: ignore[method-assign]
+    try:
+        driver.run(stages)
+    except BaseException as err:
+        tracker.finish(exit_code=0 if isinstance(err, SystemExit) else 1)
+        raise
+    ctx.finish_record(driver)
+    primary = job.settings.task.primary_metric
+    tracker.summary({f"best/{primary}": record["best"]["dev"][primary],
+                     f"final/{primary}": record["final"]["dev"][primary]})
+    tracker.finish()
+    if not job.settings.run.checkpoint.keep:
+        (job.out_dir / CHECKPOINT).unlink(missing_ok=True)
+
+
+def sweep_group() -> str | None:
+    """The sweep directory when running inside a Hydra multirun (wandb groups a sweep's runs by it)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return None
+    return str(hc.sweep.dir) if OmegaConf.select(hc, "job.num", default=None) is not None else None
+
+
+def run_name(job: Any) -> str:
+    return f"{job.task}-{job.objective_name}-init{job.init.spec}-s{job.seed}"

@@ -1,0 +1,5 @@
+import sys
+
+from distill_sweep.report.cli import main
+
+sys.exit(main())

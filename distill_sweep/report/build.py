@@ -1,0 +1,222 @@
+"""The report's sections, built once as a `Doc` plus the files to write.
+
+Table 1 = one initialisation (default init name "skip": every k-th teacher layer, "4,8,12" for the
+paper's 12-layer teacher and 3-layer student), one row per system. Table 3 = rows system x init.
+A system is (procedure, objective, teacher, student): see distill_sweep.store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from distill_sweep import paper, stats, store
+from distill_sweep.report.options import ReportOptions, UsageError
+from distill_sweep.report.render import (
+    MISSING,
+    Doc,
+    comparison_rows,
+    pair_name,
+    render_latex,
+    render_markdown,
+    table_csv,
+    table_footnotes,
+    table_rows,
+    tests_rows,
+)
+from distill_sweep.report.tables import Table, build_table
+
+MAX_LISTED = 30  # failed/running/missing jobs listed individually before "... and N more"
+
+
+def selection_text(which: str) -> str:
+    return f"{store.WHICH_TEXT[which]} (which={which})"
+
+
+def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, Any]]:
+    """The whole report as a Doc plus the artefacts to write (name -> str | DataFrame | plot tuple)."""
+    records = st.records
+    doc = Doc()
+    files: dict[str, Any] = {}
+    counts = store.status_counts(records)
+    doc.heading(f"distill_sweep report: {opts.results_dir}")
+    doc.text(f"jobs: {counts['completed']} completed, {counts['failed']} failed, {counts['running']} running "
+             f"(running = started without a final status; a killed job stays 'running')"
+             + (f"; {len(st.skipped)} unreadable/partial result.json skipped" if st.skipped else ""))
+    metric_text = ("MRPC F1, CoLA MCC as headed in the paper" if opts.metric == "header"
+                   else "accuracy for all GLUE tasks, what the paper numbers are")
+    doc.text(f"columns: metric={opts.metric} ({metric_text}); ddof={opts.ddof}; alpha={opts.alpha}")
+    doc.text(f"epoch selection: {selection_text(opts.which)}")
+    for line in store.parts_legend(records):
+        doc.text(line)
+
+    sc, notes = store.scores(records, opts.metric)
+    paper_sc, _ = store.scores(records, "paper")
+    for note in notes:
+        doc.text(f"note: {note}")
+    systems = store.system_order(records)
+
+    if "1" in opts.tables:
+        t1_records, t1_note = store.select_init(records, opts.table1_init)
+        t1_paths = set(t1_records["path"])
+        t1_sc = sc[sc["path"].isin(t1_paths)]
+        agg = stats.aggregate(t1_sc, ddof=opts.ddof)
+        labels = sorted(set(t1_records["init_label"]))
+        title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
+        table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
+                            metric_mode=opts.metric)
+        if t1_note:
+            table.notes.append(t1_note)
+        _table_section(doc, files, table, opts)
+        tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
+        _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
+        if opts.paper:
+            _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
+        if not st.curves.empty:
+            files["curves.png"] = ("plot", st.curves[st.curves["path"].isin(t1_paths)], table.title, systems, None)
+
+    if "3" in opts.tables:
+        agg = stats.aggregate(sc, ddof=opts.ddof)
+        table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
+                            stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
+        _table_section(doc, files, table, opts)
+        tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=store.init_order(records),
+                                   group_order=systems)
+        _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
+                       ["system"], opts)
+        if opts.paper:
+            _paper_section(doc, files, "3", paper_sc, opts, by_init=True)
+        if not st.curves.empty and st.curves["init_label"].nunique() > 1:
+            files["curves_inits.png"] = ("plot", st.curves, "dev curves per row and init", systems,
+                                         store.init_order(records))
+
+    _jobs_sections(doc, records)
+    _grid_section(doc, records, opts.preset)
+    if st.skipped:
+        doc.heading(f"Records left out ({len(st.skipped)})")
+        _listing(doc, st.skipped)
+    return doc, files
+
+
+def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOptions) -> None:
+    selection = selection_text(opts.which)
+    doc.heading(table.title)
+    headers, rows = table_rows(table, "terminal")
+    _, md_rows = table_rows(table, "markdown")
+    doc.table(headers, rows, md_rows)
+    for note in table_footnotes(table, opts.ddof, selection):
+        doc.text(note)
+    files[f"{table.key}.md"] = render_markdown(table, opts.ddof, selection)
+    files[f"{table.key}.tex"] = render_latex(table, opts.ddof, selection)
+    files[f"{table.key}.csv"] = table_csv(table, opts.ddof, opts.which)
+
+
+def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests: pd.DataFrame,
+                   within: list[str], opts: ReportOptions) -> None:
+    doc.heading(title)
+    if tests.empty:
+        doc.text("no pairs to test (fewer than two levels with completed runs)")
+        return
+    records = tests.to_dict("records")
+    testable = [r for r in records if r["testable"]]
+    untestable = [f"{pair_name(r, within)} ({r['note']})" for r in records if not r["testable"]]
+    pairs = "pair" if len(testable) == 1 else "pairs"
+    doc.text("two-sided paired t-test (scipy.stats.ttest_rel) on scores matched by (task, seed), pooled "
+             f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
+             + (f"; not testable: {', '.join(untestable)}" if untestable else ""))
+    headers, rows = tests_rows(tests, within)
+    doc.table(headers, rows)
+    few = [f"{pair_name(r, within)} ({r['n']} pairs)" for r in testable if r["few_pairs"]]
+    if few:
+        doc.text(f"caution: {len(few)} test(s) rest on fewer than {stats.MIN_RELIABLE_PAIRS} pairs (under 2 "
+                 f"degrees of freedom), their p is unreliable: {', '.join(few)}")
+    if not testable:
+        doc.text(f"no pair could be tested, so none is called significant or not at alpha={opts.alpha}")
+    else:
+        raw = [pair_name(r, within) for r in testable if not r["significant"]]
+        doc.text(f"NOT significant at alpha={opts.alpha} (raw p, as in the paper), of the {len(testable)} "
+                 f"testable: " + (", ".join(raw) or "none"))
+        extra = [pair_name(r, within) for r in testable if not r["significant_holm"] and r["significant"]]
+        doc.text("additionally NOT significant after Holm: " + (", ".join(extra) or "none"))
+    files[f"ttests_{key}.csv"] = tests
+
+
+def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: pd.DataFrame,
+                   opts: ReportOptions, by_init: bool) -> None:
+    doc.heading(f"Comparison with the paper's Table {which_table} (paper metrics: accuracy everywhere)")
+    path = Path(opts.paper_dir) / paper.PAPER_FILES[which_table]
+    if not path.is_file():
+        doc.text(f"paper numbers not found at {path}; comparison skipped")
+        return
+    agg = stats.aggregate(paper_sc, ddof=opts.ddof)
+    settings = paper_sc[paper.SETTING_COLUMNS].drop_duplicates(["system", "init_label"])
+    comp, excluded = paper.compare_with_paper(agg, stats.row_averages(agg), settings, paper.load_paper_table(path))
+    setting = (f"procedure {paper.PAPER_PROCEDURE}, a {paper.PAPER_TEACHER_LAYERS}-layer teacher, a "
+               f"{paper.PAPER_STUDENT} {paper.PAPER_STUDENT_LAYERS}-layer student, init "
+               + ", ".join(f"{name} = {layers}" for name, layers in paper.PAPER_INIT_LAYERS.items()))
+    if comp.empty:
+        doc.text(f"no cell in common with the paper (its setting: {setting}; same objective, init rule and GLUE task)")
+    else:
+        headers, rows = comparison_rows(comp, by_init)
+        doc.table(headers, rows)
+        cells = comp[comp["task"] != "avg"]
+        doc.text(f"ours vs paper (ours - paper) over {len(cells)} matched cells: mean delta "
+                 f"{cells['delta'].mean():+.2f}, mean |delta| {cells['delta'].abs().mean():.2f}; "
+                 "paper MRPC/CoLA columns are accuracy (see results/paper/README.md)")
+        files[f"paper_table{which_table}.csv"] = comp
+    if not excluded.empty:
+        doc.text(f"not compared, not the paper's setting ({setting}):")
+        _listing(doc, [f"{r['system']} [{r['init_label']}]: {r['reason']}" for r in excluded.to_dict("records")])
+
+
+def _job_line(rec: dict[str, Any]) -> str:
+    return f"{rec['task']} / {rec.get('system') or rec['objective']} / init {rec['init_spec']} / seed {rec['seed']}"
+
+
+def _listing(doc: Doc, items: list[str]) -> None:
+    for item in items[:MAX_LISTED]:
+        doc.text(f"- {item}")
+    if len(items) > MAX_LISTED:
+        doc.text(f"- ... and {len(items) - MAX_LISTED} more")
+
+
+def _jobs_sections(doc: Doc, records: pd.DataFrame) -> None:
+    failed = records[records["status"] == "failed"]
+    if not failed.empty:
+        doc.heading(f"Failed jobs ({len(failed)})")
+        lines = []
+        for rec in failed.to_dict("records"):
+            err = (rec["error"] or "no error message").strip().splitlines() or ["no error message"]
+            lines.append(f"{_job_line(rec)}: {err[0]}  [{rec['path']}]")
+        _listing(doc, lines)
+    running = records[records["status"] == "running"]
+    if not running.empty:
+        doc.heading(f"Running jobs ({len(running)})")
+        _listing(doc, [f"{_job_line(r)}  (started {r['started_at']})" for r in running.to_dict("records")])
+
+
+def _grid_section(doc: Doc, records: pd.DataFrame, preset: str | None) -> None:
+    if preset is None:
+        return
+    doc.heading(f"Grid status versus preset {preset!r}")
+    try:
+        from distill_sweep.grid import expected_jobs  # imports Hydra and the training code: only when asked
+    except ImportError as exc:
+        doc.text(f"grid comparison skipped: distill_sweep.grid.expected_jobs is unavailable ({exc})")
+        return
+    try:
+        expected = list(expected_jobs(preset))
+    except Exception as exc:  # Hydra composition errors have no common base worth naming: a bad preset
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise UsageError(f"preset {preset!r}: {type(exc).__name__}: {first}") from None
+    completed, failed, missing = stats.grid_status(records, expected)
+    running = {stats.job_key(r["task"], r["objective"], r["init_spec"], r["seed"])
+               for r in records[records["status"] == "running"].to_dict("records")}
+    keys = [stats.job_key(j["task"], j["objective"], j["init_spec"], j["seed"]) for j in missing]
+    n_running = sum(k in running for k in keys)
+    doc.text(f"{len(expected)} expected jobs: {len(completed)} completed, {len(failed)} failed, "
+             f"{len(missing)} missing ({n_running} of them running, {len(missing) - n_running} not started)")
+    _listing(doc, [f"{'running' if k in running else 'missing'}: {_job_line(j)}" for j, k in zip(missing, keys, strict=True)]
+             + [f"failed: {_job_line(j)}" for j in failed])

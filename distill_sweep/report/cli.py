@@ -1,0 +1,137 @@
+"""`python -m distill_sweep.report [results_dir] [key=value ...]`: the command line and main.
+
+Arguments are Hydra overrides (Hydra's own grammar) on `ReportOptions`, so `table=1`, `paper=false`,
+`alpha=0.01`, `+preset=paper_table3` parse as in the main command; a bare first argument is the
+results_dir. Any bad input is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from distill_sweep.report.build import build_report
+from distill_sweep.report.options import ReportOptions, UsageError
+from distill_sweep.report.plots import plot_curves
+from distill_sweep.store import load_store
+
+PROG = "distill_sweep.report"
+USAGE = f"""usage: python -m {PROG} [results_dir] [key=value ...]
+
+Tables, paired t-tests, the paper comparison and dev curves from the result.json records under
+results_dir; printed, and written to <results_dir>/tables/ (or out=DIR). Arguments are Hydra overrides.
+
+  results_dir=DIR     the result store (default: results); also accepted as the first bare argument
+  table=1|3|all       which tables (default: all)
+  metric=header|paper column metrics: as the paper's headers (MRPC F1, CoLA MCC) or what its numbers are (accuracy)
+  which=best|primary|final|max
+                      the epoch a score comes from: best = the best epoch by the metric shown (default; max is
+                      the same); primary = the run's best epoch by its primary metric; final = the last epoch
+  ddof=1              std over seeds with this ddof
+  paper=true|false    compare with the paper's numbers (default: true)
+  preset=NAME         compare the completed/failed/missing jobs with an experiment preset's grid
+  alpha=0.05          significance level of the t-tests
+  table1_init=skip    the init of Table 1 (a rule name, spec or layers)
+  out=DIR             where to write the files (default: <results_dir>/tables)
+  paper_dir=DIR       the paper's CSVs (default: results/paper)"""
+
+TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
+              "str | None": "a string or null"}
+
+
+def _type_word(key: str) -> str:
+    kind = {f.name: f.type for f in dataclasses.fields(ReportOptions)}[key]
+    return TYPE_WORDS.get(str(kind), str(kind))
+
+
+def parse_args(argv: Sequence[str]) -> ReportOptions:
+    """Hydra overrides plus at most one bare results_dir; raises UsageError."""
+    known = [f.name for f in dataclasses.fields(ReportOptions)]
+    cfg = OmegaConf.structured(ReportOptions)
+    positional = [a for a in argv if "=" not in a and not a.startswith(("~", "-"))]
+    if len(positional) > 1:
+        raise UsageError(f"expected at most one results_dir, got {positional}")
+    if positional:
+        cfg.results_dir = positional[0]
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg in positional:
+            continue
+        if arg.startswith("-"):
+            raise UsageError(f"unknown option {arg!r} (arguments are key=value overrides; see --help)")
+        try:
+            (override,) = parser.parse_overrides([arg])
+        except HydraException as exc:
+            raise UsageError(f"cannot parse {arg!r}: {str(exc).splitlines()[0]}") from None
+        key = override.key_or_group
+        if override.package is not None or key not in known:
+            raise UsageError(f"unknown argument {key!r} (expected {', '.join(known)})")
+        if override.is_delete():  # ~key: back to the default
+            cfg[key] = getattr(ReportOptions(), key)
+            continue
+        if override.is_sweep_override():
+            raise UsageError(f"{arg!r}: the report takes one value per key, not a sweep")
+        value: Any = override.value()
+        if isinstance(value, str) and "${" in value:
+            raise UsageError(f"{arg!r}: interpolations are not supported here")
+        try:
+            cfg[key] = value  # `+key=` and `++key=` set it too: every option always exists
+        except OmegaConfBaseException:
+            raise UsageError(f"{key} must be {_type_word(key)}, got {arg.split('=', 1)[1]!r}") from None
+    opts: ReportOptions = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    opts.check()
+    return opts
+
+
+def write_files(out_dir: Path, files: dict[str, Any]) -> list[Path]:
+    """Write the report's artefacts: text, CSV frames, and plots (("plot", curves, title, systems, inits))."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, payload in files.items():
+        path = out_dir / name
+        if isinstance(payload, tuple) and payload and payload[0] == "plot":
+            _, curves, title, systems, inits = payload
+            if not plot_curves(curves, path, title, systems, inits):
+                continue
+        elif isinstance(payload, pd.DataFrame):
+            payload.to_csv(path, index=False)
+        else:
+            path.write_text(str(payload), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help", "help") for a in argv):
+        print(USAGE)
+        return 0
+    try:
+        opts = parse_args(argv)
+        if not opts.results_path.is_dir():
+            raise UsageError(f"results_dir {opts.results_dir!r} does not exist or is not a directory")
+        store = load_store(opts.results_path, opts.which)
+        for why in store.skipped:
+            print(f"{PROG}: warning: skipped {why}", file=sys.stderr)
+        if store.records.empty:
+            print(f"no readable result.json under {opts.results_dir}; nothing to report")
+            return 0
+        doc, files = build_report(opts, store)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    report = doc.render(markdown=False)
+    files["report.md"] = doc.render(markdown=True)
+    written = write_files(opts.out_dir, files)
+    print(report)
+    print(f"wrote {len(written)} files to {opts.out_dir}: " + ", ".join(p.name for p in written))
+    return 0

@@ -1,0 +1,74 @@
+"""Dev curves per task: one line per row of a table (mean over seeds with a ±std band)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from distill_sweep.paper import METRIC_ABBREV, task_label, task_order
+from distill_sweep.stats import curve_means
+
+
+def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[str],
+                inits: Sequence[str] | None = None) -> bool:
+    """Per-epoch dev curves of the primary metric: one subplot per task, one line per system (per
+    system x init when `inits` is given), in the order given; the dashed vertical line is the boundary
+    between the intermediate and the scored stages. False if there is no data."""
+    by = ["system", "init_label"] if inits is not None else ["system"]
+    means = curve_means(curves, by)
+    if means.empty:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: never needs a display
+    import matplotlib.pyplot as plt
+
+    tasks = task_order(means["task"].unique())
+    ncols = min(4, len(tasks))
+    nrows = math.ceil(len(tasks) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
+    present = set(means["system"])
+    systems = [s for s in systems if s in present] + sorted(present - set(systems))
+    cmap = plt.get_cmap("tab10" if len(systems) <= 10 else "tab20")
+    colors = {s: cmap(i % cmap.N) for i, s in enumerate(systems)}
+    levels: list[str | None] = list(inits) if inits is not None else [None]
+    styles = {lab: ["-", "--", ":", "-."][i % 4] for i, lab in enumerate(levels)}
+    for ax, task in zip(axes.flat, tasks, strict=False):
+        sub = means[means["task"] == task]
+        for system, init in ((s, i) for s in systems for i in levels):  # legend in table order
+            line = sub[sub["system"] == system]
+            if init is not None:
+                line = line[line["init_label"] == init]
+            if line.empty:
+                continue
+            label = system if init is None else f"{system} [{init}]"
+            ax.plot(line["x"], line["mean"], styles[init], color=colors[system], label=label, marker=".", lw=1.2)
+            band = line["std"].fillna(0.0)
+            ax.fill_between(line["x"], line["mean"] - band, line["mean"] + band, color=colors[system], alpha=0.12)
+        boundary = sub["boundary"].dropna()
+        if not boundary.empty:
+            ax.axvline(float(boundary.iloc[0]), color="grey", ls="--", lw=0.8)
+        metric = str(sub["metric"].iloc[0])
+        ax.set_title(task_label(task))
+        ax.set_xlabel("epoch (intermediate | scored stage)")
+        ax.set_ylabel(f"dev {METRIC_ABBREV.get(metric, metric)} (%)")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(tasks):]:
+        ax.set_visible(False)
+    legend: dict[str, Any] = {}  # every line of every subplot once (a task may lack some rows)
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    order = [s if i is None else f"{s} [{i}]" for s in systems for i in levels]
+    labels = [lab for lab in order if lab in legend]
+    fig.legend([legend[lab] for lab in labels], labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return True

@@ -1,0 +1,184 @@
+"""Renderers: the table model and test results as terminal text, Markdown, LaTeX (booktabs) and CSV."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from distill_sweep.paper import GLUE_TASKS, METRIC_ABBREV, task_label, task_order
+from distill_sweep.report.tables import Cell, Table
+
+MISSING = "—"
+BOLD = {"terminal": "{}*", "markdown": "**{}**", "latex": "\\textbf{{{}}}"}
+
+
+def fmt_cell(cell: Cell, style: str, show_n: bool = True) -> str:
+    """`mean±std (n)`; "—" (n) when missing. style: terminal (best marked *), markdown, latex."""
+    if not cell.present:
+        text = "--" if style == "latex" else MISSING
+        return f"{text} ({cell.n})" if show_n else text
+    pm = "$\\pm$" if style == "latex" else "±"
+    body = f"{cell.mean:.1f}" + ("" if math.isnan(cell.std) else f"{pm}{cell.std:.2f}")
+    if cell.bold:
+        body = BOLD[style].format(body)
+    return f"{body} ({cell.n})" if show_n else body
+
+
+def fmt_avg(cell: Cell, style: str) -> str:
+    if not cell.present:
+        return "--" if style == "latex" else MISSING
+    body = f"{cell.mean:.1f}"
+    return BOLD[style].format(body) if cell.bold else body
+
+
+def latex_escape(text: str) -> str:
+    repl = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+    return "".join(repl.get(ch, ch) for ch in text)
+
+
+def col_header(task: str, metric: str) -> str:
+    return f"{task_label(task)} ({METRIC_ABBREV.get(metric, metric)})"
+
+
+def table_rows(table: Table, style: str) -> tuple[list[str], list[list[str]]]:
+    headers = [*table.row_headers, *(col_header(t, table.metrics[t]) for t in table.tasks), "Avg"]
+    body = [[*row.labels, *(fmt_cell(row.cells[t], style) for t in table.tasks), fmt_avg(row.cells["avg"], style)]
+            for row in table.rows]
+    return headers, body
+
+
+def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
+    """`selection` says which epoch the scores come from (store.WHICH_TEXT)."""
+    notes = [f"mean±std over seeds (std with ddof={ddof}), (n) = runs per cell; dev scores: {selection}; "
+             "best per column marked" + (" within each row group" if len(table.row_headers) > 1 else "")]
+    reasons = sorted({r.avg_reason for r in table.rows if r.avg_reason})
+    if reasons:
+        notes.append("Avg is over the 7 GLUE tasks and shown only when all 7 are present ("
+                     + "; ".join(reasons) + ")")
+    return notes + table.notes
+
+
+def render_markdown(table: Table, ddof: int, selection: str) -> str:
+    headers, rows = table_rows(table, "markdown")
+    notes = "\n".join(f"- {n}" for n in table_footnotes(table, ddof, selection))
+    return f"# {table.title}\n\n{tabulate(rows, headers=headers, tablefmt='pipe', disable_numparse=True)}\n\n{notes}\n"
+
+
+def render_latex(table: Table, ddof: int, selection: str) -> str:
+    """A booktabs table. n is printed only where it differs from the table's most common n."""
+    ns = [c.n for r in table.rows for t, c in r.cells.items() if t != "avg" and c.n > 0]
+    modal = max(set(ns), key=ns.count) if ns else 0
+    spec = "l" * len(table.row_headers) + "r" * (len(table.tasks) + 1)
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    names = [*table.row_headers, *(task_label(t) for t in table.tasks), "Avg"]
+    lines.append(" & ".join(latex_escape(x) for x in names) + r" \\")
+    units = [""] * len(table.row_headers) + [METRIC_ABBREV.get(table.metrics[t], table.metrics[t])
+                                             for t in table.tasks] + [""]
+    lines.append(" & ".join(latex_escape(x) for x in units) + r" \\")
+    lines.append(r"\midrule")
+    prev_group = None
+    for row in table.rows:
+        if prev_group is not None and len(table.row_headers) > 1 and row.group != prev_group:
+            lines.append(r"\midrule")
+        prev_group = row.group
+        cells = [fmt_cell(row.cells[t], "latex", show_n=(row.cells[t].n != modal)) for t in table.tasks]
+        vals = [*(latex_escape(x) for x in row.labels), *cells, fmt_avg(row.cells["avg"], "latex")]
+        lines.append(" & ".join(vals) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    caption = (f"{latex_escape(table.title)}. Mean$\\pm$std over seeds (std with ddof={ddof}), "
+               f"n = {modal} runs per cell unless shown in parentheses; dev scores: {latex_escape(selection)}.")
+    lines += [rf"\caption{{{caption}}}", rf"\label{{tab:{table.key}}}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+def table_csv(table: Table, ddof: int, which: str) -> pd.DataFrame:
+    """Tidy numbers behind a table (one row per cell, Avg as task "avg")."""
+    out = []
+    for row in table.rows:
+        for task in [*table.tasks, "avg"]:
+            c = row.cells[task]
+            out.append({"row": row.system, "procedure": row.procedure, "objective": row.objective,
+                        "teacher": row.teacher, "student": row.student, "init": row.init, "task": task,
+                        "metric": table.metrics.get(task, ""), "mean": c.mean if c.present else math.nan,
+                        "std": c.std, "n": c.n if task != "avg" else None, "best": c.bold, "ddof": ddof,
+                        "which": which, "note": row.avg_reason if task == "avg" else ""})
+    frame = pd.DataFrame(out)
+    if not frame.empty:
+        frame["n"] = frame["n"].astype("Int64")  # an integer column with blanks for the Avg rows
+    return frame
+
+
+def fmt_p(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    return f"{value:.2e}" if value < 1e-3 else f"{value:.4f}"
+
+
+def tests_rows(tests: pd.DataFrame, within: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    headers = [*within, "A", "B", "n pairs", "mean(A-B)", "t", "p", "p (Holm)", "note"]
+    rows = []
+    for r in tests.to_dict("records"):
+        rows.append([*(str(r[w]) for w in within), r["a"], r["b"], str(r["n"]),
+                     "nan" if math.isnan(r["mean_diff"]) else f"{r['mean_diff']:+.2f}",
+                     "nan" if math.isnan(r["t"]) else f"{r['t']:.2f}", fmt_p(r["p"]), fmt_p(r["p_holm"]), r["note"]])
+    return headers, rows
+
+
+def pair_name(r: dict[str, Any], within: Sequence[str]) -> str:
+    prefix = " ".join(f"{r[w]}:" for w in within)
+    return f"{prefix} {r['a']} vs {r['b']}".strip()
+
+
+def comparison_rows(comp: pd.DataFrame, by_init: bool) -> tuple[list[str], list[list[str]]]:
+    """Wide: one row per system[/init], a cell `ours vs paper (delta)` per task present in both."""
+    tasks = task_order(set(comp["task"]) - {"avg"})
+    cols = [*tasks, "avg"] if (comp["task"] == "avg").any() else tasks
+    headers = ["Objective", *(["Init"] if by_init else []),
+               *(f"{task_label(t)} (acc)" if t in GLUE_TASKS else ("Avg" if t == "avg" else t) for t in cols)]
+    rows = []
+    for (system, init), grp in comp.groupby(["system", "init_label"], sort=False):
+        cells = {r["task"]: r for r in grp.to_dict("records")}
+        line = [system, *([init] if by_init else [])]
+        for t in cols:
+            r = cells.get(t)
+            line.append(MISSING if r is None else
+                        f"{r['ours']:.1f} vs {r['paper']:.1f} ({round(r['delta'], 1) or 0.0:+.1f})")  # no "-0.0"
+        rows.append(line)
+    return headers, rows
+
+
+class Doc:
+    """Collects the report once and renders it for the terminal (tabulate "simple") and Markdown."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[str, Any]] = []
+
+    def heading(self, text: str) -> None:
+        self.blocks.append(("h", text))
+
+    def text(self, text: str) -> None:
+        self.blocks.append(("p", text))
+
+    def table(self, headers: list[str], rows: list[list[str]], md_rows: list[list[str]] | None = None) -> None:
+        self.blocks.append(("t", (headers, rows, md_rows if md_rows is not None else rows)))
+
+    def render(self, markdown: bool) -> str:
+        out: list[str] = []
+        for kind, payload in self.blocks:
+            if kind == "h":
+                out += ["", f"## {payload}" if markdown else f"== {payload} ==", ""]
+            elif kind == "p":
+                out.append(payload + ("  " if markdown else ""))
+            else:
+                headers, rows, md_rows = payload
+                fmt = "pipe" if markdown else "simple"
+                if out and out[-1] != "":
+                    out.append("")
+                out += [tabulate(md_rows if markdown else rows, headers=headers, tablefmt=fmt,
+                                 disable_numparse=True), ""]
+        return "\n".join(out).strip() + "\n"

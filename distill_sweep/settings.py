@@ -1,0 +1,148 @@
+"""Typed settings: every configurable part declares a dataclass, and `parse` checks a config node against it.
+
+A wrong key, type or range is one `ConfigError` line naming the key, the value and what is allowed, raised
+when the job is validated (before anything is loaded or written), for every job of a sweep.
+
+Ranges live in the field's metadata: `field(default=3, metadata={"ge": 1})` (also `gt`, `le`, `lt`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, Union
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from distill_sweep.errors import ConfigError
+
+T = TypeVar("T")
+_BOUNDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
+           "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
+
+
+def plain(node: Any) -> Any:
+    """A config node as plain Python containers (resolved)."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+
+
+def parse(cls: type[T], node: Any, where: str) -> T:
+    """The dataclass `cls` built from the mapping `node`; `where` is the key path used in messages ("" for
+    top-level keys)."""
+    data = plain(node)
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a mapping of settings, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    def key(name: str) -> str:
+        return f"{where}.{name}" if where else name
+
+    unknown = sorted(str(k) for k in data if k not in fields)
+    if unknown:
+        raise ConfigError(f"{key(unknown[0])}: unknown setting (known: {', '.join(fields)})")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = check_value(hints[name], data[name], key(name), f.metadata)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{key(name)} is required")
+    obj = cls(**kwargs)
+    validate = getattr(obj, "validate", None)
+    if callable(validate):  # cross-field rules of the part
+        validate(where)
+    return obj
+
+
+def check_value(tp: Any, value: Any, key: str, metadata: Mapping[str, Any] | None = None) -> Any:
+    """`value` checked against the type hint `tp` (and the bounds in `metadata`); returns it normalised."""
+    out = _coerce(tp, value, key)
+    for name, bound in (metadata or {}).items():
+        if name in _BOUNDS and out is not None:
+            sign, ok = _BOUNDS[name]
+            if not ok(out, bound):
+                raise ConfigError(f"{key}={value!r}: must be {sign} {bound}")
+    return out
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    if origin in (list, tuple):
+        return "a list"
+    if origin in (dict, Mapping):
+        return "a mapping"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(tp, str(tp))
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return plain(value)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, key)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{key}={value!r}: expected {_describe(tp)}")
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise ConfigError(f"{key}={value!r}: expected {_describe(tp)}")
+        return value
+    if origin in (list, tuple):
+        value = plain(value)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}={value!r}: expected a list")
+        args = typing.get_args(tp)
+        item = args[0] if args else Any
+        items = [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin in (dict, Mapping):
+        value = plain(value)
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}={value!r}: expected a mapping")
+        args = typing.get_args(tp)
+        item = args[1] if len(args) == 2 else Any
+        return {str(k): _coerce(item, v, f"{key}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return parse(tp, value, key)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r}: expected true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or int(value) != value:
+            raise ConfigError(f"{key}={value!r}: expected an integer")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}={value!r}: expected a number")
+        if not math.isfinite(value):
+            raise ConfigError(f"{key}={value!r}: expected a finite number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}={value!r}: expected a string")
+        return value
+    raise TypeError(f"settings type {tp!r} of {key} is not supported")  # a programming error
+
+
+def as_dict(settings: Any) -> dict[str, Any]:
+    """A settings dataclass as a plain dict (what records and config hashes hold)."""
+    return dataclasses.asdict(settings)

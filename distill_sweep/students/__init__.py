@@ -1,0 +1,67 @@
+"""The student registry: a student is a name plus its own settings, independent of the teacher.
+
+Each student type is one module here registering a `StudentType`: its settings dataclass, `describe`
+(the student's architecture config from its settings and the teacher's config, without loading any
+weights, so an objective that needs what the student lacks is refused before anything is loaded) and
+`build` (the model, with a fresh classification head). Adding a student is one module + one YAML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import PretrainedConfig, PreTrainedModel
+
+from distill_sweep.errors import ConfigError
+from distill_sweep.model_info import ModelInfo
+from distill_sweep.models import StudentInit
+
+# Model types whose encoder layers expose attention.self.{query,key,value} (what capture.py hooks).
+QKV_MODEL_TYPES = ("bert", "roberta", "electra", "xlm-roberta", "camembert")
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What a builder may use: the (fine-tuned) teacher when the job has one, the resolved init, labels."""
+
+    arch: PretrainedConfig  # the student's architecture, from `describe`
+    teacher: PreTrainedModel | None
+    init: StudentInit
+    num_labels: int
+    label_names: list[str]
+
+
+@dataclass(frozen=True)
+class StudentType:
+    name: str
+    settings: type
+    describe: Callable[[Any, PretrainedConfig], PretrainedConfig]
+    build: Callable[[Any, BuildInputs], PreTrainedModel]
+    uses_init: bool  # initialised from teacher layers chosen by the top-level `init`
+    needs_teacher_weights: bool  # build copies weights from the teacher (so finetune loads it)
+
+
+STUDENTS: dict[str, StudentType] = {}
+
+
+def register_student(kind: StudentType) -> StudentType:
+    if kind.name in STUDENTS:
+        raise ValueError(f"student {kind.name!r} registered twice")
+    STUDENTS[kind.name] = kind
+    return kind
+
+
+def student_type(name: str) -> StudentType:
+    if name not in STUDENTS:
+        raise ConfigError(f"student.name={name!r} is not a student type (known: {', '.join(sorted(STUDENTS))})")
+    return STUDENTS[name]
+
+
+def model_info(arch: PretrainedConfig) -> ModelInfo:
+    """The features a BERT-family architecture provides to the objectives."""
+    return ModelInfo.from_config(arch, qkv=str(getattr(arch, "model_type", "")) in QKV_MODEL_TYPES)
+
+
+from . import fresh, pretrained, truncated  # noqa: E402,F401  (import registers the student types)

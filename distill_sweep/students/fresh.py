@@ -1,0 +1,53 @@
+"""`student=fresh`: an encoder of the teacher's family built from its own config (depth, width, heads, FFN),
+randomly initialised; the embeddings are copied from the teacher when the widths match and
+`copy_embeddings` is on. `student=tinybert4` is a preset (4 layers, hidden 312, FFN 1200, 12 heads)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
+
+from distill_sweep.errors import ConfigError
+
+from . import BuildInputs, StudentType, register_student
+
+
+@dataclass
+class FreshSettings:
+    name: str = "fresh"
+    num_layers: int = field(default=4, metadata={"ge": 1})
+    hidden_size: int = field(default=312, metadata={"ge": 1})
+    num_attention_heads: int = field(default=12, metadata={"ge": 1})
+    intermediate_size: int = field(default=1200, metadata={"ge": 1})
+    copy_embeddings: bool = True  # copy the teacher's embeddings when the widths match
+
+    def validate(self, where: str) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(f"{where}.hidden_size={self.hidden_size} is not a multiple of "
+                              f"{where}.num_attention_heads={self.num_attention_heads}")
+
+
+def describe(settings: FreshSettings, teacher: PretrainedConfig) -> PretrainedConfig:
+    arch = copy.deepcopy(teacher)  # vocabulary, positions, dropout and label maps follow the teacher
+    arch.num_hidden_layers = settings.num_layers
+    arch.hidden_size = settings.hidden_size
+    arch.num_attention_heads = settings.num_attention_heads
+    arch.intermediate_size = settings.intermediate_size
+    return arch
+
+
+def build(settings: FreshSettings, inputs: BuildInputs) -> PreTrainedModel:
+    attn = getattr(inputs.arch, "_attn_implementation", None) or "sdpa"
+    student = AutoModelForSequenceClassification.from_config(inputs.arch, attn_implementation=attn)
+    teacher = inputs.teacher
+    if settings.copy_embeddings and teacher is not None and teacher.config.hidden_size == settings.hidden_size:
+        with torch.no_grad():
+            student.base_model.embeddings.load_state_dict(teacher.base_model.embeddings.state_dict())
+    return student
+
+
+FRESH = register_student(StudentType("fresh", FreshSettings, describe, build, uses_init=False,
+                                     needs_teacher_weights=True))
