@@ -32,6 +32,7 @@ test: install
 
 bench: install
 	$(BIN)/python -m distill_sweep.bench
+	$(BIN)/python -m distill_sweep.bench_cli
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

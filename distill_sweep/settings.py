@@ -9,6 +9,7 @@ Ranges live in the field's metadata: `field(default=3, metadata={"ge": 1})` (als
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -46,7 +47,7 @@ def parse(cls: type[T], node: Any, where: str) -> T:
     unknown = sorted(str(k) for k in data if k not in fields)
     if unknown:
         raise ConfigError(f"{key(unknown[0])}: unknown setting (known: {', '.join(fields)})")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for name, f in fields.items():
         if name in data:
@@ -58,6 +59,11 @@ def parse(cls: type[T], node: Any, where: str) -> T:
     if callable(validate):  # cross-field rules of the part
         validate(where)
     return obj
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)  # slow (evaluates the annotations): once per class
 
 
 def check_value(tp: Any, value: Any, key: str, metadata: Mapping[str, Any] | None = None) -> Any:

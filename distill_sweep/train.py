@@ -12,17 +12,19 @@ import random
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
-import numpy as np
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep import results
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import Job, adopt_legacy_checkpoint, find_completed, prepare
 from distill_sweep.schema import GROUPS
+
+if TYPE_CHECKING:
+    from distill_sweep.job import Job
+
+# torch, transformers and the parts are imported where a job runs: `--help` and the sweeper's start stay fast.
 
 log = logging.getLogger("distill_sweep")
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -55,6 +57,9 @@ _register_hydra_plugins()
 
 
 def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -63,6 +68,7 @@ def seed_everything(seed: int) -> None:
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run (or skip, if already completed) one job; returns its record."""
     from distill_sweep.context import RunContext
+    from distill_sweep.job import adopt_legacy_checkpoint, find_completed, prepare
 
     job = prepare(cfg)
     done = find_completed(job)

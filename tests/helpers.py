@@ -41,10 +41,10 @@ def compose_cfg(overrides: Sequence[str] = ()) -> DictConfig:
     return cfg
 
 
-def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess:
-    """`python -m distill_sweep ARGS` in a subprocess (the way users run it)."""
-    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
+def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, str] | None = None,
+            module: str = "distill_sweep") -> subprocess.CompletedProcess:
+    """`python -m distill_sweep ARGS` (or another module) in a subprocess (the way users run it)."""
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 

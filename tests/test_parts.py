@@ -251,3 +251,23 @@ def test_schema1_job_is_skipped_and_its_checkpoint_continues(tmp_path: Path, sha
     assert record["status"] == "completed" and record["resumed"] == 1 and record["schema_version"] == 2
     assert record["epochs"] == old["epochs"]  # nothing retrained: the checkpoint held the finished stages
     assert (old_path.parent / "checkpoint.pt.migrated").exists() and not old_path.exists()
+
+
+# ------------------------------------------------------------------------------------------ the report
+def test_sweep_over_two_teachers_and_the_no_kd_baseline_gives_separate_rows(tmp_path: Path) -> None:
+    """Two tiny teachers that differ only in FFN width (same depth, so the same init layers), KD and no-KD."""
+    out = tmp_path / "r"
+    proc = run_cli([*SHORT, "objective=vanilla_kd", "procedure=task_specific,finetune", "seed=1,2",
+                    "teacher.config.intermediate_size=128,96", f"results_dir={out}",
+                    f"cache_dir={tmp_path / 'cache'}", "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recs = records(out)
+    assert len(recs) == 8 and len({r["teacher"]["id"] for r in recs}) == 2
+    report = run_cli([str(out)], cwd=tmp_path, module="distill_sweep.report")
+    assert report.returncode == 0, report.stderr[-2000:]
+    table1 = report.stdout.split("== Table 1")[1].split("==")[1]
+    rows = [line for line in table1.splitlines() if line.startswith(("vanilla_kd", "no KD"))]
+    assert len(rows) == 4, table1  # {KD, no KD} x {teacher A, teacher B}, none merged
+    assert len({row.split("  ")[0] for row in rows}) == 4
+    tests = report.stdout.split("Table 1 paired t-tests")[1].split("==")[1]
+    assert "no KD (fine-tuning)" in tests and "vanilla_kd" in tests

@@ -11,7 +11,8 @@ from helpers import FAST, ROOT, compose_cfg, records, run_cli
 
 from distill_sweep import results
 from distill_sweep.errors import ConfigError
-from distill_sweep.train import prepare, run_job
+from distill_sweep.job import prepare
+from distill_sweep.train import run_job
 
 RECORD_KEYS = {
     "schema_version", "status", "error", "config_hash", "procedure", "task", "objective", "seed", "init", "student",

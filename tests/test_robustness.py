@@ -16,8 +16,9 @@ from helpers import FAST, ROOT, compose_cfg, records, run_cli
 
 from distill_sweep.checkpoint import CHECKPOINT, load_checkpoint
 from distill_sweep.errors import ConfigError
+from distill_sweep.job import prepare
 from distill_sweep.loop import NonFiniteLossError
-from distill_sweep.train import prepare, run_job
+from distill_sweep.train import run_job
 
 RESUMABLE = [*FAST, "objective=att_kl_hid_seq", "epochs=2", "checkpoint.every_steps=2"]
 
