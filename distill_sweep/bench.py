@@ -37,7 +37,7 @@ from .allocator import keep_freed_memory
 from .capture import run_with_features
 from .loop import build_optimizer, linear_schedule, update_step
 from .models import skip_layers
-from .objectives import Objective, ObjectiveSettings, build_terms, parse_objective
+from .objectives import Objective, ObjectiveSettings, build_objective, parse_objective
 
 PAPER_OBJECTIVES = (
     "vanilla_kd",
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     objectives: dict[str, Any] = {}
     terms: dict[str, str] = {}
     for name, settings in cfgs.items():
-        obj = build_terms(
+        obj = build_objective(
             settings,
             student_config=student.config,
             teacher_config=teacher.config,

@@ -54,7 +54,7 @@ def test_bench_layer_map_is_the_training_skip_rule(monkeypatch: pytest.MonkeyPat
         seen.append(list(kw["layer_map"]))
         raise Stop
 
-    monkeypatch.setattr(bench, "build_terms", record)
+    monkeypatch.setattr(bench, "build_objective", record)
     args = list(TINY)
     args[args.index("--teacher-layers") + 1], args[args.index("--student-layers") + 1] = "6", "4"
     with pytest.raises(Stop):

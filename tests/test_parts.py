@@ -15,7 +15,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from distill_sweep.errors import ConfigError
 from distill_sweep.grid import estimate_cost
 from distill_sweep.job import identify, prepare
-from distill_sweep.objectives import Objective, build_terms, parse_objective
+from distill_sweep.objectives import Objective, build_objective, parse_objective
 from distill_sweep.train import new_record, run_job
 
 FIXTURES = ROOT / "tests" / "fixtures" / "v1"
@@ -157,7 +157,7 @@ def test_combined_loss_is_pkd_schedule_by_hand() -> None:
     teacher, student = BertForSequenceClassification(config).eval(), BertForSequenceClassification(config).eval()
     settings = parse_objective({"name": "t", "stages": ["combined"], "alpha": 0.3, "temperature": 2.0,
                                 "terms": {"hid_seq": {"weight": 0.5, "projection": "none"}}})
-    terms = build_terms(settings, student_config=config, teacher_config=config, layer_map=[(2, 2)],
+    terms = build_objective(settings, student_config=config, teacher_config=config, layer_map=[(2, 2)],
                         train_labels=None, num_labels=3)
     loss_fn = Objective(settings, terms, regression=False).loss_fn("combined", student, teacher)
     batch = {"input_ids": torch.tensor([[2, 5, 7, 9], [2, 6, 8, 0]]),

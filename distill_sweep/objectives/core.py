@@ -174,8 +174,8 @@ def _check_layer_map(layer_map: Sequence[Sequence[int]], student_layers: int, te
     return tuple(pairs)
 
 
-def build_terms(
-    settings: ObjectiveSettings,
+def build_objective(
+    objective: ObjectiveSettings | Any,
     *,
     student_config: Any,
     teacher_config: Any,
@@ -183,7 +183,9 @@ def build_terms(
     train_labels: Tensor | None,
     num_labels: int,
 ) -> IntermediateObjective | None:
-    """The weighted sum of the objective's terms (None when it has none, e.g. vanilla_kd)."""
+    """The weighted sum of the objective's terms (None when it has none, e.g. vanilla_kd); `objective` is its
+    checked settings or a config node / mapping (checked here)."""
+    settings = objective if isinstance(objective, ObjectiveSettings) else parse_objective(objective)
     if not settings.terms:
         return None
     check_compatible(settings, ModelInfo.from_config(student_config), ModelInfo.from_config(teacher_config))
@@ -207,21 +209,6 @@ def build_terms(
         uses_qkv=any(i.uses_qkv for i in infos),
         reference_compat=settings.reference_compat,
     )
-
-
-def build_objective(
-    obj_cfg: Any,
-    *,
-    student_config: Any,
-    teacher_config: Any,
-    layer_map: Sequence[Sequence[int]],
-    train_labels: Tensor | None,
-    num_labels: int,
-) -> IntermediateObjective | None:
-    """``parse_objective`` + ``build_terms``: the intermediate objective of a config node or mapping."""
-    settings = obj_cfg if isinstance(obj_cfg, ObjectiveSettings) else parse_objective(obj_cfg)
-    return build_terms(settings, student_config=student_config, teacher_config=teacher_config,
-                       layer_map=layer_map, train_labels=train_labels, num_labels=num_labels)
 
 
 LossFn = Any  # Callable[[batch], (loss, {part: value})]

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from distill_sweep.context import RunContext
-from distill_sweep.objectives import Objective, build_terms
+from distill_sweep.objectives import Objective, build_objective
 from distill_sweep.teacher import fine_tuned_teacher
 
 from . import register_procedure
@@ -21,7 +21,7 @@ def run(ctx: RunContext) -> None:
     student = build_student(ctx, teacher)
     assert job.objective is not None
     train_labels = None if data.is_regression else torch.as_tensor(np.asarray(data.train["labels"]))
-    terms = build_terms(job.objective, student_config=student.config, teacher_config=teacher.config,
+    terms = build_objective(job.objective, student_config=student.config, teacher_config=teacher.config,
                         layer_map=job.layer_map, train_labels=train_labels, num_labels=data.num_labels)
     objective = Objective(job.objective, terms, regression=data.is_regression)
     for module in objective.modules().values():
