@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -161,6 +162,42 @@ def _delete(cfg: DictConfig, key: str) -> None:
         del node[leaf]
 
 
+class FinishedJobs:
+    """While a sweep runs, one line per job as its record turns completed or failed (read from the store,
+    so it works whichever launcher runs the jobs and wherever)."""
+
+    def __init__(self, jobs: Sequence[Any], every_s: float = 2.0) -> None:
+        self.jobs, self.every_s = list(jobs), every_s
+        self.reported: set[int] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> FinishedJobs:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._poll()  # the last ones, finished between two polls
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.every_s):
+            self._poll()
+
+    def _poll(self) -> None:
+        for i, ident in enumerate(self.jobs):
+            if i in self.reported:
+                continue
+            record = results.read_record(ident.out_dir / results.RECORD) or {}
+            status = record.get("status")
+            if status == "failed" or (status == "completed" and results.is_complete(record)):
+                self.reported.add(i)
+                what = ident.objective_name if ident.objective is not None else ident.procedure.name
+                print(f"distill_sweep: [{len(self.reported)}/{len(self.jobs)}] {status}: {ident.task}/{what} "
+                      f"{ident.init_label} seed {ident.seed}", flush=True)
+
+
 class SkipCompletedSweeperImpl(BasicSweeper):
     """Hydra's basic sweeper + up-front validation, skip-completed, and dry run."""
 
@@ -217,13 +254,14 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         self.batch_index = 0
         returns = []
         initial_job_idx = 0
-        while not self.is_done():
-            batch = self.get_job_batch()
-            job_returns = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
-            # Unlike Hydra's basic sweeper, a failed job does not stop the following batches: its record
-            # says "failed"; the sweep exits 1 at the end if any job failed.
-            returns.append(job_returns)
-            initial_job_idx += len(batch)
+        with FinishedJobs(configs):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing
+            while not self.is_done():
+                batch = self.get_job_batch()
+                job_returns = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+                # Unlike Hydra's basic sweeper, a failed job does not stop the following batches: its record
+                # says "failed"; the sweep exits 1 at the end if any job failed.
+                returns.append(job_returns)
+                initial_job_idx += len(batch)
         failed = [r for batch in returns for r in batch if r.status.name == "FAILED"]
         if failed:
             print(f"distill_sweep: {len(failed)} of {len(todo)} jobs failed (see their result.json)", file=sys.stderr)

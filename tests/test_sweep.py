@@ -50,6 +50,8 @@ def test_sweep_skips_completed_reruns_missing_and_failed_and_survives_a_failure(
     first = run_cli(grid, cwd=tmp_path)
     assert first.returncode == 1  # Hydra's rule: a failed job makes the multirun exit 1 ...
     assert "4 jobs in the grid, 0 already completed, 4 to run" in first.stdout
+    # one line per job as it finishes, read from the store (whatever the launcher)
+    assert first.stdout.count("] completed: toy/hid_seq init-1 seed") == 2 and first.stdout.count("] failed: ") == 2
     recs = records(out)
     assert sorted(r["status"] for r in recs) == ["completed", "completed", "failed", "failed"]  # ... others finish
     failed = [r for r in recs if r["status"] == "failed"]
