@@ -374,7 +374,8 @@ class Record:
         usable identity (status, task, objective, integer seed) or a field of the wrong type.
 
         Version 1 records are migrated: procedure "task_specific"; the student "truncated" with settings
-        {"num_layers": n}; the teacher named and identified from config.teacher; data all None.
+        {"num_layers": n}; the teacher named and identified from config.teacher; data all None; the
+        config's objective in today's form (`objective_from_v1`).
         """
         if not isinstance(d, dict):
             raise RecordError("not a JSON object")
@@ -388,6 +389,8 @@ class Record:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise RecordError(f"seed {seed!r} is not an integer")
         config = _mapping(d.get("config"))
+        if version == 1 and isinstance(config.get("objective"), dict):
+            config = {**config, "objective": objective_from_v1(config["objective"])}
         teacher_cfg = config.get("teacher") if isinstance(config.get("teacher"), dict) else None
         arch = _mapping((teacher_cfg or {}).get("config"))  # an inline architecture (e.g. the tiny teacher)
         init = _read_init(d.get("init"))
@@ -423,6 +426,27 @@ class Record:
             started_at=_opt_str(d.get("started_at")), finished_at=_opt_str(d.get("finished_at")),
             extra={k: v for k, v in d.items() if k not in known},
         )
+
+
+# Schema 1 kept these objective settings at the objective's top level; today each term carries its own.
+V1_TERM_SETTINGS = {"hid_cls": ("projection", "shared_projection"), "hid_seq": ("projection", "shared_projection")}
+V1_CONTRAST_TERM = "hid_cls_contrast"
+
+
+def objective_from_v1(objective: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 objective config in the checked form jobs record today: every term with its settings
+    (schema 1's YAML files held every setting, so nothing needs a default here)."""
+    out = {k: v for k, v in objective.items() if k not in ("projection", "shared_projection", "contrast")}
+    terms = {}
+    for name, weight in (objective.get("terms") or {}).items():
+        term: dict[str, Any] = {"weight": weight}
+        for key in V1_TERM_SETTINGS.get(name, ()):
+            term[key] = objective.get(key)
+        if name == V1_CONTRAST_TERM:
+            term.update(objective.get("contrast") or {})
+        terms[name] = term
+    out["terms"] = terms
+    return out
 
 
 # Record fields written as they are (after the blocks that need conversion).

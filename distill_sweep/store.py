@@ -3,9 +3,12 @@
 - `load_store`: one row per readable record (all statuses), one row per (complete record, epoch) for
   the curves, and the files left out with the reason (unreadable, or "completed" but incomplete by
   `results.is_complete`, the rule the sweeper uses too).
-- A table row is one *system*: (procedure, objective, teacher id, student id), and the init in Table 3.
-  Its label is the objective ("no KD (fine-tuning)" for procedure finetune), with the teacher and the
-  student added only when the store holds more than one of them.
+- A table row is one *system*: (procedure, objective, teacher id, student id, setup id), and the init in
+  Table 3. The setup is the rest of what a run's config says about the method: the objective's checked
+  settings, the optimizer and epoch overrides, precision, the layer map and the pilot-subset caps. Its
+  label is the objective ("no KD (fine-tuning)" for procedure finetune), with the teacher and the student
+  added only when the store holds more than one of them, and the setup keys that differ between rows of
+  the same label (e.g. "[objective.alpha=0.3]").
 - `scores`: per-run scores (percent) of the metric each task column shows.
 
 Which epoch a score comes from (`which`): "best" = for each metric shown, the run's best epoch by that
@@ -40,14 +43,15 @@ WHICH_TEXT: dict[str, str] = {
 STATUSES = results.STATUSES
 NO_KD_LABEL = "no KD (fine-tuning)"
 # What makes two runs rows of their own (Table 3 adds init_label).
-SYSTEM_KEY: tuple[str, ...] = ("procedure", "objective", "teacher_id", "student_id")
+SYSTEM_KEY: tuple[str, ...] = ("procedure", "objective", "teacher_id", "student_id", "setup_id")
+MAX_SETUP_TAGS = 3  # differing setup keys named in a row label before "..."
 
 # Columns of the records frame; dev metrics follow as "dev.<metric>".
 RECORD_COLUMNS: tuple[str, ...] = (
     "path", "status", "error", "procedure", "task", "objective", "system", "teacher_id", "teacher_name",
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "student_id", "student_name",
-    "student_layers", "student_hidden", "init_spec", "init_name", "init_layers", "init_label", "seed",
-    "config_hash", "primary_metric", "primary", "started_at", "finished_at",
+    "student_layers", "student_hidden", "setup_id", "setup", "init_spec", "init_name", "init_layers",
+    "init_label", "seed", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
     "path", "task", "objective", "system", "init_label", "init_name", "seed", "config_hash", "stage",
@@ -113,6 +117,7 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
         "teacher_name_or_path": rec.teacher.name_or_path,
         "student_id": rec.student.id, "student_name": rec.student.name,
         "student_layers": rec.student.num_layers, "student_hidden": rec.student.hidden_size,
+        "setup_id": results.part_id(setup_of(rec)), "setup": _flat(setup_of(rec)),
         "init_spec": norm_spec(init.spec), "init_name": init.name or norm_spec(init.spec),
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
         "seed": rec.seed, "config_hash": rec.config_hash, "primary_metric": rec.primary_metric or "accuracy",
@@ -121,6 +126,31 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
     row["primary"] = dev.get(row["primary_metric"], math.nan)
     row.update({f"dev.{k}": v for k, v in dev.items()})
     return row
+
+
+def setup_of(rec: results.Record) -> dict[str, Any]:
+    """What a run's config says about the method beyond its procedure, objective name, teacher and student
+    (the task's recipe, the seed and the init are not part of it: a row spans them)."""
+    c = rec.config
+    task = c.get("task") if isinstance(c.get("task"), dict) else {}
+    caps = {k: task.get(k) for k in ("max_train_samples", "max_dev_samples") if task.get(k) is not None}
+    if caps:
+        caps["subset_seed"] = task.get("subset_seed", 0)
+    setup: dict[str, Any] = {"optimizer": c.get("optimizer"), "epochs": c.get("epochs"),
+                             "max_steps_per_epoch": c.get("max_steps_per_epoch"), "precision": c.get("precision"),
+                             "map": c.get("map", "init"), "task": caps}
+    if rec.procedure != "finetune":  # the no-KD baseline ignores the objective
+        setup["objective"] = c.get("objective")
+    return setup
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
 
 
 def _curve(row: dict[str, Any], rec: results.Record) -> list[dict[str, Any]]:
@@ -154,7 +184,7 @@ def system_labels(records: pd.DataFrame) -> pd.Series:
     many_teachers = records["teacher_id"].nunique() > 1
     many_students = records["student_id"].nunique() > 1
 
-    def label(row: pd.Series) -> str:
+    def label(row: pd.Series) -> tuple[str, list[str]]:
         if row["procedure"] == "finetune":
             base = NO_KD_LABEL
         elif row["procedure"] == "task_specific":
@@ -166,9 +196,24 @@ def system_labels(records: pd.DataFrame) -> pd.Series:
             tags.append(f"teacher {row['teacher_name']}#{row['teacher_id']}")
         if many_students:
             tags.append(f"student {row['student_name']}#{row['student_id']}")
-        return base + (f" [{', '.join(tags)}]" if tags else "")
+        return base, tags
 
-    return records.apply(label, axis=1)
+    parts = records.apply(label, axis=1)
+    names = [base + (f" [{', '.join(tags)}]" if tags else "") for base, tags in parts]
+    # Rows that would share a label but differ in setup: name the setup keys that tell them apart.
+    by_name: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, (_, row) in zip(names, records.iterrows(), strict=True):
+        by_name.setdefault(name, {})[row["setup_id"]] = row["setup"]
+    out = []
+    for (base, tags), name, (_, row) in zip(parts, names, records.iterrows(), strict=True):
+        setups = by_name[name]
+        if len(setups) > 1:
+            keys = sorted(k for k in set().union(*setups.values())
+                          if len({repr(s.get(k)) for s in setups.values()}) > 1)
+            mine = [f"{k}={row['setup'].get(k)}" for k in keys[:MAX_SETUP_TAGS]]
+            tags = [*tags, *mine, *(["..."] if len(keys) > MAX_SETUP_TAGS else [])]
+        out.append(base + (f" [{', '.join(tags)}]" if tags else ""))
+    return pd.Series(out, index=records.index)
 
 
 def system_order(records: pd.DataFrame) -> list[str]:

@@ -112,6 +112,8 @@ def new_record(job: Job) -> dict[str, Any]:
     cfg, teacher, student = job.cfg, job.teacher_info, job.student_info
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
+    if job.objective is not None:  # the checked form, term settings filled in: what the config hash covers
+        config["objective"] = job.objective.to_dict()
     return results.Record(
         task=job.task, objective=job.objective_name, seed=job.seed, procedure=job.procedure.name,
         config_hash=job.digest,
@@ -149,6 +151,10 @@ def check_group_choices(argv: list[str]) -> str | None:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    if OmegaConf.select(cfg, "dry_run", default=False) is True and not _is_multirun():
+        # only the sweeper plans; without -m the job itself would run
+        print("distill_sweep: error: dry_run=true plans a sweep: add -m (one job is a sweep of one)", file=sys.stderr)
+        sys.exit(2)
     _say_if_one_job_of_a_grid()
     try:
         record = run_job(cfg)

@@ -271,3 +271,25 @@ def test_sweep_over_two_teachers_and_the_no_kd_baseline_gives_separate_rows(tmp_
     assert len({row.split("  ")[0] for row in rows}) == 4
     tests = report.stdout.split("Table 1 paired t-tests")[1].split("==")[1]
     assert "no KD (fine-tuning)" in tests and "vanilla_kd" in tests
+
+
+def test_report_rows_keep_setups_apart_and_schema1_records_in_their_row(tmp_path: Path, shared_cache: Path) -> None:
+    from distill_sweep import store
+
+    out = tmp_path / "store"
+    shutil.copytree(FIXTURES / "store", out)  # schema 1: hid_seq init=1 seed=1, vanilla_kd init=3 seed=1
+    fixture = [*FAST, "max_steps_per_epoch=2", "teacher.finetune.epochs=1", f"results_dir={out}",
+               f"cache_dir={shared_cache}"]
+    run_job(compose_cfg([*fixture, "objective=hid_seq", "init=1", "seed=2"]))  # schema 2, same system
+    for alpha in ("0.5", "0.3"):
+        run_job(compose_cfg([*fixture, "objective=vanilla_kd", "init=3", f"objective.alpha={alpha}"]))
+    records = store.load_records(out)
+    hid = records[records["objective"] == "hid_seq"]
+    assert sorted(hid["seed"]) == [1, 2] and hid["system"].nunique() == 1  # one row across the two schemas
+    assert set(hid["system"]) == {"hid_seq"}
+    kd = records[records["objective"] == "vanilla_kd"]
+    # alpha 0.5 is the schema-1 job itself (skipped, not re-run); alpha 0.3 is another system
+    assert sorted(kd["system"]) == ["vanilla_kd [objective.alpha=0.3]", "vanilla_kd [objective.alpha=0.5]"]
+    assert "0004cd1948" in set(kd["config_hash"].str[:10])  # the schema-1 record
+    _, notes = store.scores(records)
+    assert not any("duplicate" in n for n in notes)
