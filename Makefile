@@ -26,9 +26,12 @@ demo: install
 	$(BIN)/python -m distill_sweep experiment=demo results_dir=$(DEMO_RESULTS) -m
 	$(BIN)/python -m distill_sweep.report $(DEMO_RESULTS) preset=demo
 
+# Two pytest workers on the 2-core machine (pytest-xdist); the SLURM tests run after them in one process:
+# a job requeued from inside an xdist worker came back CANCELLED.
 test: install
 	$(BIN)/ruff check distill_sweep tests conf
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slurm" -n 2
+	$(BIN)/python -m pytest -q -m slurm
 
 bench: install
 	$(BIN)/python -m distill_sweep.bench

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def overrides_first(argv: list[str]) -> list[str]:
@@ -55,11 +56,96 @@ def _abbreviated(arg: str, actions: dict) -> object | None:
     return next(iter(matches.values())) if len(matches) == 1 else None
 
 
+# Hydra flags that pick another config or do not run a job: the overrides are then left for Hydra to judge.
+_NOT_A_RUN = ("config_name", "config_path", "config_dir", "help", "hydra_help", "info", "shell_completion",
+              "experimental_rerun")
+
+
+def check_overrides(argv: list[str]) -> str | None:
+    """One line for overrides Hydra itself would refuse (their grammar, a sweep without -m, a key that is
+    not in the config without `+`, an unknown hydra/ option), found by composing the config once.
+
+    Hydra reports these in several lines (exit 1); the sweep's jobs are composed again by the sweeper,
+    so a sweep is checked here with the first value of each swept key.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException, OverrideParseException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from distill_sweep.train import CONF_DIR
+
+    args = _hydra_args(argv)
+    if args is None or any(getattr(args, name, None) for name in _NOT_A_RUN):
+        return None
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(args.overrides))
+    except OverrideParseException as err:
+        return f"{err.override}: {_one_line(err)}"
+    single: list[str] = []
+    for override in parsed:
+        if not override.is_sweep_override():
+            single.append(override.input_line)
+            continue
+        key = override.get_key_element()
+        if override.is_hydra_override():  # e.g. a preset's sweep axis, hydra.sweeper.params.seed=1,2
+            return (f"{override.input_line}: Hydra's own settings cannot be swept; to set a sweep axis, quote "
+                    f"the list: {key}='{override.input_line.split('=', 1)[1]}'")
+        if not args.multirun:
+            return (f"{override.input_line}: a comma list (or range) sweeps over values, which needs -m; for one "
+                    f"value that contains commas, quote it: {key}='...'")
+        try:
+            first = next(iter(override.sweep_string_iterator()))
+        except Exception:  # noqa: BLE001 - glob() needs Hydra's config loader: the sweeper checks it
+            return None
+        single.append(f"{key}={first}")
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            compose("config", overrides=single, return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as err:
+        return _one_line(err)
+    return None
+
+
+def _one_line(err: BaseException) -> str:
+    """Hydra's multi-line message (and its OmegaConf cause) as one line, without the pointers to docs."""
+    lines: list[str] = []
+    for text in (str(err), str(err.__cause__ or "")):
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("Config search path"):
+                break
+            if not line or line.startswith(("See https://", "Set the environment", "full_key:", "object_type=")):
+                continue
+            if line not in lines:
+                lines.append(line)
+    return "; ".join(lines).replace(":; ", ": ").replace(".; ", ". ") or type(err).__name__
+
+
+def _hydra_args(argv: list[str]) -> Any:
+    """Hydra's own reading of the command line (an argparse Namespace), or None where argparse refuses it
+    (Hydra then says so itself, once)."""
+    import contextlib
+    import io
+
+    try:
+        from hydra._internal.utils import get_args_parser
+
+        with contextlib.redirect_stderr(io.StringIO()):
+            return get_args_parser().parse_known_args(argv)[0]
+    except (ImportError, AttributeError, SystemExit):
+        return None
+
+
 def check_environment(argv: list[str]) -> str | None:
     """One line for an environment that cannot run what was asked (checked before Hydra starts)."""
     import shutil
 
-    if "hydra/launcher=slurm" in argv and "+dry_run=true" not in argv and shutil.which("sbatch") is None:
+    args = _hydra_args(argv)
+    # only a launch needs sbatch: not a dry run, nor printing the config (--cfg) or help
+    launches = args is None or not (args.cfg or any(getattr(args, name, None) for name in _NOT_A_RUN))
+    dry_run = any(a.lstrip("+").lower() == "dry_run=true" for a in argv)
+    if "hydra/launcher=slurm" in argv and launches and not dry_run and shutil.which("sbatch") is None:
         return ("hydra/launcher=slurm: no SLURM on this host (sbatch is not on PATH); run from a SLURM login "
                 "node, or use hydra/launcher=local or hydra/launcher=local_parallel")
     return None
@@ -69,7 +155,8 @@ def _cli() -> None:
     from distill_sweep.train import check_group_choices, main
 
     sys.argv[1:] = overrides_first(sys.argv[1:])
-    problem = check_group_choices(sys.argv[1:]) or check_environment(sys.argv[1:])
+    argv = sys.argv[1:]
+    problem = check_group_choices(argv) or check_overrides(argv) or check_environment(argv)
     if problem:
         print(f"distill_sweep: error: {problem}", file=sys.stderr)
         sys.exit(2)

@@ -295,17 +295,70 @@ def _find_tsv(task_cfg: Any, filename: str) -> Path:
     )
 
 
-def _load_tsv(task_cfg: Any) -> dict[str, Dataset]:
+def _tsv_paths(task_cfg: Any) -> dict[str, Path]:
+    """The TSV file of every split under task.data_dir (DataError naming the file when one is missing)."""
     tsv = _get(task_cfg, "tsv")
     if not tsv:
         raise ConfigError(f"task {_get(task_cfg, 'name')}: no tsv: block, cannot read task.data_dir")
     files = dict(_get(tsv, "files"))
-    out: dict[str, Dataset] = {}
+    paths: dict[str, Path] = {}
     for split in ["train", *_dev_splits(task_cfg)]:
         if split not in files:
             raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.files has no entry for split {split!r}")
-        out[split] = read_glue_tsv(_find_tsv(task_cfg, str(files[split])), task_cfg)
-    return out
+        paths[split] = _find_tsv(task_cfg, str(files[split]))
+    return paths
+
+
+def _load_tsv(task_cfg: Any) -> dict[str, Dataset]:
+    return {split: read_glue_tsv(path, task_cfg) for split, path in _tsv_paths(task_cfg).items()}
+
+
+def check_files(task_cfg: Any) -> None:
+    """What can be known of task.data_dir's TSVs from their first bytes, before a job starts: every file is
+    there, is text, and has the columns the task reads. Reads at most 8 KB and one line per file (the
+    rows themselves are checked when the job loads them)."""
+    if _get(task_cfg, "source", "glue") != "glue" or not _get(task_cfg, "data_dir"):
+        return
+    columns, header = _tsv_columns(task_cfg), bool(_get(_get(task_cfg, "tsv"), "header", True))
+    for path in _tsv_paths(task_cfg).values():
+        _refuse_binary(path)
+        if not header:
+            continue
+        try:
+            with open(path, "rb") as f:
+                first = f.readline(1 << 20).decode("utf-8-sig")  # the header row alone, as read_glue_tsv reads it
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: the header row is not UTF-8 text; GLUE TSVs are UTF-8: re-save it as UTF-8"
+                            ) from None
+        except OSError as e:
+            raise DataError(f"{path}: cannot open ({e.strerror})") from e
+        head = next(csv.reader([first.rstrip("\r\n")], delimiter="\t", quoting=csv.QUOTE_NONE), None)
+        if not first or head is None:
+            raise DataError(f"{path}: empty file (expected a header row)")
+        _column_index(path, head, columns)
+
+
+def _tsv_columns(task_cfg: Any) -> dict[str, Any]:
+    """task.tsv.columns (our field -> file column name or 0-based position), with an entry for every field."""
+    columns = dict(_get(_get(task_cfg, "tsv"), "columns"))
+    for key in [*_get(task_cfg, "text_fields"), "label"]:
+        if key not in columns:
+            raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.columns has no entry for {key!r}")
+    return columns
+
+
+def _column_index(path: Path, head: list[str], columns: dict[str, Any]) -> dict[str, int]:
+    """Where each column is in a file whose header row is `head`."""
+    index: dict[str, int] = {}
+    for key, col in columns.items():
+        if isinstance(col, int):
+            index[key] = col
+        elif col in head:
+            index[key] = head.index(col)
+        else:
+            hint = " (comma-separated? GLUE files are tab-separated)" if len(head) == 1 and "," in head[0] else ""
+            raise DataError(f"{path}: missing column {col!r} (header has {_short(head)}){hint}")
+    return index
 
 
 # Leading bytes of compressed/archive files someone may pass instead of the TSV itself.
@@ -343,14 +396,11 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
     path = Path(path)
     tsv = _get(task_cfg, "tsv")
     fields = list(_get(task_cfg, "text_fields"))
-    columns = dict(_get(tsv, "columns"))  # HF name -> file column name (or 0-based position)
+    columns = _tsv_columns(task_cfg)
     header = bool(_get(tsv, "header", True))
     label_type = str(_get(tsv, "label_type", "int"))
     label_names = [str(x) for x in (_get(task_cfg, "label_names") or [])]
     num_labels = int(_get(task_cfg, "num_labels"))
-    for key in [*fields, "label"]:
-        if key not in columns:
-            raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.columns has no entry for {key!r}")
 
     _refuse_binary(path)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long MNLI parse-tree fields
@@ -367,15 +417,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
                 if head is None:
                     raise DataError(f"{path}: empty file (expected a header row)")
                 width = len(head)
-                index: dict[str, int] = {}
-                for key, col in columns.items():
-                    if isinstance(col, int):
-                        index[key] = col
-                    elif col in head:
-                        index[key] = head.index(col)
-                    else:
-                        hint = " (comma-separated? GLUE files are tab-separated)" if len(head) == 1 and "," in head[0] else ""
-                        raise DataError(f"{path}: missing column {col!r} (header has {_short(head)}){hint}")
+                index = _column_index(path, head, columns)
             else:
                 width = None  # header-less files are checked by the highest position we read
                 index = {key: int(col) for key, col in columns.items()}

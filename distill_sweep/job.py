@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from transformers import PretrainedConfig
 
 from distill_sweep import results
+from distill_sweep.data import check_files
 from distill_sweep.errors import ConfigError
 from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.model_info import ModelInfo
@@ -26,12 +27,14 @@ from distill_sweep.models import (
     resolve_init,
     skip_layers,
     teacher_config,
+    tokenizer_source,
 )
 from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_objective
 from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
 from distill_sweep.schema import ConfigSettings, check_config
 from distill_sweep.settings import as_dict, parse
 from distill_sweep.students import StudentType, model_info, student_type
+from distill_sweep.teacher import check_ensemble
 
 DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
 
@@ -43,6 +46,7 @@ class JobIdentity:
     cfg: DictConfig
     settings: ConfigSettings
     procedure: Procedure
+    procedure_settings: Any  # the procedure's settings dataclass
     student_kind: StudentType
     student: Any  # the student's settings dataclass
     objective: ObjectiveSettings | None  # None for procedures that do not distil
@@ -85,21 +89,33 @@ class Job(JobIdentity):
 def identify(cfg: DictConfig) -> JobIdentity:
     settings = check_config(cfg)
     procedure = procedure_named(str(cfg.procedure.name))
+    procedure_settings = parse(procedure.settings, cfg.procedure, "procedure")
+    own_task = getattr(procedure_settings, "own_task", None)
+    if callable(own_task):  # a procedure whose data is not the task (task_agnostic: a corpus) describes its own
+        settings.task = own_task(cfg)
+    check_task = getattr(procedure_settings, "check_task", None)
+    if callable(check_task):  # a procedure's rules that involve the task (e.g. ptp: class labels)
+        check_task(settings.task, "procedure")
     kind = student_type(str(cfg.student.get("name")))
     student = parse(kind.settings, cfg.student, "student")
     objective = parse_objective(cfg.objective) if procedure.distils else None
-    if not kind.uses_init and init_spec(cfg.init) != str(DEFAULT_INIT):
+    if procedure.uses_student and not kind.uses_init and init_spec(cfg.init) != str(DEFAULT_INIT):
         raise ConfigError(f"init={init_spec(cfg.init)} applies to student=truncated only: student={kind.name} is "
                           "not initialised from teacher layers (choose its layer map with map=)")
-    init_label = init_dirname(cfg.init) if kind.uses_init else f"init-{kind.name}"
-    hashed = _hashed(cfg, objective, student)
+    if not procedure.uses_student:
+        init_label = "init-none"
+    else:
+        init_label = init_dirname(cfg.init) if kind.uses_init else f"init-{kind.name}"
+    hashed = _hashed(cfg, objective, student if procedure.uses_student else None,
+                     reads_task=getattr(procedure_settings, "reads_task", True))
     digest = results.digest(hashed)
     base = Path(results.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
     out_dir = results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
     legacy = [results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
               for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
-    return JobIdentity(cfg, settings, procedure, kind, student, objective, init_label, digest, out_dir, legacy)
+    return JobIdentity(cfg, settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
+                       out_dir, legacy)
 
 
 def prepare(cfg: DictConfig) -> Job:
@@ -108,9 +124,17 @@ def prepare(cfg: DictConfig) -> Job:
     task = ident.settings.task
     if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
         raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
+    if getattr(ident.procedure_settings, "reads_task", True):
+        check_files(cfg.task)  # a missing, binary or wrong-column TSV is refused before a record is written
     for key in ("results_dir", "cache_dir"):
         check_writable(results.absolute(getattr(ident.settings.run, key)), key)
     teacher_arch = teacher_config(cfg.teacher, task.num_labels)
+    tokenizer_source(cfg.teacher)
+    check_ensemble(cfg, task, ident.procedure, ident.objective, teacher_arch)
+    if not ident.procedure.uses_student:  # the procedure's model is the teacher itself (e.g. early exit)
+        _check_positions(task.max_seq_length, {"teacher": teacher_arch})
+        return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
+                   init=StudentInit("none", "none", [], []), layer_map=[])
     student_arch = ident.student_kind.describe(ident.student, teacher_arch)
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
     if ident.student_kind.uses_init:
@@ -118,20 +142,31 @@ def prepare(cfg: DictConfig) -> Job:
     else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
         pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
         init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)
-    if ident.objective is not None and not init.layer_map and map_spec(cfg.map) == "init":
+    spec = cfg.map
+    if map_spec(spec) == "init" and getattr(ident.procedure_settings, "map", None) is not None:
+        spec = ident.procedure_settings.map  # the procedure's own default map (task_agnostic: top)
+    if ident.objective is not None and not init.layer_map and map_spec(spec) == "init":
         raise ConfigError(f"the student has {k} layers and the teacher {depth}: choose a layer map (map=...)")
-    layer_map = resolve_map(cfg.map, init, depth, k)
-    for name, arch in (("teacher", teacher_arch), ("student", student_arch)):
+    layer_map = resolve_map(spec, init, depth, k)
+    length_key = "task" if getattr(ident.procedure_settings, "reads_task", True) else "corpus"
+    _check_positions(task.max_seq_length, {"teacher": teacher_arch, "student": student_arch}, length_key)
+    if ident.objective is not None:
+        check_compatible(ident.objective, model_info(student_arch), model_info(teacher_arch), layer_map)
+    job = Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init, layer_map=layer_map)
+    check_job = getattr(ident.procedure_settings, "check_job", None)
+    if callable(check_job):  # the procedure's rules over the whole job (task_agnostic: MLM head, corpus, ...)
+        check_job(job)
+    return job
+
+
+def _check_positions(max_seq_length: int, archs: dict[str, PretrainedConfig], key: str = "task") -> None:
+    for name, arch in archs.items():
         positions = getattr(arch, "max_position_embeddings", None)
         # RoBERTa's position ids start after the padding index: 2 positions are not usable
         usable = positions - 2 if positions and getattr(arch, "model_type", "") == "roberta" else positions
-        if usable and task.max_seq_length > usable:
-            raise ConfigError(f"task.max_seq_length={task.max_seq_length} is longer than the {name}'s "
+        if usable and max_seq_length > usable:
+            raise ConfigError(f"{key}.max_seq_length={max_seq_length} is longer than the {name}'s "
                               f"{usable} positions (max_position_embeddings)")
-    if ident.objective is not None:
-        check_compatible(ident.objective, model_info(student_arch), model_info(teacher_arch))
-    return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init,
-               layer_map=layer_map)
 
 
 def check_writable(path: Path, key: str) -> None:
@@ -147,14 +182,23 @@ def check_writable(path: Path, key: str) -> None:
         raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
 
 
-def _hashed(cfg: DictConfig, objective: ObjectiveSettings | None, student: Any) -> dict[str, Any]:
+def _hashed(cfg: DictConfig, objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True
+            ) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in)."""
     hashed = results.hashed_config(cfg)
-    hashed["student"] = as_dict(student)
+    # A job reads either the task or a corpus (task_agnostic); the other is ignored, so not hashed.
+    hashed.pop("corpus" if reads_task else "task", None)
+    if student is None:  # a procedure that builds no student ignores it
+        for key in ("student", "init", "map"):
+            hashed.pop(key, None)
+    else:
+        hashed["student"] = as_dict(student)
     if objective is None:
         hashed.pop("objective", None)  # a procedure that does not distil ignores it
     else:
         hashed["objective"] = objective.to_dict()
+    if (objective is None or not objective.terms) and "map" in hashed:
+        hashed["map"] = "init"  # no intermediate term reads the layer map: it does not make another job
     return hashed
 
 

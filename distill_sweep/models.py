@@ -89,10 +89,12 @@ def resolve_init(spec: Any, teacher_layers: int, student_layers: int) -> Student
 
 
 def _as_layer(x: Any, teacher_layers: int) -> int:
-    try:
-        layer = int(x)
-    except (TypeError, ValueError):
-        raise ConfigError(f"init list entries must be 1-based layer numbers, got {x!r}") from None
+    # int() alone would take 3.5 as layer 3 and `true` as layer 1: only whole numbers are layer numbers
+    whole = (isinstance(x, int) or (isinstance(x, float) and x.is_integer())
+             or (isinstance(x, str) and x.strip().isdigit()))
+    if isinstance(x, bool) or not whole:
+        raise ConfigError(f"init list entries must be 1-based layer numbers, got {x!r}")
+    layer = int(x)
     if not 1 <= layer <= teacher_layers:
         raise ConfigError(f"init layer {layer} is out of range: the teacher has layers 1..{teacher_layers}")
     return layer
@@ -103,39 +105,83 @@ def _as_layer(x: Any, teacher_layers: int) -> int:
 
 
 def teacher_config(teacher_cfg: DictConfig, num_labels: int, vocab_size: int | None = None) -> PretrainedConfig:
-    """The teacher's architecture config (reads only config.json for a pretrained model)."""
+    """The teacher's architecture config (reads only config.json for a pretrained model).
+
+    A given fine-tuned teacher is the model that runs, so its own config.json describes it, also for a
+    teacher otherwise built from `config` (teacher=tiny).
+    """
     label_kwargs: dict[str, Any] = {"num_labels": num_labels}
-    if teacher_cfg.name_or_path is None:
-        arch = OmegaConf.to_container(teacher_cfg.config, resolve=True)
-        assert isinstance(arch, dict)
-        model_type = arch.pop("model_type", "bert")
-        if vocab_size is not None:
-            arch["vocab_size"] = vocab_size
-        return AutoConfig.for_model(model_type, **arch, **label_kwargs)
+    if teacher_cfg.name_or_path is None and not teacher_cfg.finetuned_path:
+        return _config_from_settings(teacher_cfg, label_kwargs, vocab_size)
     key = "teacher.finetuned_path" if teacher_cfg.finetuned_path else "teacher.name_or_path"
-    source = model_source(teacher_cfg.finetuned_path or teacher_cfg.name_or_path, key)
+    return read_model_config(teacher_cfg.finetuned_path or teacher_cfg.name_or_path, key,
+                             bool(teacher_cfg.trust_remote_code), **label_kwargs)
+
+
+def read_model_config(name_or_path: str, key: str, trust_remote_code: bool, **kwargs: Any) -> PretrainedConfig:
+    """config.json of a hub id or local directory; anything wrong is one ConfigError line naming `key`."""
+    source = model_source(name_or_path, key)
     try:
-        return AutoConfig.from_pretrained(
-            source, trust_remote_code=bool(teacher_cfg.trust_remote_code), **label_kwargs
-        )
-    except OSError as err:
-        raise ConfigError(_unreachable_model_message(source, err)) from None
+        return AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **kwargs)
+    except (OSError, ValueError) as err:  # ValueError: a config.json without a known model_type
+        raise ConfigError(model_error_message(source, err, key)) from None
+
+
+def _config_from_settings(teacher_cfg: DictConfig, label_kwargs: dict[str, Any], vocab_size: int | None
+                          ) -> PretrainedConfig:
+    """A fresh teacher's architecture from `teacher.config`, checked as the other settings are."""
+    from transformers import CONFIG_MAPPING
+
+    arch = OmegaConf.to_container(teacher_cfg.config, resolve=True)
+    assert isinstance(arch, dict)
+    model_type = str(arch.pop("model_type", "bert"))
+    if model_type not in CONFIG_MAPPING:
+        raise ConfigError(f"teacher.config.model_type={model_type!r} is not a transformers model type")
+    defaults = CONFIG_MAPPING[model_type]()
+    unknown = sorted(str(k) for k in arch if not hasattr(defaults, str(k)))
+    if unknown:  # transformers would keep a misspelt key as an unused attribute
+        raise ConfigError(f"teacher.config.{unknown[0]}: not a setting of a {model_type} config")
+    if vocab_size is not None:
+        arch["vocab_size"] = vocab_size
+    try:
+        config = AutoConfig.for_model(model_type, **arch, **label_kwargs)
+    except Exception as err:  # noqa: BLE001 - transformers' strict validation raises its own error types
+        detail = str(err).strip().splitlines()[-1].strip() if str(err).strip() else type(err).__name__
+        raise ConfigError(f"teacher.config: {detail}") from None
+    for name in ("num_hidden_layers", "hidden_size", "num_attention_heads"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value < 1:
+            raise ConfigError(f"teacher.config.{name}={value}: must be >= 1")
+    heads, width = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+    if isinstance(heads, int) and isinstance(width, int) and width % heads:
+        raise ConfigError(f"teacher.config.hidden_size={width} is not a multiple of "
+                          f"teacher.config.num_attention_heads={heads}")
+    return config
 
 
 def load_tokenizer(teacher_cfg: DictConfig, cache_dir: Path) -> Any:
     """The tokenizer the teacher and student share."""
-    name = teacher_cfg.tokenizer or teacher_cfg.finetuned_path or teacher_cfg.name_or_path
+    name = tokenizer_source(teacher_cfg)
     if name == "toy":
         from distill_sweep.toy import build_toy_tokenizer
 
         return build_toy_tokenizer(cache_dir)
-    if name is None:
-        raise ConfigError("teacher.tokenizer must be set when teacher.name_or_path is null")
-    name = model_source(name, "teacher.tokenizer")
     try:
         return AutoTokenizer.from_pretrained(name, trust_remote_code=bool(teacher_cfg.trust_remote_code))
     except OSError as err:
-        raise ConfigError(_unreachable_model_message(name, err)) from None
+        raise ConfigError(model_error_message(name, err, "teacher.tokenizer")) from None
+
+
+def tokenizer_source(teacher_cfg: DictConfig) -> str:
+    """Where the tokenizer comes from ("toy", a hub id or a directory, checked to exist); loads nothing."""
+    name = teacher_cfg.tokenizer or teacher_cfg.finetuned_path or teacher_cfg.name_or_path
+    if name is None:
+        raise ConfigError("teacher.tokenizer must be set when teacher.name_or_path is null")
+    if name == "toy":
+        return name
+    key = "teacher.tokenizer" if teacher_cfg.tokenizer else ("teacher.finetuned_path" if teacher_cfg.finetuned_path
+                                                             else "teacher.name_or_path")
+    return model_source(name, key)
 
 
 def load_teacher(
@@ -152,8 +198,8 @@ def load_teacher(
         return AutoModelForSequenceClassification.from_config(config, attn_implementation=attn)
     try:
         saved = AutoConfig.from_pretrained(path, trust_remote_code=bool(teacher_cfg.trust_remote_code))
-    except OSError as err:
-        raise ConfigError(_unreachable_model_message(path, err)) from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(model_error_message(path, err)) from None
     # Check BEFORE loading: passing our label map to from_pretrained would overwrite the saved one.
     check_label_order(saved, label_names, path)
     try:
@@ -164,7 +210,7 @@ def load_teacher(
             **label_kwargs,
         )
     except OSError as err:
-        raise ConfigError(_unreachable_model_message(path, err)) from None
+        raise ConfigError(model_error_message(path, err)) from None
 
 
 def check_label_order(config: PretrainedConfig, label_names: list[str], path: str) -> None:
@@ -204,13 +250,81 @@ def model_source(source: str, key: str) -> str:
     return str(source)
 
 
-def _unreachable_model_message(source: str, err: Exception) -> str:
+def model_error_message(source: str, err: Exception, key: str | None = None) -> str:
+    """One line for a model that cannot be loaded; the hub is blamed only for a hub id."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    named = f"{key}={source!r}" if key else repr(source)
+    if Path(str(source)).expanduser().exists():  # a local directory: the hub has nothing to do with it
+        return f"{named}: cannot load a model from this directory ({first})"
     return (
-        f"cannot load model {source!r} ({first}). The HF hub may be unreachable: pass a local directory "
+        f"cannot load model {named} ({first}). The HF hub may be unreachable: pass a local directory "
         f"(teacher.name_or_path=/path/to/model) or run offline with teacher=tiny task=toy (make demo)"
     )
 
 
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Masked-LM models (task-agnostic distillation)
+
+
+def has_mlm_head(config: PretrainedConfig) -> bool | None:
+    """Whether a saved model's config.json names an architecture with an MLM head (None: it names none, as
+    a config built from settings)."""
+    archs = list(getattr(config, "architectures", None) or [])
+    if not archs:
+        return None
+    return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs)
+
+
+def load_masked_lm(teacher_cfg: DictConfig, vocab_size: int) -> PreTrainedModel:
+    """The teacher with its MLM head: from `name_or_path` (hub id or directory), or built from `config` with
+    random weights. A checkpoint whose MLM head is missing is refused (ConfigError), not silently given a
+    random one."""
+    from transformers import AutoModelForMaskedLM
+
+    attn = teacher_cfg.get("attn_implementation", "sdpa")
+    path = teacher_cfg.name_or_path
+    if path is None:
+        config = teacher_config(teacher_cfg, 2, vocab_size)
+        config._attn_implementation = attn
+        return AutoModelForMaskedLM.from_config(config, attn_implementation=attn)
+    source = model_source(str(path), "teacher.name_or_path")
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(
+            source, trust_remote_code=bool(teacher_cfg.trust_remote_code), attn_implementation=attn,
+            output_loading_info=True)
+    except (OSError, ValueError) as err:
+        raise ConfigError(model_error_message(source, err, "teacher.name_or_path")) from None
+    head = [k for k in info.get("missing_keys", []) if not k.startswith(f"{model.base_model_prefix}.")]
+    if head:
+        raise ConfigError(f"teacher.name_or_path={str(path)!r} has no MLM head (missing {head[0]}): task-agnostic "
+                          "distillation needs the pre-trained model with its MLM head, not a fine-tuned classifier")
+    return model
+
+
+def mlm_head(model: PreTrainedModel) -> torch.nn.Module:
+    """The MLM head of a masked-LM model: its one child beside the backbone (BERT `cls`, RoBERTa `lm_head`)."""
+    heads = [child for name, child in model.named_children() if name != model.base_model_prefix]
+    if len(heads) != 1:
+        raise TypeError(f"{type(model).__name__}: expected one MLM head beside the backbone, found {len(heads)}")
+    return heads[0]
+
+
+def as_masked_lm(model: PreTrainedModel) -> PreTrainedModel:
+    """`model` if it is a masked-LM model, else a masked-LM model of its config carrying its backbone's
+    weights (a fresh MLM head, its decoder tied to the word embeddings as the config says)."""
+    from transformers import AutoModelForMaskedLM
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    if type(model).__name__ in MODEL_FOR_MASKED_LM_MAPPING_NAMES.values():
+        return model
+    attn = getattr(model.config, "_attn_implementation", None) or "sdpa"
+    mlm = AutoModelForMaskedLM.from_config(model.config, attn_implementation=attn)
+    state = {k: v for k, v in model.base_model.state_dict().items() if not k.startswith("pooler.")}
+    missing, unexpected = mlm.base_model.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if not k.startswith("pooler.")]:
+        raise TypeError(f"cannot carry {type(model).__name__}'s backbone into {type(mlm).__name__}")
+    return mlm.to(next(model.parameters()).device)

@@ -104,12 +104,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
-    """The record at `path`, or None if absent or unreadable."""
+    """The record at `path`, or None if absent, unreadable (binary, torn) or not a JSON object."""
     try:
         with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
+            record = json.load(f)
+    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
         return None
+    return record if isinstance(record, dict) else None
 
 
 def completed_record(directory: Path) -> dict[str, Any] | None:
@@ -156,7 +157,7 @@ def git_commit() -> str | None:
 STATUSES = ("running", "completed", "failed")
 # Of the stages (intermediate, prediction, combined, finetune), those whose epochs train the classifier
 # that is scored: `best` is chosen among their epochs. An intermediate-stage head is untrained.
-SCORED_STAGES = ("prediction", "combined", "finetune")
+SCORED_STAGES = ("prediction", "combined", "finetune", "self_distill")
 
 
 class RecordError(ValueError):
@@ -290,14 +291,28 @@ class TeacherInfo:
     path: str | None = None
     dev: dict[str, Any] | None = None
     majority_baseline: dict[str, Any] | None = None
+    # An ensemble teacher's members (None for one teacher, and then left out of result.json): each its name,
+    # id (part_id of its block), fine-tuning seed and name_or_path, and once loaded its source, path and dev.
+    members: list[dict[str, Any]] | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], **fields: Any) -> TeacherInfo:
-        """Name and id from the teacher's config block (config.teacher); other fields as given."""
+        """Name and id from the teacher's config block (config.teacher), the members of an ensemble; other
+        fields as given."""
+        from distill_sweep.schema import ensemble_members
+
         if OmegaConf.is_config(settings):
             settings = OmegaConf.to_container(settings, resolve=True)
+        members = [{"name": str(m.get("name") or ""), "id": part_id(m), "seed": (m.get("finetune") or {}).get("seed"),
+                    "name_or_path": _opt_str(m.get("name_or_path"))} for m in ensemble_members(settings)]
         return cls(name=str(settings.get("name") or ""), id=part_id(settings),
-                   name_or_path=_opt_str(settings.get("name_or_path")), **fields)
+                   name_or_path=_opt_str(settings.get("name_or_path")), members=members or None, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.members is None:  # one teacher: the record keeps the keys it had before ensembles
+            del out["members"]
+        return out
 
 
 @dataclass
@@ -359,7 +374,7 @@ class Record:
         out.update({
             "config_hash": self.config_hash, "procedure": self.procedure, "task": self.task,
             "objective": self.objective, "seed": self.seed, "init": asdict(self.init),
-            "student": asdict(self.student), "teacher": asdict(self.teacher), "data": asdict(self.data),
+            "student": asdict(self.student), "teacher": self.teacher.to_dict(), "data": asdict(self.data),
             "primary_metric": self.primary_metric, "epochs": copy.deepcopy(self.epochs),
             "best": copy.deepcopy(self.best), "final": copy.deepcopy(self.final),
         })
@@ -492,6 +507,7 @@ def _read_teacher(t: dict[str, Any], teacher_cfg: dict[str, Any] | None, arch: d
         source=_opt_str(t.get("source")), path=_opt_str(t.get("path")),
         dev=dict(t["dev"]) if isinstance(t.get("dev"), dict) else None,
         majority_baseline=dict(t["majority_baseline"]) if isinstance(t.get("majority_baseline"), dict) else None,
+        members=[dict(m) for m in t["members"] if isinstance(m, dict)] if isinstance(t.get("members"), list) else None,
     )
 
 

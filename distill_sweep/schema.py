@@ -7,17 +7,19 @@ code; this module holds the rest. `check_config` parses them all: a wrong key, t
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from omegaconf import DictConfig
 
 from distill_sweep.errors import ConfigError
-from distill_sweep.settings import parse
+from distill_sweep.settings import as_dict, parse
 
-GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment")
+GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
 # Top-level keys that are neither a group nor a run setting.
-OTHER_KEYS = ("hydra", "dry_run")
+OTHER_KEYS = ("hydra",)
 
 
 @dataclass
@@ -52,6 +54,7 @@ class RunSettings:
     guards: GuardSettings = field(default_factory=GuardSettings)
     results_dir: str = "results"
     cache_dir: str = "~/.cache/distill_sweep"
+    dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (grid.py)
 
     def validate(self, where: str) -> None:
         dev = self.device
@@ -144,10 +147,56 @@ class TeacherSettings:
     trust_remote_code: bool = False
     attn_implementation: str = "sdpa"
     finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
+    # An ensemble teacher (MT-DNN): its members, each this block overridden by an entry, an integer being the
+    # fine-tuning seed (`[1, 2, 3]`) and a mapping any teacher keys (`{finetune: {seed: 2}}`, another
+    # backbone); null = one teacher. Left out of the teacher presets, so their ids and hashes stay as they were.
+    ensemble: list[Any] | None = None
 
     def validate(self, where: str) -> None:
         if self.name_or_path is None and not self.config:
             raise ConfigError(f"{where}: set name_or_path (hub id or directory) or config (a model built fresh)")
+        if self.ensemble is not None:
+            self._validate_ensemble(f"{where}.ensemble")
+
+    def _validate_ensemble(self, where: str) -> None:
+        if not self.ensemble:
+            raise ConfigError(f"{where} is empty: list the members (fine-tuning seeds or teacher settings), or "
+                              "set it to null for one teacher")
+        for i, entry in enumerate(self.ensemble):
+            if not (_is_seed(entry) or isinstance(entry, dict)):
+                raise ConfigError(f"{where}[{i}]={entry!r}: expected a fine-tuning seed (an integer) or a mapping "
+                                  "of teacher settings")
+            if isinstance(entry, dict) and "ensemble" in entry:
+                raise ConfigError(f"{where}[{i}].ensemble: a member is one teacher, not an ensemble")
+        members = ensemble_members(as_dict(self))
+        for i, member in enumerate(members):
+            parse(TeacherSettings, member, f"{where}[{i}]")
+            for j in range(i):
+                if members[j] == member:
+                    raise ConfigError(f"{where}[{j}] and {where}[{i}] are the same teacher: members differ in their "
+                                      "fine-tuning seed or backbone")
+
+
+def _is_seed(entry: Any) -> bool:
+    return isinstance(entry, int) and not isinstance(entry, bool)
+
+
+def ensemble_members(teacher: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The member teacher blocks of a teacher block (plain containers; [] for one teacher): the block without
+    `ensemble`, with each entry merged in (a seed sets finetune.seed; a mapping's nested mappings are merged)."""
+    base = {k: v for k, v in teacher.items() if k != "ensemble"}
+    return [_merged(base, {"finetune": {"seed": entry}} if _is_seed(entry) else entry)
+            for entry in teacher.get("ensemble") or []]
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 @dataclass

@@ -40,7 +40,8 @@ from distill_sweep.loop import (
 
 log = logging.getLogger("distill_sweep")
 # Offsets of the data-order seed per stage kind: each stage's epochs see their own shuffles.
-STAGE_SEED_OFFSET = {"finetune": 0, "intermediate": 100, "prediction": 200, "combined": 300}
+STAGE_SEED_OFFSET = {"finetune": 0, "intermediate": 100, "prediction": 200, "combined": 300, "self_distill": 400,
+                     "ptp": 500, "pretrain": 600}
 
 
 @dataclass
@@ -72,12 +73,13 @@ class StageDriver:
                  metrics: Callable[..., dict[str, float]], device: torch.device, precision: str,
                  optimizer_cfg: Any, checkpoint: Path, key: str, history: list[dict[str, Any]],
                  every_steps: int = 0, log_every: int = 50, skip_nonfinite: bool = False, tracker: Any = None,
-                 label: str = "") -> None:
+                 label: str = "", evaluate_fn: Callable[..., dict[str, float]] = evaluate) -> None:
         self.model, self.state, self.train_size, self.loader = model, state, train_size, loader
         self.dev_loaders, self.metrics, self.device, self.precision = dev_loaders, metrics, device, precision
         self.optimizer_cfg, self.ckpt_path, self.key, self.history = optimizer_cfg, checkpoint, key, history
         self.every, self.log_every, self.skip_nonfinite = every_steps, max(1, log_every), skip_nonfinite
         self.tracker, self.label = tracker, label
+        self.evaluate = evaluate_fn  # (model, dev_loaders, metrics, device, precision) -> dev metrics
         # where we are: stage index, epoch (1-based) and steps done in it, plus totals for samples/s
         self.pos = {"stage": 0, "epoch": 1, "step": 0, "global_step": 0, "train_samples": 0.0,
                     "train_seconds": 0.0}
@@ -167,7 +169,7 @@ class StageDriver:
         self.pos["train_samples"] += stats["samples"]
         self.pos["train_seconds"] += stats["seconds"]
         self.pos["global_step"] += n_steps
-        dev = evaluate(self.model, self.dev_loaders, self.metrics, self.device, self.precision)
+        dev = self.evaluate(self.model, self.dev_loaders, self.metrics, self.device, self.precision)
         entry = {"stage": stage.name, "epoch": epoch, "step": self.pos["global_step"], "train_loss": stats["loss"],
                  "dev": dev}
         entry.update({k: v for k, v in stats.items() if k.startswith("loss_")})

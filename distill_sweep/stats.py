@@ -206,20 +206,17 @@ def grid_status(
 
 
 def align_curves(curves: pd.DataFrame) -> pd.DataFrame:
-    """Add x: intermediate epochs at 1..k, scored-stage epochs (prediction, combined, finetune) at
-    k_max(task) + epoch, so they line up across objectives (vanilla KD and fine-tuning have no
-    intermediate stage). Also returns the boundary per task in column `boundary` (k_max + 0.5; NaN when
-    no run has an intermediate stage)."""
+    """Add x: a run's epochs before its scored stage (intermediate, a pre-stage such as PTP) at 1..k, its
+    scored-stage epochs (SCORED_STAGES) at k_max(task) + their index, so scored epochs line up across
+    objectives (vanilla KD and fine-tuning have no earlier stage). Also returns the boundary per task in
+    column `boundary` (k_max + 0.5; NaN when no run has an earlier stage)."""
     if curves.empty:
         return curves.assign(x=pd.Series(dtype=float), boundary=pd.Series(dtype=float))
-    inter = curves[curves["stage"] == "intermediate"].groupby("task")["epoch"].max()
-    kmax = curves["task"].map(inter).astype(float)
     scored = curves["stage"].isin(SCORED_STAGES)
-    x = np.where(scored, kmax.fillna(0.0) + curves["epoch"], curves["epoch"]).astype(float)
-    # Stages of neither kind keep their position in the run.
-    known = scored | (curves["stage"] == "intermediate")
-    x = np.where(known, x, curves["global_epoch"].astype(float))
-    return curves.assign(x=x, boundary=kmax + 0.5)
+    before = (~scored).groupby(curves["path"]).transform("sum")  # epochs before the scored stage, per run
+    kmax = before.groupby(curves["task"]).transform("max").astype(float)
+    x = np.where(scored, kmax + curves["global_epoch"] - before, curves["global_epoch"]).astype(float)
+    return curves.assign(x=x, boundary=kmax.where(kmax > 0) + 0.5)
 
 
 def curve_means(curves: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.DataFrame:

@@ -57,6 +57,9 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "path", "task", "objective", "system", "init_label", "init_name", "seed", "config_hash", "stage",
     "epoch", "global_epoch", "metric", "value", "train_loss",
 )
+EARLY_EXIT_COLUMNS: tuple[str, ...] = (
+    "path", "task", "system", "seed", "speed", "metric", "value", "mean_exit_layer", "speedup",
+)
 SCORE_KEYS: tuple[str, ...] = (
     "task", "system", *SYSTEM_KEY, "teacher_layers", "student_name", "student_layers", "init_label",
     "init_name", "init_spec", "seed", "config_hash", "path",
@@ -70,6 +73,8 @@ class Store:
     records: pd.DataFrame  # one row per readable result.json (all statuses)
     curves: pd.DataFrame  # one row per (complete record, epoch): the primary metric in percent
     skipped: list[str] = field(default_factory=list)  # why files were left out
+    # one row per (complete record with an early-exit curve, speed): procedure fastbert
+    early_exit: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EARLY_EXIT_COLUMNS)))
 
 
 # ----------------------------------------------------------------------------- one record
@@ -128,6 +133,18 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
     return row
 
 
+def _early_exit(row: dict[str, Any], rec: results.Record) -> list[dict[str, Any]]:
+    """The speed-accuracy curve a fastbert record holds (`early_exit`): the primary metric in percent."""
+    curve = rec.extra.get("early_exit")
+    if not isinstance(curve, list):
+        return []
+    metric = row["primary_metric"]
+    return [{"path": row["path"], "task": row["task"], "system": "", "seed": row["seed"], "speed": _finite(p.get("speed")),
+             "metric": metric, "value": 100.0 * _finite((p.get("dev") or {}).get(metric)),
+             "mean_exit_layer": _finite(p.get("mean_exit_layer")), "speedup": _finite(p.get("speedup"))}
+            for p in curve if isinstance(p, dict)]
+
+
 def setup_of(rec: results.Record) -> dict[str, Any]:
     """What a run's config says about the method beyond its procedure, objective name, teacher and student
     (the task's recipe, the seed and the init are not part of it: a row spans them)."""
@@ -139,7 +156,7 @@ def setup_of(rec: results.Record) -> dict[str, Any]:
     setup: dict[str, Any] = {"optimizer": c.get("optimizer"), "epochs": c.get("epochs"),
                              "max_steps_per_epoch": c.get("max_steps_per_epoch"), "precision": c.get("precision"),
                              "map": c.get("map", "init"), "task": caps}
-    if rec.procedure != "finetune":  # the no-KD baseline ignores the objective
+    if rec.procedure != "finetune":  # the no-KD baseline ignores the objective (records say none since)
         setup["objective"] = c.get("objective")
     return setup
 
@@ -283,6 +300,7 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
         raise ValueError(f"which must be one of {WHICH_CHOICES}, got {which!r}")
     rows: list[dict[str, Any]] = []
     curves: list[dict[str, Any]] = []
+    exits: list[dict[str, Any]] = []
     skipped: list[str] = []
     for path in sorted(Path(results_dir).glob("**/result.json")):
         try:
@@ -300,6 +318,7 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
         rows.append(row)
         if rec.status == "completed":
             curves.extend(_curve(row, rec))
+            exits.extend(_early_exit(row, rec))
     records = pd.DataFrame(rows)
     for col in RECORD_COLUMNS:
         if col not in records.columns:
@@ -308,9 +327,12 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
     dev_cols = sorted(c for c in records.columns if c.startswith("dev."))
     records = records[[*RECORD_COLUMNS, *dev_cols]]
     curve_frame = pd.DataFrame(curves, columns=list(CURVE_COLUMNS))
-    if not curve_frame.empty:
-        curve_frame["system"] = curve_frame["path"].map(dict(zip(records["path"], records["system"], strict=True)))
-    return Store(records=records, curves=curve_frame, skipped=skipped)
+    exit_frame = pd.DataFrame(exits, columns=list(EARLY_EXIT_COLUMNS))
+    system_of = dict(zip(records["path"], records["system"], strict=True))
+    for frame in (curve_frame, exit_frame):
+        if not frame.empty:
+            frame["system"] = frame["path"].map(system_of)
+    return Store(records=records, curves=curve_frame, skipped=skipped, early_exit=exit_frame)
 
 
 def load_records(results_dir: str | Path, which: str = "best") -> pd.DataFrame:

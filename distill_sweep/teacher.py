@@ -1,13 +1,24 @@
 """The job's teacher: given (`teacher.finetuned_path`), from the cache, or fine-tuned now by the stage
-driver (once per cache key, under a lock, resumable at the step), then frozen in eval mode."""
+driver (once per cache key, under a lock, resumable at the step), then frozen in eval mode.
+
+An ensemble teacher (`teacher.ensemble`, MT-DNN's ensemble distillation) is several such teachers, each
+fine-tuned once and cached like a single teacher, behind one module (`EnsembleTeacher`) whose logits give the
+mean of the members' probabilities; the guard and the record's dev metrics are the ensemble's.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch import Tensor, nn
 from transformers import PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.context import RunContext
@@ -18,17 +29,122 @@ from distill_sweep.stages import Stage, fmt_metrics
 log = logging.getLogger("distill_sweep")
 
 
+class EnsembleTeacher(nn.Module):
+    """Frozen members behind one classifier whose logits are log mean_m softmax(z_m): the log of the mean of
+    the members' probabilities (for regression, the members' mean prediction).
+
+    Every consumer then sees the ensemble's distribution, softmax(logits) = the mean probability; the
+    prediction loss at temperature T distils softmax(log p_mean / T), i.e. p_mean^(1/T) renormalised. At T = 1
+    (MT-DNN) that is the mean itself; at T != 1 it is the tempered mean, not the mean of the members' tempered
+    probabilities. The first member is the ensemble's backbone: its config describes the ensemble, and
+    students are built from it (`student_source`).
+    """
+
+    def __init__(self, members: list[nn.Module], *, regression: bool) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.regression = regression
+
+    @property
+    def config(self) -> Any:
+        return self.members[0].config
+
+    def forward(self, **inputs: Tensor) -> SequenceClassifierOutput:
+        logits = torch.stack([member(**inputs).logits.float() for member in self.members])  # (members, B, C)
+        if self.regression:
+            return SequenceClassifierOutput(logits=logits.mean(0))
+        log_mean = torch.logsumexp(F.log_softmax(logits, dim=-1), dim=0) - math.log(len(self.members))
+        return SequenceClassifierOutput(logits=log_mean)
+
+
+def student_source(teacher: nn.Module) -> nn.Module:
+    """The model a student is built or copied from: an ensemble's first member, else the teacher."""
+    return teacher.members[0] if isinstance(teacher, EnsembleTeacher) else teacher
+
+
 def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
-    """The frozen, eval-mode teacher; `guard`: refuse one that does not beat the majority-class baseline."""
+    """The frozen, eval-mode teacher (an `EnsembleTeacher` for `teacher.ensemble`); `guard`: refuse one that
+    does not beat the majority-class baseline."""
     from distill_sweep.metrics import majority_baseline
+    from distill_sweep.teacher_cache import member_configs
+
+    cfg, data = ctx.cfg, ctx.data
+    members = member_configs(cfg)
+    if not members:
+        teacher, info = _one_teacher(ctx, cfg)
+        ctx.record["teacher"].update(info)
+        dev = info["dev"]
+    else:
+        loaded = [_one_teacher(ctx, member) for member in members]
+        ensemble = EnsembleTeacher([m for m, _ in loaded], regression=bool(data.is_regression))
+        dev = evaluate(ensemble, ctx.dev_loaders, ctx.metrics, ctx.device, ctx.precision)
+        described = ctx.record["teacher"].get("members") or [{} for _ in loaded]
+        for entry, (_, info) in zip(described, loaded, strict=True):
+            entry.update(info)
+        ctx.record["teacher"].update(source="ensemble", path=None, dev=dev, members=described)
+        for i, (_, info) in enumerate(loaded):
+            log.info("ensemble member %d (%s) dev: %s", i, info["source"], fmt_metrics(info["dev"]))
+        teacher = ensemble
+    first_dev = next(iter(data.dev.values()))
+    baseline = majority_baseline(cfg.task, data.train["labels"], first_dev["labels"])
+    ctx.record["teacher"].update(majority_baseline=baseline)
+    log.info("teacher (%s) dev: %s | majority-class baseline: %s", ctx.record["teacher"]["source"],
+             fmt_metrics(dev), fmt_metrics(baseline))
+    if guard:
+        _check_beats_baseline(ctx, dev, baseline)
+    return teacher  # type: ignore[return-value]
+
+
+def check_ensemble(cfg: DictConfig, task: Any, procedure: Any, objective: Any | None, teacher_arch: Any) -> None:
+    """Refuse, from the configs alone (config.json files, never weights), an ensemble teacher this job cannot
+    use: one `ConfigError` line. `task`: the task's settings; `teacher_arch`: the teacher block's config."""
+    from distill_sweep.models import check_label_order, read_model_config, teacher_config, tokenizer_source
+    from distill_sweep.teacher_cache import member_configs
+
+    members = member_configs(cfg)
+    if not members:
+        return
+    if not getattr(procedure, "uses_student", True):
+        raise ConfigError(f"procedure={procedure.name} trains the teacher itself: it takes one teacher, not "
+                          "teacher.ensemble")
+    if objective is not None and objective.terms and {"intermediate", "combined"} & set(objective.stages):
+        raise ConfigError(f"objective={objective.name} has intermediate-layer terms ({', '.join(objective.terms)}): "
+                          "an ensemble teacher distils its averaged predictions only; use a prediction-stage "
+                          "objective (e.g. vanilla_kd) or one teacher")
+    tokenizer = tokenizer_source(cfg.teacher)
+    shape = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads")
+    for i, member in enumerate(members):
+        key, block = f"teacher.ensemble[{i}]", member.teacher
+        if tokenizer_source(block) != tokenizer:
+            raise ConfigError(f"{key} uses the tokenizer {tokenizer_source(block)!r}, the teacher "
+                              f"{tokenizer!r}: the data is tokenised once, so members share the tokenizer (set "
+                              f"its tokenizer: {tokenizer})")
+        if block.finetuned_path:  # a given classifier: its own head must predict the task's labels
+            saved = read_model_config(str(block.finetuned_path), f"{key}.finetuned_path", bool(block.trust_remote_code))
+            if int(saved.num_labels) != int(task.num_labels):
+                raise ConfigError(f"{key}.finetuned_path={block.finetuned_path!r} predicts {saved.num_labels} labels "
+                                  f"and the task has {task.num_labels}: ensemble members share the task's label set")
+            try:
+                check_label_order(saved, list(task.label_names), str(block.finetuned_path))
+            except ConfigError as err:
+                raise ConfigError(f"{key}: {err}; ensemble members share the task's label set") from None
+        arch = teacher_config(block, task.num_labels)
+        if i == 0 and [getattr(arch, k, None) for k in shape] != [getattr(teacher_arch, k, None) for k in shape]:
+            raise ConfigError(f"{key} must have the teacher's architecture: students are built from the first "
+                              "member, and the teacher block describes them (put the member with another "
+                              "backbone later in the list)")
+
+
+def _one_teacher(ctx: RunContext, cfg: DictConfig) -> tuple[PreTrainedModel, dict[str, Any]]:
+    """The frozen teacher of `cfg.teacher` (one teacher, or one member) and its source, path and dev metrics."""
     from distill_sweep.models import load_teacher
     from distill_sweep.teacher_cache import cached_teacher
 
-    cfg, data = ctx.cfg, ctx.data
+    data = ctx.data
     if cfg.teacher.finetuned_path:
         path, source, dev = str(cfg.teacher.finetuned_path), "given", None
     else:
-        cached, source, dev = cached_teacher(cfg, ctx.cache_dir, lambda out_dir: _finetune(ctx, out_dir))
+        cached, source, dev = cached_teacher(cfg, ctx.cache_dir, lambda out_dir: _finetune(ctx, out_dir, cfg))
         path = str(cached)
     teacher = load_teacher(cfg.teacher, path, data.num_labels, data.label_names, len(ctx.tokenizer))
     teacher.to(ctx.device).eval()
@@ -36,23 +152,18 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
         p.requires_grad_(False)
     if dev is None:
         dev = evaluate(teacher, ctx.dev_loaders, ctx.metrics, ctx.device, ctx.precision)
-    first_dev = next(iter(data.dev.values()))
-    baseline = majority_baseline(cfg.task, data.train["labels"], first_dev["labels"])
-    ctx.record["teacher"].update(source=source, path=path, dev=dev, majority_baseline=baseline)
-    log.info("teacher (%s) dev: %s | majority-class baseline: %s", source, fmt_metrics(dev), fmt_metrics(baseline))
-    if guard:
-        _check_beats_baseline(ctx, dev, baseline)
-    return teacher
+    return teacher, {"source": source, "path": path, "dev": dev}
 
 
-def _finetune(ctx: RunContext, out_dir: Path) -> dict[str, float]:
-    """Fine-tune the teacher into the cache's unfinished directory `out_dir` (checkpointed there, so a
-    killed or preempted fine-tuning continues where it stopped in whichever job takes the lock next)."""
+def _finetune(ctx: RunContext, out_dir: Path, cfg: DictConfig) -> dict[str, float]:
+    """Fine-tune the teacher of `cfg` (the job's, or an ensemble member's) into the cache's unfinished
+    directory `out_dir` (checkpointed there, so a killed or preempted fine-tuning continues where it stopped in
+    whichever job takes the lock next)."""
     from distill_sweep.models import load_teacher
     from distill_sweep.teacher_cache import finetune_settings
     from distill_sweep.train import seed_everything
 
-    cfg, data = ctx.cfg, ctx.data
+    data = ctx.data
     ft = finetune_settings(cfg)
     seed_everything(ft["seed"])
     model = load_teacher(cfg.teacher, cfg.teacher.name_or_path, data.num_labels, data.label_names,
@@ -61,7 +172,8 @@ def _finetune(ctx: RunContext, out_dir: Path) -> dict[str, float]:
                   cross_entropy_loss(model, bool(data.is_regression)), list(model.parameters()),
                   max_steps_per_epoch=ft["max_steps_per_epoch"])
     history: list[dict[str, Any]] = []
-    log.info("fine-tuning the teacher %s on %s: %d epochs", cfg.teacher.name, cfg.task.name, stage.epochs)
+    log.info("fine-tuning the teacher %s (seed %d) on %s: %d epochs", cfg.teacher.name, ft["seed"], cfg.task.name,
+             stage.epochs)
     driver = ctx.driver(model=model, state={"model": model}, checkpoint=out_dir / CHECKPOINT, key=out_dir.name,
                         history=history, seed=ft["seed"], label="teacher ")
     driver.run([stage])
@@ -80,3 +192,20 @@ def _check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict
             f"{baseline[key]:.4f} (+{guards.teacher_margin}): distilling from it would be meaningless. Check the "
             "teacher, or pass guards.allow_weak_teacher=true to proceed deliberately"
         )
+
+
+def masked_lm_teacher(ctx: RunContext) -> PreTrainedModel:
+    """The frozen, eval-mode teacher with its MLM head (task-agnostic distillation: never fine-tuned). One
+    built from `config` gets random weights seeded by `teacher.finetune.seed`, the same for every student."""
+    from distill_sweep.models import load_masked_lm
+    from distill_sweep.train import seed_everything
+
+    teacher_cfg = ctx.cfg.teacher
+    seed_everything(int(teacher_cfg.finetune.seed))
+    teacher = load_masked_lm(teacher_cfg, len(ctx.tokenizer))
+    teacher.to(ctx.device).eval()  # and it stays in eval mode: dropout off throughout (unlike the reference)
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    source = "random" if teacher_cfg.name_or_path is None else "given"
+    ctx.record["teacher"].update(source=source, path=teacher_cfg.name_or_path)
+    return teacher

@@ -10,6 +10,7 @@ teacher is fine-tuned again, instead of failing every job that uses it.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import hashlib
 import json
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distill_sweep.results import read_record, write_json_atomic
 
@@ -71,6 +72,23 @@ def teacher_key(cfg: DictConfig) -> dict[str, Any]:
         "finetune": finetune_settings(cfg),
         "precision": cfg.precision,
     }
+
+
+def member_configs(cfg: DictConfig) -> list[DictConfig]:
+    """One job config per member of an ensemble teacher ([] for one teacher): the job's config with the
+    member's teacher block (schema.ensemble_members), so each member is fine-tuned and cached exactly as that
+    single teacher would be, and shares its cache entry."""
+    from distill_sweep.schema import ensemble_members
+
+    block = OmegaConf.to_container(cfg.teacher, resolve=True)
+    assert isinstance(block, dict)
+    out = []
+    for member in ensemble_members(block):
+        member_cfg = copy.deepcopy(cfg)
+        with open_dict(member_cfg):
+            member_cfg.teacher = member
+        out.append(member_cfg)
+    return out
 
 
 def teacher_dir(cfg: DictConfig, cache_dir: Path) -> Path:

@@ -112,15 +112,20 @@ def new_record(job: Job) -> dict[str, Any]:
     cfg, teacher, student = job.cfg, job.teacher_info, job.student_info
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
-    if job.objective is not None:  # the checked form, term settings filled in: what the config hash covers
-        config["objective"] = job.objective.to_dict()
+    # The config as the job's identity sees it (what the config hash covers): the objective in its checked
+    # form, or none when the procedure does not distil; the layer map only where a term reads it.
+    config["objective"] = job.objective.to_dict() if job.objective is not None else None
+    if job.objective is None or not job.objective.terms:
+        config["map"] = "init"
     return results.Record(
         task=job.task, objective=job.objective_name, seed=job.seed, procedure=job.procedure.name,
         config_hash=job.digest,
         init=results.InitInfo(spec=job.init.spec, name=job.init.name, layers=list(job.init.layers)),
-        student=results.StudentInfo(name=job.student_kind.name, num_layers=student.num_layers,
-                                    hidden_size=student.hidden_size, num_heads=student.num_heads,
-                                    layer_map=[list(p) for p in job.layer_map], settings=as_dict(job.student)),
+        student=results.StudentInfo(
+            # a procedure without a student (e.g. fastbert) trains parts of the teacher itself
+            name=job.student_kind.name if job.procedure.uses_student else "none", num_layers=student.num_layers,
+            hidden_size=student.hidden_size, num_heads=student.num_heads, layer_map=[list(p) for p in job.layer_map],
+            settings=as_dict(job.student) if job.procedure.uses_student else {}),
         teacher=results.TeacherInfo.from_settings(config["teacher"], num_layers=teacher.num_layers,
                                                   hidden_size=teacher.hidden_size),
         primary_metric=job.settings.task.primary_metric, config=config, versions=results.package_versions(),

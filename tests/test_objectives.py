@@ -510,7 +510,7 @@ def test_registry_and_yaml_files() -> None:
     assert set(INTERMEDIATE + ["hid_cls_contrast"]) <= set(TERMS)
     files = sorted((ROOT / "conf" / "objective").glob("*.yaml"))
     names = {f.stem for f in files} - {"base"}
-    assert names == {
+    assert names >= {  # the paper's ten objectives (other systems add their own)
         "vanilla_kd",
         "hid_cls",
         "hid_seq",
@@ -525,16 +525,19 @@ def test_registry_and_yaml_files() -> None:
     for name in sorted(names):
         cfg = compose_cfg([f"objective={name}"]).objective  # as a job composes it: base + the variant
         assert cfg.name == name
-        assert set(cfg.keys()) == {"name", "stages", "terms", "alpha", "temperature", "reference_compat"}
+        assert {"name", "stages", "terms", "alpha", "temperature", "reference_compat"} <= set(cfg.keys())
+        # equal widths (48: MiniLMv2's 48 relation heads divide it), 2 student layers (PKD compares
+        # student layers 1..k-1): every term can run
         obj = build_objective(
             cfg,
-            student_config=arch(8, 2, 1),
-            teacher_config=arch(8, 2, 2),
-            layer_map=[(1, 2)],
+            student_config=arch(48, 2, 2),
+            teacher_config=arch(48, 2, 2),
+            layer_map=[(1, 1), (2, 2)],
             train_labels=torch.tensor([0, 1, 0, 1]),
             num_labels=2,
         )
-        assert (obj is None) == (name == "vanilla_kd") == (list(cfg.stages) == ["prediction"])
+        assert (obj is None) == (not cfg.terms)
+        assert (not cfg.terms) == (list(cfg.stages) == ["prediction"])
     pairs = {
         "att_mse_hid_seq": {"att_mse", "hid_seq"},
         "att_kl_hid_seq": {"att_kl", "hid_seq"},

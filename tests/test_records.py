@@ -325,4 +325,4 @@ def test_best_epoch_among_scored_stages() -> None:
     assert results.best_epoch([*epochs, ep("finetune", 2, 0.6)], "mcc")["stage"] == "finetune"
     assert results.best_epoch(epochs, "accuracy") is None
     assert results.best_epoch([ep("intermediate", 1, 0.5)], "mcc") is None
-    assert results.SCORED_STAGES == ("prediction", "combined", "finetune")
+    assert results.SCORED_STAGES == ("prediction", "combined", "finetune", "self_distill")

@@ -177,16 +177,27 @@ def test_grid_status(tmp_path: Path) -> None:
 
 def test_align_curves_scored_stages() -> None:
     curves = pd.DataFrame({
-        "task": ["rte"] * 4, "stage": ["intermediate", "intermediate", "finetune", "combined"],
+        "task": ["rte"] * 4, "path": ["a", "a", "b", "a"],
+        "stage": ["intermediate", "intermediate", "finetune", "combined"],
         "epoch": [1, 2, 1, 1], "global_epoch": [1, 2, 1, 3], "value": [1.0] * 4,
     })
     # no-KD fine-tuning and combined-stage epochs line up with prediction epochs, after the 2 intermediate
     assert list(stats.align_curves(curves)["x"]) == [1.0, 2.0, 3.0, 3.0]
 
 
+def test_align_curves_pre_stage_counts_as_before_the_scored_stage() -> None:
+    # a PTP pre-stage (not scored) then prediction epochs; another run has only prediction epochs
+    curves = pd.DataFrame({
+        "task": ["rte"] * 4, "path": ["p", "p", "p", "k"], "stage": ["ptp", "prediction", "prediction", "prediction"],
+        "epoch": [1, 1, 2, 1], "global_epoch": [1, 2, 3, 1], "value": [1.0] * 4,
+    })
+    out = stats.align_curves(curves)
+    assert list(out["x"]) == [1.0, 2.0, 3.0, 2.0] and set(out["boundary"]) == {1.5}
+
+
 def test_align_curves() -> None:
     curves = pd.DataFrame({
-        "task": ["rte"] * 5, "objective": ["hid_seq"] * 3 + ["vanilla_kd"] * 2,
+        "task": ["rte"] * 5, "objective": ["hid_seq"] * 3 + ["vanilla_kd"] * 2, "path": ["h"] * 3 + ["v"] * 2,
         "stage": ["intermediate", "prediction", "prediction", "prediction", "prediction"],
         "epoch": [1, 1, 2, 1, 2], "global_epoch": [1, 2, 3, 1, 2], "value": [1.0] * 5,
     })

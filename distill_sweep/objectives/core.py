@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -49,6 +49,8 @@ class ObjectiveSettings:
     alpha: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
     temperature: float = field(default=2.0, metadata={"gt": 0.0})  # KD softmax temperature T (loss x T^2)
     reference_compat: bool = False  # average over pad positions like the reference code
+    # per stage kind: "constant" lr instead of linear warmup and decay (TinyBERT's intermediate stage)
+    schedules: dict[str, Literal["linear", "constant"]] = field(default_factory=dict)
 
     def validate(self, where: str) -> None:
         if not self.stages:
@@ -58,6 +60,9 @@ class ObjectiveSettings:
                 raise ConfigError(f"{where}.stages: unknown stage {stage!r} (use {', '.join(STAGE_KINDS)})")
         if len(set(self.stages)) != len(self.stages):
             raise ConfigError(f"{where}.stages={self.stages}: a stage kind appears twice")
+        for stage in self.schedules:
+            if stage not in self.stages:
+                raise ConfigError(f"{where}.schedules.{stage}: not a stage of this objective ({', '.join(self.stages)})")
         if "intermediate" in self.stages and not self.terms:
             raise ConfigError(f"{where}: stage 'intermediate' needs at least one term in {where}.terms")
         unknown = [t for t in self.terms if t not in TERMS]
@@ -72,6 +77,8 @@ class ObjectiveSettings:
         """Every setting, term defaults filled in (what the config hash and the record hold)."""
         out = as_dict(self)
         out["terms"] = {name: as_dict(s) for name, s in self.terms.items()}
+        if not self.schedules:  # the default: left out, so configs hashed before the setting existed keep their hash
+            del out["schedules"]
         return out
 
 
@@ -80,8 +87,10 @@ def parse_objective(node: Any, where: str = "objective") -> ObjectiveSettings:
     return parse(ObjectiveSettings, node, where)
 
 
-def check_compatible(settings: ObjectiveSettings, student: ModelInfo, teacher: ModelInfo) -> None:
-    """Refuse, before anything is loaded, terms that need what the student or teacher does not provide."""
+def check_compatible(settings: ObjectiveSettings, student: ModelInfo, teacher: ModelInfo,
+                     layer_map: Sequence[tuple[int, int]] | None = None) -> None:
+    """Refuse, before anything is loaded, terms that need what the student or teacher does not provide. A term
+    class may add its own rules as ``check_compatible(settings, student, teacher, layer_map)`` (pkd.py)."""
     for name in settings.terms:
         info = TERMS[name]
         for side, model in (("student", student), ("teacher", teacher)):
@@ -90,7 +99,7 @@ def check_compatible(settings: ObjectiveSettings, student: ModelInfo, teacher: M
             if info.uses_qkv and not model.qkv:
                 raise ConfigError(f"objective term {name!r} needs per-layer query/key/value, which the {side} "
                                   "does not provide")
-        if info.uses_qkv and student.num_heads != teacher.num_heads:
+        if info.uses_qkv and info.same_heads and student.num_heads != teacher.num_heads:
             raise ConfigError(
                 f"objective term {name!r} compares attention heads one to one: the student has "
                 f"{student.num_heads} heads and the teacher {teacher.num_heads}; use a student with "
@@ -102,6 +111,9 @@ def check_compatible(settings: ObjectiveSettings, student: ModelInfo, teacher: M
                 f"objective.terms.{name}.projection=none needs equal hidden sizes, student has "
                 f"{student.hidden_size} and teacher {teacher.hidden_size}; use projection: linear"
             )
+        own_check = getattr(info.factory, "check_compatible", None)
+        if own_check is not None:
+            own_check(term, student, teacher, layer_map)
 
 
 class IntermediateObjective(nn.Module):
@@ -188,9 +200,9 @@ def build_objective(
     settings = objective if isinstance(objective, ObjectiveSettings) else parse_objective(objective)
     if not settings.terms:
         return None
-    check_compatible(settings, ModelInfo.from_config(student_config), ModelInfo.from_config(teacher_config))
     pairs = _check_layer_map(layer_map, int(student_config.num_hidden_layers),
                              int(teacher_config.num_hidden_layers))
+    check_compatible(settings, ModelInfo.from_config(student_config), ModelInfo.from_config(teacher_config), pairs)
     labels = None if train_labels is None else torch.as_tensor(train_labels)
     infos = [TERMS[name] for name in settings.terms]
     modules = {

@@ -61,6 +61,7 @@ class TermInfo:
     uses_qkv: bool
     doc: str
     settings: type = TermSettings
+    same_heads: bool = True  # with uses_qkv: compares attention heads one to one (equal head counts)
 
 
 TERMS: dict[str, TermInfo] = {}
@@ -81,12 +82,13 @@ class FunctionTerm(nn.Module):
 
 
 def register_term(
-    name: str, *, hidden: bool = False, qkv: bool = False, settings: type = TermSettings
+    name: str, *, hidden: bool = False, qkv: bool = False, same_heads: bool = True, settings: type = TermSettings
 ) -> Callable[[Any], Any]:
     """Register a loss term under ``name`` (the key used in ``objective.terms``).
 
-    ``hidden``: needs all hidden states of both models; ``qkv``: needs q/k/v of the mapped layers (and
-    therefore equal head counts in student and teacher); ``settings``: its settings dataclass.
+    ``hidden``: needs all hidden states of both models; ``qkv``: needs q/k/v of the mapped layers, and,
+    unless ``same_heads=False`` (a term that regroups the projections itself), equal head counts in student
+    and teacher; ``settings``: its settings dataclass.
     """
 
     def deco(obj: Any) -> Any:
@@ -102,7 +104,7 @@ def register_term(
         else:  # pragma: no cover - programming error
             raise TypeError(f"cannot register {obj!r} as a loss term")
         doc = (obj.__doc__ or "").strip().splitlines()
-        TERMS[name] = TermInfo(name, factory, hidden, qkv, doc[0] if doc else "", settings)
+        TERMS[name] = TermInfo(name, factory, hidden, qkv, doc[0] if doc else "", settings, same_heads)
         return obj
 
     return deco

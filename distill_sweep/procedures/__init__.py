@@ -3,9 +3,14 @@
   task_specific  fine-tune the teacher on the task (cached), then distil it into the student with the
                  objective's stages (the paper's first half)
   finetune       the no-distillation baseline: the student trained on the task with cross-entropy only
+  fastbert       FastBERT: early-exit branches self-distilled from the fine-tuned teacher's last classifier
+  ptp            PEA-KD's PTP: the student first learns 4 labels from the teacher's predictions (right or
+                 wrong x confident or not), then task_specific's stages
 
 A procedure is `run(ctx: RunContext) -> None`: it builds its models and stages, runs them with the stage
-driver and fills the job's record. `distils` says whether it uses an objective (part of the job's hash).
+driver and fills the job's record. `distils` says whether it uses an objective and `uses_student` whether it
+builds a student (what it ignores is left out of the job's hash); `settings` is its settings dataclass
+(conf/procedure/<name>.yaml), checked with the job (`ctx.job.procedure_settings`).
 """
 
 from __future__ import annotations
@@ -17,21 +22,31 @@ from typing import Any
 from distill_sweep.errors import ConfigError
 
 
+@dataclass
+class ProcedureSettings:
+    """Settings of a procedure that has none but its name; a procedure with settings extends this."""
+
+    name: str
+
+
 @dataclass(frozen=True)
 class Procedure:
     name: str
     run: Callable[[Any], None]
-    distils: bool
+    distils: bool  # uses an objective (else `objective` is ignored, and left out of the job's hash)
+    settings: type = ProcedureSettings
+    uses_student: bool = True  # builds a student from `student=` (else `student`/`init`/`map` are ignored)
 
 
 PROCEDURES: dict[str, Procedure] = {}
 
 
-def register_procedure(name: str, *, distils: bool) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
+def register_procedure(name: str, *, distils: bool, settings: type = ProcedureSettings, uses_student: bool = True
+                       ) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
     def deco(fn: Callable[[Any], None]) -> Callable[[Any], None]:
         if name in PROCEDURES:
             raise ValueError(f"procedure {name!r} registered twice")
-        PROCEDURES[name] = Procedure(name, fn, distils)
+        PROCEDURES[name] = Procedure(name, fn, distils, settings, uses_student)
         return fn
 
     return deco
@@ -43,4 +58,4 @@ def procedure_named(name: str) -> Procedure:
     return PROCEDURES[name]
 
 
-from . import finetune, task_specific  # noqa: E402,F401  (import registers the procedures)
+from . import fastbert, finetune, ptp, task_agnostic, task_specific  # noqa: E402,F401  (import registers the procedures)

@@ -19,10 +19,12 @@ log = logging.getLogger("distill_sweep")
 
 def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTrainedModel:
     """The job's student (seeded by the job's seed), on the job's device."""
+    from distill_sweep.teacher import student_source
     from distill_sweep.train import seed_everything
 
     job = ctx.job
     seed_everything(job.seed)
+    teacher = student_source(teacher) if teacher is not None else None  # an ensemble: its first member
     # With the teacher loaded, its real config (vocabulary size of the tokenizer) is the reference.
     arch = job.student_kind.describe(job.student, teacher.config) if teacher is not None else job.student_arch
     inputs = BuildInputs(arch=arch, teacher=teacher, init=job.init, num_labels=ctx.data.num_labels,
@@ -31,10 +33,11 @@ def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTraine
 
 
 def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
-                  extra_state: dict[str, nn.Module] | None = None) -> None:
-    """Run the student's stages (resumable, tracked) and complete the record."""
+                  extra_state: dict[str, nn.Module] | None = None, state: dict[str, nn.Module] | None = None) -> None:
+    """Run the student's stages (resumable, tracked) and complete the record. A checkpoint holds `state`
+    (default: the student and `extra_state`)."""
     job, record = ctx.job, ctx.record
-    state = {"student": student, **(extra_state or {})}
+    state = state if state is not None else {"student": student, **(extra_state or {})}
     driver = ctx.driver(model=student, state=state, checkpoint=job.out_dir / CHECKPOINT, key=job.digest,
                         history=record["epochs"], seed=job.seed)
     if driver.resumed:

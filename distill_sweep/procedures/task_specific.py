@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch import nn
+from transformers import PreTrainedModel
 
 from distill_sweep.context import RunContext
 from distill_sweep.objectives import Objective, build_objective
+from distill_sweep.stages import Stage
 from distill_sweep.teacher import fine_tuned_teacher
 
 from . import register_procedure
@@ -16,9 +19,16 @@ from .common import build_student, train_student
 
 @register_procedure("task_specific", distils=True)
 def run(ctx: RunContext) -> None:
-    job, data = ctx.job, ctx.data
     teacher = fine_tuned_teacher(ctx, guard=True)
     student = build_student(ctx, teacher)
+    stages, modules = distillation_stages(ctx, teacher, student)
+    train_student(ctx, student, stages, modules)
+
+
+def distillation_stages(ctx: RunContext, teacher: PreTrainedModel, student: PreTrainedModel
+                        ) -> tuple[list[Stage], dict[str, nn.Module]]:
+    """The objective's stages of `student` (on the job's device) and the objective's modules to checkpoint."""
+    job, data = ctx.job, ctx.data
     assert job.objective is not None
     train_labels = None if data.is_regression else torch.as_tensor(np.asarray(data.train["labels"]))
     terms = build_objective(job.objective, student_config=student.config, teacher_config=teacher.config,
@@ -28,4 +38,6 @@ def run(ctx: RunContext) -> None:
         module.to(ctx.device)
     stages = [ctx.stage(kind, objective.loss_fn(kind, student, teacher), objective.trainable(kind, student))
               for kind in objective.stages]
-    train_student(ctx, student, stages, objective.modules())
+    for stage in stages:  # e.g. TinyBERT's constant-lr intermediate stage
+        stage.schedule = job.objective.schedules.get(stage.name, stage.schedule)
+    return stages, objective.modules()

@@ -7,6 +7,7 @@ A system is (procedure, objective, teacher, student): see distill_sweep.store.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,8 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
             files["curves_inits.png"] = ("plot", st.curves, "dev curves per row and init", systems,
                                          store.init_order(records))
 
+    if not st.early_exit.empty:
+        _early_exit_section(doc, files, st.early_exit)
     _jobs_sections(doc, records)
     _grid_section(doc, records, opts.preset)
     if st.skipped:
@@ -169,6 +172,27 @@ def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: 
     if not excluded.empty:
         doc.text(f"not compared, not the paper's setting ({setting}):")
         _listing(doc, [f"{r['system']} [{r['init_label']}]: {r['reason']}" for r in excluded.to_dict("records")])
+
+
+def _early_exit_section(doc: Doc, files: dict[str, Any], exits: pd.DataFrame) -> None:
+    """FastBERT's speed-accuracy trade-off: per task, row and speed, the metric (mean±std over seeds), the
+    mean exit layer and the mean speed-up in FLOPs over the full model."""
+    doc.heading("Early exit: speed vs accuracy (FastBERT)")
+    grouped = exits.groupby(["task", "system", "speed"], sort=True)
+    summary = grouped.agg(mean=("value", "mean"), std=("value", "std"), n=("value", "count"),
+                          exit_layer=("mean_exit_layer", "mean"), speedup=("speedup", "mean"),
+                          metric=("metric", "first")).reset_index()
+    rows = [[paper.task_label(r.task), r.system, f"{r.speed:g}", fmt_mean_std(r.mean, r.std, int(r.n)),
+             f"{r.exit_layer:.2f}", f"{r.speedup:.2f}x"] for r in summary.itertuples(index=False)]
+    doc.table(["task", "row", "speed", "dev metric", "mean exit layer", "speed-up (FLOPs)"], rows)
+    doc.text("an example leaves at the first layer whose normalised entropy is <= speed; speed 0 = the full "
+             "model; FLOPs counted from the layer shapes over each example's real tokens")
+    files["early_exit.csv"] = summary
+    files["early_exit.png"] = ("speed_plot", summary)
+
+
+def fmt_mean_std(mean: float, std: float, n: int) -> str:
+    return f"{mean:.1f}±{std:.2f} ({n})" if not math.isnan(std) else f"{mean:.1f} ({n})"
 
 
 def _job_line(rec: dict[str, Any]) -> str:

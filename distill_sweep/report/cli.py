@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distill_sweep.report.build import build_report
 from distill_sweep.report.options import ReportOptions, UsageError
-from distill_sweep.report.plots import plot_curves
+from distill_sweep.report.plots import plot_curves, plot_speed_accuracy
 from distill_sweep.store import load_store
 
 PROG = "distill_sweep.report"
@@ -93,7 +93,8 @@ def parse_args(argv: Sequence[str]) -> ReportOptions:
 
 
 def write_files(out_dir: Path, files: dict[str, Any]) -> list[Path]:
-    """Write the report's artefacts: text, CSV frames, and plots (("plot", curves, title, systems, inits))."""
+    """Write the report's artefacts: text, CSV frames, and plots (("plot", curves, title, systems, inits) and
+    ("speed_plot", early-exit summary))."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, payload in files.items():
@@ -101,6 +102,9 @@ def write_files(out_dir: Path, files: dict[str, Any]) -> list[Path]:
         if isinstance(payload, tuple) and payload and payload[0] == "plot":
             _, curves, title, systems, inits = payload
             if not plot_curves(curves, path, title, systems, inits):
+                continue
+        elif isinstance(payload, tuple) and payload and payload[0] == "speed_plot":
+            if not plot_speed_accuracy(payload[1], path):
                 continue
         elif isinstance(payload, pd.DataFrame):
             payload.to_csv(path, index=False)

@@ -72,3 +72,32 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return True
+
+
+def plot_speed_accuracy(summary: pd.DataFrame, path: Path) -> bool:
+    """FastBERT's curves: dev metric against the speed-up in FLOPs, one subplot per task, one line per row."""
+    if summary.empty:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = task_order(summary["task"].unique())
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.2), squeeze=False)
+    for ax, task in zip(axes.flat, tasks, strict=False):
+        sub = summary[summary["task"] == task]
+        for system, line in sub.groupby("system", sort=False):
+            line = line.sort_values("speedup")
+            ax.errorbar(line["speedup"], line["mean"], yerr=line["std"].fillna(0.0), marker=".", label=system,
+                        capsize=2, lw=1.2)
+        metric = str(sub["metric"].iloc[0])
+        ax.set_title(task_label(task))
+        ax.set_xlabel("speed-up (FLOPs, x)")
+        ax.set_ylabel(f"dev {METRIC_ABBREV.get(metric, metric)} (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return True

@@ -64,4 +64,4 @@ def model_info(arch: PretrainedConfig) -> ModelInfo:
     return ModelInfo.from_config(arch, qkv=str(getattr(arch, "model_type", "")) in QKV_MODEL_TYPES)
 
 
-from . import fresh, pretrained, truncated  # noqa: E402,F401  (import registers the student types)
+from . import fresh, pretrained, sps, truncated  # noqa: E402,F401  (import registers the student types)

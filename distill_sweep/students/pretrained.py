@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
+from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from distill_sweep.errors import ConfigError
-from distill_sweep.models import model_source
+from distill_sweep.models import read_model_config
 
 from . import BuildInputs, StudentType, register_student
 
@@ -26,13 +26,7 @@ class PretrainedSettings:
 
 
 def describe(settings: PretrainedSettings, teacher: PretrainedConfig) -> PretrainedConfig:
-    source = model_source(str(settings.name_or_path), "student.name_or_path")
-    try:
-        return AutoConfig.from_pretrained(source, trust_remote_code=settings.trust_remote_code)
-    except OSError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"cannot read the student's config from {source!r} ({first}); the HF hub may be "
-                          "unreachable: pass a local directory") from None
+    return read_model_config(str(settings.name_or_path), "student.name_or_path", settings.trust_remote_code)
 
 
 def build(settings: PretrainedSettings, inputs: BuildInputs) -> PreTrainedModel:

@@ -1,0 +1,359 @@
+"""Pre-training corpora (`corpus=`): documents -> tokens -> fixed-length sequences -> MLM masks, cached.
+
+Sources: `toy` (documents of toy-task sentences generated from a fixed seed), `text_files` (a local folder of
+plain-text files, documents separated by blank lines) and `hub` (a `datasets` hub id, streamed). Local files
+and hub ids go through the same `datasets.load_dataset(..., streaming=True)` call and the same code after it.
+
+Packing (the reference's single-document segments, without its 10% shorter segments): each document's word
+pieces are cut into pieces of `max_seq_length - 2`, each wrapped as [CLS] ... [SEP] and right-padded. The
+first `dev_documents` documents are held out (the dev MLM metrics), so no dev text is trained on.
+
+Masking (BERT's rule): per sequence, min(max_predictions, max(1, round(p * n))) of its n word pieces are
+chosen uniformly; of those `mask_ratio` become [MASK], `random_ratio` a random non-special token, the rest
+stay; labels hold the original ids there and -100 elsewhere. `static` (default) masks once when the cache
+is built, as the paper's reference code did: the inputs are deterministic, so a resumed or repeated job sees
+exactly the same batches and every student of a sweep is distilled on the same masked text. `dynamic`
+(DistilBERT) masks each batch anew, seeded by (seed, epoch, step) so resumes stay exact. The dev slice is
+always masked statically (comparable dev metrics). Teacher and student always read the same masked batch.
+
+Cache: `<cache_dir>/corpora/<name>-<key>/` with `.npy` arrays read memory-mapped; the key hashes the corpus
+identity (toy generator settings, the files' bytes, or the hub id/config/split/revision), the tokenizer, and
+the packing and masking settings. Built into a temporary directory and renamed into place, so concurrent
+jobs never read half a cache; `BUILDS` counts the builds of this process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from distill_sweep.errors import ConfigError
+
+log = logging.getLogger("distill_sweep")
+
+CACHE_VERSION = "1"
+IGNORE = -100  # label of a position that is not predicted
+BUILDS = {"count": 0}  # caches built by this process (tests check that a re-run builds none)
+BINARY_PROBE = 8192
+
+
+@dataclass
+class CorpusSettings:
+    name: str
+    source: Literal["toy", "text_files", "hub"]
+    path: str | None = None  # text_files: the folder
+    hub_id: str | None = None
+    hub_config: str | None = None
+    split: str = "train"
+    text_field: str = "text"
+    revision: str | None = None  # hub: a commit or tag (part of the cache key)
+    num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only
+    seed: int = 0  # toy only
+    max_documents: int | None = field(default=None, metadata={"ge": 2})
+    dev_documents: int = field(default=30, metadata={"ge": 1})
+    max_seq_length: int = field(default=128, metadata={"ge": 3})
+    masking: Literal["static", "dynamic"] = "static"
+    mlm_probability: float = field(default=0.15, metadata={"gt": 0.0, "lt": 1.0})
+    max_predictions: int = field(default=20, metadata={"ge": 1})
+    mask_ratio: float = field(default=0.8, metadata={"ge": 0.0, "le": 1.0})
+    random_ratio: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
+    mask_seed: int = 0
+
+    def validate(self, where: str) -> None:
+        if self.mask_ratio + self.random_ratio > 1.0:
+            raise ConfigError(f"{where}: mask_ratio + random_ratio = {self.mask_ratio + self.random_ratio} > 1")
+        if self.source == "toy" and self.num_documents is None:
+            raise ConfigError(f"{where}.num_documents is required for a toy corpus")
+        if self.source == "text_files" and not self.path:
+            raise ConfigError(f"{where}.path is required for corpus=text_files (a folder of plain-text files)")
+        if self.source == "hub" and not self.hub_id:
+            raise ConfigError(f"{where}.hub_id is required for a hub corpus")
+        if self.max_documents is not None and self.max_documents <= self.dev_documents:
+            raise ConfigError(f"{where}.max_documents={self.max_documents} leaves no training documents after "
+                              f"{where}.dev_documents={self.dev_documents}")
+
+
+# ------------------------------------------------------------------------------------------ documents
+def text_files(folder: str | os.PathLike) -> list[Path]:
+    """The corpus folder's files (recursive, hidden ones skipped), checked to hold some text: ConfigError
+    for a missing or empty folder, a binary file, or files with nothing but whitespace."""
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise ConfigError(f"corpus.path={str(folder)!r} is not a directory")
+    files = sorted(p for p in root.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    if not files:
+        raise ConfigError(f"corpus.path={str(folder)!r} has no files (expected plain-text files)")
+    has_text = False
+    for path in files:
+        with open(path, "rb") as f:
+            head = f.read(BINARY_PROBE)
+            if b"\x00" in head:
+                raise ConfigError(f"corpus.path: {path} is not a plain-text file (it has NUL bytes)")
+            while not has_text and head:
+                has_text = bool(head.strip())
+                head = f.read(1 << 20)
+    if not has_text:
+        raise ConfigError(f"corpus.path={str(folder)!r}: its {len(files)} file(s) hold no text")
+    return files
+
+
+def toy_documents(num_documents: int, seed: int) -> Iterator[str]:
+    """Documents of 4-8 toy-task sentences (one review part each), deterministic in `seed`."""
+    from distill_sweep.toy import NOUNS, _part
+
+    rng = random.Random(seed)
+    for _ in range(num_documents):
+        sentences = [_part(rng, rng.sample(NOUNS, rng.choice((1, 3))))[0] for _ in range(rng.randint(4, 8))]
+        yield " ".join(sentences)
+
+
+def documents(settings: CorpusSettings) -> Iterator[str]:
+    """The corpus' documents in a fixed order (empty ones skipped), at most `max_documents`."""
+    if settings.source == "toy":
+        assert settings.num_documents is not None
+        texts: Iterator[str] = toy_documents(settings.num_documents, settings.seed)
+    else:
+        texts = _streamed(settings)
+    count = 0
+    for text in texts:
+        if settings.max_documents is not None and count >= settings.max_documents:
+            return
+        if text and text.strip():
+            count += 1
+            yield text
+
+
+def _streamed(settings: CorpusSettings) -> Iterator[str]:
+    """Local text files and hub datasets alike: `datasets` streams the rows, `text_field` holds the text."""
+    import datasets
+
+    from distill_sweep.data import _honour_offline_env, go_offline_if_hub_unreachable
+
+    if settings.source == "text_files":
+        files = [str(p) for p in text_files(str(settings.path))]
+        args: dict[str, Any] = {"path": "text", "data_files": {"train": files}, "sample_by": "paragraph",
+                                "split": "train"}
+    else:
+        reason = go_offline_if_hub_unreachable()
+        if reason is not None or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+            raise ConfigError(f"corpus={settings.name} streams {settings.hub_id} from the hub, which cannot be "
+                              f"reached ({reason or 'offline mode'}); use corpus=text_files corpus.path=<folder>")
+        args = {"path": str(settings.hub_id), "name": settings.hub_config, "split": settings.split,
+                "revision": settings.revision}
+    with _honour_offline_env():
+        stream = datasets.load_dataset(**args, streaming=True)
+        for row in stream:
+            yield str(row[settings.text_field])
+
+
+def identity(settings: CorpusSettings) -> dict[str, Any]:
+    """What names the corpus' text in the cache key."""
+    if settings.source == "toy":
+        from distill_sweep.toy import _vocab_hash
+
+        return {"toy": _vocab_hash(), "num_documents": settings.num_documents, "seed": settings.seed}
+    if settings.source == "text_files":
+        digest = hashlib.sha256()
+        root = Path(str(settings.path)).expanduser()
+        for path in text_files(root):
+            digest.update(str(path.relative_to(root)).encode() + b"\x00")
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+        return {"files": digest.hexdigest()}
+    return {"hub_id": settings.hub_id, "hub_config": settings.hub_config, "split": settings.split,
+            "revision": settings.revision, "text_field": settings.text_field}
+
+
+def cache_key(settings: CorpusSettings, tokenizer: Any) -> str:
+    from distill_sweep.data import _tokenizer_hash
+
+    packing = {"max_seq_length": settings.max_seq_length, "max_documents": settings.max_documents,
+               "dev_documents": settings.dev_documents}
+    masking = {k: getattr(settings, k) for k in ("masking", "mlm_probability", "max_predictions", "mask_ratio",
+                                                 "random_ratio", "mask_seed")}
+    blob = json.dumps({"version": CACHE_VERSION, "corpus": identity(settings), "tokenizer": _tokenizer_hash(tokenizer),
+                       "packing": packing, "masking": masking}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# -------------------------------------------------------------------------------------- pack and mask
+def pack(pieces: list[int], max_seq_length: int, cls_id: int, sep_id: int) -> list[list[int]]:
+    """One document's word pieces as [CLS] piece [SEP] sequences of at most `max_seq_length` tokens."""
+    width = max_seq_length - 2
+    return [[cls_id, *pieces[i:i + width], sep_id] for i in range(0, len(pieces), width)]
+
+
+def mask_tokens(ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator, settings: CorpusSettings,
+                mask_id: int, random_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(masked input ids, labels) for packed sequences `ids` (N, L) whose first `lengths[i]` tokens are
+    [CLS] pieces [SEP]: only word pieces (positions 1..length-2) are chosen."""
+    inputs, labels = ids.copy(), np.full_like(ids, IGNORE)
+    for row, length in enumerate(lengths.tolist()):
+        n = length - 2
+        if n < 1:
+            continue
+        k = min(settings.max_predictions, max(1, int(round(n * settings.mlm_probability))))
+        chosen = 1 + rng.choice(n, size=k, replace=False)
+        labels[row, chosen] = ids[row, chosen]
+        draw = rng.random(k)
+        to_mask = chosen[draw < settings.mask_ratio]
+        to_random = chosen[(draw >= settings.mask_ratio) & (draw < settings.mask_ratio + settings.random_ratio)]
+        inputs[row, to_mask] = mask_id
+        inputs[row, to_random] = rng.choice(random_ids, size=len(to_random))
+    return inputs, labels
+
+
+def special_ids(tokenizer: Any) -> dict[str, Any]:
+    """[CLS], [SEP], [PAD], [MASK] ids and the ids a random replacement may take (no special token)."""
+    ids = {k: getattr(tokenizer, f"{k}_token_id") for k in ("cls", "sep", "pad", "mask")}
+    missing = [k for k, v in ids.items() if v is None]
+    if missing:
+        raise ConfigError(f"the tokenizer has no {missing[0]} token: MLM distillation needs [CLS], [SEP], [PAD] "
+                          "and [MASK]")
+    special = set(tokenizer.all_special_ids)
+    ids["random"] = np.array([i for i in range(len(tokenizer)) if i not in special], dtype=np.int64)
+    return ids
+
+
+# ---------------------------------------------------------------------------------------------- cache
+@dataclass
+class Split:
+    ids: np.ndarray  # (N, L) packed ids (masked for a static split), pad-filled
+    lengths: np.ndarray  # (N,) real tokens per sequence
+    labels: np.ndarray | None  # (N, L) static labels, or None (dynamic masking)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@dataclass
+class PackedCorpus:
+    settings: CorpusSettings
+    key: str
+    path: Path
+    train: Split
+    dev: Split
+    meta: dict[str, Any]
+    built: bool  # built by this call (else read from the cache)
+    special: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def batch(self, split: Split, rows: np.ndarray, rng: np.random.Generator | None = None) -> dict[str, torch.Tensor]:
+        """The batch of `rows` (trimmed to its longest sequence); a dynamic split is masked with `rng`."""
+        lengths = split.lengths[rows]
+        width = int(lengths.max())
+        ids = np.asarray(split.ids[rows, :width], dtype=np.int64)
+        if split.labels is None:
+            assert rng is not None, "dynamic masking needs a generator"
+            ids, labels = mask_tokens(ids, lengths, rng, self.settings, int(self.special["mask"]),
+                                      self.special["random"])
+        else:
+            labels = np.asarray(split.labels[rows, :width], dtype=np.int64)
+        attention = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
+        return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(attention),
+                "token_type_ids": torch.zeros(ids.shape, dtype=torch.long), "labels": torch.from_numpy(labels)}
+
+    def train_batches(self, batch_size: int, seed: int) -> Iterator[dict[str, torch.Tensor]]:
+        """One epoch of whole batches (the last partial one dropped) in an order seeded by `seed`."""
+        order = np.random.default_rng(seed).permutation(len(self.train))
+        for step in range(len(self.train) // batch_size):
+            rows = np.sort(order[step * batch_size:(step + 1) * batch_size])
+            rng = np.random.default_rng([seed, step]) if self.train.labels is None else None
+            yield self.batch(self.train, rows, rng)
+
+    def dev_batches(self, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+        for start in range(0, len(self.dev), batch_size):
+            yield self.batch(self.dev, np.arange(start, min(start + batch_size, len(self.dev))))
+
+    def describe(self) -> dict[str, Any]:
+        """The record's `corpus` entry."""
+        return {"name": self.settings.name, "source": self.settings.source, "cache_key": self.key,
+                "cache": "built" if self.built else "reused", "path": str(self.path), **self.meta}
+
+
+def load_corpus(settings: CorpusSettings, tokenizer: Any, cache_dir: str | os.PathLike) -> PackedCorpus:
+    """The packed, masked corpus from the cache, built first if it is not there."""
+    special = special_ids(tokenizer)
+    key = cache_key(settings, tokenizer)
+    path = Path(cache_dir) / "corpora" / f"{settings.name}-{key}"
+    built = False
+    if not (path / "meta.json").exists():
+        _build(settings, tokenizer, special, path)
+        built = True
+    meta = json.loads((path / "meta.json").read_text())
+
+    def split(name: str, static: bool) -> Split:
+        labels = np.load(path / f"{name}_labels.npy", mmap_mode="r") if static else None
+        ids = "ids" if static else "ids_unmasked"
+        return Split(np.load(path / f"{name}_{ids}.npy", mmap_mode="r"), np.load(path / f"{name}_lengths.npy"),
+                     labels)
+
+    return PackedCorpus(settings, key, path, split("train", settings.masking == "static"), split("dev", True),
+                        meta, built, special)
+
+
+def _build(settings: CorpusSettings, tokenizer: Any, special: dict[str, Any], path: Path) -> None:
+    from tqdm.auto import tqdm
+
+    log.info("building corpus %s (tokenise, pack to %d, mask) into %s", settings.name, settings.max_seq_length,
+             path)
+    packed: dict[str, list[list[int]]] = {"dev": [], "train": []}
+    n_docs, batch = 0, []
+
+    def flush() -> None:
+        for pieces in tokenizer(batch, add_special_tokens=False)["input_ids"]:
+            target = "dev" if flushed[0] < settings.dev_documents else "train"  # documents in stream order
+            flushed[0] += 1
+            packed[target] += pack(pieces, settings.max_seq_length, special["cls"], special["sep"])
+        batch.clear()
+
+    flushed = [0]
+    for text in tqdm(documents(settings), desc=f"corpus {settings.name}", unit=" docs"):
+        batch.append(text)
+        n_docs += 1
+        if len(batch) == 1000:
+            flush()
+    flush()
+    if n_docs <= settings.dev_documents or not packed["train"]:
+        raise ConfigError(f"corpus={settings.name} has {n_docs} document(s): not more than its dev_documents="
+                          f"{settings.dev_documents}, so nothing is left to train on")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    rng = np.random.default_rng(settings.mask_seed)
+    sizes = {}
+    for name in ("dev", "train"):  # dev first: its masks do not depend on the training set's size
+        rows = packed[name]
+        ids = np.full((len(rows), settings.max_seq_length), special["pad"], dtype=np.int32)
+        lengths = np.array([len(r) for r in rows], dtype=np.int32)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)] = row
+        np.save(tmp / f"{name}_lengths.npy", lengths)
+        if name == "train" and settings.masking == "dynamic":
+            np.save(tmp / f"{name}_ids_unmasked.npy", ids)
+        else:
+            masked, labels = mask_tokens(ids, lengths, rng, settings, special["mask"], special["random"])
+            np.save(tmp / f"{name}_ids.npy", masked.astype(np.int32))
+            np.save(tmp / f"{name}_labels.npy", labels.astype(np.int32))
+        sizes[name] = {"sequences": len(rows), "tokens": int(lengths.sum())}
+    meta = {"documents": n_docs, "train_sequences": sizes["train"]["sequences"],
+            "train_tokens": sizes["train"]["tokens"], "dev_sequences": sizes["dev"]["sequences"],
+            "dev_tokens": sizes["dev"]["tokens"], "settings": asdict(settings)}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    try:
+        os.replace(tmp, path)
+    except OSError:  # another job renamed its identical copy first
+        shutil.rmtree(tmp, ignore_errors=True)
+    BUILDS["count"] += 1

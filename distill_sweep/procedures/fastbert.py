@@ -1,0 +1,57 @@
+"""FastBERT (Liu et al. 2020): self-distillation into early-exit branches of the fine-tuned teacher.
+
+The teacher is fine-tuned on the task (cached, as for every procedure), then frozen; a branch after each
+of its layers but the last learns from the model's own last classifier, without labels
+(`early_exit.self_distillation_loss`), 10 epochs at 10x the task's learning rate. The record holds, per
+`speeds` value, the dev metrics, the mean exit layer and the mean FLOPs per example (`early_exit` key); the
+epochs' dev metrics are those of the early-exit predictions at `eval_speed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from distill_sweep.context import RunContext
+from distill_sweep.early_exit import EarlyExitModel, self_distillation_loss, speed_table
+from distill_sweep.errors import ConfigError
+from distill_sweep.teacher import fine_tuned_teacher
+
+from . import ProcedureSettings, register_procedure
+from .common import train_student
+
+
+@dataclass
+class FastBERTSettings(ProcedureSettings):
+    branch_width: int = field(default=128, metadata={"ge": 1})
+    branch_heads: int = field(default=2, metadata={"ge": 1})
+    epochs: int = field(default=10, metadata={"ge": 1})  # of self-distillation (`epochs=` caps it for smoke runs)
+    lr_scale: float = field(default=10.0, metadata={"gt": 0.0})  # x the task's learning rate
+    speeds: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    eval_speed: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # the epochs' dev metrics
+
+    def validate(self, where: str) -> None:
+        if self.branch_width % self.branch_heads:
+            raise ConfigError(f"{where}.branch_width={self.branch_width} is not a multiple of "
+                              f"{where}.branch_heads={self.branch_heads}")
+        bad = [s for s in self.speeds if not 0.0 <= s <= 1.0]
+        if bad or not self.speeds:
+            raise ConfigError(f"{where}.speeds={self.speeds}: every speed must be in [0, 1] (and at least one)")
+
+
+@register_procedure("fastbert", distils=False, settings=FastBERTSettings, uses_student=False)
+def run(ctx: RunContext) -> None:
+    settings: FastBERTSettings = ctx.job.procedure_settings
+    teacher = fine_tuned_teacher(ctx, guard=True)
+    model = EarlyExitModel(teacher, settings.branch_width, settings.branch_heads, settings.eval_speed)
+    model.to(ctx.device)
+
+    def loss_fn(batch):  # no labels needed: the last classifier teaches the branches
+        return self_distillation_loss(model.all_logits(batch)), {}
+
+    stage = ctx.stage("self_distill", loss_fn, list(model.branches.parameters()))
+    epochs = min(settings.epochs, ctx.job.settings.run.epochs or settings.epochs)
+    stage = dataclasses.replace(stage, epochs=epochs, lr=stage.lr * settings.lr_scale)
+    train_student(ctx, model, [stage], state={"branches": model.branches})
+    first_dev = next(iter(ctx.dev_loaders.values()))
+    ctx.record["early_exit"] = speed_table(model, first_dev, ctx.device, settings.speeds, ctx.metrics)

@@ -1,0 +1,360 @@
+"""Task-agnostic distillation (the paper's second half, Tables 2 and 4): distillation during pre-training.
+
+The teacher is a pre-trained model with its MLM head, never fine-tuned (`teacher=bert_base`; offline
+`teacher=tiny_mlm`, random weights); the student comes from `student=` (a fresh random encoder, or
+`student=truncated init=first`, whose MLM head is then copied from the teacher too) and learns on a corpus
+(`corpus=`, see corpus.py) in ONE stage, `pretrain`, whose loss is
+
+  sum_term weight * term   over the objective's terms on the mapped layers (default map: top, the last
+                           student layer <-> the last teacher layer, as the paper)
+  + kd_weight * T^2 KL(softmax(z_t / T) || softmax(z_s / T)) + mlm_weight * CE(z_s, masked tokens)
+                           (vanilla KD on the MLM logits) when the objective has no terms (vanilla_kd) or a
+                           `combined` stage; kd_weight/mlm_weight default to alpha / 1 - alpha, T is
+                           objective.temperature, the KL is averaged over the masked positions (the reference)
+                           or every real token (DistilBERT), set by `procedure.kd`.
+
+An objective's `intermediate`/`prediction` split is the task-specific schedule: here "prediction" is what the
+GLUE fine-tuning does later, so a terms-only objective (att_mse, ...) trains its terms alone, as the paper's
+reference code did.
+
+Global batch: `procedure.global_batch` sequences per update, as `global_batch / micro_batch` micro-batches
+whose gradients are averaged (`accumulated`): one driver step is one update, so checkpoints and resumes fall
+on update boundaries. The dev metrics (`mlm_accuracy`, the primary metric, and `mlm_loss`) are the student's
+MLM predictions on the held-out documents: they read the MLM head, which only the KD/MLM losses train, so for
+a terms-only objective they say little; the student's value is its GLUE fine-tuning. The record holds the
+corpus (and whether its cache was built or reused), the KD form, and `student_dir`, where the student is
+saved (`save_pretrained`, with the tokenizer) for `student=pretrained student.name_or_path=<student_dir>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch import Tensor, nn
+from transformers import PreTrainedModel
+
+from distill_sweep.context import RunContext
+from distill_sweep.corpus import IGNORE, CorpusSettings, PackedCorpus, load_corpus, text_files
+from distill_sweep.errors import ConfigError
+from distill_sweep.loop import LossFn, autocast, model_inputs, to_device
+from distill_sweep.objectives import build_objective
+from distill_sweep.objectives.inputs import as_target, fp32_region
+from distill_sweep.schema import RecipeSettings, TaskSettings
+from distill_sweep.settings import as_dict, parse
+from distill_sweep.stages import Stage, StageDriver, epoch_seed
+
+from . import ProcedureSettings, register_procedure
+from .common import train_student
+
+STAGE = "pretrain"
+PRIMARY = "mlm_accuracy"
+# Terms that read the training set's class labels (a memory bank of classes): a corpus has none.
+LABELLED_TERMS = ("hid_cls_contrast",)
+
+
+@dataclass
+class KDSettings:
+    kd_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: objective.alpha
+    mlm_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: 1 - objective.alpha
+    positions: Literal["masked", "all"] = "masked"  # where the KL is averaged
+
+
+@dataclass
+class TaskAgnosticSettings(ProcedureSettings):
+    map: Any = "top"  # used when the top-level `map` is left at `init`
+    global_batch: int = field(default=32, metadata={"ge": 1})
+    micro_batch: int = field(default=16, metadata={"ge": 1})
+    epochs: int = field(default=2, metadata={"ge": 1})
+    max_steps: int | None = field(default=None, metadata={"ge": 1})
+    lr: float = field(default=5e-4, metadata={"gt": 0.0})
+    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
+    kd: KDSettings = field(default_factory=KDSettings)
+
+    reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
+
+    def validate(self, where: str) -> None:
+        if self.global_batch % self.micro_batch:
+            raise ConfigError(f"{where}.global_batch={self.global_batch} is not a multiple of {where}.micro_batch="
+                              f"{self.micro_batch} (global batch = micro-batch x accumulation steps)")
+
+    def own_task(self, cfg: DictConfig) -> TaskSettings:
+        """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by
+        the dev MLM accuracy."""
+        if cfg.get("corpus") is None:
+            raise ConfigError("procedure=task_agnostic needs a corpus (corpus=toy|text_files|wikitext103|...)")
+        self.corpus = parse(CorpusSettings, cfg.corpus, "corpus")
+        if self.corpus.source == "text_files":  # an empty folder, or one with no text, is refused first
+            text_files(str(self.corpus.path))
+        return TaskSettings(name=f"pretrain_{self.corpus.name}", source=self.corpus.source,  # type: ignore[arg-type]
+                            num_labels=2, primary_metric=PRIMARY, metrics=[PRIMARY, "mlm_loss"],
+                            max_seq_length=self.corpus.max_seq_length, recipe=RecipeSettings(lr=self.lr))
+
+    def check_job(self, job: Any) -> None:
+        """Rules over the whole job, from configs alone (ConfigError, one line)."""
+        from distill_sweep.models import has_mlm_head
+        from distill_sweep.toy import vocabulary
+
+        teacher = job.settings.teacher
+        if teacher.finetuned_path or teacher.ensemble:
+            what = "teacher.finetuned_path (a fine-tuned classifier)" if teacher.finetuned_path else "teacher.ensemble"
+            raise ConfigError(f"procedure=task_agnostic distils a pre-trained teacher with its MLM head: {what} "
+                              "does not apply")
+        if has_mlm_head(job.teacher_arch) is False:
+            raise ConfigError(f"teacher={teacher.name} ({teacher.name_or_path}) has no MLM head (its config names "
+                              f"{', '.join(job.teacher_arch.architectures)}): task-agnostic distillation needs the "
+                              "pre-trained model with its MLM head")
+        if job.objective is not None:
+            labelled = [t for t in job.objective.terms if t in LABELLED_TERMS]
+            if labelled:
+                raise ConfigError(f"objective={job.objective.name}: term {labelled[0]} needs the class labels of a "
+                                  "task; procedure=task_agnostic learns from unlabelled text")
+        if job.settings.optimizer.batch_size is not None:
+            raise ConfigError("procedure=task_agnostic takes its batch from procedure.global_batch and "
+                              "procedure.micro_batch: leave optimizer.batch_size null")
+        if teacher.name_or_path is not None:
+            vocab = int(job.teacher_arch.vocab_size)
+        else:  # built from config: its vocabulary is the tokenizer's (known here for the toy one)
+            vocab = len(vocabulary()) if teacher.tokenizer == "toy" else None
+        student_vocab = int(job.student_arch.vocab_size)
+        if job.student_kind.name == "pretrained" and vocab is not None and student_vocab != vocab:
+            raise ConfigError(f"the student's vocabulary has {student_vocab} tokens and the teacher's {vocab}: "
+                              "distillation on the MLM logits needs one vocabulary")
+
+
+# ----------------------------------------------------------------------------------------------- losses
+def mlm_kd_loss(student_logits: Tensor, teacher_logits: Tensor, labels: Tensor, valid: Tensor, *,
+                temperature: float, positions: str) -> tuple[Tensor, Tensor]:
+    """(T^2 KL(softmax(z_t/T) || softmax(z_s/T)) averaged over the KD positions, the MLM cross-entropy averaged
+    over the masked positions). Logits (B, S, V); labels (B, S), IGNORE where nothing is predicted; valid (B, S)
+    real tokens. KD positions: the masked ones, or every real token (`positions="all"`)."""
+    with fp32_region(student_logits.device):
+        masked = labels != IGNORE
+        where = masked if positions == "masked" else valid.bool()
+        t = float(temperature)
+        logp_s = F.log_softmax(student_logits[where].float() / t, dim=-1)
+        logp_t = F.log_softmax(as_target(teacher_logits[where]) / t, dim=-1)
+        kd = (logp_t.exp() * (logp_t - logp_s)).sum(-1).mean() * (t * t)
+        mlm = F.cross_entropy(student_logits[masked].float(), labels[masked])
+    return kd, mlm
+
+
+@dataclass(frozen=True)
+class KDForm:
+    """The vanilla-KD part of the loss as used (recorded)."""
+
+    kd_weight: float
+    mlm_weight: float
+    temperature: float
+    positions: str
+
+
+def pretrain_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, kd: KDForm | None) -> LossFn:
+    """The `pretrain` stage's loss of one micro-batch (see the module docstring)."""
+
+    def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+        total: Tensor | None = None
+        parts: dict[str, float] = {}
+        if terms is not None:
+            with torch.no_grad():
+                t = terms.features(teacher, batch, "teacher")
+            s = terms.features(student, batch, "student")
+            total, parts = terms(s, t, batch)
+            s_logits, t_logits = s.logits, t.logits
+        else:
+            inputs = model_inputs(dict(batch))
+            with torch.no_grad():
+                t_logits = teacher(**inputs).logits
+            s_logits = student(**inputs).logits
+        if kd is not None:
+            kd_value, mlm = mlm_kd_loss(s_logits, t_logits, batch["labels"], batch["attention_mask"],
+                                        temperature=kd.temperature, positions=kd.positions)
+            parts.update(kd=float(kd_value.detach()), mlm=float(mlm.detach()))
+            weighted = kd.kd_weight * kd_value + kd.mlm_weight * mlm
+            total = weighted if total is None else total + weighted
+        assert total is not None, "an objective with neither terms nor KD"
+        return total, parts
+
+    return loss_fn
+
+
+def accumulated(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) -> LossFn:
+    """`loss_fn` over a global batch as the mean over its micro-batches of `micro_batch` rows, one
+    forward/backward each (memory of one micro-batch).
+
+    Each micro-batch's gradient is taken at once (`torch.autograd.grad`) and summed; what is returned is the
+    mean loss as a value whose gradient is exactly that mean gradient (sum_p <p, g_p>, its own value removed),
+    so the driver's one plain update step (backward, clip, step) applies it. A global batch of one
+    micro-batch is `loss_fn` itself.
+    """
+    trainable = [p for p in params if p.requires_grad]
+
+    def loss(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+        n = int(batch["input_ids"].shape[0])
+        if n <= micro_batch:
+            return loss_fn(batch)
+        starts = range(0, n, micro_batch)
+        grads: list[Tensor | None] = [None] * len(trainable)
+        value, parts = 0.0, {}
+        for start in starts:
+            part, micro_parts = loss_fn({k: v[start:start + micro_batch] for k, v in batch.items()})
+            part = part / len(starts)
+            if not bool(torch.isfinite(part)):
+                return part, micro_parts  # the update step refuses it (or skips it, skip_nonfinite)
+            for i, g in enumerate(torch.autograd.grad(part, trainable, allow_unused=True)):
+                if g is not None:
+                    grads[i] = g if grads[i] is None else grads[i] + g
+            value += float(part.detach())
+            for key, v in micro_parts.items():
+                parts[key] = parts.get(key, 0.0) + v / len(starts)
+        surrogate = sum(((p * g).sum() for p, g in zip(trainable, grads, strict=True) if g is not None),
+                        torch.zeros(()))
+        return surrogate - surrogate.detach() + value, parts
+
+    return loss
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+@torch.no_grad()
+def mlm_evaluate(model: PreTrainedModel, dev_loaders: dict[str, Callable[[], Iterator[dict[str, Tensor]]]],
+                 metrics: Any, device: torch.device, precision: str) -> dict[str, float]:
+    """Masked-token accuracy and cross-entropy on the dev slice (the MLM head applied at masked positions
+    only). The stage driver's `evaluate_fn`; `metrics` is unused."""
+    from distill_sweep.models import mlm_head
+
+    was_training = model.training
+    model.eval()
+    head = mlm_head(model)
+    nll, correct, count = 0.0, 0, 0
+    try:
+        for batches in dev_loaders.values():
+            for batch in batches():
+                batch = to_device(batch, device)
+                masked = batch["labels"] != IGNORE
+                with autocast(device, precision):
+                    hidden = model.base_model(**model_inputs(batch)).last_hidden_state
+                    logits = head(hidden[masked]).float()
+                gold = batch["labels"][masked]
+                nll += float(F.cross_entropy(logits, gold, reduction="sum"))
+                correct += int((logits.argmax(-1) == gold).sum())
+                count += int(gold.numel())
+    finally:
+        model.train(was_training)
+    return {PRIMARY: correct / max(1, count), "mlm_loss": nll / max(1, count)}
+
+
+# ------------------------------------------------------------------------------------------------ the run
+@dataclass
+class CorpusContext(RunContext):
+    """The run context over a corpus: the driver reads packed batches and scores the dev MLM predictions."""
+
+    corpus: PackedCorpus | None = None
+
+    def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
+               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
+        run, corpus = self.job.settings.run, self.corpus
+        assert corpus is not None
+        batch = self.job.procedure_settings.global_batch
+
+        def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
+            return corpus.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
+
+        return StageDriver(model=model, state=state, train_size=len(corpus.train) // batch * batch, loader=batches,
+                           dev_loaders={"validation": lambda: corpus.dev_batches(run.eval_batch_size)},
+                           metrics=None, device=self.device, precision=self.precision,
+                           optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint, key=key, history=history,
+                           every_steps=run.checkpoint.every_steps, log_every=run.log_every,
+                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label, evaluate_fn=mlm_evaluate)
+
+
+def build_mlm_student(ctx: RunContext, teacher: PreTrainedModel) -> tuple[PreTrainedModel, str]:
+    """The job's student as a masked-LM model (seeded by the job's seed) and where its MLM head comes from:
+    copied from the teacher when the student copies teacher layers at the teacher's width, else fresh."""
+    from distill_sweep.models import as_masked_lm, mlm_head
+    from distill_sweep.students import BuildInputs
+    from distill_sweep.train import seed_everything
+
+    job = ctx.job
+    seed_everything(job.seed)
+    arch = job.student_kind.describe(job.student, teacher.config)
+    student = job.student_kind.build(job.student, BuildInputs(arch=arch, teacher=teacher, init=job.init,
+                                                              num_labels=2, label_names=[]))
+    student = as_masked_lm(student)
+    if int(student.config.vocab_size) != int(teacher.config.vocab_size):
+        raise ConfigError(f"the student's vocabulary has {student.config.vocab_size} tokens and the teacher's "
+                          f"{teacher.config.vocab_size}: distillation on the MLM logits needs one vocabulary")
+    source = "fresh"
+    if job.student_kind.uses_init and job.init.layers and student.config.hidden_size == teacher.config.hidden_size:
+        with torch.no_grad():
+            mlm_head(student).load_state_dict(mlm_head(teacher).state_dict())
+        source = "copied"
+    return student.to(ctx.device), source
+
+
+def stage_plan(settings: TaskAgnosticSettings, batches_per_epoch: int, run: Any) -> tuple[int, int | None]:
+    """(epochs, steps per epoch cap): `max_steps` spread over whole epochs, then the top-level caps."""
+    epochs, cap = settings.epochs, None
+    if settings.max_steps is not None:
+        epochs = math.ceil(settings.max_steps / batches_per_epoch)
+        cap = math.ceil(settings.max_steps / epochs)
+    if run.epochs:
+        epochs = min(epochs, run.epochs)
+    if run.max_steps_per_epoch:
+        cap = min(cap or run.max_steps_per_epoch, run.max_steps_per_epoch)
+    return epochs, cap
+
+
+@register_procedure("task_agnostic", distils=True, settings=TaskAgnosticSettings)
+def run(ctx: RunContext) -> None:
+    from distill_sweep.teacher import masked_lm_teacher
+
+    job, record = ctx.job, ctx.record
+    settings: TaskAgnosticSettings = job.procedure_settings
+    assert job.objective is not None
+    corpus = load_corpus(settings.corpus, ctx.tokenizer, ctx.cache_dir)
+    batches_per_epoch = len(corpus.train) // settings.global_batch
+    if batches_per_epoch < 1:
+        raise ConfigError(f"corpus={settings.corpus.name} has {len(corpus.train)} training sequences, fewer than "
+                          f"one global batch (procedure.global_batch={settings.global_batch})")
+    cctx = CorpusContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, corpus=corpus)
+    teacher = masked_lm_teacher(ctx)
+    student, head_source = build_mlm_student(ctx, teacher)
+    objective = job.objective
+    terms = build_objective(objective, student_config=student.config, teacher_config=teacher.config,
+                            layer_map=job.layer_map, train_labels=None, num_labels=2)
+    modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
+    kd = None
+    if terms is None or "combined" in objective.stages:
+        kd = KDForm(objective.alpha if settings.kd.kd_weight is None else settings.kd.kd_weight,
+                    1.0 - objective.alpha if settings.kd.mlm_weight is None else settings.kd.mlm_weight,
+                    objective.temperature, settings.kd.positions)
+    params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
+    opt, run_settings = job.settings.optimizer, job.settings.run
+    epochs, cap = stage_plan(settings, batches_per_epoch, run_settings)
+    loss_fn = accumulated(pretrain_loss(student, teacher, terms, kd), params, settings.micro_batch)
+    stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.global_batch,
+                  settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
+                  max_steps_per_epoch=cap)
+    dev = {"validation": lambda: corpus.dev_batches(run_settings.eval_batch_size)}
+    record["teacher"]["dev"] = mlm_evaluate(teacher, dev, None, ctx.device, ctx.precision)
+    record["config"]["task"] = None  # ignored: the job reads the corpus
+    record["corpus"] = corpus.describe()
+    record["data"].update(train_size=batches_per_epoch * settings.global_batch, dev_size=len(corpus.dev))
+    record["task_agnostic"] = {
+        "global_batch": settings.global_batch, "micro_batch": settings.micro_batch,
+        "accumulation_steps": settings.global_batch // settings.micro_batch, "epochs": epochs,
+        "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
+        "kd": dataclasses.asdict(kd) if kd is not None else None, "mlm_head": head_source,
+        "settings": as_dict(settings)}
+    train_student(cctx, student, [stage], modules)
+    out = job.out_dir / "student"
+    student.save_pretrained(out)
+    ctx.tokenizer.save_pretrained(out)
+    record["student_dir"] = str(out)

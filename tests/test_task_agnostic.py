@@ -1,0 +1,204 @@
+"""procedure=task_agnostic: the KD-on-MLM loss by hand, masking, packing, accumulation, the corpus cache, local
+text files, a kill/resume, and bad inputs refused before any work."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import compose_cfg
+from safetensors.torch import load_file
+
+from distill_sweep import corpus as corpus_mod
+from distill_sweep.corpus import IGNORE, CorpusSettings, load_corpus, mask_tokens, pack
+from distill_sweep.errors import ConfigError
+from distill_sweep.procedures.task_agnostic import accumulated, mlm_kd_loss
+from distill_sweep.settings import parse
+
+BASE = ["procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "corpus.num_documents=100",
+        "corpus.dev_documents=20", "procedure.epochs=1"]
+
+
+def test_mlm_kd_loss_worked_by_hand() -> None:
+    # one sequence of 3 tokens, vocabulary 2; only position 1 is masked (label 1)
+    s = torch.tensor([[[1.0, 0.0], [0.0, 0.0], [2.0, 1.0]]])
+    t = torch.tensor([[[1.0, 0.0], [math.log(9.0), 0.0], [2.0, 1.0]]])  # the same as s but at position 1
+    labels = torch.tensor([[IGNORE, 1, IGNORE]])
+    valid = torch.ones(1, 3)
+    kd, mlm = mlm_kd_loss(s, t, labels, valid, temperature=2.0, positions="masked")
+    # T = 2: teacher softmax([ln 9 / 2, 0]) = softmax([ln 3, 0]) = [3/4, 1/4]; student [1/2, 1/2]
+    kl = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
+    assert float(kd) == pytest.approx(4.0 * kl, rel=1e-6)  # x T^2
+    assert float(mlm) == pytest.approx(math.log(2.0), rel=1e-6)  # CE of a uniform student at the masked token
+    kd_all, _ = mlm_kd_loss(s, t, labels, valid, temperature=2.0, positions="all")
+    assert float(kd_all) == pytest.approx(4.0 * kl / 3, rel=1e-6)  # the other two positions agree: KL 0
+
+
+def test_accumulated_gradient_is_the_mean_of_micro_batches() -> None:
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(3))
+    batch = {"input_ids": torch.randn(4, 3), "labels": torch.randn(4)}
+
+    def loss_fn(b: dict) -> tuple[torch.Tensor, dict]:
+        return ((b["input_ids"] @ w - b["labels"]) ** 2).mean(), {"part": 1.0}
+
+    full, _ = loss_fn(batch)
+    (expected,) = torch.autograd.grad(full, [w])
+    loss, parts = accumulated(loss_fn, [w], micro_batch=2)(batch)
+    loss.backward()
+    assert float(loss.detach()) == pytest.approx(float(full.detach()), rel=1e-6)  # equal halves: mean of means = mean
+    assert torch.allclose(w.grad, expected, atol=1e-6)
+    assert parts == {"part": 1.0}
+
+
+def test_pack_cuts_documents_into_cls_sep_sequences() -> None:
+    assert pack(list(range(10)), 6, 100, 101) == [[100, 0, 1, 2, 3, 101], [100, 4, 5, 6, 7, 101], [100, 8, 9, 101]]
+
+
+def test_masking_rates_on_a_fixed_seed() -> None:
+    settings = parse(CorpusSettings, {"name": "t", "source": "toy", "num_documents": 10, "max_predictions": 20}, "c")
+    n, width, mask_id = 2000, 32, 4
+    ids = np.full((n, width), 7, dtype=np.int64)
+    ids[:, 2:] = np.arange(10, 40)[None, :]  # distinct tokens, so a replaced one is seen
+    lengths = np.full(n, width)
+    lengths[:5] = 3  # one word piece: still one prediction
+    masked, labels = mask_tokens(ids, lengths, np.random.default_rng(0), settings, mask_id, np.arange(5, 60))
+    chosen = labels != IGNORE
+    assert (chosen.sum(1)[5:] == round(30 * 0.15)).all() and (chosen.sum(1)[:5] == 1).all()
+    assert not chosen[:, 0].any() and not chosen[np.arange(n), lengths - 1].any()  # [CLS] and [SEP] never
+    assert (labels[chosen] == ids[chosen]).all() and (masked[~chosen] == ids[~chosen]).all()
+    as_mask = (masked[chosen] == mask_id).mean()
+    replaced = ((masked[chosen] != mask_id) & (masked[chosen] != ids[chosen])).mean()
+    assert as_mask == pytest.approx(0.8, abs=0.015)
+    assert replaced == pytest.approx(0.1 * (1 - 1 / 55), abs=0.015)  # a random draw may hit the same token
+    capped = parse(CorpusSettings, {"name": "t", "source": "toy", "num_documents": 10, "max_predictions": 5,
+                                    "mlm_probability": 0.5}, "c")
+    _, labels = mask_tokens(ids[5:50], lengths[5:50], np.random.default_rng(0), capped, mask_id, np.arange(5, 60))
+    assert ((labels != IGNORE).sum(1) == 5).all()
+
+
+def test_text_files_corpus_packs_local_files(tmp_path: Path, shared_cache: Path) -> None:
+    from distill_sweep.toy import build_toy_tokenizer
+
+    folder = tmp_path / "texts"
+    (folder / "sub").mkdir(parents=True)
+    docs = [f"the food was {adj} and the staff was rude" for adj in ("good", "bad", "cold", "nice", "warm")]
+    (folder / "a.txt").write_text(f"{docs[0]}\n\n{docs[1]}\n\n\n{docs[2]}\n")
+    (folder / "sub" / "b.txt").write_text(f"{docs[3]}\n\n{docs[4]}")
+    (folder / ".hidden").write_text("not read")
+    settings = parse(CorpusSettings, {"name": "mine", "source": "text_files", "path": str(folder), "dev_documents": 1,
+                                      "max_seq_length": 8, "masking": "dynamic"}, "corpus")
+    tokenizer = build_toy_tokenizer(shared_cache)
+    packed = load_corpus(settings, tokenizer, tmp_path / "cache")
+    assert packed.meta["documents"] == 5 and packed.meta["dev_sequences"] == 2  # 10 pieces -> 6 + 4
+    assert len(packed.train) == 8 and packed.train.labels is None  # dynamic: stored unmasked
+    first = packed.train.ids[0, :packed.train.lengths[0]].tolist()
+    assert tokenizer.decode(first) == "[CLS] the food was bad and the [SEP]"
+
+
+def _run(overrides: list[str], tmp_path: Path, shared_cache: Path, results: str = "res") -> dict:
+    from distill_sweep.train import run_job
+
+    return run_job(compose_cfg([*BASE, "student.num_layers=2", f"results_dir={tmp_path / results}",
+                                f"cache_dir={shared_cache}", *overrides]))
+
+
+def _student(record: dict) -> dict[str, torch.Tensor]:
+    return load_file(str(Path(record["student_dir"]) / "model.safetensors"))
+
+
+def test_job_completes_reuses_the_cache_and_resumes_exactly(tmp_path: Path, shared_cache: Path, monkeypatch) -> None:
+    from distill_sweep import job as job_mod
+    from distill_sweep.stages import StageDriver
+
+    first = _run(["objective=att_mse", "checkpoint.keep=true"], tmp_path, shared_cache)
+    assert first["status"] == "completed" and first["task"] == "pretrain_toy"
+    assert first["best"]["dev"]["mlm_accuracy"] >= 0 and first["task_agnostic"]["accumulation_steps"] == 2
+    assert first["student"]["layer_map"] == [[2, 6]]  # map top: the last layer <-> the last layer
+    # the saved student is what student=pretrained loads for the GLUE fine-tuning (configs checked)
+    job_mod.prepare(compose_cfg(["procedure=finetune", "task=toy", "teacher=tiny", "student=pretrained",
+                                 f"student.name_or_path={first['student_dir']}"]))
+
+    builds = corpus_mod.BUILDS["count"]
+    second = _run(["objective=vanilla_kd"], tmp_path, shared_cache)
+    assert second["corpus"]["cache"] == "reused" and corpus_mod.BUILDS["count"] == builds
+    assert second["task_agnostic"]["kd"] == {"kd_weight": 0.5, "mlm_weight": 0.5, "temperature": 2.0,
+                                             "positions": "masked"}
+
+    class Killed(Exception):
+        pass
+
+    on_step = StageDriver._on_step
+
+    def killed_at_step_5(self, stage, n_steps, optimizer, scheduler, progress, loss):  # type: ignore[no-untyped-def]
+        on_step(self, stage, n_steps, optimizer, scheduler, progress, loss)
+        if progress.steps == 5:
+            raise Killed
+
+    monkeypatch.setattr(StageDriver, "_on_step", killed_at_step_5)
+    resumed_args = ["objective=att_mse", "checkpoint.every_steps=2"]
+    with pytest.raises(Killed):
+        _run(resumed_args, tmp_path, shared_cache, results="res2")
+    monkeypatch.setattr(StageDriver, "_on_step", on_step)
+    resumed = _run(resumed_args, tmp_path, shared_cache, results="res2")
+    assert resumed["resumed"] == 1 and resumed["attempts"] == 2
+    a, b = _student(first), _student(resumed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed["epochs"] == first["epochs"]
+
+
+def _model_dir(path: Path, vocab_size: int, arch: str) -> str:
+    from transformers import BertConfig
+
+    BertConfig(vocab_size=vocab_size, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+               intermediate_size=128, max_position_embeddings=64, architectures=[arch]).save_pretrained(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("case", ["classifier_teacher", "empty_folder", "no_text", "batch", "vocab", "labels",
+                                  "hub_offline"])
+def test_bad_inputs_are_one_line_before_any_work(case: str, tmp_path: Path) -> None:
+    from distill_sweep.job import prepare
+    from distill_sweep.train import run_job
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    overrides = {
+        "classifier_teacher": [f"teacher.name_or_path={_model_dir(tmp_path / 'cls', 73, 'BertForSequenceClassification')}"],
+        "empty_folder": ["corpus=text_files", f"corpus.path={folder}"],
+        "no_text": ["corpus=text_files", f"corpus.path={folder}"],
+        "batch": ["procedure.global_batch=24", "procedure.micro_batch=16"],
+        "vocab": ["student=pretrained", f"student.name_or_path={_model_dir(tmp_path / 'mlm', 50, 'BertForMaskedLM')}"],
+        "labels": ["objective=hid_cls_contrast"],
+        "hub_offline": ["corpus=wikitext103", "corpus.max_seq_length=32"],
+    }[case]
+    expected = {"classifier_teacher": "has no MLM head", "empty_folder": "has no files", "no_text": "hold no text",
+                "batch": "not a multiple of procedure.micro_batch", "vocab": "vocabulary has 50 tokens",
+                "labels": "needs the class labels", "hub_offline": "cannot be reached"}[case]
+    if case == "no_text":
+        (folder / "blank.txt").write_text("\n  \n\t\n")
+    cfg = compose_cfg([*BASE, f"results_dir={tmp_path / 'res'}", f"cache_dir={tmp_path / 'cache'}", *overrides])
+    with pytest.raises(ConfigError, match=expected) as err:
+        if case == "hub_offline":  # known only when the corpus is read (the hub may hold a cached copy)
+            run_job(cfg)
+        else:
+            prepare(cfg)
+    assert "\n" not in str(err.value)
+    if case != "hub_offline":
+        assert not (tmp_path / "res").exists()  # nothing written
+
+
+def test_corpus_config_leaves_other_jobs_hashes_alone() -> None:
+    from distill_sweep.job import identify
+
+    plain = identify(compose_cfg(["task=toy", "teacher=tiny"]))
+    with_corpus = identify(compose_cfg(["task=toy", "teacher=tiny", "+corpus=toy"]))
+    assert plain.digest == with_corpus.digest
+    agnostic = identify(compose_cfg([*BASE]))
+    other_task = identify(compose_cfg([*BASE, "task=rte"]))
+    assert agnostic.digest == other_task.digest  # the task is ignored: not hashed
+    assert json.loads(json.dumps(agnostic.settings.task.name)) == "pretrain_toy"
