@@ -9,7 +9,8 @@ run through `python -m` with the written argv, two at a time, forked from a prel
 - `--cfg`/`--help` commands run exactly as written;
 - report commands run on the store the toy commands wrote; the report's synopsis runs with the first value
   of every bracket, and every other value it lists is parsed in-process;
-- bench commands run on the tiny bench configuration of tests/test_bench.py.
+- bench commands run on the tiny bench configuration of tests/test_bench.py (bench_cli: one repeat, the demo
+  grid).
 A command whose group option is created by a README worked example runs in-process with that example's
 code and YAML.
 """
@@ -144,7 +145,7 @@ def test_extraction_finds_blocks_continuations_inline_code_and_comments(tmp_path
 @dataclass
 class Run:
     command: Command
-    kind: str  # real | plan | print | report | bench | example | schematic
+    kind: str  # real | plan | print | report | bench | bench_cli | example | schematic
     argv: list[str] = field(default_factory=list)
     cwd: Path = Path()
     seconds: float = 0.0
@@ -173,6 +174,8 @@ def plan(command: Command, work: Path) -> Run:
         return Run(command, "report", [*python, *_expand_synopsis(args, work)])
     if module == "distill_sweep.bench":
         return Run(command, "bench", [*python, *args, "--objectives", "vanilla_kd", *TINY_BENCH, "--steps", "1"])
+    if module == "distill_sweep.bench_cli":  # one repeat, the demo grid planned instead of Table 3's
+        return Run(command, "bench_cli", [*python, *args, "--repeats", "1", "--preset", "demo"])
     assert module == "distill_sweep", f"{command.where}: no rule for module {module} (add one to this test)"
     if _missing_group_option(args):
         return Run(command, "example")
@@ -232,7 +235,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[R
     control = Run(Command("python -m distill_sweep experiment=paper_table3 -m +dry_run=true task=rtee", "control"),
                   "control", [sys.executable, "-m", "distill_sweep", "experiment=paper_table3", "-m", "+dry_run=true",
                               "task=rtee"])
-    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench")] + [control]
+    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_cli")] + [control]
     first.sort(key=lambda r: r.kind != "real")  # the longest first
     with PreloadedPython(work / "logs", env) as python:
         for batch in (first, [r for r in planned if r.kind == "report"]):
@@ -263,6 +266,8 @@ def test_every_command_runs_as_written(runs: list[Run]) -> None:
                 ok = ok and "jobs in the grid" in proc.stdout and "estimated cost" in proc.stdout
             elif run.kind == "bench":
                 ok = ok and "| vanilla_kd |" in proc.stdout
+            elif run.kind == "bench_cli":
+                ok = ok and "| plan experiment=demo (dry run) |" in proc.stdout
             elif run.kind in ("print", "report"):
                 ok = ok and bool(proc.stdout.strip())
         if not ok:
