@@ -45,11 +45,13 @@ def expand(params: Sequence[str]) -> list[list[str]]:
 
 
 def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The (task, procedure, objective, init_spec, seed) cells of an experiment preset's grid, for the report."""
+    """The jobs of an experiment preset's grid, for the report: task, procedure, objective, init_spec, seed,
+    and `hashes`, the names of the result directories the job's record can be in (today's and the first
+    schema's), so that jobs differing only in teacher, student or layer map are told apart."""
     from hydra import compose, initialize_config_dir
 
+    from distill_sweep.job import identify
     from distill_sweep.models import init_spec
-    from distill_sweep.procedures import procedure_named
     from distill_sweep.train import CONF_DIR
 
     known = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
@@ -59,19 +61,19 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
         base = [f"experiment={preset}", *extra_overrides]
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
+        composer = JobComposer(lambda groups: compose("config", overrides=[*base, *groups]))
         cells: list[dict[str, Any]] = []
+        seen: set[str] = set()
         for job in expand(params):
-            values = dict(o.split("=", 1) for o in job)
-            procedure = procedure_named(values.get("procedure", str(cfg.procedure.name)))
-            cell = {
-                "task": values.get("task", str(cfg.task.name)),
-                "procedure": procedure.name,
-                "objective": values.get("objective", str(cfg.objective.name)) if procedure.distils else "none",
-                "init_spec": init_spec(values.get("init", cfg.init)),
-                "seed": int(values.get("seed", cfg.seed)),
-            }
-            if cell not in cells:  # a procedure that ignores the objective is one job per objective swept
-                cells.append(cell)
+            ident = identify(composer(job))
+            if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
+                continue
+            seen.add(ident.digest)
+            cells.append({
+                "task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
+                "init_spec": init_spec(ident.cfg.init), "seed": ident.seed,
+                "hashes": [ident.out_dir.name, *(d.name for d in ident.legacy_dirs)],
+            })
     return cells
 
 

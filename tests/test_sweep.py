@@ -39,7 +39,9 @@ def test_paper_presets_expand_to_the_papers_grids() -> None:
     assert {c["seed"] for c in table1} == {1, 2, 3, 4}
     assert len({c["objective"] for c in table1}) == 9
     demo = expected_jobs("demo")
-    assert {c["task"] for c in demo} == {"toy"} and len(demo) == len({tuple(c.values()) for c in demo})
+    assert {c["task"] for c in demo} == {"toy"} and len(demo) == len({c["hashes"][0] for c in demo})
+    # 4 objectives x 2 inits x 2 seeds distilled, and the no-KD baseline once per init and seed
+    assert len(demo) == 16 + 4 and sum(c["procedure"] == "finetune" for c in demo) == 4
 
 
 def test_sweep_skips_completed_reruns_missing_and_failed_and_survives_a_failure(tmp_path: Path) -> None:
@@ -122,3 +124,19 @@ def test_job_composer_gives_the_configs_hydra_composes() -> None:
             hydra = OmegaConf.to_container(compose("config", overrides=list(overrides)), resolve=False)
             assert ours == hydra, overrides
     assert len(jobs) == 16 and len(calls) == 4  # one composition per (task, objective)
+
+
+def test_preset_status_tells_jobs_apart_that_differ_only_in_layer_map() -> None:
+    """PKD-Skip and PKD-Last share task, objective, init and seed: only their hashes tell them apart."""
+    import pandas as pd
+
+    from distill_sweep import stats
+
+    cells = [c for c in expected_jobs("pkd") if c["objective"] == "pkd"]
+    assert len(cells) == 2 * 2 and len({c["hashes"][0] for c in cells}) == 4  # map skip,last x 2 seeds
+    done = cells[0]
+    records = pd.DataFrame([{"task": done["task"], "objective": "pkd", "init_spec": done["init_spec"],
+                             "seed": done["seed"], "config_hash": done["hashes"][0] + "abcdef", "status": "completed",
+                             "started_at": "2026-11-23T00:00:00"}])
+    completed, failed, missing = stats.grid_status(records, cells)
+    assert completed == [done] and failed == [] and len(missing) == 3  # the other map is NOT counted as done

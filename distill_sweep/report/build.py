@@ -236,11 +236,12 @@ def _grid_section(doc: Doc, records: pd.DataFrame, preset: str | None) -> None:
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise UsageError(f"preset {preset!r}: {type(exc).__name__}: {first}") from None
     completed, failed, missing = stats.grid_status(records, expected)
-    running = {stats.job_key(r["task"], r["objective"], r["init_spec"], r["seed"])
-               for r in records[records["status"] == "running"].to_dict("records")}
-    keys = [stats.job_key(j["task"], j["objective"], j["init_spec"], j["seed"]) for j in missing]
-    n_running = sum(k in running for k in keys)
+    running = {key for r in records[records["status"] == "running"].to_dict("records")
+               for key in (stats.job_key(r["task"], r["objective"], r["init_spec"], r["seed"]),
+                           ("hash", str(r["config_hash"])[:10]))}
+    keys = [next((k for k in stats.expected_keys(j) if k in running), None) for j in missing]
+    n_running = sum(k is not None for k in keys)
     doc.text(f"{len(expected)} expected jobs: {len(completed)} completed, {len(failed)} failed, "
              f"{len(missing)} missing ({n_running} of them running, {len(missing) - n_running} not started)")
-    _listing(doc, [f"{'running' if k in running else 'missing'}: {_job_line(j)}" for j, k in zip(missing, keys, strict=True)]
+    _listing(doc, [f"{'running' if k is not None else 'missing'}: {_job_line(j)}" for j, k in zip(missing, keys, strict=True)]
              + [f"failed: {_job_line(j)}" for j in failed])
