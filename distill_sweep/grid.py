@@ -90,13 +90,21 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
 
     student = teacher = 0
     teachers: set[Path] = set()
+    unsized = 0  # jobs whose data size is not known before they read it (a corpus)
     for ident in jobs:
         cfg, s = ident.cfg, ident.settings
+        if not getattr(ident.procedure_settings, "reads_task", True):
+            unsized += 1
+            continue
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
         size = min(size, s.task.train_size or size)
         batch = s.optimizer.batch_size or s.task.recipe.batch_size
         n_stages = len(ident.objective.stages) if ident.objective is not None else 1
-        student += _passes(size, s.run.epochs or s.task.recipe.epochs, batch, s.run.max_steps_per_epoch) * n_stages
+        epochs = s.run.epochs or s.task.recipe.epochs
+        student += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
+        pre_stage = getattr(ident.procedure_settings, "pre_stage_epochs", None)  # e.g. PEA-KD's PTP
+        if pre_stage is not None:
+            student += _passes(size, pre_stage(epochs), batch, s.run.max_steps_per_epoch)
         if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
             continue
         where = teacher_dir(cfg, Path(cache_dir or results.absolute(s.run.cache_dir)))
@@ -108,6 +116,8 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     passes = student + teacher
     line = (f"estimated cost: {passes:.3g} training sample-passes ({student:.3g} students, {teacher:.3g} for "
             f"{len(teachers)} teacher(s) to fine-tune)")
+    if unsized:
+        line += f"; {unsized} job(s) on a corpus not counted (its size is known once it is read)"
     speeds = [r["samples_per_s"] for r in done_records if r.get("samples_per_s")]
     if speeds:
         speed = sorted(speeds)[len(speeds) // 2]

@@ -293,3 +293,15 @@ def test_report_rows_keep_setups_apart_and_schema1_records_in_their_row(tmp_path
     assert "0004cd1948" in set(kd["config_hash"].str[:10])  # the schema-1 record
     _, notes = store.scores(records)
     assert not any("duplicate" in n for n in notes)
+
+
+def test_dry_run_cost_counts_a_pre_stage_and_says_what_it_cannot_size(tmp_path: Path) -> None:
+    base = [*FAST, f"results_dir={tmp_path}", f"cache_dir={tmp_path / 'cache'}", "max_steps_per_epoch=2",
+            "objective=vanilla_kd"]
+    kd = identify(compose_cfg(base))
+    ptp = identify(compose_cfg([*base, "procedure=ptp", "+procedure.thresholds.toy={correct: 0.9, wrong: 0.65}"]))
+    corpus = identify(compose_cfg([*base, "procedure=task_agnostic", "teacher=tiny_mlm"]))
+    # vanilla KD: 1 stage x 64 samples; PTP adds its pre-stage: 2 x 64; the corpus job is not sized
+    assert "(64 students," in estimate_cost([kd], [])
+    assert "(128 students," in estimate_cost([ptp], [])
+    assert "1 job(s) on a corpus not counted" in estimate_cost([corpus], [])

@@ -51,6 +51,10 @@ class PTPSettings(ProcedureSettings):
     thresholds: dict[str, Thresholds] = field(default_factory=dict)  # by task name
     epochs: int | None = field(default=None, metadata={"ge": 1})  # of the ptp stage (null: as every stage)
 
+    def pre_stage_epochs(self, stage_epochs: int) -> int:
+        """Epochs of the ptp stage, given the epochs every other stage runs (the dry run's cost counts them)."""
+        return self.epochs or stage_epochs
+
     def check_task(self, task: TaskSettings, where: str) -> None:
         """Rules that involve the job's task (job.identify calls this)."""
         if task.is_regression:
