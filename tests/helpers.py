@@ -52,3 +52,18 @@ def records(results_dir: Path) -> list[dict]:
     import json
 
     return [json.loads(p.read_text()) for p in sorted(Path(results_dir).rglob("result.json"))]
+
+
+def save_toy_student(directory: Path, cache: Path, *, layers: int, ffn: int) -> Path:
+    """A saved BERT classifier of the toy tokenizer's vocabulary (hidden 32, 4 heads): a stand-in for a
+    pre-distilled student given as student=pretrained."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from distill_sweep.toy import build_toy_tokenizer
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(build_toy_tokenizer(cache)), hidden_size=32, num_hidden_layers=layers,
+                        num_attention_heads=4, intermediate_size=ffn, max_position_embeddings=64)
+    BertForSequenceClassification(config).save_pretrained(directory)
+    return directory

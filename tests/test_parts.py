@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import FAST, ROOT, compose_cfg, records, run_cli
+from helpers import FAST, ROOT, compose_cfg, records, run_cli, save_toy_student
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.errors import ConfigError
@@ -73,14 +73,7 @@ def test_attention_term_with_another_head_count_is_refused_before_loading(tmp_pa
 
 
 def test_pretrained_student_from_a_directory(tmp_path: Path, shared_cache: Path) -> None:
-    from distill_sweep.toy import build_toy_tokenizer
-
-    vocab = len(build_toy_tokenizer(shared_cache))
-    torch.manual_seed(0)
-    saved = tmp_path / "my_student"
-    BertForSequenceClassification(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2,
-                                             num_attention_heads=4, intermediate_size=64,
-                                             max_position_embeddings=64)).save_pretrained(saved)
+    saved = save_toy_student(tmp_path / "my_student", shared_cache, layers=2, ffn=64)
     cfg = job_cfg(tmp_path, shared_cache, "student=pretrained", f"student.name_or_path={saved}",
                   "objective=hid_cls")
     record = run_job(cfg)

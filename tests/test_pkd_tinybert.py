@@ -10,8 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import FAST, compose_cfg
-from transformers import BertConfig, BertForSequenceClassification
+from helpers import FAST, compose_cfg, save_toy_student
 
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
@@ -27,7 +26,6 @@ from distill_sweep.objectives import (
     prediction_loss,
 )
 from distill_sweep.objectives.pkd import patience_pairs
-from distill_sweep.toy import build_toy_tokenizer
 from distill_sweep.train import run_job
 
 SHORT = [*FAST, "max_steps_per_epoch=3"]
@@ -190,12 +188,7 @@ def test_tinybert_job_from_a_general_student_constant_stage_one_projection(tmp_p
 
     monkeypatch.setattr(StageDriver, "run", run)
     # A stand-in for a general TinyBERT: any saved model of the toy vocabulary (student=pretrained).
-    vocab = len(build_toy_tokenizer(shared_cache))
-    torch.manual_seed(0)
-    general = tmp_path / "general_student"
-    BertForSequenceClassification(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=3,
-                                             num_attention_heads=4, intermediate_size=128,
-                                             max_position_embeddings=64)).save_pretrained(general)
+    general = save_toy_student(tmp_path / "general_student", shared_cache, layers=3, ffn=128)
     record = run_job(compose_cfg([*SHORT, "objective=tinybert", "student=pretrained",
                                   f"student.name_or_path={general}", "map=uniform", "checkpoint.keep=true",
                                   f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"]))
