@@ -50,7 +50,7 @@ MAX_SETUP_TAGS = 3  # differing setup keys named in a row label before "..."
 RECORD_COLUMNS: tuple[str, ...] = (
     "path", "status", "error", "procedure", "task", "objective", "system", "teacher_id", "teacher_name",
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "student_id", "student_name",
-    "student_layers", "student_hidden", "setup_id", "setup", "init_spec", "init_name", "init_layers",
+    "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
     "init_label", "seed", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
@@ -122,6 +122,7 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
         "teacher_name_or_path": rec.teacher.name_or_path,
         "student_id": rec.student.id, "student_name": rec.student.name,
         "student_layers": rec.student.num_layers, "student_hidden": rec.student.hidden_size,
+        "student_settings": dict(rec.student.settings),
         "setup_id": results.part_id(setup_of(rec)), "setup": _flat(setup_of(rec)),
         "init_spec": norm_spec(init.spec), "init_name": init.name or norm_spec(init.spec),
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
@@ -278,9 +279,14 @@ def parts_legend(records: pd.DataFrame) -> list[str]:
             lines.append(f"teacher {r['teacher_name']}#{r['teacher_id']}: {_size(r['teacher_layers'])} layers, "
                          f"hidden {_size(r['teacher_hidden'])}, name_or_path {r['teacher_name_or_path']}")
     if records["student_id"].nunique() > 1:
-        for r in records.drop_duplicates("student_id").sort_values(["student_name", "student_id"]).to_dict("records"):
+        students = records.drop_duplicates("student_id").sort_values(["student_name", "student_id"])
+        for r in students.to_dict("records"):
+            # students of one type that differ only in settings (sps vs sps2): name the settings that differ
+            same = [x["student_settings"] for x in students.to_dict("records") if x["student_name"] == r["student_name"]]
+            keys = sorted(k for k in set().union(*same) if len({repr(x.get(k)) for x in same}) > 1)
+            differ = ", ".join(f"{k}={r['student_settings'].get(k)}" for k in keys)
             lines.append(f"student {r['student_name']}#{r['student_id']}: {_size(r['student_layers'])} layers, "
-                         f"hidden {_size(r['student_hidden'])}")
+                         f"hidden {_size(r['student_hidden'])}" + (f", {differ}" if differ else ""))
     return lines
 
 

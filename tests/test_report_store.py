@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_records import V1_STORE, sha8, write_record
 
@@ -193,3 +194,14 @@ def test_status_counts_and_norm_spec(tmp_path: Path) -> None:
     assert store.norm_spec([1, 5, 9]) == "[1,5,9]" and store.norm_spec("[1, 5, 9]") == "[1,5,9]"
     assert store.norm_spec(1) == "1" and store.norm_spec(" Skip") == "skip"
     assert math.isnan(store.load_records(tmp_path).set_index("seed").loc[1, "primary"])
+
+
+def test_legend_names_the_settings_that_tell_students_of_one_type_apart() -> None:
+    records = pd.DataFrame([
+        {"teacher_id": "t", "student_id": "a", "student_name": "sps", "student_layers": 6, "student_hidden": 64,
+         "student_settings": {"name": "sps", "num_layers": 3, "swap_qk": False}},
+        {"teacher_id": "t", "student_id": "b", "student_name": "sps", "student_layers": 6, "student_hidden": 64,
+         "student_settings": {"name": "sps", "num_layers": 3, "swap_qk": True}},
+    ])
+    assert store.parts_legend(records) == ["student sps#a: 6 layers, hidden 64, swap_qk=False",
+                                           "student sps#b: 6 layers, hidden 64, swap_qk=True"]
