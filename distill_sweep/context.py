@@ -54,7 +54,7 @@ class RunContext:
         device = resolve_device(run.device)
         record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
         tokenizer = load_tokenizer(job.cfg.teacher, cache_dir)
-        if not getattr(job.procedure_settings, "reads_task", True):  # its data is not the task's (a corpus)
+        if not job.procedure_settings.reads_task:  # its data is not the task's (a corpus)
             return cls(job, record, device, run.precision, cache_dir, tokenizer, None, {})
         data = load_task_data(job.cfg.task, tokenizer, cache_dir)
         pad = int(tokenizer.pad_token_id)

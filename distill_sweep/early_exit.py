@@ -26,9 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from distill_sweep.loop import model_inputs
 from distill_sweep.objectives.inputs import fp32_region
-
-MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class Branch(nn.Module):
@@ -69,7 +68,7 @@ class EarlyExitModel(nn.Module):
         return self
 
     def all_logits(self, batch: Mapping[str, Tensor]) -> list[Tensor]:
-        inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
+        inputs = model_inputs(batch)
         valid = inputs["attention_mask"].bool() if "attention_mask" in inputs else torch.ones_like(
             inputs["input_ids"], dtype=torch.bool)
         with torch.no_grad():

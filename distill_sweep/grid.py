@@ -93,7 +93,7 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     unsized = 0  # jobs whose data size is not known before they read it (a corpus)
     for ident in jobs:
         cfg, s = ident.cfg, ident.settings
-        if not getattr(ident.procedure_settings, "reads_task", True):
+        if not ident.procedure_settings.reads_task:
             unsized += 1
             continue
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
@@ -102,9 +102,8 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         n_stages = len(ident.objective.stages) if ident.objective is not None else 1
         epochs = s.run.epochs or s.task.recipe.epochs
         student += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
-        pre_stage = getattr(ident.procedure_settings, "pre_stage_epochs", None)  # e.g. PEA-KD's PTP
-        if pre_stage is not None:
-            student += _passes(size, pre_stage(epochs), batch, s.run.max_steps_per_epoch)
+        # a stage before the objective's, e.g. PEA-KD's PTP
+        student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
         if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
             continue
         where = teacher_dir(cfg, Path(cache_dir or results.absolute(s.run.cache_dir)))

@@ -90,12 +90,10 @@ def identify(cfg: DictConfig) -> JobIdentity:
     settings = check_config(cfg)
     procedure = procedure_named(str(cfg.procedure.name))
     procedure_settings = parse(procedure.settings, cfg.procedure, "procedure")
-    own_task = getattr(procedure_settings, "own_task", None)
-    if callable(own_task):  # a procedure whose data is not the task (task_agnostic: a corpus) describes its own
-        settings.task = own_task(cfg)
-    check_task = getattr(procedure_settings, "check_task", None)
-    if callable(check_task):  # a procedure's rules that involve the task (e.g. ptp: class labels)
-        check_task(settings.task, "procedure")
+    own_task = procedure_settings.own_task(cfg)
+    if own_task is not None:  # a procedure whose data is not the task (task_agnostic: a corpus) describes its own
+        settings.task = own_task
+    procedure_settings.check_task(settings.task, "procedure")  # e.g. ptp: class labels
     kind = student_type(str(cfg.student.get("name")))
     student = parse(kind.settings, cfg.student, "student")
     objective = parse_objective(cfg.objective) if procedure.distils else None
@@ -107,7 +105,7 @@ def identify(cfg: DictConfig) -> JobIdentity:
     else:
         init_label = init_dirname(cfg.init) if kind.uses_init else f"init-{kind.name}"
     hashed = _hashed(cfg, objective, student if procedure.uses_student else None,
-                     reads_task=getattr(procedure_settings, "reads_task", True))
+                     reads_task=procedure_settings.reads_task)
     digest = results.digest(hashed)
     base = Path(results.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
@@ -124,7 +122,7 @@ def prepare(cfg: DictConfig) -> Job:
     task = ident.settings.task
     if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
         raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
-    if getattr(ident.procedure_settings, "reads_task", True):
+    if ident.procedure_settings.reads_task:
         check_files(cfg.task)  # a missing, binary or wrong-column TSV is refused before a record is written
     for key in ("results_dir", "cache_dir"):
         check_writable(results.absolute(getattr(ident.settings.run, key)), key)
@@ -148,14 +146,12 @@ def prepare(cfg: DictConfig) -> Job:
     if ident.objective is not None and not init.layer_map and map_spec(spec) == "init":
         raise ConfigError(f"the student has {k} layers and the teacher {depth}: choose a layer map (map=...)")
     layer_map = resolve_map(spec, init, depth, k)
-    length_key = "task" if getattr(ident.procedure_settings, "reads_task", True) else "corpus"
+    length_key = "task" if ident.procedure_settings.reads_task else "corpus"
     _check_positions(task.max_seq_length, {"teacher": teacher_arch, "student": student_arch}, length_key)
     if ident.objective is not None:
         check_compatible(ident.objective, model_info(student_arch), model_info(teacher_arch), layer_map)
     job = Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init, layer_map=layer_map)
-    check_job = getattr(ident.procedure_settings, "check_job", None)
-    if callable(check_job):  # the procedure's rules over the whole job (task_agnostic: MLM head, corpus, ...)
-        check_job(job)
+    ident.procedure_settings.check_job(job)  # e.g. task_agnostic: an MLM head, the corpus, the vocabulary
     return job
 
 

@@ -55,7 +55,9 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
 
 def model_inputs(batch: Batch) -> Batch:
     """The keys a HF encoder accepts (labels and example indices stay out of the forward)."""
-    return {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    from .capture import MODEL_INPUT_KEYS
+
+    return {k: v for k, v in batch.items() if k in MODEL_INPUT_KEYS}
 
 
 def build_optimizer(params: Iterable[nn.Parameter], opt_cfg: DictConfig, lr: float) -> torch.optim.Optimizer:

@@ -127,7 +127,7 @@ def _int_or_none(value: Any) -> int | None:
     return None if math.isnan(out) else int(out)
 
 
-def _as_float(value: Any) -> float:
+def as_float(value: Any) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -147,7 +147,7 @@ def load_paper_table(path: str | Path) -> pd.DataFrame:
             task = "avg" if col == "Avg" else norm_task(col)
             std = rec.get(f"{col}_std", math.nan)
             rows.append({"objective": str(rec.get("objective", "")), "init_label": init, "task": task,
-                         "mean": _as_float(val), "std": _as_float(std)})
+                         "mean": as_float(val), "std": as_float(std)})
     return pd.DataFrame(rows, columns=["objective", "init_label", "task", "mean", "std"])
 
 

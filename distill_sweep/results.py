@@ -155,8 +155,8 @@ def git_commit() -> str | None:
 # ----------------------------------------------------------------------------- the record type
 
 STATUSES = ("running", "completed", "failed")
-# Of the stages (intermediate, prediction, combined, finetune), those whose epochs train the classifier
-# that is scored: `best` is chosen among their epochs. An intermediate-stage head is untrained.
+# The stages whose epochs train the classifier that is scored: `best` is chosen among their epochs. The
+# others (intermediate, ptp, pretrain) leave the task head untrained or train another head.
 SCORED_STAGES = ("prediction", "combined", "finetune", "self_distill")
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep import results
-from distill_sweep.paper import INIT_NAME_ORDER, column_metric, norm_task, objective_rank
+from distill_sweep.paper import INIT_NAME_ORDER, as_float, column_metric, norm_task, objective_rank
 
 WHICH_CHOICES: tuple[str, ...] = ("best", "primary", "final", "max")
 _SCORED = "/".join(results.SCORED_STAGES)
@@ -87,19 +87,12 @@ def norm_spec(spec: Any) -> str:
     return str(spec).strip().lower().replace(" ", "").replace("'", "").replace('"', "")
 
 
-def _finite(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def pick_dev(record: results.Record, which: str) -> dict[str, float]:
     """Dev metrics (fractions) of one record according to `which` (see the module docstring)."""
     if which == "primary":
-        return {str(k): _finite(v) for k, v in ((record.best or {}).get("dev") or {}).items()}
+        return {str(k): as_float(v) for k, v in ((record.best or {}).get("dev") or {}).items()}
     if which == "final":
-        return {str(k): _finite(v) for k, v in ((record.final or {}).get("dev") or {}).items()}
+        return {str(k): as_float(v) for k, v in ((record.final or {}).get("dev") or {}).items()}
     metrics = {m for e in record.epochs if e.get("stage") in results.SCORED_STAGES for m in (e.get("dev") or {})}
     dev = {}
     for metric in sorted(metrics):
@@ -110,7 +103,7 @@ def pick_dev(record: results.Record, which: str) -> dict[str, float]:
 
 
 def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
-    init = rec.init
+    init, setup = rec.init, setup_of(rec)
     layers = ",".join(str(x) for x in init.layers)
     complete = rec.status == "completed"
     dev = pick_dev(rec, which) if complete else {}
@@ -123,7 +116,7 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
         "student_id": rec.student.id, "student_name": rec.student.name,
         "student_layers": rec.student.num_layers, "student_hidden": rec.student.hidden_size,
         "student_settings": dict(rec.student.settings),
-        "setup_id": results.part_id(setup_of(rec)), "setup": _flat(setup_of(rec)),
+        "setup_id": results.part_id(setup), "setup": _flat(setup),
         "init_spec": norm_spec(init.spec), "init_name": init.name or norm_spec(init.spec),
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
         "seed": rec.seed, "config_hash": rec.config_hash, "primary_metric": rec.primary_metric or "accuracy",
@@ -140,9 +133,9 @@ def _early_exit(row: dict[str, Any], rec: results.Record) -> list[dict[str, Any]
     if not isinstance(curve, list):
         return []
     metric = row["primary_metric"]
-    return [{"path": row["path"], "task": row["task"], "system": "", "seed": row["seed"], "speed": _finite(p.get("speed")),
-             "metric": metric, "value": 100.0 * _finite((p.get("dev") or {}).get(metric)),
-             "mean_exit_layer": _finite(p.get("mean_exit_layer")), "speedup": _finite(p.get("speedup"))}
+    return [{"path": row["path"], "task": row["task"], "system": "", "seed": row["seed"], "speed": as_float(p.get("speed")),
+             "metric": metric, "value": 100.0 * as_float((p.get("dev") or {}).get(metric)),
+             "mean_exit_layer": as_float(p.get("mean_exit_layer")), "speedup": as_float(p.get("speedup"))}
             for p in curve if isinstance(p, dict)]
 
 
@@ -179,8 +172,8 @@ def _curve(row: dict[str, Any], rec: results.Record) -> list[dict[str, Any]]:
             "init_label": row["init_label"], "init_name": row["init_name"], "seed": row["seed"],
             "config_hash": row["config_hash"], "stage": str(ep.get("stage", "")),
             "epoch": int(ep.get("epoch", i + 1) or i + 1), "global_epoch": i + 1, "metric": row["primary_metric"],
-            "value": 100.0 * _finite((ep.get("dev") or {}).get(row["primary_metric"])),
-            "train_loss": _finite(ep.get("train_loss")),
+            "value": 100.0 * as_float((ep.get("dev") or {}).get(row["primary_metric"])),
+            "train_loss": as_float(ep.get("train_loss")),
         })
     return out
 
@@ -242,7 +235,7 @@ def system_order(records: pd.DataFrame) -> list[str]:
     rows = records.drop_duplicates("system")
 
     def key(r: dict[str, Any]) -> tuple:
-        layers = _finite(r["student_layers"])
+        layers = as_float(r["student_layers"])
         return (str(r["teacher_name"]), str(r["teacher_id"]), str(r["student_name"]),
                 -1.0 if math.isnan(layers) else layers, str(r["student_id"]), _procedure_rank(str(r["procedure"])),
                 objective_rank(str(r["objective"])), str(r["system"]))
@@ -291,7 +284,7 @@ def parts_legend(records: pd.DataFrame) -> list[str]:
 
 
 def _size(value: Any) -> str:
-    number = _finite(value)
+    number = as_float(value)
     return "?" if math.isnan(number) else str(int(number))
 
 
@@ -407,7 +400,7 @@ def scores(records: pd.DataFrame, mode: str = "header") -> tuple[pd.DataFrame, l
     for rowd in done.to_dict("records"):
         metric = column_metric(rowd["task"], mode, rowd["primary_metric"])
         value = rowd.get(f"dev.{metric}", math.nan)  # absent column -> NaN
-        out.append({**{k: rowd[k] for k in SCORE_KEYS}, "metric": metric, "value": 100.0 * _finite(value)})
+        out.append({**{k: rowd[k] for k in SCORE_KEYS}, "metric": metric, "value": 100.0 * as_float(value)})
     frame = pd.DataFrame(out, columns=cols)
     lacking = frame[frame["value"].isna()]
     if not lacking.empty:

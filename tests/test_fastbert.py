@@ -58,14 +58,15 @@ def test_speed_zero_is_the_full_model_and_speed_never_raises_the_exit_layer() ->
 
 
 def test_self_distillation_loss_by_hand() -> None:
-    last = torch.tensor([[2.0, 0.0, -1.0]])
-    first = torch.tensor([[0.0, 1.0, 0.0]])
-    second = torch.tensor([[1.0, 1.0, 1.0]])
+    last = torch.tensor([[2.0, 0.0, -1.0], [0.0, 3.0, 0.0]])
+    first = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    second = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.5, 2.0]])
     p_t = torch.softmax(last, -1)
 
-    def kl(z: torch.Tensor) -> float:
+    def kl(z: torch.Tensor) -> float:  # KL(p_t || p_s) per row, then the batch mean
         p_s = torch.softmax(z, -1)
-        return float(sum(p_t[0, c] * math.log(p_t[0, c] / p_s[0, c]) for c in range(3)))
+        rows = [sum(p_t[b, c] * math.log(p_t[b, c] / p_s[b, c]) for c in range(3)) for b in range(2)]
+        return float(sum(rows) / 2)
 
     expected = kl(first) + kl(second)  # sum over the branches; the last exit teaches, it is not a student
     assert float(self_distillation_loss([first, second, last])) == pytest.approx(expected, rel=1e-6)
@@ -116,3 +117,8 @@ def test_fastbert_procedure_records_the_speed_curve(tmp_path: Path, shared_cache
     assert [row[2] for row in rows] == ["0", "0.5", "1"]  # task, row, speed, metric, exit layer, speed-up
     assert rows[0][4:] == ["6.00", "1.00x"] and rows[-1][4] == "1.00"
     assert (tmp_path / "tables" / "early_exit.png").exists() and (tmp_path / "tables" / "early_exit.csv").exists()
+
+
+def test_regression_task_is_refused() -> None:
+    with pytest.raises(ConfigError, match="procedure=fastbert exits on the entropy .* task=stsb is a regression task"):
+        prepare(compose_cfg(["procedure=fastbert", "task=stsb", "teacher=tiny", "logger=none"]))

@@ -20,7 +20,6 @@ from .core import (
     ObjectiveSettings,
     build_objective,
     check_compatible,
-    objective_config_dict,
     parse_objective,
 )
 from .inputs import LossInputs
@@ -39,7 +38,6 @@ __all__ = [
     "available_terms",
     "build_objective",
     "check_compatible",
-    "objective_config_dict",
     "parse_objective",
     "prediction_loss",
     "register_term",

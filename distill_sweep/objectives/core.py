@@ -20,8 +20,9 @@ from torch import Tensor, nn
 
 from ..capture import Features, run_with_features
 from ..errors import ConfigError
+from ..loop import LossFn, model_inputs
 from ..model_info import ModelInfo
-from ..settings import as_dict, parse, plain
+from ..settings import as_dict, parse
 from .inputs import LossInputs, fp32_region
 from .prediction import prediction_loss
 from .registry import TERMS, TermSpec, available_terms
@@ -37,8 +38,6 @@ __all__ = [
 ]
 
 STAGE_KINDS = ("intermediate", "prediction", "combined")
-# Batch keys a HF encoder accepts (labels and example indices stay out of the forward).
-_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclass
@@ -223,16 +222,6 @@ def build_objective(
     )
 
 
-LossFn = Any  # Callable[[batch], (loss, {part: value})]
-
-
-def objective_config_dict(obj_cfg: Any) -> dict[str, Any]:
-    """Plain-dict copy of an objective config (OmegaConf node or mapping)."""
-    return dict(plain(obj_cfg))
-
-
-def _inputs(batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    return {k: batch[k] for k in _MODEL_INPUTS if k in batch}
 
 
 class Objective:
@@ -284,7 +273,7 @@ class Objective:
 
     def _prediction(self, student: nn.Module, teacher: nn.Module) -> LossFn:
         def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-            inputs = _inputs(batch)
+            inputs = model_inputs(batch)
             with torch.no_grad():
                 t_logits = teacher(**inputs).logits
             return self._kd(student(**inputs).logits, t_logits, batch["labels"]), {}

@@ -24,7 +24,6 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from ..errors import ConfigError
 from .inputs import STUDENT, TEACHER, LossInputs
 from .registry import TermSettings, TermSpec, register_term
 
@@ -46,12 +45,7 @@ class HiddenProjections(nn.Module):
         mode = spec.settings.projection
         self.n_pairs = len(spec.hidden_pairs)
         self.shared = bool(spec.settings.shared_projection)
-        if mode == "none":
-            if d_s != d_t:
-                raise ConfigError(
-                    f"objective.terms.{spec.name}.projection=none needs equal hidden sizes, "
-                    f"student has {d_s} and teacher {d_t}; use projection: linear"
-                )
+        if mode == "none":  # equal widths: objectives.check_compatible refused others before building
             self.maps = None
             return
         count = 1 if self.shared else self.n_pairs

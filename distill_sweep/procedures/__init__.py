@@ -17,16 +17,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from distill_sweep.errors import ConfigError
 
 
 @dataclass
 class ProcedureSettings:
-    """Settings of a procedure that has none but its name; a procedure with settings extends this."""
+    """Settings of a procedure that has none but its name; a procedure with settings extends this and
+    overrides the hooks below where it differs (job.py, context.py and grid.py call them)."""
 
     name: str
+
+    reads_task: ClassVar[bool] = True  # its data is the task's (False: task_agnostic reads a corpus)
+
+    def own_task(self, cfg: Any) -> Any:
+        """The task settings a procedure that reads no task describes itself with (None: the task's)."""
+        return None
+
+    def check_task(self, task: Any, where: str) -> None:
+        """Rules that involve the job's task, checked with the config alone."""
+
+    def check_job(self, job: Any) -> None:
+        """Rules over the whole prepared job (model configs read), before any work."""
+
+    def pre_stage_epochs(self, stage_epochs: int) -> int:
+        """Epochs of a stage the procedure runs before the objective's (the dry run's cost counts them)."""
+        return 0
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from distill_sweep.context import RunContext
 from distill_sweep.early_exit import EarlyExitModel, self_distillation_loss, speed_table
@@ -37,6 +38,11 @@ class FastBERTSettings(ProcedureSettings):
         bad = [s for s in self.speeds if not 0.0 <= s <= 1.0]
         if bad or not self.speeds:
             raise ConfigError(f"{where}.speeds={self.speeds}: every speed must be in [0, 1] (and at least one)")
+
+    def check_task(self, task: Any, where: str) -> None:
+        if task.is_regression:  # one output: no entropy to exit on, nothing for the branches to learn
+            raise ConfigError(f"procedure=fastbert exits on the entropy of class probabilities: task={task.name} "
+                              "is a regression task")
 
 
 @register_procedure("fastbert", distils=False, settings=FastBERTSettings, uses_student=False)
