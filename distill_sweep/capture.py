@@ -18,13 +18,15 @@ application's written into every slot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Features", "MODEL_INPUT_KEYS", "attention_scores", "run_with_features", "self_attention_module"]
+__all__ = ["Features", "MODEL_INPUT_KEYS", "attention_scores", "run_with_features", "self_attention_module",
+           "truncated"]
 
 # Batch keys forwarded to the model; everything else (labels, idx) is ours.
 MODEL_INPUT_KEYS: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
@@ -36,7 +38,7 @@ class Features:
     (query, key, value) outputs (B, S, H*d) keyed by 1-based encoder layer position, with the head
     geometry the objectives need to turn them into per-head scores."""
 
-    logits: Tensor
+    logits: Tensor | None  # None from a truncated run
     hidden_states: tuple[Tensor, ...] | None
     qkv: dict[int, tuple[Tensor, Tensor, Tensor]] = field(default_factory=dict)
     num_heads: int = 0
@@ -88,13 +90,20 @@ def run_with_features(
     *,
     hidden: bool,
     qkv_layers: Sequence[int],
+    depth: int | None = None,
 ) -> Features:
     """Forward ``model`` on ``batch``; return logits, optionally all hidden states and q/k/v of ``qkv_layers``.
 
     Hooks are registered only on the modules of the requested layers (plus an application counter on each
     distinct encoder layer) and removed even if the forward raises.  Grad mode is the caller's business
-    (the training loop runs the teacher under ``no_grad``).
+    (the training loop runs the teacher under ``no_grad``).  ``depth``: run only the first ``depth`` encoder
+    layers (`truncated`); the hidden states then end at layer ``depth`` and there are no logits (None).
     """
+    if depth is not None and depth < len(_encoder_layers(model)):
+        with truncated(model, depth):
+            features = run_with_features(model, batch, hidden=hidden, qkv_layers=qkv_layers)
+        features.logits = None  # the head ran on layer `depth`: not the model's prediction
+        return features
     inputs = {k: batch[k] for k in MODEL_INPUT_KEYS if k in batch and batch[k] is not None}
     wanted = sorted(set(int(x) for x in qkv_layers))
     captured: dict[int, dict[str, Tensor]] = {layer: {} for layer in wanted}
@@ -143,6 +152,19 @@ def run_with_features(
         head_dim=head_dim,
         scaling=scaling,
     )
+
+
+@contextmanager
+def truncated(model: nn.Module, depth: int) -> Iterator[None]:
+    """The model with only its first ``depth`` encoder layers while the block runs. Exact for those layers:
+    each layer reads only the one below it, so their outputs are the full model's, computed for less."""
+    encoder = model.base_model.encoder
+    layers = encoder.layer
+    encoder.layer = nn.ModuleList(list(layers)[:depth])
+    try:
+        yield
+    finally:
+        encoder.layer = layers
 
 
 def attention_scores(q: Tensor, k: Tensor, num_heads: int, scaling: float) -> Tensor:

@@ -58,7 +58,9 @@ class RunContext:
             return cls(job, record, device, run.precision, cache_dir, tokenizer, None, {})
         data = load_task_data(job.cfg.task, tokenizer, cache_dir)
         pad = int(tokenizer.pad_token_id)
-        dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad)
+        # evaluation in order of length: metrics pair each prediction with its batch's labels, so order is free
+        dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad,
+                                         by_length=True)
                        for name, ds in data.dev.items()}
         record["data"] = {"max_train_samples": job.settings.task.max_train_samples,
                           "max_dev_samples": job.settings.task.max_dev_samples, "train_size": len(data.train),
@@ -78,11 +80,12 @@ class RunContext:
         """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch)."""
         from distill_sweep.data import make_loader
 
-        pad, workers = int(self.tokenizer.pad_token_id), self.job.settings.run.num_workers
+        pad, run = int(self.tokenizer.pad_token_id), self.job.settings.run
 
         def batches(stage: Stage, epoch: int) -> Any:
             return make_loader(self.data.train, stage.batch_size, shuffle=True,
-                               seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad, num_workers=workers)
+                               seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad,
+                               num_workers=run.num_workers, by_length=run.batching == "length")
 
         return batches
 
@@ -114,8 +117,18 @@ class RunContext:
         record["final"] = {"dev": record["epochs"][-1]["dev"]}
         record["samples_per_s"] = driver.samples_per_s
         record["nonfinite_skipped"] = int(sum(e.get("nonfinite_skipped", 0) for e in record["epochs"]))
+        record["padding"] = padding_by_stage(record["epochs"])
         record["wall_time_s"] = time.perf_counter() - self.started
         record["peak_memory_mb"], record["peak_memory_kind"] = peak_memory(self.device)
+
+
+def padding_by_stage(epochs: list[dict[str, Any]]) -> dict[str, float]:
+    """Padded / real tokens of the training batches per stage (mean over its epochs; 1.0 = no padding)."""
+    ratios: dict[str, list[float]] = {}
+    for entry in epochs:
+        if "padding" in entry:
+            ratios.setdefault(entry["stage"], []).append(float(entry["padding"]))
+    return {stage: round(sum(r) / len(r), 4) for stage, r in ratios.items()}
 
 
 def peak_memory(device: torch.device) -> tuple[float, str]:

@@ -87,10 +87,13 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
     throughput of records already completed. `jobs` are job identities (distill_sweep.job.identify)."""
     from distill_sweep.teacher_cache import META, finetune_settings, teacher_dir
+    from distill_sweep.teacher_outputs import group_id, plan, prepared
 
     student = teacher = 0
     teachers: set[Path] = set()
     unsized = 0  # jobs whose data size is not known before they read it (a corpus)
+    forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
+    builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
     for ident in jobs:
         cfg, s = ident.cfg, ident.settings
         if not ident.procedure_settings.reads_task:
@@ -102,6 +105,15 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         n_stages = len(ident.objective.stages) if ident.objective is not None else 1
         epochs = s.run.epochs or s.task.recipe.epochs
         student += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
+        if ident.objective is not None:  # every stage of a distilling job runs the teacher, unless stored
+            logit_stages = sum(k in ("prediction", "combined") for k in ident.objective.stages)
+            forwards["live"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
+            uses = plan(s.run.teacher_outputs, ident.procedure, ident.objective).use_store
+            only_logits = n_stages - (logit_stages if uses else 0)  # stages that still run it (intermediate)
+            forwards["store"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * only_logits
+            cache = Path(cache_dir or results.absolute(s.run.cache_dir))
+            if uses and not prepared(cfg, cache):
+                builds[(ident.task, group_id(cfg))] = size
         # a stage before the objective's, e.g. PEA-KD's PTP
         student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
         if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
@@ -115,15 +127,38 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     passes = student + teacher
     line = (f"estimated cost: {passes:.3g} training sample-passes ({student:.3g} students, {teacher:.3g} for "
             f"{len(teachers)} teacher(s) to fine-tune)")
-    if unsized:
-        line += f"; {unsized} job(s) on a corpus not counted (its size is known once it is read)"
     speeds = [r["samples_per_s"] for r in done_records if r.get("samples_per_s")]
     if speeds:
         speed = sorted(speeds)[len(speeds) // 2]
         line += f", ~{passes / speed / 3600:.2f} job-hours at the median {speed:.0f} samples/s of completed jobs"
     else:
         line += " (no completed record yet to convert it to hours)"
+    if forwards["live"]:
+        built = sum(builds.values())
+        line += (f"; frozen-teacher forwards: {forwards['store'] + built:.3g} sample-passes with the teacher-output "
+                 f"store ({len(builds)} store(s) to build, {built:.3g} rows), {forwards['live']:.3g} without")
+    if unsized:
+        line += f"; {unsized} job(s) on a corpus not counted (its size is known once it is read)"
     return line
+
+
+def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_dir: Path | None = None
+                 ) -> list[list[str]]:
+    """The sweeper's build jobs: for each teacher-output store that two or more of `jobs` (identities, with
+    their `overrides`) will read and that is not built yet, the first such job's overrides run with
+    `prepare_only`: one job fine-tunes the teacher and builds the store while the others are not yet holding
+    a GPU each, waiting on its lock."""
+    from distill_sweep.teacher_outputs import group_id, plan, prepared
+
+    groups: dict[tuple[str, str], list[list[str]]] = {}
+    for ident, ov in zip(jobs, overrides, strict=True):
+        if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:
+            continue
+        where = Path(cache_dir or results.absolute(ident.settings.run.cache_dir))
+        if prepared(ident.cfg, where):
+            continue
+        groups.setdefault((ident.task, group_id(ident.cfg)), []).append(list(ov))
+    return [[*members[0], "+prepare_only=true"] for members in groups.values() if len(members) > 1]
 
 
 class JobComposer:
@@ -253,6 +288,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         same = f" ({duplicates} duplicate(s) of the same job left out)" if duplicates else ""
         print(f"distill_sweep: {len(all_jobs) - duplicates} jobs in the grid, {len(skipped)} already completed, "
               f"{len(todo)} to run{same}", flush=True)
+        builds = store_builds(configs, todo)
         if dry_run:
             for overrides in todo:
                 print("  would run: " + " ".join(overrides))
@@ -261,10 +297,18 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if not todo:
             return []
 
+        initial_job_idx = 0
+        if builds:  # one job per task first: the grid's jobs then find the teacher and its outputs ready
+            print(f"distill_sweep: building the teacher outputs of {len(builds)} task(s) first", flush=True)
+            build_returns = self.launcher.launch(builds, initial_job_idx=initial_job_idx)
+            initial_job_idx += len(builds)
+            for ret in build_returns:
+                if ret.status.name == "FAILED":
+                    print("distill_sweep: a teacher-output build failed; nothing else launched", file=sys.stderr)
+                    _ = ret.return_value  # re-raises: Hydra reports it and exits 1
         self.overrides = list(self.split_overrides_to_chunks(todo, self.max_batch_size))
         self.batch_index = 0
         returns = []
-        initial_job_idx = 0
         with FinishedJobs(configs):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing
             while not self.is_done():
                 batch = self.get_job_batch()

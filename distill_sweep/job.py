@@ -104,6 +104,13 @@ def identify(cfg: DictConfig) -> JobIdentity:
         init_label = "init-none"
     else:
         init_label = init_dirname(cfg.init) if kind.uses_init else f"init-{kind.name}"
+    if settings.run.teacher_outputs == "store":
+        from distill_sweep.teacher_outputs import plan
+
+        decision = plan("store", procedure, objective)
+        if not decision.use_store:
+            raise ConfigError(f"teacher_outputs=store: {decision.reason}, so stored teacher outputs would be "
+                              "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
     hashed = _hashed(cfg, objective, student if procedure.uses_student else None,
                      reads_task=procedure_settings.reads_task)
     digest = results.digest(hashed)
@@ -193,6 +200,8 @@ def _hashed(cfg: DictConfig, objective: ObjectiveSettings | None, student: Any |
         hashed.pop("objective", None)  # a procedure that does not distil ignores it
     else:
         hashed["objective"] = objective.to_dict()
+    if hashed.get("batching", "random") == "random":
+        hashed.pop("batching", None)  # the only order before the key existed: those jobs keep their hash
     if (objective is None or not objective.terms) and "map" in hashed:
         hashed["map"] = "init"  # no intermediate term reads the layer map: it does not make another job
     return hashed
@@ -211,8 +220,8 @@ def _legacy_hashes(hashed: dict[str, Any], procedure: Procedure, kind: StudentTy
     Schema 1 knew one procedure, one student type and the `init` layer map; objectives carried
     `projection`, `shared_projection` and `contrast` at their top level and term weights only.
     """
-    if procedure.name != "task_specific" or kind.name != "truncated" or objective is None:
-        return []
+    if procedure.name != "task_specific" or kind.name != "truncated" or objective is None or "batching" in hashed:
+        return []  # (schema 1 drew batches uniformly)
     if map_spec(hashed.get("map", "init")) != "init" or "combined" in objective.stages:
         return []
     task = dict(hashed["task"])

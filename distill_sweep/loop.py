@@ -103,11 +103,14 @@ class EpochProgress:
     seconds: float = 0.0
     nonfinite_skipped: int = 0
     parts: dict[str, float] = field(default_factory=dict)
+    real_tokens: int = 0  # attention-mask ones of the batches
+    padded_tokens: int = 0  # batch x width of the batches (real tokens plus padding)
 
     def summary(self) -> dict[str, float]:
         n = max(1, self.steps - self.nonfinite_skipped)
         out = {"loss": self.loss_sum / n, "samples": float(self.samples), "seconds": self.seconds,
-               "nonfinite_skipped": float(self.nonfinite_skipped)}
+               "nonfinite_skipped": float(self.nonfinite_skipped), "real_tokens": float(self.real_tokens),
+               "padded_tokens": float(self.padded_tokens)}
         out.update({f"loss_{k}": v / n for k, v in self.parts.items()})
         return out
 
@@ -153,7 +156,11 @@ def train_epoch(
     try:
         while progress.steps < num_steps:
             start = time.perf_counter()
-            batch = to_device(next(batches), device)
+            batch = next(batches)
+            if "attention_mask" in batch:  # counted on the host copy: no device sync
+                progress.real_tokens += int(batch["attention_mask"].sum())
+                progress.padded_tokens += batch["attention_mask"].numel()
+            batch = to_device(batch, device)
             with autocast(device, precision):
                 loss, parts = loss_fn(batch)
             what = update_step(loss, params, optimizer, max_grad_norm)

@@ -43,6 +43,8 @@ NOT_HASHED = (
     "threads",
     "log_every",
     "dry_run",
+    "prepare_only",
+    "teacher_outputs",  # store or live: the same numbers (to float tolerance, tested); the record says which
     "checkpoint",
     "guards",
     "hydra",
@@ -353,6 +355,9 @@ class Record:
     peak_memory_kind: str | None = None
     device: str | None = None
     nonfinite_skipped: int = 0
+    padding: dict[str, float] = field(default_factory=dict)  # stage -> padded / real training tokens
+    # where the teacher's outputs came from: {mode: store|live, reason, key, built, depth}
+    teacher_outputs: dict[str, Any] | None = None
     attempts: int = 1
     requeued: int = 0
     resumed: int = 0
@@ -433,6 +438,8 @@ class Record:
             peak_memory_mb=_opt_float(d.get("peak_memory_mb"), "peak_memory_mb"),
             peak_memory_kind=_opt_str(d.get("peak_memory_kind")), device=_opt_str(d.get("device")),
             nonfinite_skipped=_opt_int(d.get("nonfinite_skipped"), "nonfinite_skipped") or 0,
+            padding=_mapping(d.get("padding")),
+            teacher_outputs=dict(d["teacher_outputs"]) if isinstance(d.get("teacher_outputs"), dict) else None,
             attempts=_opt_int(d.get("attempts"), "attempts") or 1,
             requeued=_opt_int(d.get("requeued"), "requeued") or 0,
             resumed=_opt_int(d.get("resumed"), "resumed") or 0,
@@ -466,7 +473,7 @@ def objective_from_v1(objective: dict[str, Any]) -> dict[str, Any]:
 
 # Record fields written as they are (after the blocks that need conversion).
 _PLAIN_FIELDS = ("wall_time_s", "samples_per_s", "peak_memory_mb", "peak_memory_kind", "device",
-                 "nonfinite_skipped", "attempts", "requeued", "resumed", "wandb", "config", "versions",
+                 "nonfinite_skipped", "padding", "teacher_outputs", "attempts", "requeued", "resumed", "wandb", "config", "versions",
                  "git_commit", "started_at", "finished_at")
 
 

@@ -50,11 +50,19 @@ class RunSettings:
     threads: int | None = field(default=None, metadata={"ge": 1})
     log_every: int = field(default=50, metadata={"ge": 1})
     skip_nonfinite: bool = False
+    # training batches: of similar lengths (less padding), or drawn uniformly (the first versions' order)
+    batching: Literal["length", "random"] = "length"
+    # the frozen teacher's logits: from the teacher-output store where that is exact (auto), always from it
+    # (store: a job where it would be wrong is refused), or from the teacher at every step (live)
+    teacher_outputs: Literal["auto", "store", "live"] = "auto"
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
     guards: GuardSettings = field(default_factory=GuardSettings)
     results_dir: str = "results"
     cache_dir: str = "~/.cache/distill_sweep"
     dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (grid.py)
+    # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
+    # then stop (no record), so the grid's jobs find both ready instead of queueing on one lock
+    prepare_only: bool = False
 
     def validate(self, where: str) -> None:
         dev = self.device

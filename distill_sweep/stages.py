@@ -173,6 +173,8 @@ class StageDriver:
         entry = {"stage": stage.name, "epoch": epoch, "step": self.pos["global_step"], "train_loss": stats["loss"],
                  "dev": dev}
         entry.update({k: v for k, v in stats.items() if k.startswith("loss_")})
+        if stats["real_tokens"]:
+            entry["padding"] = stats["padded_tokens"] / stats["real_tokens"]  # 1.0 = no padding
         if stats["nonfinite_skipped"]:
             entry["nonfinite_skipped"] = int(stats["nonfinite_skipped"])
         self.history.append(entry)

@@ -71,6 +71,8 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     from distill_sweep.job import adopt_legacy_checkpoint, find_completed, prepare
 
     job = prepare(cfg)
+    if job.settings.run.prepare_only:
+        return prepare_teacher_outputs(job)
     done = find_completed(job)
     if done is not None:
         log.info("already completed, skipping: %s", job.out_dir)
@@ -102,6 +104,20 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", job.task,
              what, job.init.spec, job.seed, primary, best["dev"][primary],
              best["stage"], best["epoch"], record["final"]["dev"][primary], record["wall_time_s"])
+    return record
+
+
+def prepare_teacher_outputs(job: Job) -> dict[str, Any]:
+    """The sweeper's build job: the job's teacher fine-tuned (cached) and its teacher-output store built, no
+    student and no record. Returns what the store says (the job's teacher_outputs entry)."""
+    from distill_sweep.context import RunContext
+    from distill_sweep.procedures.common import teacher_view
+    from distill_sweep.teacher import fine_tuned_teacher
+
+    record = new_record(job)
+    ctx = RunContext.open(job, record)
+    teacher_view(ctx, fine_tuned_teacher(ctx, guard=False), None)
+    log.info("teacher outputs of %s ready: %s", job.task, record["teacher_outputs"])
     return record
 
 

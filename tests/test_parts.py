@@ -217,9 +217,10 @@ def test_schema1_records_are_recognised_by_the_sweeper(tmp_path: Path) -> None:
     store = tmp_path / "store"
     shutil.copytree(FIXTURES / "store", store)
     before = {p: p.read_text() for p in store.rglob("result.json")}
-    # the exact overrides the two fixture records were written with (tests/fixtures/v1/README.md)
+    # the exact overrides the two fixture records were written with (tests/fixtures/v1/README.md), and the
+    # uniform batches of that version (batching=random); length-grouped batches are another experiment
     proc = run_cli([*FAST, "objective=hid_seq,vanilla_kd", "max_steps_per_epoch=2", "teacher.finetune.epochs=1",
-                    "init=1", f"results_dir={store}", f"cache_dir={tmp_path / 'cache'}", "-m", "+dry_run=true"],
+                    "init=1", "batching=random", f"results_dir={store}", f"cache_dir={tmp_path / 'cache'}", "-m", "+dry_run=true"],
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 jobs in the grid, 1 already completed, 1 to run" in proc.stdout
@@ -229,7 +230,7 @@ def test_schema1_records_are_recognised_by_the_sweeper(tmp_path: Path) -> None:
 def test_schema1_job_is_skipped_and_its_checkpoint_continues(tmp_path: Path, shared_cache: Path) -> None:
     store = tmp_path / "store"
     shutil.copytree(FIXTURES / "store", store)
-    done = run_job(compose_cfg([*FAST, "objective=vanilla_kd", "init=3", "max_steps_per_epoch=2",
+    done = run_job(compose_cfg([*FAST, "objective=vanilla_kd", "init=3", "max_steps_per_epoch=2", "batching=random",
                                 "teacher.finetune.epochs=1", f"results_dir={store}", f"cache_dir={shared_cache}"]))
     assert done["schema_version"] == 1 and done["config_hash"].startswith("0004cd1948")  # skipped, not re-run
     # An unfinished schema-1 job (its record says running, its final checkpoint is there) continues.
@@ -238,7 +239,7 @@ def test_schema1_job_is_skipped_and_its_checkpoint_continues(tmp_path: Path, sha
     old_path = next(ckpt.rglob("result.json"))
     old = json.loads(old_path.read_text())
     old_path.write_text(json.dumps({**old, "status": "running"}))
-    record = run_job(compose_cfg([*FAST, "objective=hid_seq", "init=2", "max_steps_per_epoch=2",
+    record = run_job(compose_cfg([*FAST, "objective=hid_seq", "init=2", "max_steps_per_epoch=2", "batching=random",
                                   "teacher.finetune.epochs=1", f"results_dir={ckpt}", f"cache_dir={shared_cache}"]))
     assert record["status"] == "completed" and record["resumed"] == 1 and record["schema_version"] == 2
     assert record["epochs"] == old["epochs"]  # nothing retrained: the checkpoint held the finished stages
@@ -270,8 +271,8 @@ def test_report_rows_keep_setups_apart_and_schema1_records_in_their_row(tmp_path
 
     out = tmp_path / "store"
     shutil.copytree(FIXTURES / "store", out)  # schema 1: hid_seq init=1 seed=1, vanilla_kd init=3 seed=1
-    fixture = [*FAST, "max_steps_per_epoch=2", "teacher.finetune.epochs=1", f"results_dir={out}",
-               f"cache_dir={shared_cache}"]
+    fixture = [*FAST, "max_steps_per_epoch=2", "teacher.finetune.epochs=1", "batching=random",
+               f"results_dir={out}", f"cache_dir={shared_cache}"]
     run_job(compose_cfg([*fixture, "objective=hid_seq", "init=1", "seed=2"]))  # schema 2, same system
     for alpha in ("0.5", "0.3"):
         run_job(compose_cfg([*fixture, "objective=vanilla_kd", "init=3", f"objective.alpha={alpha}"]))

@@ -97,7 +97,8 @@ def test_pkd_combined_loss_by_hand() -> None:
     z_s, z_t, labels = [[1.0, 2.0, 0.0], [0.0, 0.0, 1.0]], [[3.0, -1.0, 0.5], [0.0, 2.0, 1.0]], [1, 2]
     settings, terms = pkd_objective()
     s, t = cls_features(S_CLS, 3, z_s), cls_features(T_CLS, 4, z_t)
-    terms.features = lambda model, batch, side: s if side == "student" else t  # the captured features
+    terms.features = lambda model, batch, side: s  # the captured features (the student's side)
+    terms.teacher_features = lambda teacher, batch, logits: t  # and the teacher's, logits included
     loss_fn = Objective(settings, terms, regression=False).loss_fn("combined", student=None, teacher=None)
     batch = {"attention_mask": torch.ones(2, 1, dtype=torch.long), "input_ids": torch.zeros(2, 1, dtype=torch.long),
              "labels": torch.tensor(labels)}

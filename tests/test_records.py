@@ -194,6 +194,7 @@ def test_v2_round_trip_and_keys() -> None:
         "schema_version", "status", "error", "traceback", "config_hash", "procedure", "task", "objective",
         "seed", "init", "student", "teacher", "data", "primary_metric", "epochs", "best", "final",
         "wall_time_s", "samples_per_s", "peak_memory_mb", "peak_memory_kind", "device", "nonfinite_skipped",
+        "padding", "teacher_outputs",
         "attempts", "requeued", "resumed", "wandb", "config", "versions", "git_commit", "started_at",
         "finished_at"]
     assert list(d["student"]) == ["name", "id", "num_layers", "hidden_size", "num_heads", "layer_map", "settings"]

@@ -26,6 +26,7 @@ from ..settings import as_dict, parse
 from .inputs import LossInputs, fp32_region
 from .prediction import prediction_loss
 from .registry import TERMS, TermSpec, available_terms
+from .teacher import TeacherView, teacher_view
 
 __all__ = [
     "STAGE_KINDS",
@@ -159,10 +160,18 @@ class IntermediateObjective(nn.Module):
         assert total is not None
         return total, values
 
+    @property
+    def teacher_depth(self) -> int:
+        """The deepest teacher layer a term reads: the teacher need not run further for them."""
+        return max(t for _, t in self.layer_map)
+
     def features(self, model: nn.Module, batch: Mapping[str, Tensor], side: str) -> Features:
         """One forward of ``model`` capturing what the terms read (grad mode is the caller's)."""
         layers = self.student_qkv_layers if side == "student" else self.teacher_qkv_layers
         return run_with_features(model, batch, hidden=self.needs_hidden, qkv_layers=layers)
+
+    def teacher_features(self, teacher: TeacherView, batch: Mapping[str, Tensor], *, logits: bool) -> Features:
+        return teacher.features(batch, hidden=self.needs_hidden, qkv_layers=self.teacher_qkv_layers, logits=logits)
 
     def extra_repr(self) -> str:
         return f"weights={self.weights}, layer_map={list(self.layer_map)}, reference_compat={self.reference_compat}"
@@ -246,48 +255,46 @@ class Objective:
             params += list(self.terms.parameters())
         return params
 
-    def loss_fn(self, stage: str, student: nn.Module, teacher: nn.Module) -> LossFn:
+    def loss_fn(self, stage: str, student: nn.Module, teacher: nn.Module | TeacherView) -> LossFn:
+        """The loss of a stage; `teacher`: the frozen teacher, or a TeacherView that reads its logits from the
+        teacher-output store and runs it only as deep as the terms need."""
+        view = teacher_view(teacher)
         if stage == "intermediate":
-            return self._intermediate(student, teacher)
+            return self._intermediate(student, view)
         if stage == "prediction":
-            return self._prediction(student, teacher)
+            return self._prediction(student, view)
         if stage == "combined":
-            return self._combined(student, teacher)
+            return self._combined(student, view)
         raise ValueError(f"unknown stage {stage!r}")
 
     def _kd(self, s_logits: Tensor, t_logits: Tensor, labels: Tensor) -> Tensor:
         return prediction_loss(s_logits, t_logits, labels, alpha=self.settings.alpha,
                                temperature=self.settings.temperature, regression=self.regression)
 
-    def _intermediate(self, student: nn.Module, teacher: nn.Module) -> LossFn:
+    def _intermediate(self, student: nn.Module, teacher: TeacherView) -> LossFn:
         terms = self.terms
         assert terms is not None
 
         def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-            # no_grad rather than inference_mode: teacher tensors are saved for the student's backward.
-            with torch.no_grad():
-                t = terms.features(teacher, batch, "teacher")
+            t = terms.teacher_features(teacher, batch, logits=False)
             return terms(terms.features(student, batch, "student"), t, batch)
 
         return loss_fn
 
-    def _prediction(self, student: nn.Module, teacher: nn.Module) -> LossFn:
+    def _prediction(self, student: nn.Module, teacher: TeacherView) -> LossFn:
         def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-            inputs = model_inputs(batch)
-            with torch.no_grad():
-                t_logits = teacher(**inputs).logits
-            return self._kd(student(**inputs).logits, t_logits, batch["labels"]), {}
+            t_logits = teacher.logits(batch)
+            return self._kd(student(**model_inputs(batch)).logits, t_logits, batch["labels"]), {}
 
         return loss_fn
 
-    def _combined(self, student: nn.Module, teacher: nn.Module) -> LossFn:
+    def _combined(self, student: nn.Module, teacher: TeacherView) -> LossFn:
         terms = self.terms
         if terms is None:  # a combined stage without terms is vanilla KD
             return self._prediction(student, teacher)
 
         def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-            with torch.no_grad():
-                t = terms.features(teacher, batch, "teacher")
+            t = terms.teacher_features(teacher, batch, logits=True)
             s = terms.features(student, batch, "student")
             kd = self._kd(s.logits, t.logits, batch["labels"])
             inter, parts = terms(s, t, batch)

@@ -53,17 +53,21 @@ class Procedure:
     distils: bool  # uses an objective (else `objective` is ignored, and left out of the job's hash)
     settings: type = ProcedureSettings
     uses_student: bool = True  # builds a student from `student=` (else `student`/`init`/`map` are ignored)
+    # distils from a frozen teacher fine-tuned on the task's fixed training split: its logits can come from
+    # the teacher-output store (teacher_outputs.py)
+    stores_teacher_outputs: bool = False
 
 
 PROCEDURES: dict[str, Procedure] = {}
 
 
-def register_procedure(name: str, *, distils: bool, settings: type = ProcedureSettings, uses_student: bool = True
+def register_procedure(name: str, *, distils: bool, settings: type = ProcedureSettings, uses_student: bool = True,
+                       stores_teacher_outputs: bool = False
                        ) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
     def deco(fn: Callable[[Any], None]) -> Callable[[Any], None]:
         if name in PROCEDURES:
             raise ValueError(f"procedure {name!r} registered twice")
-        PROCEDURES[name] = Procedure(name, fn, distils, settings, uses_student)
+        PROCEDURES[name] = Procedure(name, fn, distils, settings, uses_student, stores_teacher_outputs)
         return fn
 
     return deco

@@ -10,6 +10,8 @@ from transformers import PreTrainedModel
 
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.context import RunContext
+from distill_sweep.objectives import IntermediateObjective
+from distill_sweep.objectives.teacher import TeacherView
 from distill_sweep.stages import Stage
 from distill_sweep.students import BuildInputs
 from distill_sweep.tracking import Tracker
@@ -30,6 +32,27 @@ def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTraine
     inputs = BuildInputs(arch=arch, teacher=teacher, init=job.init, num_labels=ctx.data.num_labels,
                          label_names=ctx.data.label_names)
     return job.student_kind.build(job.student, inputs).to(ctx.device)
+
+
+def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjective | None) -> TeacherView:
+    """The frozen teacher as the job's losses read it: logits from the teacher-output store where that is
+    exact (teacher_outputs.plan), the teacher run only as deep as the terms read; the record says which."""
+    from distill_sweep import teacher_outputs
+
+    job = ctx.job
+    decision = teacher_outputs.plan(job.settings.run.teacher_outputs, job.procedure, job.objective)
+    live = job.settings.run.teacher_outputs == "live"
+    depth = terms.teacher_depth if terms is not None and not live else None
+    info: dict[str, Any] = {"mode": "live", "reason": decision.reason, "depth": depth}
+    store = None
+    if decision.use_store:
+        store = teacher_outputs.open_or_build(
+            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=teacher_outputs.group_id(ctx.cfg),
+            precision=ctx.precision, device=ctx.device, batch_size=job.settings.run.eval_batch_size,
+            pad_token_id=int(ctx.tokenizer.pad_token_id))
+        info = {"mode": "store", "key": store.key, "path": str(store.path), "built": store.built, "depth": depth}
+    ctx.record["teacher_outputs"] = info
+    return TeacherView(teacher, store, depth)
 
 
 def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],

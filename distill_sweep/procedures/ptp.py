@@ -134,7 +134,7 @@ def teacher_ptp_labels(ctx: RunContext, teacher: PreTrainedModel, thresholds: Th
     return table.to(ctx.device)
 
 
-@register_procedure("ptp", distils=True, settings=PTPSettings)
+@register_procedure("ptp", distils=True, settings=PTPSettings, stores_teacher_outputs=True)
 def run(ctx: RunContext) -> None:
     job = ctx.job
     settings: PTPSettings = job.procedure_settings

@@ -14,10 +14,10 @@ from distill_sweep.stages import Stage
 from distill_sweep.teacher import fine_tuned_teacher
 
 from . import register_procedure
-from .common import build_student, train_student
+from .common import build_student, teacher_view, train_student
 
 
-@register_procedure("task_specific", distils=True)
+@register_procedure("task_specific", distils=True, stores_teacher_outputs=True)
 def run(ctx: RunContext) -> None:
     teacher = fine_tuned_teacher(ctx, guard=True)
     student = build_student(ctx, teacher)
@@ -36,7 +36,8 @@ def distillation_stages(ctx: RunContext, teacher: PreTrainedModel, student: PreT
     objective = Objective(job.objective, terms, regression=data.is_regression)
     for module in objective.modules().values():
         module.to(ctx.device)
-    stages = [ctx.stage(kind, objective.loss_fn(kind, student, teacher), objective.trainable(kind, student))
+    view = teacher_view(ctx, teacher, terms)
+    stages = [ctx.stage(kind, objective.loss_fn(kind, student, view), objective.trainable(kind, student))
               for kind in objective.stages]
     for stage in stages:  # e.g. TinyBERT's constant-lr intermediate stage
         stage.schedule = job.objective.schedules.get(stage.name, stage.schedule)

@@ -1,0 +1,48 @@
+"""What the distillation losses read from the frozen teacher, and the cheapest exact way to get it.
+
+* logits: from the teacher-output store when the job has one (a gather by example index), else a forward;
+* features of the mapped layers: a forward of the teacher's first `depth` layers only (the deepest layer
+  a term reads), when no logits are needed from the same forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..capture import Features, run_with_features
+from ..loop import model_inputs
+
+
+class TeacherView:
+    """The frozen teacher as the losses see it. `store`: a teacher_outputs.TeacherOutputs (or None);
+    `depth`: the deepest teacher layer the objective's terms read (None: all)."""
+
+    def __init__(self, model: nn.Module, store: Any = None, depth: int | None = None) -> None:
+        self.model, self.store, self.depth = model, store, depth
+
+    @torch.no_grad()
+    def logits(self, batch: Mapping[str, Tensor]) -> Tensor:
+        if self.store is not None:
+            return self.store.gather(batch)
+        return self.model(**model_inputs(batch)).logits
+
+    # no_grad rather than inference_mode: teacher tensors are saved for the student's backward.
+    @torch.no_grad()
+    def features(self, batch: Mapping[str, Tensor], *, hidden: bool, qkv_layers: list[int], logits: bool
+                 ) -> Features:
+        """Hidden states / q,k,v of the mapped layers, and the logits when `logits` (from the store, if any)."""
+        if logits and self.store is None:  # one full forward gives both
+            return run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers)
+        features = run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers, depth=self.depth)
+        if logits:
+            features.logits = self.store.gather(batch)
+        return features
+
+
+def teacher_view(teacher: nn.Module | TeacherView) -> TeacherView:
+    """A view of a bare teacher module runs it fully (as before the store existed)."""
+    return teacher if isinstance(teacher, TeacherView) else TeacherView(teacher)

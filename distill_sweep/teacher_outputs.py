@@ -1,0 +1,273 @@
+"""The teacher-output store: a frozen teacher's logits for every training example, computed once and read by
+every job that distils from the same teacher on the same data.
+
+In a Table 3 grid 72 jobs per task distil from one fine-tuned teacher; without the store each of them runs
+that teacher over the training set at every epoch of every logit-reading stage. The store is
+
+* keyed by content: the teacher's weights (a digest of every tensor), the tokenised training split (its
+  content fingerprint and size), the precision and the attention implementation. Seed, objective, init and
+  student are not in the key: every job of a task shares one store;
+* one array per tensor kind, memory-mapped (`logits.npy` [N, C] float32, `rowcheck.npy` [N, 2] int64),
+  never one file per example (torchdistill's per-sample cache was slower than recomputing);
+* gathered by the batch's `idx` column, and every gathered row checked against the batch itself
+  (`row_check`: two weighted sums of the row's token ids), so a store that does not belong to the data in
+  hand fails loudly instead of training on another example's targets;
+* built under a file lock into `<key>.partial/` and renamed into place; `meta.json` holds the sha256 of each
+  array, checked on every open: a killed build leaves only a `.partial` directory, a damaged store is moved
+  aside (`.corrupt-<time>`) with one warning line and built again.
+
+It is only used where it is exact (`plan`): a frozen, eval-mode teacher on a fixed tokenised split. On-the-fly
+augmentation, dynamic masking or a teacher that trains would make stored outputs wrong; those procedures run
+the teacher live, and the record says which path a job took (`teacher_outputs.mode`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from filelock import FileLock, Timeout
+from torch import Tensor, nn
+
+from distill_sweep import results
+from distill_sweep.results import part_id, write_json_atomic
+
+log = logging.getLogger("distill_sweep")
+STORE_VERSION = 1  # bump when building produces other numbers
+META = "meta.json"
+ARRAYS = ("logits", "rowcheck")
+LOCK_NOTICE_AFTER_S = 2.0
+
+
+class StoreMismatchError(RuntimeError):
+    """A batch's rows are not the rows the store was built from."""
+
+
+# ------------------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class Plan:
+    """Whether a job reads the teacher's logits from the store, and if not, why."""
+
+    use_store: bool
+    reason: str | None  # why not (None when it does)
+
+
+def plan(setting: str, procedure: Any, objective: Any) -> Plan:
+    """`setting`: the job's `teacher_outputs`. The store is exact for procedures that distil from a frozen
+    teacher fine-tuned on the task's fixed training split, in stages that read its logits."""
+    if setting == "live":
+        return Plan(False, "teacher_outputs=live")
+    if not procedure.stores_teacher_outputs:
+        return Plan(False, f"procedure={procedure.name} does not distil from a frozen task teacher's logits "
+                           "on a fixed training split")
+    if objective is None or not {"prediction", "combined"} & set(objective.stages):
+        return Plan(False, "no stage of the objective reads the teacher's logits")
+    return Plan(True, None)
+
+
+def group_id(cfg: Any) -> str:
+    """The store's teacher and data as the config names them (no weights read): stores built from the same
+    config share this prefix, so the sweeper can tell which tasks already have one before launching."""
+    from distill_sweep.teacher_cache import teacher_key
+
+    return part_id({"teacher": teacher_key(cfg), "finetuned_path": cfg.teacher.get("finetuned_path")})
+
+
+def prepared(cfg: Any, cache_dir: Path) -> bool:
+    """A finished store exists for this config's teacher and data (the sweeper skips its build job)."""
+    where = store_root(cache_dir, str(cfg.task.name))
+    return any(where.glob(f"{group_id(cfg)}-*/{META}"))
+
+
+# -------------------------------------------------------------------------------------------- row checks
+def row_check(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    """(B, 2) int64: two position-weighted sums of each row's real token ids (+1, so id 0 counts).
+
+    The same row gives the same pair whatever its padding; another row almost never does. Exact integer
+    arithmetic without overflow: ids < 2^21, weights < 2^20 and at most 2^13 positions keep sums below 2^54.
+    """
+    pos = torch.arange(input_ids.shape[1], device=input_ids.device, dtype=torch.long)
+    weights = torch.stack([(pos * 7919 + 104729) % 1048573 + 1, (pos * pos * 31 + pos * 1009 + 7) % 1048571 + 1])
+    ids = (input_ids.long() + 1) * attention_mask.long()  # (B, S)
+    return (ids.unsqueeze(1) * weights).sum(-1)
+
+
+# ------------------------------------------------------------------------------------------------ key
+def weights_digest(model: nn.Module) -> str:
+    """sha256 over every tensor of the model's state (name, dtype, shape, bytes): the teacher's identity."""
+    h = hashlib.sha256(type(model).__name__.encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def store_key(model: nn.Module, train: Any, precision: str) -> dict[str, Any]:
+    """What the stored numbers are a function of. `train`: the tokenised training split (its fingerprint is
+    the content key data.tokenize_splits gave it)."""
+    config = getattr(model, "config", None)
+    return {
+        "version": STORE_VERSION,
+        "teacher": weights_digest(model),
+        "attn_implementation": str(getattr(config, "_attn_implementation", None)),
+        "train": {"fingerprint": str(train._fingerprint), "rows": len(train)},
+        "precision": precision,
+        "features": ["logits"],
+    }
+
+
+def store_root(cache_dir: Path, task: str) -> Path:
+    return Path(cache_dir) / "teacher_outputs" / task
+
+
+# ------------------------------------------------------------------------------------------- the store
+class TeacherOutputs:
+    """An opened store: the logits and row checks on the job's device, gathered by example index."""
+
+    def __init__(self, path: Path, key: str, logits: Tensor, rowcheck: Tensor, built: bool) -> None:
+        self.path, self.key, self.built = path, key, built
+        self.logits, self.rowcheck = logits, rowcheck
+
+    def gather(self, batch: dict[str, Tensor]) -> Tensor:
+        """The stored logits of the batch's rows; StoreMismatchError if a row is not the stored one."""
+        idx = batch["idx"]
+        if idx.numel() and int(idx.max()) >= len(self.logits):
+            raise StoreMismatchError(f"teacher-output store {self.path} has {len(self.logits)} rows and the batch "
+                                     f"asks for row {int(idx.max())}: it was built from other data")
+        mine = row_check(batch["input_ids"], batch["attention_mask"])
+        if not torch.equal(mine, self.rowcheck[idx]):
+            bad = (mine != self.rowcheck[idx]).any(-1).nonzero().flatten()[:5]
+            raise StoreMismatchError(f"teacher-output store {self.path}: the batch's rows {idx[bad].tolist()} are "
+                                     "not the rows it was built from (data changed under it, or misaligned)")
+        return self.logits[idx]
+
+
+def open_or_build(model: nn.Module, train: Any, *, cache_dir: Path, task: str, group: str, precision: str,
+                  device: torch.device, batch_size: int, pad_token_id: int) -> TeacherOutputs:
+    """The store of (teacher weights, training split, precision), built now if no job built it before; at
+    most one build per key whatever the number of concurrent jobs."""
+    key = store_key(model, train, precision)
+    digest = results.digest(key)[:16]
+    root = store_root(cache_dir, task)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{group}-{digest}"
+    with _lock(Path(f"{path}.lock")):
+        built = False
+        if path.exists():
+            problem = store_problem(path, key)
+            if problem is not None:
+                _set_aside(path, problem)
+        if not path.exists():
+            _build(model, train, path, key, precision=precision, device=device, batch_size=batch_size,
+                   pad_token_id=pad_token_id)
+            built = True
+        else:
+            log.info("reusing the teacher-output store %s", path)
+        logits, rowcheck = (np.load(path / f"{name}.npy", mmap_mode="r") for name in ARRAYS)
+        # logits are a few bytes per example (MNLI: 4.7 MB): the whole array lives on the device
+        return TeacherOutputs(path, digest, torch.from_numpy(np.array(logits)).to(device),
+                              torch.from_numpy(np.array(rowcheck)).to(device), built)
+
+
+def store_problem(path: Path, key: dict[str, Any]) -> str | None:
+    """Why the finished store at `path` cannot be used (None if it can): a missing or unreadable meta.json,
+    another key, a missing array, or an array whose bytes are not the ones written."""
+    try:
+        meta = json.loads((path / META).read_text())
+    except (OSError, ValueError) as err:
+        return f"{META} unreadable ({type(err).__name__})"
+    if not isinstance(meta, dict) or meta.get("key") != key:
+        return f"{META} describes another teacher or data"
+    for name in ARRAYS:
+        file = path / f"{name}.npy"
+        if not file.is_file():
+            return f"{file.name} missing"
+        if _sha256(file) != (meta.get("sha256") or {}).get(name):
+            return f"{file.name} is not the file that was written (checksum differs)"
+    return None
+
+
+@torch.inference_mode()
+def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, precision: str, device: torch.device,
+           batch_size: int, pad_token_id: int) -> None:
+    from distill_sweep.data import make_loader
+    from distill_sweep.loop import autocast, model_inputs, to_device
+
+    start = time.perf_counter()
+    partial = Path(f"{path}.partial")
+    shutil.rmtree(partial, ignore_errors=True)  # what a killed build left
+    partial.mkdir(parents=True)
+    loader = make_loader(train, batch_size, shuffle=False, seed=0, pad_token_id=pad_token_id, by_length=True)
+    n, logits, rowcheck = len(train), None, None
+    filled = np.zeros(n, dtype=bool)
+    was_training = model.training
+    model.eval()
+    try:
+        for batch in loader:
+            batch = to_device(batch, device)
+            with autocast(device, precision):
+                out = model(**model_inputs(batch)).logits.float()
+            if logits is None:
+                logits = np.lib.format.open_memmap(partial / "logits.npy", mode="w+", dtype=np.float32,
+                                                   shape=(n, out.shape[-1]))
+                rowcheck = np.lib.format.open_memmap(partial / "rowcheck.npy", mode="w+", dtype=np.int64,
+                                                     shape=(n, 2))
+            idx = batch["idx"].cpu().numpy()
+            logits[idx] = out.cpu().numpy()
+            rowcheck[idx] = row_check(batch["input_ids"], batch["attention_mask"]).cpu().numpy()
+            filled[idx] = True
+    finally:
+        model.train(was_training)
+    if logits is None or not filled.all():
+        raise RuntimeError(f"teacher-output store build covered {int(filled.sum())} of {n} training rows")
+    logits.flush()
+    rowcheck.flush()
+    del logits, rowcheck
+    meta = {"key": key, "rows": n, "device": str(device), "built_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "build_seconds": round(time.perf_counter() - start, 3),
+            "sha256": {name: _sha256(partial / f"{name}.npy") for name in ARRAYS}}
+    write_json_atomic(partial / META, meta)
+    os.replace(partial, path)
+    log.info("built the teacher-output store %s (%d rows, %.1fs)", path, n, meta["build_seconds"])
+
+
+def _sha256(file: Path) -> str:
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=LOCK_NOTICE_AFTER_S)
+    except Timeout:
+        log.info("waiting for %s (another job is building this teacher-output store)", path)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _set_aside(path: Path, problem: str) -> None:
+    aside = path.with_name(f"{path.name}.corrupt-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}")
+    os.replace(path, aside)
+    log.warning("teacher-output store %s cannot be used (%s): moved it to %s, building it again", path, problem,
+                aside)
