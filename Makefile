@@ -36,6 +36,7 @@ test: install
 bench: install
 	$(BIN)/python -m distill_sweep.bench
 	$(BIN)/python -m distill_sweep.bench_cli
+	$(BIN)/python -m distill_sweep.bench_sweep
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

@@ -86,11 +86,13 @@ def padding_rows(toy_lengths: np.ndarray, batch: int) -> list[tuple[str, float, 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distill_sweep.bench_sweep", description=__doc__)
+    parser.add_argument("--objectives", default=OBJECTIVES)
+    parser.add_argument("--inits", default="1,2,3")
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--num-train", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=2, help="per stage")
     args = parser.parse_args(argv)
-    n_seeds = len(args.seeds.split(","))
+    n_jobs = len(args.objectives.split(",")) * len(args.inits.split(",")) * len(args.seeds.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         base = ["task=toy", *TEACHER, "logger=none", "threads=1", f"task.recipe.num_train={args.num_train}",
@@ -98,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"cache_dir={work / 'cache'}"]
         # the teacher once, for both sweeps (fine-tuning is the same work with or without the store)
         _sweep([*base, "objective=vanilla_kd", "teacher_outputs=live", f"results_dir={work / 'warm'}"], work)
-        grid = [*base, f"objective={OBJECTIVES}", "init=1,2,3", f"seed={args.seeds}", "-m"]
+        grid = [*base, f"objective={args.objectives}", f"init={args.inits}", f"seed={args.seeds}", "-m"]
         live_cpu = _sweep([*grid, "teacher_outputs=live", f"results_dir={work / 'live'}"], work)
         store_cpu = _sweep([*grid, "teacher_outputs=auto", f"results_dir={work / 'store'}"], work)
         live, store = _records(work / "live"), _records(work / "store")
@@ -108,8 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokenizer = load_tokenizer(cfg.teacher, work / "cache")
         toy_lengths = row_lengths(load_task_data(cfg.task, tokenizer, work / "cache").train)
         batch = job.settings.task.recipe.batch_size
-    if live.keys() != store.keys() or len(live) != 9 * n_seeds:
-        raise SystemExit(f"expected {9 * n_seeds} records in each sweep, got {len(live)} and {len(store)}")
+    if live.keys() != store.keys() or len(live) != n_jobs:
+        raise SystemExit(f"expected {n_jobs} records in each sweep, got {len(live)} and {len(store)}")
     pairs = [(live[k], store[k]) for k in sorted(live)]
     kd = [(a, b) for a, b in pairs if a["objective"] == "vanilla_kd"]
     throughput = statistics.median(b["samples_per_s"] / a["samples_per_s"] for a, b in kd)
@@ -119,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for k in ea if k.startswith("loss") or k == "train_loss")
     depths = sorted({str(b["teacher_outputs"]["depth"]) for b in store.values()})
     print(f"# distill_sweep bench_sweep: toy task, teacher 12 layers x 128 -> 3-layer students, {len(pairs)} jobs per "
-          f"sweep ({OBJECTIVES} x inits 1,2,3 x seeds {args.seeds}), {args.num_train} train rows, {args.epochs} "
+          f"sweep ({args.objectives} x inits {args.inits} x seeds {args.seeds}), {args.num_train} train rows, {args.epochs} "
           "epochs per stage, 1 thread")
     print("| measure | without the store (live) | with the store + truncated teacher | ratio |")
     print("|---|---:|---:|---:|")

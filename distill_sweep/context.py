@@ -56,7 +56,19 @@ class RunContext:
         tokenizer = load_tokenizer(job.cfg.teacher, cache_dir)
         if not job.procedure_settings.reads_task:  # its data is not the task's (a corpus)
             return cls(job, record, device, run.precision, cache_dir, tokenizer, None, {})
-        data = load_task_data(job.cfg.task, tokenizer, cache_dir)
+        augment = job.settings.task.augment
+        info: dict[str, Any] = {}
+
+        def augmented(train: Any) -> Any:
+            from distill_sweep.augment import augmented_train
+
+            split, found = augmented_train(train, job.cfg.task, job.cfg.teacher, augment, cache_dir, device)
+            info.update(found)
+            return split
+
+        data = load_task_data(job.cfg.task, tokenizer, cache_dir, augmented if augment.name != "none" else None)
+        if info:
+            record["augment"] = info
         pad = int(tokenizer.pad_token_id)
         # evaluation in order of length: metrics pair each prediction with its batch's labels, so order is free
         dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad,
@@ -76,14 +88,16 @@ class RunContext:
 
         return compute_metrics(self.cfg.task, logits, labels)
 
-    def loader(self, seed: int) -> Any:
-        """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch)."""
+    def loader(self, seed: int, train: Any = None) -> Any:
+        """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch) of `train`
+        (default: the student's training split)."""
         from distill_sweep.data import make_loader
 
         pad, run = int(self.tokenizer.pad_token_id), self.job.settings.run
+        train = self.data.train if train is None else train
 
         def batches(stage: Stage, epoch: int) -> Any:
-            return make_loader(self.data.train, stage.batch_size, shuffle=True,
+            return make_loader(train, stage.batch_size, shuffle=True,
                                seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad,
                                num_workers=run.num_workers, by_length=run.batching == "length")
 
@@ -97,9 +111,12 @@ class RunContext:
                      max_steps_per_epoch=run.max_steps_per_epoch)
 
     def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
-               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
+               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "", train: Any = None
+               ) -> StageDriver:
+        """The stage driver over `train` (default: the student's training split)."""
         run = self.job.settings.run
-        return StageDriver(model=model, state=state, train_size=len(self.data.train), loader=self.loader(seed),
+        train = self.data.train if train is None else train
+        return StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
                            dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
                            precision=self.precision, optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint,
                            key=key, history=history, every_steps=run.checkpoint.every_steps, log_every=run.log_every,

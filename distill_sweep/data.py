@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -707,11 +707,12 @@ def make_loader(
 # ------------------------------------------------------------------------------------------- TaskData
 @dataclass
 class TaskData:
-    train: Dataset
+    train: Dataset  # what the student trains on (the augmented split under task.augment)
     dev: dict[str, Dataset]
     label_names: list[str]
     num_labels: int
     is_regression: bool
+    teacher_train: Dataset | None = None  # the original training split, the teacher's (None: `train`)
 
     @property
     def train_size(self) -> int:
@@ -724,12 +725,17 @@ class TaskData:
         return {name: len(ds) for name, ds in self.dev.items()}
 
 
-def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike) -> TaskData:
-    """load_raw + tokenize_splits, packaged for the training loop."""
+def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike,
+                   augment: Callable[[Dataset], Dataset] | None = None) -> TaskData:
+    """load_raw + tokenize_splits, packaged for the training loop. `augment`: the raw training split -> the
+    split the student trains on (augment.py); the teacher keeps the original."""
     raw = load_raw(task_cfg)
+    if augment is not None:
+        raw = {**raw, "train_augmented": augment(raw["train"])}
     tok = tokenize_splits(raw, tokenizer, task_cfg, cache_dir)
     return TaskData(
-        train=tok["train"],
+        train=tok.get("train_augmented", tok["train"]),
+        teacher_train=tok["train"],
         dev={name: tok[name] for name in _dev_splits(task_cfg)},
         label_names=[str(x) for x in (_get(task_cfg, "label_names") or [])],
         num_labels=int(_get(task_cfg, "num_labels")),

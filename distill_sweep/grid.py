@@ -101,6 +101,10 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
             continue
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
         size = min(size, s.task.train_size or size)
+        if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
+            from distill_sweep.augment import samples_for
+
+            size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
         batch = s.optimizer.batch_size or s.task.recipe.batch_size
         n_stages = len(ident.objective.stages) if ident.objective is not None else 1
         epochs = s.run.epochs or s.task.recipe.epochs
@@ -148,16 +152,17 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
     their `overrides`) will read and that is not built yet, the first such job's overrides run with
     `prepare_only`: one job fine-tunes the teacher and builds the store while the others are not yet holding
     a GPU each, waiting on its lock."""
-    from distill_sweep.teacher_outputs import group_id, plan, prepared
+    from distill_sweep.teacher_outputs import feature_tag, group_id, plan, prepared, stored_cls_layers
 
-    groups: dict[tuple[str, str], list[list[str]]] = {}
+    groups: dict[tuple[str, str, str], list[list[str]]] = {}
     for ident, ov in zip(jobs, overrides, strict=True):
         if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:
             continue
         where = Path(cache_dir or results.absolute(ident.settings.run.cache_dir))
-        if prepared(ident.cfg, where):
+        cls_layers = stored_cls_layers(ident.objective, getattr(ident, "layer_map", None))
+        if prepared(ident.cfg, where, cls_layers):
             continue
-        groups.setdefault((ident.task, group_id(ident.cfg)), []).append(list(ov))
+        groups.setdefault((ident.task, group_id(ident.cfg), feature_tag(cls_layers)), []).append(list(ov))
     return [[*members[0], "+prepare_only=true"] for members in groups.values() if len(members) > 1]
 
 

@@ -136,6 +136,13 @@ def prepare(cfg: DictConfig) -> Job:
     teacher_arch = teacher_config(cfg.teacher, task.num_labels)
     tokenizer_source(cfg.teacher)
     check_ensemble(cfg, task, ident.procedure, ident.objective, teacher_arch)
+    if task.augment.name != "none":
+        from distill_sweep.augment import check as check_augment
+
+        if not ident.procedure_settings.reads_task or not ident.procedure.uses_student:
+            raise ConfigError(f"task.augment={task.augment.name} augments the training split a student distils on: "
+                              f"procedure={ident.procedure.name} trains no student on it")
+        check_augment(task.augment, cfg.teacher)
     if not ident.procedure.uses_student:  # the procedure's model is the teacher itself (e.g. early exit)
         _check_positions(task.max_seq_length, {"teacher": teacher_arch})
         return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
@@ -200,6 +207,8 @@ def _hashed(cfg: DictConfig, objective: ObjectiveSettings | None, student: Any |
         hashed.pop("objective", None)  # a procedure that does not distil ignores it
     else:
         hashed["objective"] = objective.to_dict()
+    if isinstance(hashed.get("task"), dict) and hashed["task"].get("augment", "none") in ("none", None):
+        hashed["task"] = {k: v for k, v in hashed["task"].items() if k != "augment"}  # jobs from before the key
     if hashed.get("batching", "random") == "random":
         hashed.pop("batching", None)  # the only order before the key existed: those jobs keep their hash
     if (objective is None or not objective.terms) and "map" in hashed:

@@ -121,8 +121,12 @@ class TaskSettings:
     max_dev_samples: int | None = field(default=None, metadata={"ge": 1})
     subset_seed: int = 0
     tsv: dict[str, Any] = field(default_factory=dict)
+    augment: Any = "none"  # offline augmentation of the training split: a name or a mapping (augment.py)
 
     def validate(self, where: str) -> None:
+        from distill_sweep.augment import parse_augment
+
+        self.augment = parse_augment(self.augment, f"{where}.augment")
         for metric in self.metrics:
             if metric not in METRICS:
                 raise ConfigError(f"{where}.metrics: unknown metric {metric!r} (known: {', '.join(METRICS)})")

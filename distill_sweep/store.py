@@ -150,6 +150,8 @@ def setup_of(rec: results.Record) -> dict[str, Any]:
     setup: dict[str, Any] = {"optimizer": c.get("optimizer"), "epochs": c.get("epochs"),
                              "max_steps_per_epoch": c.get("max_steps_per_epoch"), "precision": c.get("precision"),
                              "map": c.get("map", "init"), "task": caps}
+    if task.get("augment") not in (None, "none"):
+        setup["augment"] = task["augment"]
     if rec.procedure != "finetune":  # the no-KD baseline ignores the objective (records say none since)
         setup["objective"] = c.get("objective")
     return setup

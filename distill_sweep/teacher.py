@@ -175,7 +175,7 @@ def _finetune(ctx: RunContext, out_dir: Path, cfg: DictConfig) -> dict[str, floa
     log.info("fine-tuning the teacher %s (seed %d) on %s: %d epochs", cfg.teacher.name, ft["seed"], cfg.task.name,
              stage.epochs)
     driver = ctx.driver(model=model, state={"model": model}, checkpoint=out_dir / CHECKPOINT, key=out_dir.name,
-                        history=history, seed=ft["seed"], label="teacher ")
+                        history=history, seed=ft["seed"], label="teacher ", train=data.teacher_train)
     driver.run([stage])
     model.save_pretrained(out_dir)
     ctx.tokenizer.save_pretrained(out_dir)

@@ -58,7 +58,7 @@ def teacher_key(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(teacher, dict) and isinstance(task, dict) and isinstance(optimizer, dict)
     for key in ("name", "finetuned_path"):
         teacher.pop(key, None)
-    task = {k: v for k, v in task.items() if k != "recipe"}
+    task = {k: v for k, v in task.items() if k not in ("recipe", "augment")}  # the teacher trains on the original
     for key in _OPTIONAL_TASK_KEYS:
         if task.get(key) is None:
             task.pop(key, None)

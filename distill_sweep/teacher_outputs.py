@@ -77,6 +77,23 @@ def plan(setting: str, procedure: Any, objective: Any) -> Plan:
     return Plan(True, None)
 
 
+def stored_cls_layers(objective: Any, layer_map: Any) -> list[int]:
+    """Teacher layers whose [CLS] states the store also holds for this job (0 = embeddings): those of the
+    mapped layers when every term of the objective reads only [CLS] states (Hid-CLS, its contrastive form,
+    PKD); then no stage runs the teacher at all. [] when a term reads more (whole sequences, q/k/v)."""
+    from distill_sweep.objectives.registry import TERMS
+
+    if objective is None or not objective.terms or not layer_map:
+        return []
+    if not all(TERMS[name].cls_only for name in objective.terms):
+        return []
+    return sorted({0, *(int(t) for _, t in layer_map)})
+
+
+def feature_tag(cls_layers: list[int]) -> str:
+    return "logits" if not cls_layers else "logits-cls" + "-".join(map(str, cls_layers))
+
+
 def group_id(cfg: Any) -> str:
     """The store's teacher and data as the config names them (no weights read): stores built from the same
     config share this prefix, so the sweeper can tell which tasks already have one before launching."""
@@ -85,10 +102,11 @@ def group_id(cfg: Any) -> str:
     return part_id({"teacher": teacher_key(cfg), "finetuned_path": cfg.teacher.get("finetuned_path")})
 
 
-def prepared(cfg: Any, cache_dir: Path) -> bool:
-    """A finished store exists for this config's teacher and data (the sweeper skips its build job)."""
+def prepared(cfg: Any, cache_dir: Path, cls_layers: list[int] | None = None) -> bool:
+    """A finished store exists for this config's teacher and data with these features (the sweeper skips
+    its build job)."""
     where = store_root(cache_dir, str(cfg.task.name))
-    return any(where.glob(f"{group_id(cfg)}-*/{META}"))
+    return any(where.glob(f"{group_id(cfg)}-{feature_tag(cls_layers or [])}-*/{META}"))
 
 
 # -------------------------------------------------------------------------------------------- row checks
@@ -115,7 +133,7 @@ def weights_digest(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-def store_key(model: nn.Module, train: Any, precision: str) -> dict[str, Any]:
+def store_key(model: nn.Module, train: Any, precision: str, cls_layers: list[int] | None = None) -> dict[str, Any]:
     """What the stored numbers are a function of. `train`: the tokenised training split (its fingerprint is
     the content key data.tokenize_splits gave it)."""
     config = getattr(model, "config", None)
@@ -125,7 +143,7 @@ def store_key(model: nn.Module, train: Any, precision: str) -> dict[str, Any]:
         "attn_implementation": str(getattr(config, "_attn_implementation", None)),
         "train": {"fingerprint": str(train._fingerprint), "rows": len(train)},
         "precision": precision,
-        "features": ["logits"],
+        "features": ["logits", *(f"cls{layer}" for layer in cls_layers or [])],
     }
 
 
@@ -135,11 +153,21 @@ def store_root(cache_dir: Path, task: str) -> Path:
 
 # ------------------------------------------------------------------------------------------- the store
 class TeacherOutputs:
-    """An opened store: the logits and row checks on the job's device, gathered by example index."""
+    """An opened store: the logits and row checks on the job's device, gathered by example index; the [CLS]
+    states of `cls_layers` (when stored) stay memory-mapped and are gathered on the host."""
 
-    def __init__(self, path: Path, key: str, logits: Tensor, rowcheck: Tensor, built: bool) -> None:
+    def __init__(self, path: Path, key: str, logits: Tensor, rowcheck: Tensor, built: bool,
+                 cls: np.ndarray | None = None, cls_layers: list[int] | None = None) -> None:
         self.path, self.key, self.built = path, key, built
         self.logits, self.rowcheck = logits, rowcheck
+        self.cls_array, self.cls_layers = cls, list(cls_layers or [])
+
+    def cls(self, batch: dict[str, Tensor]) -> dict[int, Tensor]:
+        """{layer: (B, D) [CLS] state} of the batch's rows (checked like `gather`)."""
+        self.gather(batch)  # the row check
+        rows = self.cls_array[batch["idx"].cpu().numpy()]  # (B, layers, D), one fancy-indexed read
+        device = batch["idx"].device
+        return {layer: torch.from_numpy(rows[:, i]).to(device) for i, layer in enumerate(self.cls_layers)}
 
     def gather(self, batch: dict[str, Tensor]) -> Tensor:
         """The stored logits of the batch's rows; StoreMismatchError if a row is not the stored one."""
@@ -156,14 +184,16 @@ class TeacherOutputs:
 
 
 def open_or_build(model: nn.Module, train: Any, *, cache_dir: Path, task: str, group: str, precision: str,
-                  device: torch.device, batch_size: int, pad_token_id: int) -> TeacherOutputs:
-    """The store of (teacher weights, training split, precision), built now if no job built it before; at
-    most one build per key whatever the number of concurrent jobs."""
-    key = store_key(model, train, precision)
+                  device: torch.device, batch_size: int, pad_token_id: int, cls_layers: list[int] | None = None
+                  ) -> TeacherOutputs:
+    """The store of (teacher weights, training split, precision, features), built now if no job built it
+    before; at most one build per key whatever the number of concurrent jobs."""
+    cls_layers = list(cls_layers or [])
+    key = store_key(model, train, precision, cls_layers)
     digest = results.digest(key)[:16]
     root = store_root(cache_dir, task)
     root.mkdir(parents=True, exist_ok=True)
-    path = root / f"{group}-{digest}"
+    path = root / f"{group}-{feature_tag(cls_layers)}-{digest}"
     with _lock(Path(f"{path}.lock")):
         built = False
         if path.exists():
@@ -172,14 +202,15 @@ def open_or_build(model: nn.Module, train: Any, *, cache_dir: Path, task: str, g
                 _set_aside(path, problem)
         if not path.exists():
             _build(model, train, path, key, precision=precision, device=device, batch_size=batch_size,
-                   pad_token_id=pad_token_id)
+                   pad_token_id=pad_token_id, cls_layers=cls_layers)
             built = True
         else:
             log.info("reusing the teacher-output store %s", path)
         logits, rowcheck = (np.load(path / f"{name}.npy", mmap_mode="r") for name in ARRAYS)
+        cls = np.load(path / "cls.npy", mmap_mode="r") if cls_layers else None
         # logits are a few bytes per example (MNLI: 4.7 MB): the whole array lives on the device
         return TeacherOutputs(path, digest, torch.from_numpy(np.array(logits)).to(device),
-                              torch.from_numpy(np.array(rowcheck)).to(device), built)
+                              torch.from_numpy(np.array(rowcheck)).to(device), built, cls, cls_layers)
 
 
 def store_problem(path: Path, key: dict[str, Any]) -> str | None:
@@ -191,27 +222,39 @@ def store_problem(path: Path, key: dict[str, Any]) -> str | None:
         return f"{META} unreadable ({type(err).__name__})"
     if not isinstance(meta, dict) or meta.get("key") != key:
         return f"{META} describes another teacher or data"
-    for name in ARRAYS:
+    for name in _arrays(key):
         file = path / f"{name}.npy"
         if not file.is_file():
             return f"{file.name} missing"
-        if _sha256(file) != (meta.get("sha256") or {}).get(name):
+        if name == "cls":  # gigabytes for a large task: its size is checked (np.load refuses a short file)
+            try:
+                shape = np.load(file, mmap_mode="r").shape
+            except (OSError, ValueError) as err:
+                return f"{file.name} unreadable ({type(err).__name__})"
+            if shape[:2] != (meta.get("rows"), len(key["features"]) - 1):
+                return f"{file.name} has shape {shape}"
+        elif _sha256(file) != (meta.get("sha256") or {}).get(name):
             return f"{file.name} is not the file that was written (checksum differs)"
     return None
 
 
+def _arrays(key: dict[str, Any]) -> tuple[str, ...]:
+    return (*ARRAYS, "cls") if len(key["features"]) > 1 else ARRAYS
+
+
 @torch.inference_mode()
 def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, precision: str, device: torch.device,
-           batch_size: int, pad_token_id: int) -> None:
+           batch_size: int, pad_token_id: int, cls_layers: list[int]) -> None:
+    from distill_sweep.capture import run_with_features
     from distill_sweep.data import make_loader
-    from distill_sweep.loop import autocast, model_inputs, to_device
+    from distill_sweep.loop import autocast, to_device
 
     start = time.perf_counter()
     partial = Path(f"{path}.partial")
     shutil.rmtree(partial, ignore_errors=True)  # what a killed build left
     partial.mkdir(parents=True)
     loader = make_loader(train, batch_size, shuffle=False, seed=0, pad_token_id=pad_token_id, by_length=True)
-    n, logits, rowcheck = len(train), None, None
+    n, logits, rowcheck, cls = len(train), None, None, None
     filled = np.zeros(n, dtype=bool)
     was_training = model.training
     model.eval()
@@ -219,23 +262,32 @@ def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, pre
         for batch in loader:
             batch = to_device(batch, device)
             with autocast(device, precision):
-                out = model(**model_inputs(batch)).logits.float()
+                features = run_with_features(model, batch, hidden=bool(cls_layers), qkv_layers=[])
+            out = features.logits.float()
             if logits is None:
                 logits = np.lib.format.open_memmap(partial / "logits.npy", mode="w+", dtype=np.float32,
                                                    shape=(n, out.shape[-1]))
                 rowcheck = np.lib.format.open_memmap(partial / "rowcheck.npy", mode="w+", dtype=np.int64,
                                                      shape=(n, 2))
+                if cls_layers:
+                    width = features.hidden_states[0].shape[-1]
+                    cls = np.lib.format.open_memmap(partial / "cls.npy", mode="w+", dtype=np.float32,
+                                                    shape=(n, len(cls_layers), width))
             idx = batch["idx"].cpu().numpy()
             logits[idx] = out.cpu().numpy()
+            if cls is not None:
+                cls[idx] = torch.stack([features.hidden_states[layer][:, 0].float() for layer in cls_layers],
+                                       dim=1).cpu().numpy()
             rowcheck[idx] = row_check(batch["input_ids"], batch["attention_mask"]).cpu().numpy()
             filled[idx] = True
     finally:
         model.train(was_training)
     if logits is None or not filled.all():
         raise RuntimeError(f"teacher-output store build covered {int(filled.sum())} of {n} training rows")
-    logits.flush()
-    rowcheck.flush()
-    del logits, rowcheck
+    for array in (logits, rowcheck, cls):
+        if array is not None:
+            array.flush()
+    del logits, rowcheck, cls
     meta = {"key": key, "rows": n, "device": str(device), "built_at": dt.datetime.now(dt.timezone.utc).isoformat(),
             "build_seconds": round(time.perf_counter() - start, 3),
             "sha256": {name: _sha256(partial / f"{name}.npy") for name in ARRAYS}}

@@ -67,3 +67,20 @@ def save_toy_student(directory: Path, cache: Path, *, layers: int, ffn: int) -> 
                         num_attention_heads=4, intermediate_size=ffn, max_position_embeddings=64)
     BertForSequenceClassification(config).save_pretrained(directory)
     return directory
+
+
+def save_toy_mlm(directory: Path, cache: Path) -> Path:
+    """A saved BertForMaskedLM of the toy tokenizer's vocabulary, with the tokenizer (random weights: its
+    predictions are arbitrary words, which is all the augmenter's mechanics need)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from distill_sweep.toy import build_toy_tokenizer
+
+    torch.manual_seed(0)
+    tokenizer = build_toy_tokenizer(cache)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertForMaskedLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

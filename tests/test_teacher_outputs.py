@@ -192,7 +192,13 @@ def _comparable_epochs(record: dict) -> list[dict]:
             for e in record["epochs"]]
 
 
-@pytest.mark.parametrize("objective, init", [("vanilla_kd", 1), ("att_kl", 3)])
+# what stage 1 runs of the teacher: att_kl at init 3 maps student layers 1,2,3 to teacher layers 1,2,3, so 3 of
+# the 6 layers; hid_cls reads only [CLS] states, which the store holds (embeddings and the skip layers 2,4,6 of
+# init 1), so none; vanilla_kd has no stage 1
+DEPTH = {"vanilla_kd": None, "att_kl": 3, "hid_cls": 0}
+
+
+@pytest.mark.parametrize("objective, init", [("vanilla_kd", 1), ("att_kl", 3), ("hid_cls", 1)])
 def test_a_job_with_the_store_gives_the_record_it_gives_without(tmp_path: Path, shared_cache: Path, objective: str,
                                                                 init: int) -> None:
     common = [*FAST, f"objective={objective}", f"init={init}", "epochs=2", f"cache_dir={shared_cache}"]
@@ -200,8 +206,8 @@ def test_a_job_with_the_store_gives_the_record_it_gives_without(tmp_path: Path, 
     live = run_job(compose_cfg([*common, "teacher_outputs=live", f"results_dir={tmp_path / 'live'}"]))
     assert stored["teacher_outputs"]["mode"] == "store" and live["teacher_outputs"]["mode"] == "live"
     assert live["teacher_outputs"]["reason"] == "teacher_outputs=live"
-    # att_kl at init 3 maps student layers 1,2,3 to teacher layers 1,2,3: stage 1 runs 3 of the 6
-    assert stored["teacher_outputs"]["depth"] == (3 if objective == "att_kl" else None)
+    assert stored["teacher_outputs"]["depth"] == DEPTH[objective]
+    assert stored["teacher_outputs"]["cls_layers"] == ([0, 2, 4, 6] if objective == "hid_cls" else [])
     assert stored["best"]["dev"] == live["best"]["dev"]
     for a, b in zip(_comparable_epochs(stored), _comparable_epochs(live), strict=True):
         assert a.keys() == b.keys()
@@ -216,7 +222,7 @@ def test_a_job_with_the_store_gives_the_record_it_gives_without(tmp_path: Path, 
 def test_the_store_is_built_once_for_the_jobs_of_a_task(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     built = []
-    for objective, seed in (("vanilla_kd", 1), ("pkd", 2), ("vanilla_kd", 3)):
+    for objective, seed in (("vanilla_kd", 1), ("att_mse", 2), ("vanilla_kd", 3)):  # one logits store
         cfg = compose_cfg([*FAST, f"objective={objective}", f"seed={seed}", f"results_dir={tmp_path / 'r'}",
                            f"cache_dir={cache}", "teacher.finetune.epochs=1"])
         built.append(run_job(cfg)["teacher_outputs"]["built"])

@@ -75,7 +75,7 @@ class ContrastSettings(TermSettings):
     loss: Literal["nce", "infonce"] = "nce"  # nce (CRD code, as the reference) | infonce (CoDIR's formula)
 
 
-@register_term("hid_cls_contrast", hidden=True, settings=ContrastSettings)
+@register_term("hid_cls_contrast", hidden=True, settings=ContrastSettings, cls_only=True)
 class HidCLSContrast(nn.Module):
     """Hid-CLS-Contrast: CoDIR contrastive [CLS] distillation with a training-set memory bank."""
 

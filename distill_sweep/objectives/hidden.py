@@ -103,7 +103,7 @@ def projected_mse(h: Tensor, weight: Tensor | None, target: Tensor) -> Tensor:
     return _ProjectedMSE.apply(h.reshape(-1, h.shape[-1]), weight, target.reshape(-1, target.shape[-1]))
 
 
-@register_term("hid_cls", hidden=True, settings=HiddenSettings)
+@register_term("hid_cls", hidden=True, settings=HiddenSettings, cls_only=True)
 class HidCLS(nn.Module):
     """Hid-CLS: MSE between projected student and teacher [CLS] (first token) states, summed over pairs."""
 

@@ -39,7 +39,7 @@ def patience_pairs(layer_map: Sequence[tuple[int, int]], student_layers: int) ->
     return tuple((int(s), int(t)) for s, t in layer_map if int(s) < student_layers)
 
 
-@register_term("pkd_cls", hidden=True, settings=PKDSettings)
+@register_term("pkd_cls", hidden=True, settings=PKDSettings, cls_only=True)
 class PatienceCLS(nn.Module):
     """PKD's patient loss: MSE of L2-normalised [CLS] states of student layers 1..k-1 and their teacher layers."""
 

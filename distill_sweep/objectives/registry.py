@@ -62,6 +62,7 @@ class TermInfo:
     doc: str
     settings: type = TermSettings
     same_heads: bool = True  # with uses_qkv: compares attention heads one to one (equal head counts)
+    cls_only: bool = False  # with uses_hidden: reads only the first token's state of each mapped layer
 
 
 TERMS: dict[str, TermInfo] = {}
@@ -82,13 +83,15 @@ class FunctionTerm(nn.Module):
 
 
 def register_term(
-    name: str, *, hidden: bool = False, qkv: bool = False, same_heads: bool = True, settings: type = TermSettings
+    name: str, *, hidden: bool = False, qkv: bool = False, same_heads: bool = True, settings: type = TermSettings,
+    cls_only: bool = False,
 ) -> Callable[[Any], Any]:
     """Register a loss term under ``name`` (the key used in ``objective.terms``).
 
     ``hidden``: needs all hidden states of both models; ``qkv``: needs q/k/v of the mapped layers, and,
     unless ``same_heads=False`` (a term that regroups the projections itself), equal head counts in student
-    and teacher; ``settings``: its settings dataclass.
+    and teacher; ``settings``: its settings dataclass; ``cls_only``: of the hidden states it reads only the
+    first token's (then the teacher's can come from the teacher-output store).
     """
 
     def deco(obj: Any) -> Any:
@@ -104,7 +107,7 @@ def register_term(
         else:  # pragma: no cover - programming error
             raise TypeError(f"cannot register {obj!r} as a loss term")
         doc = (obj.__doc__ or "").strip().splitlines()
-        TERMS[name] = TermInfo(name, factory, hidden, qkv, doc[0] if doc else "", settings, same_heads)
+        TERMS[name] = TermInfo(name, factory, hidden, qkv, doc[0] if doc else "", settings, same_heads, cls_only)
         return obj
 
     return deco

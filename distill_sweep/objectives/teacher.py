@@ -34,7 +34,13 @@ class TeacherView:
     @torch.no_grad()
     def features(self, batch: Mapping[str, Tensor], *, hidden: bool, qkv_layers: list[int], logits: bool
                  ) -> Features:
-        """Hidden states / q,k,v of the mapped layers, and the logits when `logits` (from the store, if any)."""
+        """Hidden states / q,k,v of the mapped layers, and the logits when `logits` (from the store, if any).
+        With [CLS] states in the store (terms that read only those) no forward runs: the hidden states are
+        (B, 1, D) tensors at the stored layers, None elsewhere."""
+        if self.store is not None and self.store.cls_layers and not qkv_layers:
+            cls = self.store.cls(batch)
+            states = tuple(cls[i].unsqueeze(1) if i in cls else None for i in range(max(cls) + 1))
+            return Features(logits=self.store.gather(batch) if logits else None, hidden_states=states)
         if logits and self.store is None:  # one full forward gives both
             return run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers)
         features = run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers, depth=self.depth)

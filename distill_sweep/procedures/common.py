@@ -46,11 +46,15 @@ def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjecti
     info: dict[str, Any] = {"mode": "live", "reason": decision.reason, "depth": depth}
     store = None
     if decision.use_store:
+        cls_layers = teacher_outputs.stored_cls_layers(job.objective, job.layer_map)
         store = teacher_outputs.open_or_build(
             teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=teacher_outputs.group_id(ctx.cfg),
             precision=ctx.precision, device=ctx.device, batch_size=job.settings.run.eval_batch_size,
-            pad_token_id=int(ctx.tokenizer.pad_token_id))
-        info = {"mode": "store", "key": store.key, "path": str(store.path), "built": store.built, "depth": depth}
+            pad_token_id=int(ctx.tokenizer.pad_token_id), cls_layers=cls_layers)
+        if cls_layers:
+            depth = 0  # stage 1 reads the stored [CLS] states: the teacher runs no layer
+        info = {"mode": "store", "key": store.key, "path": str(store.path), "built": store.built, "depth": depth,
+                "cls_layers": cls_layers}
     ctx.record["teacher_outputs"] = info
     return TeacherView(teacher, store, depth)
 

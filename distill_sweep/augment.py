@@ -1,0 +1,311 @@
+"""Offline data augmentation of the training split (`task.augment`), generated once and stored by content.
+
+`task.augment=tinybert` is TinyBERT's augmentation (Jiao et al. 2020, its `data_augmentation.py`):
+
+* each text field is split into words (lower-cased words and punctuation); a candidate position is an
+  alphabetic word outside a stop-word list;
+* a word that is ONE word piece of the MLM's tokenizer gets the masked LM's top K = 15 predictions, the
+  input being ``[CLS] sentence with the word masked [SEP] original sentence [SEP]``; pieces starting with
+  ``##`` (and special tokens) are dropped;
+* a word of several pieces gets its K nearest neighbours by cosine in a word-embedding file (GloVe in the
+  paper: `embeddings=<path>`, its first 100k words); without one, the MLM predicts the whole word masked as
+  one mask token (our fallback: the original code has no path without GloVe);
+* N times: every candidate position is replaced with probability p = 0.4 by one of its candidates drawn
+  uniformly; unseen sentences are kept. The original comes first. Sentence pairs augment one field at a time,
+  the other kept. Labels are copied from the original: the teacher supplies the soft targets (through the
+  teacher-output store, which an augmented split written once makes exact).
+
+The augmented split is keyed by the training split's content, the augmenter's settings and the MLM (its hub
+id, or a digest of its local files), built under a file lock and written atomically as one parquet file in
+`cache_dir/augmented/<task>/`; every job that asks for the same key reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from distill_sweep.errors import ConfigError
+from distill_sweep.settings import as_dict, parse
+
+log = logging.getLogger("distill_sweep")
+AUGMENT_VERSION = 1  # bump when the generated sentences change
+# TinyBERT's code: N per task (the paper: 20).
+SAMPLES_BY_TASK = {"cola": 30, "mrpc": 30, "rte": 30, "stsb": 30, "sst2": 20, "qnli": 20, "mnli": 10, "qqp": 10}
+DEFAULT_SAMPLES = 20
+# The stop words TinyBERT's augmenter leaves alone (NLTK's English list, which its code copies).
+STOP_WORDS = frozenset("""
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself
+it its itself they them their theirs themselves what which who whom this that these those am is are was were be
+been being have has had having do does did doing a an the and but if or because as until while of at by for with
+about against between into through during before after above below to from up down in out on off over under
+again further then once here there when where why how all any both each few more most other some such no nor not
+only own same so than too very s t can will just don should now d ll m o re ve y ain aren couldn didn doesn hadn
+hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn
+""".split())
+_WORDS = re.compile(r"[^\W\d_]+|\d+|[^\w\s]", re.UNICODE)
+
+
+@dataclass
+class AugmentSettings:
+    name: Literal["none", "tinybert"] = "none"
+    samples: int | None = field(default=None, metadata={"ge": 1})  # N per example (null: the task's, see above)
+    p: float = field(default=0.4, metadata={"gt": 0.0, "le": 1.0})  # replace probability per candidate position
+    candidates: int = field(default=15, metadata={"ge": 1})  # K
+    mlm: str | None = None  # hub id or directory of a masked LM (null: the teacher's backbone)
+    embeddings: str | None = None  # word-embedding text file (GloVe) for multi-piece words
+    max_embedding_words: int = field(default=100_000, metadata={"ge": 1})
+    seed: int = 0
+    batch_size: int = field(default=64, metadata={"ge": 1})  # MLM forward batch (not in the key)
+
+    def validate(self, where: str) -> None:
+        if self.embeddings is not None and not Path(self.embeddings).expanduser().is_file():
+            raise ConfigError(f"{where}.embeddings={self.embeddings!r} is not a file (a GloVe-style text file: a "
+                              "word and its vector per line)")
+
+
+def parse_augment(node: Any, where: str = "task.augment") -> AugmentSettings:
+    """`task.augment`: a name (`none`, `tinybert`) or a mapping with `name` and settings."""
+    if node is None or isinstance(node, str):
+        node = {"name": node or "none"}
+    return parse(AugmentSettings, node, where)
+
+
+def samples_for(settings: AugmentSettings, task: str) -> int:
+    return settings.samples or SAMPLES_BY_TASK.get(task, DEFAULT_SAMPLES)
+
+
+def mlm_source(settings: AugmentSettings, teacher_cfg: Any) -> str:
+    """The masked LM's hub id or directory; ConfigError when there is none (a teacher built from a config)."""
+    source = settings.mlm or teacher_cfg.get("name_or_path")
+    if not source:
+        raise ConfigError("task.augment=tinybert needs a masked LM: the teacher has no pre-trained weights "
+                          "(teacher.name_or_path is null); set task.augment={name: tinybert, mlm: <hub id or "
+                          "directory of a BERT MLM>}")
+    return str(source)
+
+
+def check(settings: AugmentSettings, teacher_cfg: Any) -> None:
+    """Refuse, from config files alone, an augmentation that cannot run (no MLM, or one without an MLM head)."""
+    if settings.name == "none":
+        return
+    from distill_sweep.models import has_mlm_head, read_model_config
+
+    source = mlm_source(settings, teacher_cfg)
+    config = read_model_config(source, "task.augment.mlm", bool(teacher_cfg.get("trust_remote_code", False)))
+    if has_mlm_head(config) is False:
+        raise ConfigError(f"task.augment.mlm={source!r} is not a masked LM (its config.json names "
+                          f"{config.architectures}): the augmenter needs its MLM head")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words, numbers and punctuation marks, in order (BERT's basic tokenisation, roughly)."""
+    return _WORDS.findall(text.lower())
+
+
+def is_candidate(word: str) -> bool:
+    return word.isalpha() and word not in STOP_WORDS
+
+
+# ---------------------------------------------------------------------------------------- candidates
+class MLMCandidates:
+    """Replacement words from a masked LM (and a word-embedding file for multi-piece words)."""
+
+    def __init__(self, source: str, settings: AugmentSettings, device: Any = None) -> None:
+        import torch
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+        from distill_sweep.models import model_error_message, model_source
+
+        path = model_source(source, "task.augment.mlm")
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModelForMaskedLM.from_pretrained(path).eval()
+        except (OSError, ValueError) as err:
+            raise ConfigError(model_error_message(path, err, "task.augment.mlm")) from None
+        self.device = torch.device(device or "cpu")
+        self.model.to(self.device)
+        self.k, self.batch_size = settings.candidates, settings.batch_size
+        self.neighbours = _EmbeddingNeighbours(settings) if settings.embeddings else None
+        self.special = set(self.tokenizer.all_special_tokens)
+
+    def for_sentence(self, tokens: list[str], positions: list[int]) -> dict[int, list[str]]:
+        """Candidates per position of `tokens` (only positions that have some)."""
+        out: dict[int, list[str]] = {}
+        to_mask = []
+        for i in positions:
+            if self.neighbours is not None and len(self.tokenizer.tokenize(tokens[i])) > 1:
+                found = self.neighbours.nearest(tokens[i], self.k)
+                if found:
+                    out[i] = found
+                continue
+            to_mask.append(i)  # one piece, or several without an embedding file: the MLM, word masked whole
+        original = " ".join(tokens)
+        for start in range(0, len(to_mask), self.batch_size):
+            chunk = to_mask[start:start + self.batch_size]
+            masked = [" ".join(self.tokenizer.mask_token if j == i else w for j, w in enumerate(tokens)) for i in chunk]
+            for i, found in zip(chunk, self._predict(masked, original), strict=True):
+                if found:
+                    out[i] = found
+        return out
+
+    def _predict(self, masked: list[str], original: str) -> list[list[str]]:
+        import torch
+
+        enc = self.tokenizer(masked, [original] * len(masked), padding=True, truncation=True, max_length=512,
+                             return_tensors="pt").to(self.device)
+        with torch.inference_mode():
+            logits = self.model(**enc).logits
+        out = []
+        for row in range(len(masked)):
+            where = (enc["input_ids"][row] == self.tokenizer.mask_token_id).nonzero().flatten()
+            if not len(where):  # the mask fell to truncation
+                out.append([])
+                continue
+            top = logits[row, where[0]].topk(self.k).indices.tolist()
+            pieces = self.tokenizer.convert_ids_to_tokens(top)
+            out.append([p for p in pieces if not p.startswith("##") and p not in self.special])
+        return out
+
+
+class _EmbeddingNeighbours:
+    """Nearest words by cosine among the first `max_embedding_words` of a GloVe-style text file."""
+
+    def __init__(self, settings: AugmentSettings) -> None:
+        vocab, vectors = [], []
+        with open(Path(settings.embeddings).expanduser(), encoding="utf-8") as f:
+            for line in f:
+                parts = line.rstrip().split(" ")
+                if len(parts) < 2:
+                    continue
+                vocab.append(parts[0])
+                vectors.append(np.asarray(parts[1:], dtype=np.float32))
+                if len(vocab) >= settings.max_embedding_words:
+                    break
+        if not vocab or len({len(v) for v in vectors}) != 1:
+            raise ConfigError(f"task.augment.embeddings={settings.embeddings!r}: expected lines of a word and a "
+                              "vector of one fixed length")
+        matrix = np.stack(vectors)
+        self.matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        self.vocab, self.index = vocab, {w: i for i, w in enumerate(vocab)}
+
+    def nearest(self, word: str, k: int) -> list[str]:
+        i = self.index.get(word)
+        if i is None:
+            return []
+        order = np.argsort(-(self.matrix @ self.matrix[i]), kind="stable")
+        return [self.vocab[j] for j in order[order != i][:k]]  # never the word itself
+
+
+# -------------------------------------------------------------------------------------------- samples
+def augment_sentence(tokens: list[str], candidates: dict[int, list[str]], samples: int, p: float,
+                     rng: np.random.Generator) -> list[str]:
+    """Up to `samples` new sentences: each candidate position replaced with probability p by a uniform
+    choice among its candidates; sentences already produced (or the original) are not repeated."""
+    seen = {" ".join(tokens)}
+    out = []
+    positions = sorted(candidates)
+    for _ in range(samples):
+        new = list(tokens)
+        for i in positions:
+            if rng.random() < p:
+                new[i] = candidates[i][int(rng.integers(len(candidates[i])))]
+        sentence = " ".join(new)
+        if sentence not in seen:
+            seen.add(sentence)
+            out.append(sentence)
+    return out
+
+
+def augment_rows(rows: dict[str, list], fields: list[str], candidates: Callable[[list[str], list[int]],
+                 dict[int, list[str]]], samples: int, p: float, seed: int, progress: bool = True
+                 ) -> dict[str, list]:
+    """The augmented split (columns as `rows`): each example, then its variants, field by field."""
+    from tqdm.auto import tqdm
+
+    out: dict[str, list] = {k: [] for k in rows}
+    out["augmented_from"] = []
+    n = len(rows[fields[0]])
+    for row in tqdm(range(n), desc="augment", disable=not progress):
+        example = {k: rows[k][row] for k in rows}
+        _append(out, example, row)
+        for f, name in enumerate(fields):
+            tokens = words(str(example[name]))
+            found = candidates(tokens, [i for i, w in enumerate(tokens) if is_candidate(w)])
+            rng = np.random.default_rng([seed, row, f])
+            for sentence in augment_sentence(tokens, found, samples, p, rng):
+                _append(out, {**example, name: sentence}, row)
+    return out
+
+
+def _append(out: dict[str, list], example: dict[str, Any], origin: int) -> None:
+    for key, value in example.items():
+        out[key].append(value)
+    out["augmented_from"].append(origin)
+
+
+# ------------------------------------------------------------------------------------------- the store
+def store_key(train: Any, fields: list[str], settings: AugmentSettings, task: str, mlm: str) -> str:
+    from distill_sweep.data import _content_hash
+
+    spec = {k: v for k, v in as_dict(settings).items() if k != "batch_size"}
+    spec["samples"] = samples_for(settings, task)
+    key = {"version": AUGMENT_VERSION, "train": _content_hash(train, [*fields, "label"]), "fields": fields,
+           "settings": spec, "mlm": _model_identity(mlm)}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _model_identity(source: str) -> str:
+    """A local directory by the content of its files; a hub id by its name."""
+    path = Path(source).expanduser()
+    if not path.is_dir():
+        return source
+    h = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(str(file.relative_to(path)).encode())
+        with open(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: AugmentSettings, cache_dir: Path,
+                    device: Any = None) -> tuple[Any, dict[str, Any]]:
+    """The augmented training split (a Dataset) and what the record says about it; built at most once per key
+    whatever the number of concurrent jobs."""
+    from datasets import Dataset
+    from filelock import FileLock
+
+    fields, task = list(task_cfg.text_fields), str(task_cfg.name)
+    mlm = mlm_source(settings, teacher_cfg)
+    key = store_key(train, fields, settings, task, mlm)
+    target = Path(cache_dir) / "augmented" / task / f"{settings.name}-{key}.parquet"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    built = False
+    with FileLock(f"{target}.lock"):
+        if not target.exists():
+            start = time.perf_counter()
+            log.info("augmenting %s's %d training examples (%s, N=%d): once for every job of this key", task,
+                     len(train), settings.name, samples_for(settings, task))
+            source = MLMCandidates(mlm, settings, device)
+            rows = augment_rows(train.to_dict(), fields, source.for_sentence, samples_for(settings, task), settings.p,
+                                settings.seed)
+            partial = target.with_name(f"{target.name}.partial")
+            Dataset.from_dict(rows).to_parquet(str(partial))
+            os.replace(partial, target)
+            built = True
+            log.info("augmented split %s: %d rows (%.1fs)", target, len(rows["augmented_from"]),
+                     time.perf_counter() - start)
+    out = Dataset.from_parquet(str(target), keep_in_memory=True).remove_columns(["augmented_from"])
+    return out, {"name": settings.name, "key": key, "path": str(target), "built": built,
+                 "original_rows": len(train), "rows": len(out), "samples": samples_for(settings, task)}

@@ -1,0 +1,110 @@
+"""TinyBERT's data augmentation (task.augment=tinybert): eligible words, samples, the stored split, the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import FAST, compose_cfg, run_cli, save_toy_mlm
+
+from distill_sweep.augment import (
+    AugmentSettings,
+    MLMCandidates,
+    _EmbeddingNeighbours,
+    augment_rows,
+    augment_sentence,
+    is_candidate,
+    words,
+)
+from distill_sweep.train import run_job
+
+
+def test_words_and_the_positions_that_may_change() -> None:
+    tokens = words("The staff, surprisingly, wasn't rude: 10 stars!")
+    assert tokens == ["the", "staff", ",", "surprisingly", ",", "wasn", "'", "t", "rude", ":", "10", "stars", "!"]
+    # stop words (the, wasn, t), punctuation and numbers stay; alphabetic content words may change
+    assert [w for w in tokens if is_candidate(w)] == ["staff", "surprisingly", "rude", "stars"]
+
+
+def test_every_candidate_position_changes_at_p_1_and_duplicates_are_dropped() -> None:
+    tokens = ["a", "good", "movie"]
+    rng = np.random.default_rng(0)
+    # one candidate per position: every sample is the same sentence, so one new sentence out of N = 5
+    assert augment_sentence(tokens, {1: ["bad"], 2: ["film"]}, 5, 1.0, rng) == ["a bad film"]
+    many = augment_sentence(tokens, {1: ["bad", "great", "fine"], 2: ["film", "show"]}, 20, 0.5, rng)
+    assert len(many) == len(set(many)) <= 20 and "a good movie" not in many
+    assert all(s.split()[0] == "a" for s in many)  # a position without candidates never changes
+    assert len(many) <= 4 * 3 - 1  # (good + 3 candidates) x (movie + 2) sentences, the original excluded
+
+
+def test_pairs_augment_one_field_at_a_time_and_copy_the_label() -> None:
+    rows = {"sentence1": ["nice hotel", "cold soup"], "sentence2": ["great staff", "slow service"], "label": [0, 2]}
+
+    def upper(tokens: list[str], positions: list[int]) -> dict[int, list[str]]:
+        return {i: [tokens[i].upper()] for i in positions}  # one candidate: the word in capitals
+
+    out = augment_rows(rows, ["sentence1", "sentence2"], upper, samples=3, p=1.0, seed=0, progress=False)
+    assert out["sentence1"][:3] == ["nice hotel", "NICE HOTEL", "nice hotel"]
+    assert out["sentence2"][:3] == ["great staff", "great staff", "GREAT STAFF"]
+    assert out["label"] == [0, 0, 0, 2, 2, 2] and out["augmented_from"] == [0, 0, 0, 1, 1, 1]
+
+
+def test_embedding_neighbours_are_the_nearest_by_cosine(tmp_path: Path) -> None:
+    file = tmp_path / "glove.txt"
+    file.write_text("king 1 0\nqueen 0.9 0.1\nman 0 1\nwoman 0.2 1\ncar -1 0\n")
+    near = _EmbeddingNeighbours(AugmentSettings(name="tinybert", embeddings=str(file)))
+    # cos(king, queen) = 0.9/0.906 = 0.994, cos(king, woman) = 0.2/1.02 = 0.196, cos(king, man) = 0, car = -1
+    assert near.nearest("king", 3) == ["queen", "woman", "man"]
+    assert near.nearest("unknown", 3) == []
+    limited = _EmbeddingNeighbours(AugmentSettings(name="tinybert", embeddings=str(file), max_embedding_words=2))
+    assert limited.nearest("king", 5) == ["queen"]  # only the first words of the file are read
+
+
+def test_mlm_candidates_are_at_most_k_whole_words(tmp_path: Path) -> None:
+    mlm = save_toy_mlm(tmp_path / "mlm", tmp_path / "cache")
+    source = MLMCandidates(str(mlm), AugmentSettings(name="tinybert", candidates=5))
+    tokens = ["the", "staff", "seemed", "rude"]
+    found = source.for_sentence(tokens, [1, 3])
+    assert set(found) <= {1, 3} and found
+    specials = set(source.tokenizer.all_special_tokens)
+    assert all(0 < len(c) <= 5 and not any(w.startswith("##") or w in specials for w in c) for c in found.values())
+
+
+def _job(tmp: Path, mlm: Path, *extra: str) -> dict:
+    return run_job(compose_cfg([*FAST, "objective=vanilla_kd", "task.recipe.num_train=48", f"results_dir={tmp / 'r'}",
+                                f"cache_dir={tmp / 'cache'}", *extra,
+                                f"task.augment={{name: tinybert, mlm: '{mlm}', samples: 3}}"]))
+
+
+def test_the_augmented_split_is_built_once_keyed_and_labelled_by_the_teacher(tmp_path: Path) -> None:
+    mlm = save_toy_mlm(tmp_path / "mlm", tmp_path / "cache")
+    first = _job(tmp_path, mlm, "seed=1")
+    second = _job(tmp_path, mlm, "seed=2")
+    assert (first["augment"]["built"], second["augment"]["built"]) == (True, False)
+    assert first["augment"]["key"] == second["augment"]["key"]
+    assert first["augment"]["original_rows"] == 48 < first["augment"]["rows"] <= 48 * (1 + 2 * 3)
+    assert first["data"]["train_size"] == first["augment"]["rows"]
+    # the soft labels: the teacher's logits over the augmented split, from its output store
+    store = Path(first["teacher_outputs"]["path"])
+    assert json.loads((store / "meta.json").read_text())["rows"] == first["augment"]["rows"]
+    other = run_job(compose_cfg([*FAST, "objective=vanilla_kd", "task.recipe.num_train=48", "seed=3",
+                                 f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'cache'}",
+                                 f"task.augment={{name: tinybert, mlm: '{mlm}', samples: 3, p: 0.3}}"]))
+    assert other["augment"]["built"] and other["augment"]["key"] != first["augment"]["key"]
+    # the teacher is fine-tuned on the original split: the same cached teacher as a job without augmentation
+    plain = run_job(compose_cfg([*FAST, "objective=vanilla_kd", "task.recipe.num_train=48",
+                                 f"results_dir={tmp_path / 'plain'}", f"cache_dir={tmp_path / 'cache'}"]))
+    assert plain["teacher"]["path"] == first["teacher"]["path"] and plain["config_hash"] != first["config_hash"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("task.augment=tinybert", "task.augment=tinybert needs a masked LM: the teacher has no pre-trained weights"),
+    ("task.augment={name: tinybert, p: 1.5}", "task.augment.p=1.5"),
+    ("task.augment=eda", "task.augment.name"),
+])
+def test_augmentation_that_cannot_run_is_refused_in_one_line(tmp_path: Path, override: str, message: str) -> None:
+    proc = run_cli([*FAST, override, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
