@@ -68,10 +68,6 @@ class AugmentSettings:
     seed: int = 0
     batch_size: int = field(default=64, metadata={"ge": 1})  # MLM forward batch (not in the key)
 
-    def validate(self, where: str) -> None:
-        if self.embeddings is not None and not Path(self.embeddings).expanduser().is_file():
-            raise ConfigError(f"{where}.embeddings={self.embeddings!r} is not a file (a GloVe-style text file: a "
-                              "word and its vector per line)")
 
 
 def parse_augment(node: Any, where: str = "task.augment") -> AugmentSettings:
@@ -96,10 +92,15 @@ def mlm_source(settings: AugmentSettings, teacher_cfg: Any) -> str:
 
 
 def check(settings: AugmentSettings, teacher_cfg: Any) -> None:
-    """Refuse, from config files alone, an augmentation that cannot run (no MLM, or one without an MLM head)."""
+    """Refuse, from files alone, an augmentation that cannot run: no MLM, one without an MLM head, or a missing
+    embedding file (the dry run, which reads no file, does not call this)."""
     if settings.name == "none":
         return
     from distill_sweep.models import has_mlm_head, read_model_config
+
+    if settings.embeddings is not None and not Path(settings.embeddings).expanduser().is_file():
+        raise ConfigError(f"task.augment.embeddings={settings.embeddings!r} is not a file (a GloVe-style text file: "
+                          "a word and its vector per line)")
 
     source = mlm_source(settings, teacher_cfg)
     config = read_model_config(source, "task.augment.mlm", bool(teacher_cfg.get("trust_remote_code", False)))
