@@ -103,6 +103,7 @@ def test_the_augmented_split_is_built_once_keyed_and_labelled_by_the_teacher(tmp
     ("task.augment=tinybert", "task.augment=tinybert needs a masked LM: the teacher has no pre-trained weights"),
     ("task.augment={name: tinybert, p: 1.5}", "task.augment.p=1.5"),
     ("task.augment=eda", "task.augment.name"),
+    ("task.augment={name: tinybert, embeddings: /no/glove.txt}", "task.augment.embeddings='/no/glove.txt' is not a file"),
 ])
 def test_augmentation_that_cannot_run_is_refused_in_one_line(tmp_path: Path, override: str, message: str) -> None:
     proc = run_cli([*FAST, override, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
