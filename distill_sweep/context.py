@@ -51,7 +51,9 @@ class RunContext:
             torch.set_num_threads(run.threads)
         keep_freed_memory()  # steady-state steps stop page-faulting their temporaries (see allocator.py)
         cache_dir = results.absolute(run.cache_dir)
-        device = resolve_device(run.device)
+        from distill_sweep.distributed import local_device
+
+        device = local_device(resolve_device(run.device))
         record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
         tokenizer = load_tokenizer(job.cfg.teacher, cache_dir)
         if not job.procedure_settings.reads_task:  # its data is not the task's (a corpus)
@@ -123,7 +125,10 @@ class RunContext:
                            skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label)
 
     def save_record(self) -> None:
-        results.write_record(self.job.out_dir / results.RECORD, results.Record.from_dict(self.record))
+        from distill_sweep.distributed import is_main
+
+        if is_main():  # with several ranks only rank 0 writes
+            results.write_record(self.job.out_dir / results.RECORD, results.Record.from_dict(self.record))
 
     def finish_record(self, driver: StageDriver) -> None:
         """Best and final dev scores, throughput, time and memory into the record."""

@@ -121,12 +121,11 @@ class TaskSettings:
     max_dev_samples: int | None = field(default=None, metadata={"ge": 1})
     subset_seed: int = 0
     tsv: dict[str, Any] = field(default_factory=dict)
-    augment: Any = "none"  # offline augmentation of the training split: a name or a mapping (augment.py)
+    # offline augmentation of the training split: a name or a mapping in the config, its settings once checked
+    augment: Any = field(default_factory=lambda: _augment_settings("none"))
 
     def validate(self, where: str) -> None:
-        from distill_sweep.augment import parse_augment
-
-        self.augment = parse_augment(self.augment, f"{where}.augment")
+        self.augment = _augment_settings(self.augment, f"{where}.augment")
         for metric in self.metrics:
             if metric not in METRICS:
                 raise ConfigError(f"{where}.metrics: unknown metric {metric!r} (known: {', '.join(METRICS)})")
@@ -137,6 +136,12 @@ class TaskSettings:
             raise ConfigError(f"{where}: is_regression needs num_labels 1, got {self.num_labels}")
         if not self.is_regression and len(self.label_names) != self.num_labels:
             raise ConfigError(f"{where}: num_labels {self.num_labels} but {len(self.label_names)} label_names")
+
+
+def _augment_settings(node: Any, where: str = "task.augment") -> Any:
+    from distill_sweep.augment import AugmentSettings, parse_augment
+
+    return node if isinstance(node, AugmentSettings) else parse_augment(node, where)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from distill_sweep import distributed
 from distill_sweep.checkpoint import (
     PreemptionSignal,
     load_checkpoint,
@@ -111,8 +112,9 @@ class StageDriver:
 
     @property
     def samples_per_s(self) -> float | None:
+        """Training samples per second of the job (all ranks: each counts its own slice)."""
         seconds = self.pos["train_seconds"]
-        return self.pos["train_samples"] / seconds if seconds else None
+        return self.pos["train_samples"] * distributed.world().size / seconds if seconds else None
 
     def _run_stage(self, index: int, stage: Stage) -> None:
         n_steps = steps_per_epoch(self.train_size, stage.batch_size, stage.max_steps_per_epoch)
@@ -156,11 +158,15 @@ class StageDriver:
             if not sys.stderr.isatty():  # SLURM logs: a line now and then instead of a progress bar
                 log.info("%s%s epoch %d step %d/%d loss %.4f", self.label, stage.name, self.pos["epoch"],
                          progress.steps, n_steps, loss)
-        if (self.every and progress.steps % self.every == 0 and progress.steps < n_steps) or self.preempt.requested:
+        # ranks get SLURM's signal at different steps: all stop at the first step where one has it
+        stop = distributed.any_rank(self.preempt.requested, self.device)
+        if (self.every and progress.steps % self.every == 0 and progress.steps < n_steps) or stop:
             self._snapshot(optimizer, scheduler, progress)
-        if self.preempt.requested:
+        if stop:
             self.on_preempt()
-            self.preempt.forward()  # submitit requeues the job and exits; the requeued job resumes from here
+            if self.preempt.requested:
+                self.preempt.forward()  # submitit requeues the job and exits; the requeued job resumes from here
+            raise SystemExit("stopped with the other ranks (one was signalled); rank 0 saved the checkpoint")
 
     def on_preempt(self) -> None:
         """Called after the preemption checkpoint, before the signal goes on (the job counts requeues)."""
@@ -185,6 +191,8 @@ class StageDriver:
                  fmt_metrics(dev))
 
     def _snapshot(self, optimizer: Any, scheduler: Any, progress: EpochProgress | None) -> None:
+        if not distributed.is_main():  # every rank holds the same state; rank 0 writes it
+            return
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             log.warning("not checkpointing: the model has non-finite weights (keeping the last good checkpoint)")
             return

@@ -67,17 +67,38 @@ def seed_everything(seed: int) -> None:
 
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """Run (or skip, if already completed) one job; returns its record."""
-    from distill_sweep.context import RunContext
-    from distill_sweep.job import adopt_legacy_checkpoint, find_completed, prepare
+    from distill_sweep import distributed
+    from distill_sweep.job import prepare
 
     job = prepare(cfg)
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job)
+    if distributed.requested_size() > 1:
+        if not job.procedure.data_parallel:
+            raise ConfigError(f"procedure={job.procedure.name} runs in one process; {distributed.requested_size()} "
+                              "were started (data parallelism is for procedure=task_agnostic)")
+        from distill_sweep.loop import resolve_device
+
+        distributed.setup(resolve_device(job.settings.run.device))
+        try:
+            distributed.check_same(job.digest, "config hash")
+            return _run(job)
+        finally:
+            distributed.teardown()
+    return _run(job)
+
+
+def _run(job: Job) -> dict[str, Any]:
+    from distill_sweep import distributed
+    from distill_sweep.context import RunContext
+    from distill_sweep.job import adopt_legacy_checkpoint, find_completed
+
+    write = distributed.is_main()  # with several ranks only rank 0 writes
     done = find_completed(job)
     if done is not None:
         log.info("already completed, skipping: %s", job.out_dir)
         return done
-    migrated = adopt_legacy_checkpoint(job)
+    migrated = adopt_legacy_checkpoint(job) if write else None
     if migrated is not None:
         log.info("continuing the unfinished job of %s (an earlier version's directory)", migrated)
     record_path = job.out_dir / results.RECORD
@@ -88,17 +109,20 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         for key in ("requeued", "resumed"):
             if key in earlier:
                 record[key] = earlier[key]
-    results.write_record(record_path, results.Record.from_dict(record))
+    if write:
+        results.write_record(record_path, results.Record.from_dict(record))
     try:
         ctx = RunContext.open(job, record)
         job.procedure.run(ctx)
     except Exception as err:
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
                       finished_at=results.now_iso())
-        results.write_record(record_path, results.Record.from_dict(record))
+        if write:
+            results.write_record(record_path, results.Record.from_dict(record))
         raise
     record.update(status="completed", finished_at=results.now_iso())
-    results.write_record(record_path, results.Record.from_dict(record))
+    if write:
+        results.write_record(record_path, results.Record.from_dict(record))
     best, primary = record["best"], job.settings.task.primary_metric
     what = job.objective_name if job.objective is not None else job.procedure.name
     log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", job.task,

@@ -56,18 +56,20 @@ class Procedure:
     # distils from a frozen teacher fine-tuned on the task's fixed training split: its logits can come from
     # the teacher-output store (teacher_outputs.py)
     stores_teacher_outputs: bool = False
+    data_parallel: bool = False  # runs on several processes (torchrun, SLURM tasks): distributed.py
 
 
 PROCEDURES: dict[str, Procedure] = {}
 
 
 def register_procedure(name: str, *, distils: bool, settings: type = ProcedureSettings, uses_student: bool = True,
-                       stores_teacher_outputs: bool = False
+                       stores_teacher_outputs: bool = False, data_parallel: bool = False
                        ) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
     def deco(fn: Callable[[Any], None]) -> Callable[[Any], None]:
         if name in PROCEDURES:
             raise ValueError(f"procedure {name!r} registered twice")
-        PROCEDURES[name] = Procedure(name, fn, distils, settings, uses_student, stores_teacher_outputs)
+        PROCEDURES[name] = Procedure(name, fn, distils, settings, uses_student, stores_teacher_outputs,
+                                     data_parallel)
         return fn
 
     return deco

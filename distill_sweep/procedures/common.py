@@ -8,6 +8,7 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedModel
 
+from distill_sweep import distributed
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.context import RunContext
 from distill_sweep.objectives import IntermediateObjective
@@ -91,7 +92,7 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     tracker.summary({f"best/{primary}": record["best"]["dev"][primary],
                      f"final/{primary}": record["final"]["dev"][primary]})
     tracker.finish()
-    if not job.settings.run.checkpoint.keep:
+    if not job.settings.run.checkpoint.keep and distributed.is_main():
         (job.out_dir / CHECKPOINT).unlink(missing_ok=True)
 
 

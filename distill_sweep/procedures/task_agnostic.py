@@ -81,9 +81,13 @@ class TaskAgnosticSettings(ProcedureSettings):
     reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
 
     def validate(self, where: str) -> None:
-        if self.global_batch % self.micro_batch:
+        from distill_sweep.distributed import requested_size
+
+        ranks = requested_size()
+        if self.global_batch % (self.micro_batch * ranks):
             raise ConfigError(f"{where}.global_batch={self.global_batch} is not a multiple of {where}.micro_batch="
-                              f"{self.micro_batch} (global batch = micro-batch x accumulation steps)")
+                              f"{self.micro_batch} x {ranks} process(es) (global batch = micro-batch x accumulation "
+                              "steps x processes)")
 
     def own_task(self, cfg: DictConfig) -> TaskSettings:
         """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by
@@ -192,28 +196,49 @@ def accumulated(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) -
     Each micro-batch's gradient is taken at once (`torch.autograd.grad`) and summed; what is returned is the
     mean loss as a value whose gradient is exactly that mean gradient (sum_p <p, g_p>, its own value removed),
     so the driver's one plain update step (backward, clip, step) applies it. A global batch of one
-    micro-batch is `loss_fn` itself.
+    micro-batch is `loss_fn` itself. With several ranks each receives its slice of the global batch and the
+    gradients and loss values are averaged over ranks (distributed.sum_over_ranks): every micro-batch of
+    the global batch weighs the same, on one process or many, so the update does not depend on the number of
+    processes (tested: 2 ranks x 1 micro-batch = 1 process x 2 micro-batches).
     """
+    from distill_sweep import distributed
+
     trainable = [p for p in params if p.requires_grad]
 
     def loss(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         n = int(batch["input_ids"].shape[0])
-        if n <= micro_batch:
+        ranks = distributed.world().size
+        if n <= micro_batch and ranks == 1:
             return loss_fn(batch)
         starts = range(0, n, micro_batch)
+        share = len(starts) * ranks  # micro-batches of the global batch, over all ranks
         grads: list[Tensor | None] = [None] * len(trainable)
-        value, parts = 0.0, {}
+        value, parts, nonfinite = 0.0, {}, False
         for start in starts:
             part, micro_parts = loss_fn({k: v[start:start + micro_batch] for k, v in batch.items()})
-            part = part / len(starts)
+            part = part / share
             if not bool(torch.isfinite(part)):
-                return part, micro_parts  # the update step refuses it (or skips it, skip_nonfinite)
+                if ranks == 1:
+                    return part, micro_parts  # the update step refuses it (or skips it, skip_nonfinite)
+                nonfinite, parts = True, {k: parts.get(k, 0.0) for k in micro_parts}
+                break  # the other ranks still wait for this rank's gradients
             for i, g in enumerate(torch.autograd.grad(part, trainable, allow_unused=True)):
                 if g is not None:
                     grads[i] = g if grads[i] is None else grads[i] + g
             value += float(part.detach())
             for key, v in micro_parts.items():
-                parts[key] = parts.get(key, 0.0) + v / len(starts)
+                parts[key] = parts.get(key, 0.0) + v / share
+        if ranks > 1:
+            full = [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, trainable, strict=True)]
+            keys = sorted(parts)
+            full, scalars, nonfinite = distributed.sum_over_ranks(
+                full, [value, *(parts[k] for k in keys)], nonfinite, trainable[0].device)
+            if nonfinite:  # some rank's loss was not finite: every rank refuses (or skips) this update
+                return torch.full((), float("nan"), device=trainable[0].device), parts
+            # a parameter the loss does not reach (the same on every rank) keeps no gradient: AdamW then leaves
+            # it alone, as on one process (a zero gradient would still apply weight decay)
+            grads = [None if g is None else r for g, r in zip(grads, full, strict=True)]
+            value, parts = scalars[0], dict(zip(keys, scalars[1:], strict=True))
         surrogate = sum(((p * g).sum() for p, g in zip(trainable, grads, strict=True) if g is not None),
                         torch.zeros(()))
         return surrogate - surrogate.detach() + value, parts
@@ -259,12 +284,15 @@ class CorpusContext(RunContext):
 
     def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
                history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
-        run, corpus = self.job.settings.run, self.corpus
+        from distill_sweep import distributed
+
+        run, corpus, world = self.job.settings.run, self.corpus, distributed.world()
         assert corpus is not None
         batch = self.job.procedure_settings.global_batch
 
         def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
-            return corpus.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
+            global_batches = corpus.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
+            return global_batches if world.size == 1 else (rank_slice(b, world) for b in global_batches)
 
         return StageDriver(model=model, state=state, train_size=len(corpus.train) // batch * batch, loader=batches,
                            dev_loaders={"validation": lambda: corpus.dev_batches(run.eval_batch_size)},
@@ -272,6 +300,12 @@ class CorpusContext(RunContext):
                            optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint, key=key, history=history,
                            every_steps=run.checkpoint.every_steps, log_every=run.log_every,
                            skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label, evaluate_fn=mlm_evaluate)
+
+
+def rank_slice(batch: dict[str, Tensor], world: Any) -> dict[str, Tensor]:
+    """This rank's rows of a global batch (ranks take equal consecutive slices)."""
+    per = int(batch["input_ids"].shape[0]) // world.size
+    return {k: v[world.rank * per:(world.rank + 1) * per] for k, v in batch.items()}
 
 
 def build_mlm_student(ctx: RunContext, teacher: PreTrainedModel) -> tuple[PreTrainedModel, str]:
@@ -311,8 +345,9 @@ def stage_plan(settings: TaskAgnosticSettings, batches_per_epoch: int, run: Any)
     return epochs, cap
 
 
-@register_procedure("task_agnostic", distils=True, settings=TaskAgnosticSettings)
+@register_procedure("task_agnostic", distils=True, settings=TaskAgnosticSettings, data_parallel=True)
 def run(ctx: RunContext) -> None:
+    from distill_sweep import distributed
     from distill_sweep.teacher import masked_lm_teacher
 
     job, record = ctx.job, ctx.record
@@ -349,12 +384,14 @@ def run(ctx: RunContext) -> None:
     record["data"].update(train_size=batches_per_epoch * settings.global_batch, dev_size=len(corpus.dev))
     record["task_agnostic"] = {
         "global_batch": settings.global_batch, "micro_batch": settings.micro_batch,
-        "accumulation_steps": settings.global_batch // settings.micro_batch, "epochs": epochs,
+        "accumulation_steps": settings.global_batch // settings.micro_batch // distributed.world().size,
+        "ranks": distributed.world().size, "epochs": epochs,
         "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
         "kd": dataclasses.asdict(kd) if kd is not None else None, "mlm_head": head_source,
         "settings": as_dict(settings)}
     train_student(cctx, student, [stage], modules)
     out = job.out_dir / "student"
-    student.save_pretrained(out)
-    ctx.tokenizer.save_pretrained(out)
+    if distributed.is_main():
+        student.save_pretrained(out)
+        ctx.tokenizer.save_pretrained(out)
     record["student_dir"] = str(out)
