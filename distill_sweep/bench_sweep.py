@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--inits", default="1,2,3")
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--num-train", type=int, default=1000)
-    parser.add_argument("--epochs", type=int, default=2, help="per stage")
+    parser.add_argument("--epochs", type=int, default=3, help="per stage (the paper: 10)")
     args = parser.parse_args(argv)
     n_jobs = len(args.objectives.split(",")) * len(args.inits.split(",")) * len(args.seeds.split(","))
     with tempfile.TemporaryDirectory() as tmp:

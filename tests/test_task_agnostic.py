@@ -202,3 +202,45 @@ def test_corpus_config_leaves_other_jobs_hashes_alone() -> None:
     other_task = identify(compose_cfg([*BASE, "task=rte"]))
     assert agnostic.digest == other_task.digest  # the task is ignored: not hashed
     assert json.loads(json.dumps(agnostic.settings.task.name)) == "pretrain_toy"
+
+
+# ------------------------------------------------------------------------------ DistilBERT and MiniLMv2
+def test_hid_cos_worked_by_hand() -> None:
+    from distill_sweep.capture import Features
+    from distill_sweep.objectives.cosine import HidCos
+    from distill_sweep.objectives.inputs import LossInputs
+
+    # one example, 3 positions, the last one padding; layer 1 of each model (embeddings unused by the term)
+    s = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [5.0, 5.0]]])
+    t = torch.tensor([[[3.0, 0.0], [1.0, 1.0], [-5.0, 1.0]]])
+    batch = {"attention_mask": torch.tensor([[1, 1, 0]]), "input_ids": torch.zeros(1, 3, dtype=torch.long)}
+    x = LossInputs(Features(logits=torch.zeros(1, 2), hidden_states=(s, s)),
+                   Features(logits=torch.zeros(1, 2), hidden_states=(t, t)), batch, layer_map=((1, 1),))
+    # cos = 1 (same direction) and 2 / (2 * sqrt 2) = 1/sqrt 2; the pad position is left out
+    expect = ((1 - 1.0) + (1 - 1 / math.sqrt(2))) / 2
+    assert float(HidCos(None).forward(x)) == pytest.approx(expect, abs=1e-6)
+
+
+def test_distilbert_triple_loss_job(tmp_path: Path, shared_cache: Path) -> None:
+    from distill_sweep.train import run_job
+
+    record = run_job(compose_cfg(["experiment=distilbert", "corpus.num_documents=100", "corpus.dev_documents=20",
+                                  "procedure.epochs=1", f"results_dir={tmp_path}", f"cache_dir={shared_cache}"]))
+    assert record["status"] == "completed" and record["init"]["layers"] == [1, 3, 5]
+    kd = record["task_agnostic"]["kd"]
+    assert (kd["kd_weight"] * 7, kd["mlm_weight"] * 7, kd["positions"], kd["temperature"]) == \
+        (pytest.approx(5.0), pytest.approx(2.0), "all", 2.0)
+    assert record["config"]["objective"]["terms"]["hid_cos"]["weight"] * 7 == pytest.approx(1.0)
+    assert record["student"]["layer_map"] == [[3, 6]] and {"loss_hid_cos", "loss_kd", "loss_mlm"} <= \
+        record["epochs"][0].keys()
+
+
+def test_minilmv2_relations_distil_a_narrower_student_with_other_heads(tmp_path: Path, shared_cache: Path) -> None:
+    # teacher 64 wide, 4 heads; student 32 wide, 2 heads: 4 relation heads split both
+    record = _run(["objective=rel_kl", "objective.terms.rel_kl.relation_heads=4", "student=fresh",
+                   "student.num_layers=2", "student.hidden_size=32", "student.num_attention_heads=2",
+                   "student.intermediate_size=64"], tmp_path, shared_cache)
+    assert record["status"] == "completed" and record["epochs"][0]["loss_rel_kl"] > 0
+    with pytest.raises(ConfigError, match="relation_heads=48 does not divide"):
+        _run(["objective=rel_kl", "student=fresh", "student.hidden_size=32", "student.num_attention_heads=2"],
+             tmp_path, shared_cache, results="bad")

@@ -12,7 +12,7 @@ To add a term: write a function ``fn(x: LossInputs) -> Tensor`` (or an ``nn.Modu
 and a conf/objective/<name>.yaml with ``terms: {name: 1.0}``.
 """
 
-from . import attention, contrastive, hidden, pkd, relations  # noqa: F401  (import registers the terms)
+from . import attention, contrastive, cosine, hidden, pkd, relations  # noqa: F401  (import registers the terms)
 from .core import (
     STAGE_KINDS,
     IntermediateObjective,

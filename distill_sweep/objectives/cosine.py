@@ -1,0 +1,46 @@
+"""DistilBERT's cosine loss as a term: ``hid_cos``.
+
+For each mapped (student, teacher) layer pair, the mean over the batch's real tokens of
+``1 - cos(h_s, h_t)`` (torch's ``CosineEmbeddingLoss`` with target 1, which DistilBERT applies to the last
+hidden states of its non-pad tokens); pairs are summed. No projection: the student has the teacher's width
+(DistilBERT's does), and a student of another width is refused before any work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from ..model_info import ModelInfo
+from .inputs import STUDENT, TEACHER, LossInputs
+from .registry import TermSettings, TermSpec, register_term
+
+__all__ = ["HidCos"]
+
+
+@register_term("hid_cos", hidden=True)
+class HidCos(nn.Module):
+    """Hid-Cos (DistilBERT): mean over real tokens of 1 - cos(student state, teacher state), summed over pairs."""
+
+    def __init__(self, spec: TermSpec) -> None:
+        super().__init__()
+
+    @staticmethod
+    def check_compatible(settings: TermSettings, student: ModelInfo, teacher: ModelInfo,
+                         layer_map: Sequence[tuple[int, int]] | None) -> None:
+        if student.hidden_size != teacher.hidden_size:
+            raise ConfigError(f"objective term 'hid_cos' compares states without a projection: the student is "
+                              f"{student.hidden_size} wide and the teacher {teacher.hidden_size}; use a student of "
+                              "the teacher's width")
+
+    def forward(self, x: LossInputs) -> Tensor:
+        total: Tensor | None = None
+        for s_layer, t_layer in x.layer_map:
+            cos = F.cosine_similarity(x.tokens(STUDENT, s_layer), x.tokens(TEACHER, t_layer), dim=-1)
+            term = (1.0 - cos).mean()
+            total = term if total is None else total + term
+        assert total is not None
+        return total
