@@ -58,15 +58,26 @@ _WORDS = re.compile(r"[^\W\d_]+|\d+|[^\w\s]", re.UNICODE)
 
 @dataclass
 class AugmentSettings:
-    name: Literal["none", "tinybert"] = "none"
+    name: Literal["none", "tinybert", "tang"] = "none"
     samples: int | None = field(default=None, metadata={"ge": 1})  # N per example (null: the task's, see above)
-    p: float = field(default=0.4, metadata={"gt": 0.0, "le": 1.0})  # replace probability per candidate position
+    p: float = field(default=0.4, metadata={"gt": 0.0, "le": 1.0})  # tinybert: replace probability per position
     candidates: int = field(default=15, metadata={"ge": 1})  # K
     mlm: str | None = None  # hub id or directory of a masked LM (null: the teacher's backbone)
     embeddings: str | None = None  # word-embedding text file (GloVe) for multi-piece words
     max_embedding_words: int = field(default=100_000, metadata={"ge": 1})
     seed: int = 0
     batch_size: int = field(default=64, metadata={"ge": 1})  # MLM forward batch (not in the key)
+    # tang (Tang et al. 2019): per word, mask with p_mask, else a random word of its part of speech with p_pos;
+    # then with p_ngram keep one random n-gram of the sample, n in 1..max_ngram
+    p_mask: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
+    p_pos: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
+    p_ngram: float = field(default=0.25, metadata={"ge": 0.0, "le": 1.0})
+    max_ngram: int = field(default=5, metadata={"ge": 1})
+
+    def validate(self, where: str) -> None:
+        if self.p_mask + self.p_pos > 1.0:
+            raise ConfigError(f"{where}: p_mask + p_pos = {self.p_mask + self.p_pos} > 1 (they split one draw per "
+                              "word)")
 
 
 
@@ -78,6 +89,8 @@ def parse_augment(node: Any, where: str = "task.augment") -> AugmentSettings:
 
 
 def samples_for(settings: AugmentSettings, task: str) -> int:
+    if settings.name == "tang":  # n_iter = 20 (the paper's)
+        return settings.samples or DEFAULT_SAMPLES
     return settings.samples or SAMPLES_BY_TASK.get(task, DEFAULT_SAMPLES)
 
 
@@ -94,7 +107,7 @@ def mlm_source(settings: AugmentSettings, teacher_cfg: Any) -> str:
 def check(settings: AugmentSettings, teacher_cfg: Any) -> None:
     """Refuse, from files alone, an augmentation that cannot run: no MLM, one without an MLM head, or a missing
     embedding file (the dry run, which reads no file, does not call this)."""
-    if settings.name == "none":
+    if settings.name != "tinybert":  # tang needs no model
         return
     from distill_sweep.models import has_mlm_head, read_model_config
 
@@ -255,14 +268,89 @@ def _append(out: dict[str, list], example: dict[str, Any], origin: int) -> None:
     out["augmented_from"].append(origin)
 
 
+# ------------------------------------------------------------------------------------- Tang et al. (2019)
+def pos_tagger() -> Callable[[list[str]], list[str]]:
+    """Part-of-speech tags of a word list: TextBlob's Pattern tagger, whose lexicon ships inside the package
+    (no download; spaCy's and NLTK's models do not come from the package index)."""
+    from textblob.en.taggers import PatternTagger
+
+    tagger = PatternTagger()
+
+    def tag(tokens: list[str]) -> list[str]:
+        tags = [t for _, t in tagger.tag(" ".join(tokens), tokenize=False)]
+        return tags if len(tags) == len(tokens) else ["NN"] * len(tokens)  # (never seen: one tag per word)
+
+    return tag
+
+
+def words_by_pos(texts: list[list[str]], tags: list[list[str]]) -> dict[str, list[str]]:
+    """Each part of speech -> the distinct words the training set has with it (first-seen order)."""
+    out: dict[str, dict[str, None]] = {}
+    for tokens, sentence_tags in zip(texts, tags, strict=True):
+        for word, tag in zip(tokens, sentence_tags, strict=True):
+            out.setdefault(tag, {})[word] = None
+    return {tag: list(found) for tag, found in out.items()}
+
+
+def tang_sample(tokens: list[str], tags: list[str], vocab: dict[str, list[str]], settings: AugmentSettings,
+                mask_token: str, rng: np.random.Generator) -> list[str]:
+    """One sample of Tang et al.'s rules: per word one draw u, u < p_mask masks it, u < p_mask + p_pos puts a
+    random word of the same part of speech; then with probability p_ngram only one random n-gram of the
+    result is kept (n uniform in 1..max_ngram, at most the sentence)."""
+    out = []
+    for word, tag in zip(tokens, tags, strict=True):
+        u = rng.random()
+        if u < settings.p_mask:
+            out.append(mask_token)
+        elif u < settings.p_mask + settings.p_pos:
+            choices = vocab.get(tag) or [word]
+            out.append(choices[int(rng.integers(len(choices)))])
+        else:
+            out.append(word)
+    if out and rng.random() < settings.p_ngram:
+        n = min(int(rng.integers(1, settings.max_ngram + 1)), len(out))
+        start = int(rng.integers(len(out) - n + 1))
+        out = out[start:start + n]
+    return out
+
+
+def tang_rows(rows: dict[str, list], fields: list[str], settings: AugmentSettings, samples: int, mask_token: str,
+              progress: bool = True) -> dict[str, list]:
+    """The augmented split: each example, then up to `samples` new ones (every text field transformed in each
+    sample; duplicates and the original dropped); the part-of-speech vocabulary is the training set's."""
+    from tqdm.auto import tqdm
+
+    tag = pos_tagger()
+    n = len(rows[fields[0]])
+    tokens = {f: [words(str(t)) for t in rows[f]] for f in fields}
+    tags = {f: [tag(t) if t else [] for t in tokens[f]] for f in fields}
+    vocab = words_by_pos([t for f in fields for t in tokens[f]], [t for f in fields for t in tags[f]])
+    out: dict[str, list] = {k: [] for k in rows}
+    out["augmented_from"] = []
+    for row in tqdm(range(n), desc="augment", disable=not progress):
+        example = {k: rows[k][row] for k in rows}
+        _append(out, example, row)
+        seen = {tuple(" ".join(tokens[f][row]) for f in fields)}
+        rng = np.random.default_rng([settings.seed, row])
+        for _ in range(samples):
+            new = tuple(" ".join(tang_sample(tokens[f][row], tags[f][row], vocab, settings, mask_token, rng))
+                        for f in fields)
+            if new not in seen:
+                seen.add(new)
+                _append(out, {**example, **dict(zip(fields, new, strict=True))}, row)
+    return out
+
+
 # ------------------------------------------------------------------------------------------- the store
 def store_key(train: Any, fields: list[str], settings: AugmentSettings, task: str, mlm: str) -> str:
+    """`mlm`: the masked LM's identity (tinybert), or what else the samples depend on (tang: the mask token and
+    the tagger's version)."""
     from distill_sweep.data import _content_hash
 
     spec = {k: v for k, v in as_dict(settings).items() if k != "batch_size"}
     spec["samples"] = samples_for(settings, task)
     key = {"version": AUGMENT_VERSION, "train": _content_hash(train, [*fields, "label"]), "fields": fields,
-           "settings": spec, "mlm": _model_identity(mlm)}
+           "settings": spec, "mlm": _model_identity(mlm) if settings.name == "tinybert" else mlm}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -281,14 +369,19 @@ def _model_identity(source: str) -> str:
 
 
 def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: AugmentSettings, cache_dir: Path,
-                    device: Any = None) -> tuple[Any, dict[str, Any]]:
+                    device: Any = None, mask_token: str = "[MASK]") -> tuple[Any, dict[str, Any]]:
     """The augmented training split (a Dataset) and what the record says about it; built at most once per key
-    whatever the number of concurrent jobs."""
+    whatever the number of concurrent jobs. `mask_token`: the teacher tokenizer's (tang masks words with it)."""
+    from importlib.metadata import version
+
     from datasets import Dataset
     from filelock import FileLock
 
     fields, task = list(task_cfg.text_fields), str(task_cfg.name)
-    mlm = mlm_source(settings, teacher_cfg)
+    if settings.name == "tinybert":
+        mlm = mlm_source(settings, teacher_cfg)
+    else:
+        mlm = json.dumps({"mask_token": mask_token, "textblob": version("textblob")})
     key = store_key(train, fields, settings, task, mlm)
     target = Path(cache_dir) / "augmented" / task / f"{settings.name}-{key}.parquet"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -298,9 +391,12 @@ def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: Augme
             start = time.perf_counter()
             log.info("augmenting %s's %d training examples (%s, N=%d): once for every job of this key", task,
                      len(train), settings.name, samples_for(settings, task))
-            source = MLMCandidates(mlm, settings, device)
-            rows = augment_rows(train.to_dict(), fields, source.for_sentence, samples_for(settings, task), settings.p,
-                                settings.seed)
+            if settings.name == "tinybert":
+                source = MLMCandidates(mlm, settings, device)
+                rows = augment_rows(train.to_dict(), fields, source.for_sentence, samples_for(settings, task),
+                                    settings.p, settings.seed)
+            else:
+                rows = tang_rows(train.to_dict(), fields, settings, samples_for(settings, task), mask_token)
             partial = target.with_name(f"{target.name}.partial")
             Dataset.from_dict(rows).to_parquet(str(partial))
             os.replace(partial, target)

@@ -64,7 +64,8 @@ class RunContext:
         def augmented(train: Any) -> Any:
             from distill_sweep.augment import augmented_train
 
-            split, found = augmented_train(train, job.cfg.task, job.cfg.teacher, augment, cache_dir, device)
+            split, found = augmented_train(train, job.cfg.task, job.cfg.teacher, augment, cache_dir, device,
+                                           mask_token=str(tokenizer.mask_token))
             info.update(found)
             return split
 

@@ -104,8 +104,62 @@ def test_the_augmented_split_is_built_once_keyed_and_labelled_by_the_teacher(tmp
     ("task.augment={name: tinybert, p: 1.5}", "task.augment.p=1.5"),
     ("task.augment=eda", "task.augment.name"),
     ("task.augment={name: tinybert, embeddings: /no/glove.txt}", "task.augment.embeddings='/no/glove.txt' is not a file"),
+    ("task.augment={name: tang, p_mask: 0.6, p_pos: 0.6}", "p_mask + p_pos = 1.2 > 1"),
 ])
 def test_augmentation_that_cannot_run_is_refused_in_one_line(tmp_path: Path, override: str, message: str) -> None:
     proc = run_cli([*FAST, override, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------------------------------------------- Tang et al. (2019)
+def test_tang_rules_on_a_fixed_sentence() -> None:
+    from distill_sweep.augment import pos_tagger, tang_sample, words_by_pos
+
+    tokens = words("the staff seemed rude but the coffee was wonderful")
+    tags = pos_tagger()(tokens)
+    assert tags[:4] == ["DT", "NN", "VBD", "JJ"]  # a real tagger, offline
+    vocab = words_by_pos([tokens, ["a", "great", "film"]], [tags, pos_tagger()(["a", "great", "film"])])
+    assert vocab["JJ"] == ["rude", "wonderful", "great"] and vocab["NN"] == ["staff", "coffee", "film"]
+    rng = np.random.default_rng(0)
+    masked = tang_sample(tokens, tags, vocab, AugmentSettings(name="tang", p_mask=1.0, p_pos=0.0, p_ngram=0.0),
+                         "[MASK]", rng)
+    assert masked == ["[MASK]"] * len(tokens)
+    swapped = tang_sample(tokens, tags, vocab, AugmentSettings(name="tang", p_mask=0.0, p_pos=1.0, p_ngram=0.0),
+                          "[MASK]", rng)
+    # every word replaced by a training-set word of its own part of speech
+    assert len(swapped) == len(tokens) and all(w in vocab[t] for w, t in zip(swapped, tags, strict=True))
+    for _ in range(20):  # n-gram sampling: one contiguous span of 1..2 words of the sentence is kept
+        span = tang_sample(tokens, tags, vocab, AugmentSettings(name="tang", p_mask=0.0, p_pos=0.0, p_ngram=1.0,
+                                                                max_ngram=2), "[MASK]", rng)
+        assert 1 <= len(span) <= 2 and " ".join(span) in " ".join(tokens)
+
+
+def test_tang_samples_per_example_without_repeats() -> None:
+    from distill_sweep.augment import tang_rows
+
+    rows = {"sentence": ["the staff seemed rude", "good"], "label": [0, 1]}
+    out = tang_rows(rows, ["sentence"], AugmentSettings(name="tang"), 20, "[MASK]", progress=False)
+    first = [s for s, origin in zip(out["sentence"], out["augmented_from"], strict=True) if origin == 0]
+    assert first[0] == "the staff seemed rude" and len(first) == len(set(first)) <= 21
+    # a one-word example has few distinct variants: "good", "[MASK]" and its adjectives ("rude")
+    second = [s for s, origin in zip(out["sentence"], out["augmented_from"], strict=True) if origin == 1]
+    assert second[0] == "good" and set(second) <= {"good", "[MASK]", "rude"} and len(second) <= 3
+    assert out["label"] == [0] * len(first) + [1] * len(second)
+
+
+def test_a_tang_job_needs_no_model_and_shares_its_split(tmp_path: Path) -> None:
+    first = _tang_job(tmp_path, "seed=1")
+    second = _tang_job(tmp_path, "seed=2")
+    assert (first["augment"]["built"], second["augment"]["built"]) == (True, False)
+    assert first["augment"]["samples"] == 20 and first["augment"]["rows"] > first["augment"]["original_rows"] == 48
+    assert json.loads((Path(first["teacher_outputs"]["path"]) / "meta.json").read_text())["rows"] == \
+        first["augment"]["rows"]  # the teacher labels every sample
+    other = _tang_job(tmp_path, "seed=3", "task.augment={name: tang, p_mask: 0.2}")
+    assert other["augment"]["built"] and other["augment"]["key"] != first["augment"]["key"]
+
+
+def _tang_job(tmp: Path, *extra: str) -> dict:
+    overrides = [*FAST, "objective=vanilla_kd", "task.recipe.num_train=48", f"results_dir={tmp / 'r'}",
+                 f"cache_dir={tmp / 'cache'}", "task.augment=tang", *extra]
+    return run_job(compose_cfg(overrides))
