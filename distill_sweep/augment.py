@@ -375,7 +375,8 @@ def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: Augme
     from importlib.metadata import version
 
     from datasets import Dataset
-    from filelock import FileLock
+
+    from distill_sweep.teacher_cache import waiting_lock
 
     fields, task = list(task_cfg.text_fields), str(task_cfg.name)
     if settings.name == "tinybert":
@@ -386,7 +387,7 @@ def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: Augme
     target = Path(cache_dir) / "augmented" / task / f"{settings.name}-{key}.parquet"
     target.parent.mkdir(parents=True, exist_ok=True)
     built = False
-    with FileLock(f"{target}.lock"):
+    with waiting_lock(Path(f"{target}.lock"), "another job is generating this augmented split"):
         if not target.exists():
             start = time.perf_counter()
             log.info("augmenting %s's %d training examples (%s, N=%d): once for every job of this key", task,

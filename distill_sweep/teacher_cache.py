@@ -110,7 +110,7 @@ def cached_teacher(
 
     target = teacher_dir(cfg, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _teacher_lock(Path(str(target) + ".lock")):
+    with waiting_lock(Path(str(target) + ".lock"), "another job is fine-tuning this teacher"):
         meta = read_record(target / META)
         if meta is not None:
             problem = entry_problem(target) or (None if isinstance(meta.get("dev"), dict)
@@ -133,13 +133,13 @@ def cached_teacher(
 
 
 @contextmanager
-def _teacher_lock(path: Path) -> Iterator[None]:
-    """Hold the entry's file lock; a job that has to wait says once what it is waiting for."""
+def waiting_lock(path: Path, why: str) -> Iterator[None]:
+    """Hold a cache entry's file lock; a job that has to wait says once what it is waiting for (`why`)."""
     lock = FileLock(str(path))
     try:
         lock.acquire(timeout=LOCK_NOTICE_AFTER_S)
     except Timeout:
-        log.info("waiting for the teacher lock %s (another job is fine-tuning this teacher)", path)
+        log.info("waiting for the lock %s (%s)", path, why)
         lock.acquire()
     try:
         yield

@@ -30,25 +30,22 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from filelock import FileLock, Timeout
 from torch import Tensor, nn
 
 from distill_sweep import results
 from distill_sweep.results import part_id, write_json_atomic
+from distill_sweep.teacher_cache import waiting_lock
 
 log = logging.getLogger("distill_sweep")
 STORE_VERSION = 1  # bump when building produces other numbers
 META = "meta.json"
 ARRAYS = ("logits", "rowcheck")
-LOCK_NOTICE_AFTER_S = 2.0
 
 
 class StoreMismatchError(RuntimeError):
@@ -194,7 +191,7 @@ def open_or_build(model: nn.Module, train: Any, *, cache_dir: Path, task: str, g
     root = store_root(cache_dir, task)
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{group}-{feature_tag(cls_layers)}-{digest}"
-    with _lock(Path(f"{path}.lock")):
+    with waiting_lock(Path(f"{path}.lock"), "another job is building this teacher-output store"):
         built = False
         if path.exists():
             problem = store_problem(path, key)
@@ -302,20 +299,6 @@ def _sha256(file: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-@contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    lock = FileLock(str(path))
-    try:
-        lock.acquire(timeout=LOCK_NOTICE_AFTER_S)
-    except Timeout:
-        log.info("waiting for %s (another job is building this teacher-output store)", path)
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _set_aside(path: Path, problem: str) -> None:

@@ -233,8 +233,8 @@ def test_a_job_waiting_for_the_teacher_lock_says_so(tmp_path, cfg, caplog, monke
         _, source, _ = cached_teacher(cfg, tmp_path, _Finetune())
     thread.join()
     assert source == "trained" and time.monotonic() - start >= 0.9  # it did wait for the other job
-    waits = [r.getMessage() for r in caplog.records if "waiting for the teacher lock" in r.getMessage()]
-    assert waits == [f"waiting for the teacher lock {lock_path} (another job is fine-tuning this teacher)"]
+    waits = [r.getMessage() for r in caplog.records if "waiting for the lock" in r.getMessage()]
+    assert waits == [f"waiting for the lock {lock_path} (another job is fine-tuning this teacher)"]
 
 
 def test_no_wait_notice_when_the_lock_is_free(tmp_path, cfg, caplog):
