@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import sys
 import threading
 import time
@@ -26,6 +27,9 @@ from distill_sweep.errors import ConfigError
 
 log = logging.getLogger("distill_sweep")
 PROGRESS_EVERY_S = 5.0
+# The paper's cost of one task-agnostic student: 58 A100-hours for 100k updates of 1024 x 128 tokens
+# (BERT-base teacher, 6-layer student): the dry run's anchor for corpus jobs with a step budget.
+PAPER_A100_HOURS, PAPER_TOKENS = 58.0, 100_000 * 1024 * 128
 
 
 def job_identity(cfg: DictConfig) -> dict[str, Any]:
@@ -91,13 +95,21 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
 
     student = teacher = 0
     teachers: set[Path] = set()
-    unsized = 0  # jobs whose data size is not known before they read it (a corpus)
+    unsized = 0  # jobs whose data size is not known before they read it (a corpus without a step budget)
+    corpus_jobs, corpus_tokens = 0, 0
     forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
     builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
     for ident in jobs:
         cfg, s = ident.cfg, ident.settings
         if not ident.procedure_settings.reads_task:
-            unsized += 1
+            steps = getattr(ident.procedure_settings, "max_steps", None)
+            if s.run.epochs and s.run.max_steps_per_epoch:  # the smoke-run caps bound it
+                steps = min(steps or math.inf, s.run.epochs * s.run.max_steps_per_epoch)
+            if steps is None:
+                unsized += 1
+            else:
+                corpus_jobs += 1
+                corpus_tokens += int(steps) * ident.procedure_settings.global_batch * s.task.max_seq_length
             continue
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
         size = min(size, s.task.train_size or size)
@@ -141,8 +153,13 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         built = sum(builds.values())
         line += (f"; frozen-teacher forwards: {forwards['store'] + built:.3g} sample-passes with the teacher-output "
                  f"store ({len(builds)} store(s) to build, {built:.3g} rows), {forwards['live']:.3g} without")
+    if corpus_jobs:
+        line += (f"; {corpus_jobs} task-agnostic job(s): {corpus_tokens:.3g} training tokens, ~"
+                 f"{PAPER_A100_HOURS * corpus_tokens / PAPER_TOKENS:.3g} A100-hours at the paper's 58 per "
+                 "student of 100k x 1024 x 128 tokens (BERT-base -> 6 layers; other sizes scale with their FLOPs)")
     if unsized:
-        line += f"; {unsized} job(s) on a corpus not counted (its size is known once it is read)"
+        line += (f"; {unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
+                 "procedure.max_steps gives a count)")
     return line
 
 

@@ -293,8 +293,17 @@ def test_dry_run_cost_counts_a_pre_stage_and_says_what_it_cannot_size(tmp_path: 
             "objective=vanilla_kd"]
     kd = identify(compose_cfg(base))
     ptp = identify(compose_cfg([*base, "procedure=ptp", "+procedure.thresholds.toy={correct: 0.9, wrong: 0.65}"]))
-    corpus = identify(compose_cfg([*base, "procedure=task_agnostic", "teacher=tiny_mlm"]))
-    # vanilla KD: 1 stage x 64 samples; PTP adds its pre-stage: 2 x 64; the corpus job is not sized
+    by_epochs = identify(compose_cfg([*base, "procedure=task_agnostic", "teacher=tiny_mlm", "max_steps_per_epoch=null"]))
+    capped = identify(compose_cfg([*base, "procedure=task_agnostic", "teacher=tiny_mlm"]))
+    # vanilla KD: 1 stage x 64 samples; PTP adds its pre-stage: 2 x 64; a corpus job by epochs is not sized
     assert "(64 students," in estimate_cost([kd], [])
     assert "(128 students," in estimate_cost([ptp], [])
-    assert "1 job(s) on a corpus not counted" in estimate_cost([corpus], [])
+    assert "1 job(s) on a corpus by epochs not counted" in estimate_cost([by_epochs], [])
+    # capped at 1 epoch x 2 updates of 32 sequences x 32 tokens (toy corpus): 2048 tokens
+    assert "1 task-agnostic job(s): 2.05e+03 training tokens" in estimate_cost([capped], [])
+
+
+def test_dry_run_prices_the_papers_task_agnostic_students_in_a100_hours() -> None:
+    # 100k updates x 1024 x 128 tokens is the paper's student: 58 A100-hours each
+    jobs = [identify(compose_cfg(["experiment=paper_table2", f"objective={o}"])) for o in ("att_mse", "hid_seq")]
+    assert "2 task-agnostic job(s): 2.62e+10 training tokens, ~116 A100-hours" in estimate_cost(jobs, [])
