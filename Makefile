@@ -37,6 +37,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench --sps
 	$(BIN)/python -m distill_sweep.bench_cli
 	$(BIN)/python -m distill_sweep.bench_sweep
+	$(BIN)/python -m distill_sweep.bench_ddp
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

@@ -207,7 +207,8 @@ def test_cancelled_job_is_noticed(slurm_cluster: Cluster, tmp_path: Path, monkey
 
 
 def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
-    """`python -m distill_sweep ... hydra/launcher=slurm -m`: one array, a completed record per job."""
+    """`python -m distill_sweep ... hydra/launcher=slurm -m`: the store's build job, then one array, a completed
+    record per job."""
     env = slurm_cluster.env()
     # Run from outside the repository: the jobs must find distill_sweep installed in the venv
     # (`pip install -e .`, done by `make install`), not through the working directory.
@@ -236,9 +237,12 @@ def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
         record = json.loads(path.read_text())
         assert record["status"] == "completed", f"{path}: {record.get('status')} {record.get('error')}"
 
+    # first the build job of the task's teacher-output store (an array of one), then the grid as one array
+    assert "building the teacher outputs of 1 task(s) first" in run.stdout, run.stdout[-2000:]
     job_ids = _submitted_job_ids(sweep_dir / ".submitit")
-    assert len(job_ids) == expected, f"submitit submitted {job_ids}, expected {expected} jobs"
-    assert len({j.split("_")[0] for j in job_ids}) == 1, f"not one job array: {job_ids}"
+    arrays = sorted({j.split("_")[0] for j in job_ids}, key=int)
+    assert len(job_ids) == expected + 1 and len(arrays) == 2, f"submitit submitted {job_ids}"
+    assert len([j for j in job_ids if j.split("_")[0] == arrays[-1]]) == expected, f"not one grid array: {job_ids}"
     states = _sacct_states(slurm_cluster, job_ids)
     assert set(states.values()) == {"COMPLETED"}, states
     print(f"{expected} SLURM jobs completed in {elapsed:.1f} s")
