@@ -34,7 +34,7 @@ test: install
 	$(BIN)/python -m pytest -q -m slurm
 
 bench: install
-	$(BIN)/python -m distill_sweep.bench --sps
+	$(BIN)/python -m distill_sweep.bench --sps --bilstm
 	$(BIN)/python -m distill_sweep.bench_cli
 	$(BIN)/python -m distill_sweep.bench_sweep
 	$(BIN)/python -m distill_sweep.bench_ddp

@@ -54,6 +54,7 @@ PAPER_OBJECTIVES = (
     "rel_kl",  # MiniLMv2 relations: Q-Q, K-K, V-V over 48 relation heads (384 / 48 = 8 wide)
 )
 SPS_ROW = "vanilla_kd@sps2"  # --sps: the prediction-stage step of an SPS-2 student (students/sps.py)
+BILSTM_ROW = "logit_mse@bilstm"  # --bilstm: the prediction-stage step of Tang et al.'s BiLSTM (students/bilstm.py)
 
 
 def objective_conf_dir() -> Path:
@@ -106,6 +107,14 @@ def make_sps_student(student: nn.Module, k: int) -> nn.Module:
     return sps
 
 
+def make_bilstm_student(args: argparse.Namespace) -> nn.Module:
+    """student=bilstm at its default sizes (300-d embeddings, 300 per direction, ReLU 400) over a word
+    vocabulary of --vocab words, one sentence per row."""
+    from .students.bilstm import BiLSTMClassifier, BiLSTMSettings, describe
+
+    return BiLSTMClassifier(describe(BiLSTMSettings(), None), args.vocab, 2, 1)  # type: ignore[arg-type]
+
+
 def make_batches(args: argparse.Namespace, n: int, n_train: int) -> list[dict[str, Tensor]]:
     g = torch.Generator().manual_seed(0)
     batches = []
@@ -122,6 +131,8 @@ def make_batches(args: argparse.Namespace, n: int, n_train: int) -> list[dict[st
             "token_type_ids": torch.zeros_like(ids),
             "labels": torch.randint(0, 2, (args.batch,), generator=g),
             "idx": torch.arange(i * args.batch, (i + 1) * args.batch) % n_train,
+            # the BiLSTM's own word ids (--bilstm), one word per word piece: the BERT models never read them
+            "student_ids_0": torch.randint(2, args.vocab, (args.batch, args.seq), generator=g) * mask,
         }
         batches.append({k: v.to(args.device) for k, v in batch.items()})
     return batches
@@ -180,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sps", action="store_true",
                    help="add a row: vanilla KD on an SPS-2 student (the student's layers applied twice, Q/K "
                    "swapped in the upper copy: the same parameters, twice the encoder work)")
+    p.add_argument("--bilstm", action="store_true",
+                   help="add a row: Tang et al.'s BiLSTM student (student=bilstm, default sizes) with the "
+                   "logit-MSE prediction loss, against the truncated student's vanilla KD step")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc malloc as it is (training jobs keep freed memory; see allocator.py)")
     args = p.parse_args(argv)
@@ -284,6 +298,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps[name] = make_step(Objective(kd, None, regression=False).loss_fn("prediction", sps, teacher),
                                 list(sps.parameters()))
         objectives[name], terms[name] = None, f"prediction, student sps2: {args.student_layers} layers run twice"
+    if args.bilstm:
+        name = BILSTM_ROW
+        names.append(name)
+        bilstm = make_bilstm_student(args).to(args.device).train()
+        mse = load_objective_cfg("logit_mse", conf_dir)
+        steps[name] = make_step(Objective(mse, None, regression=False).loss_fn("prediction", bilstm, teacher),
+                                list(bilstm.parameters()))
+        objectives[name], terms[name] = None, "prediction (logit MSE), student bilstm: 300-d words, 2 x 300 LSTM"
 
     print(
         f"# distill_sweep bench: torch {torch.__version__}, {platform.processor() or platform.machine()}, "
@@ -332,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in names:
         t = statistics.median(times[name])
         rat = statistics.median(ratios[name])
-        worst = max(worst, rat) if name != SPS_ROW else worst  # a bigger student, not an objective's cost
+        worst = max(worst, rat) if name not in (SPS_ROW, BILSTM_ROW) else worst  # another student, not an objective's cost
         la = statistics.median(alone[name]) if alone[name] else 0.0
         print(
             f"| {name} | {terms[name]} | {t * 1e3:.0f} | {args.batch / t:.1f} | {rat:.3f} | "

@@ -39,6 +39,7 @@ class RunContext:
     data: Any  # data.TaskData
     dev_loaders: dict[str, Any]
     started: float = field(default_factory=time.perf_counter)
+    student_tokenizer: Any = None  # the student's own tokenizer (student=bilstm's word vocabulary), if it has one
 
     @classmethod
     def open(cls, job: Job, record: dict[str, Any]) -> RunContext:
@@ -69,9 +70,21 @@ class RunContext:
             info.update(found)
             return split
 
-        data = load_task_data(job.cfg.task, tokenizer, cache_dir, augmented if augment.name != "none" else None)
+        kind = job.student_kind
+        own: dict[str, Any] = {}
+
+        def student_words(train: Any) -> Any:
+            # the student's own tokenizer, from the original training split's text (one per sweep: cache_dir)
+            assert kind.tokenizer is not None
+            own["vocab"] = kind.tokenizer(job.student, train, list(job.settings.task.text_fields), cache_dir, job.task)
+            return own["vocab"]
+
+        data = load_task_data(job.cfg.task, tokenizer, cache_dir, augmented if augment.name != "none" else None,
+                              words=student_words if job.procedure.uses_student and kind.tokenizer else None)
         if info:
             record["augment"] = info
+        if own:
+            record["student_vocab"] = {"size": len(own["vocab"]), "key": own["vocab"].key}
         pad = int(tokenizer.pad_token_id)
         # evaluation in order of length: metrics pair each prediction with its batch's labels, so order is free
         dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad,
@@ -80,7 +93,8 @@ class RunContext:
         record["data"] = {"max_train_samples": job.settings.task.max_train_samples,
                           "max_dev_samples": job.settings.task.max_dev_samples, "train_size": len(data.train),
                           "dev_size": len(next(iter(data.dev.values())))}  # the primary metric's split
-        return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders)
+        return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders,
+                   student_tokenizer=own.get("vocab"))
 
     @property
     def cfg(self) -> Any:
@@ -109,7 +123,10 @@ class RunContext:
     def stage(self, name: str, loss_fn: LossFn, params: list[nn.Parameter]) -> Stage:
         """A stage of the student with the job's recipe (the task's, unless the optimizer/epochs keys say)."""
         run, opt, recipe = self.job.settings.run, self.job.settings.optimizer, self.job.settings.task.recipe
-        return Stage(name, run.epochs or recipe.epochs, opt.lr or recipe.lr, opt.batch_size or recipe.batch_size,
+        # a student may name its own rate (a BiLSTM from scratch: the GLUE recipes' rates are for fine-tuning)
+        own = getattr(self.job.student, "lr", None) if self.job.procedure.uses_student else None
+        lr = opt.lr or own or recipe.lr
+        return Stage(name, run.epochs or recipe.epochs, lr, opt.batch_size or recipe.batch_size,
                      recipe.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
                      max_steps_per_epoch=run.max_steps_per_epoch)
 

@@ -34,6 +34,8 @@ _TOKENIZE_VERSION = "1"
 # Above this fraction of unparseable rows a file is treated as the wrong format rather than a few bad
 # lines (the original QQP train.tsv has a handful of rows with missing fields; that is all we tolerate).
 _MAX_BAD_ROW_FRACTION = 0.01
+# Column/batch key prefix of a student's own token ids (student_ids_0, student_ids_1: one per text field).
+STUDENT_IDS = "student_ids_"
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -520,11 +522,12 @@ def _tokenizer_hash(tokenizer: Any) -> str:
 
 
 def tokenize_splits(
-    raw: Mapping[str, Dataset], tokenizer: Any, task_cfg: Any, cache_dir: str | os.PathLike
+    raw: Mapping[str, Dataset], tokenizer: Any, task_cfg: Any, cache_dir: str | os.PathLike, words: Any = None
 ) -> dict[str, Dataset]:
     """Tokenise every split (truncate to ``task.max_seq_length``, no padding), add ``idx`` and ``labels``.
 
-    Output columns: input_ids, attention_mask, [token_type_ids], labels, idx (row index in its split).
+    Output columns: input_ids, attention_mask, [token_type_ids], labels, idx (row index in its split), and
+    with ``words`` (a student's own tokenizer, words.WordVocab) ``student_ids_<i>`` per text field i.
     Results are cached under ``cache_dir/tokenized/`` keyed by (data content, tokenizer, max length), so
     a second call with the same inputs loads the arrow file instead of tokenising again.
     """
@@ -542,6 +545,9 @@ def tokenize_splits(
         result = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
         result["labels"] = [float(y) if regression else int(y) for y in batch["label"]]
         result["idx"] = list(indices)
+        if words is not None:  # the student's word ids, next to the teacher's word pieces of the same rows
+            for i, f in enumerate(fields):
+                result[f"{STUDENT_IDS}{i}"] = [words.encode(str(t), max_len) for t in batch[f]]
         return result
 
     out: dict[str, Dataset] = {}
@@ -554,6 +560,7 @@ def tokenize_splits(
                     tok_hash,
                     str(max_len),
                     ",".join(fields),
+                    *([words.digest] if words is not None else []),  # without: the key it had before
                 ]
             ).encode()
         ).hexdigest()[:20]
@@ -594,6 +601,13 @@ def collate(features: Mapping[str, list], pad_token_id: int) -> dict[str, torch.
     }
     if types is not None:
         batch["token_type_ids"] = types
+    for key in features:
+        if key.startswith(STUDENT_IDS):  # a student's own ids: right-padded with its PAD id 0
+            rows = features[key]
+            padded = torch.zeros((n, max(len(x) for x in rows)), dtype=torch.long)
+            for i, seq in enumerate(rows):
+                padded[i, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+            batch[key] = padded
     return batch
 
 
@@ -682,7 +696,7 @@ def make_loader(
     """
     cols = [
         c for c in ("input_ids", "attention_mask", "token_type_ids", "labels", "idx") if c in ds.column_names
-    ]
+    ] + [c for c in ds.column_names if c.startswith(STUDENT_IDS)]
     lengths = row_lengths(ds) if by_length else None
     ds = ds.with_format(None, columns=cols)
     batches: Sampler[list[int]]
@@ -726,13 +740,16 @@ class TaskData:
 
 
 def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike,
-                   augment: Callable[[Dataset], Dataset] | None = None) -> TaskData:
+                   augment: Callable[[Dataset], Dataset] | None = None,
+                   words: Callable[[Dataset], Any] | None = None) -> TaskData:
     """load_raw + tokenize_splits, packaged for the training loop. `augment`: the raw training split -> the
-    split the student trains on (augment.py); the teacher keeps the original."""
+    split the student trains on (augment.py); the teacher keeps the original. `words`: the raw training
+    split -> a student's own tokenizer (words.WordVocab), whose ids every split then carries too."""
     raw = load_raw(task_cfg)
+    vocab = words(raw["train"]) if words is not None else None
     if augment is not None:
         raw = {**raw, "train_augmented": augment(raw["train"])}
-    tok = tokenize_splits(raw, tokenizer, task_cfg, cache_dir)
+    tok = tokenize_splits(raw, tokenizer, task_cfg, cache_dir, words=vocab)
     return TaskData(
         train=tok.get("train_augmented", tok["train"]),
         teacher_train=tok["train"],

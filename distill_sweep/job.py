@@ -98,8 +98,16 @@ def identify(cfg: DictConfig) -> JobIdentity:
     student = parse(kind.settings, cfg.student, "student")
     objective = parse_objective(cfg.objective) if procedure.distils else None
     if procedure.uses_student and not kind.uses_init and init_spec(cfg.init) != str(DEFAULT_INIT):
+        hint = " (choose its layer map with map=)" if kind.has_layers else ""
         raise ConfigError(f"init={init_spec(cfg.init)} applies to student=truncated only: student={kind.name} is "
-                          "not initialised from teacher layers (choose its layer map with map=)")
+                          f"not initialised from teacher layers{hint}")
+    if procedure.uses_student and kind.procedures is not None and procedure.name not in kind.procedures:
+        raise ConfigError(f"student={kind.name} runs under procedure={' or '.join(kind.procedures)} only, "
+                          f"not procedure={procedure.name}")
+    if procedure.uses_student and not kind.has_layers and objective is not None and objective.terms:
+        raise ConfigError(f"objective={objective.name} has intermediate-layer terms ({', '.join(objective.terms)}): "
+                          f"student={kind.name} has no transformer layers to map them to; use an objective with a "
+                          "prediction stage only (vanilla_kd, logit_mse)")
     if not procedure.uses_student:
         init_label = "init-none"
     else:
@@ -231,6 +239,8 @@ def _legacy_hashes(hashed: dict[str, Any], procedure: Procedure, kind: StudentTy
     """
     if procedure.name != "task_specific" or kind.name != "truncated" or objective is None or "batching" in hashed:
         return []  # (schema 1 drew batches uniformly)
+    if objective.kd_loss != "kl":
+        return []  # schema 1 knew only the KL term
     if map_spec(hashed.get("map", "init")) != "init" or "combined" in objective.stages:
         return []
     task = dict(hashed["task"])

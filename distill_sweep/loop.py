@@ -53,11 +53,14 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
-def model_inputs(batch: Batch) -> Batch:
-    """The keys a HF encoder accepts (labels and example indices stay out of the forward)."""
+def model_inputs(batch: Batch, model: nn.Module | None = None) -> Batch:
+    """The keys `model` reads: its `input_keys` attribute when it declares one (a student with its own
+    tokenizer reads its own ids), else those a HF encoder accepts. Labels and example indices stay out of
+    the forward, and so do the ids of another model's tokenizer."""
     from .capture import MODEL_INPUT_KEYS
 
-    return {k: v for k, v in batch.items() if k in MODEL_INPUT_KEYS}
+    keys = getattr(model, "input_keys", None) or MODEL_INPUT_KEYS
+    return {k: v for k, v in batch.items() if k in keys}
 
 
 def build_optimizer(params: Iterable[nn.Parameter], opt_cfg: DictConfig, lr: float) -> torch.optim.Optimizer:
@@ -199,7 +202,7 @@ def predict(
         for batch in loader:
             batch = to_device(batch, device)
             with autocast(device, precision):
-                out = model(**model_inputs(batch)).logits
+                out = model(**model_inputs(batch, model)).logits
             logits.append(out.float().cpu().numpy())
             labels.append(batch["labels"].cpu().numpy())
     finally:
@@ -227,7 +230,7 @@ def cross_entropy_loss(model: nn.Module, regression: bool) -> LossFn:
     """Plain supervised loss (the teacher's fine-tuning, and the no-distillation baseline)."""
 
     def loss_fn(batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        logits = model(**model_inputs(batch)).logits.float()
+        logits = model(**model_inputs(batch, model)).logits.float()
         if regression:
             loss = nn.functional.mse_loss(logits.squeeze(-1), batch["labels"].float())
         else:

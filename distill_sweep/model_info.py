@@ -18,8 +18,8 @@ class ModelInfo:
     model_type: str = "bert"
 
     @classmethod
-    def from_config(cls, config: Any, *, qkv: bool = True) -> ModelInfo:
+    def from_config(cls, config: Any, *, qkv: bool = True, hidden_states: bool = True) -> ModelInfo:
         """From a transformers config (BERT family: q/k/v hooks apply)."""
         return cls(num_layers=int(config.num_hidden_layers), hidden_size=int(config.hidden_size),
-                   num_heads=int(config.num_attention_heads), qkv=qkv,
+                   num_heads=int(config.num_attention_heads), qkv=qkv and hidden_states, hidden_states=hidden_states,
                    model_type=str(getattr(config, "model_type", "bert")))

@@ -524,7 +524,8 @@ def test_registry_and_yaml_files() -> None:
     }
     # every file, named: an added or renamed objective updates this test
     assert names == {"vanilla_kd", "hid_cls", "hid_seq", "hid_cls_contrast", "att_mse", "att_kl", "val_kl",
-                     "att_mse_hid_seq", "att_kl_hid_seq", "att_kl_val_kl", "pkd", "tinybert", "rel_kl", "distilbert"}
+                     "att_mse_hid_seq", "att_kl_hid_seq", "att_kl_val_kl", "pkd", "tinybert", "rel_kl", "distilbert",
+                     "logit_mse"}
     for name in sorted(names):
         cfg = compose_cfg([f"objective={name}"]).objective  # as a job composes it: base + the variant
         assert cfg.name == name

@@ -2,7 +2,8 @@
 
 Stage kinds:
 * ``intermediate``: sum_term weight * term(student, teacher) on the mapped layers (no labels);
-* ``prediction``:   (1 - alpha) task loss + alpha T^2 KL on the logits (vanilla KD, prediction.py);
+* ``prediction``:   (1 - alpha) task loss + alpha T^2 KL on the logits (vanilla KD, prediction.py), or
+                    alpha ||z_t - z_s||^2 with ``kd_loss: mse`` (Tang et al. 2019);
 * ``combined``:     one stage with both: (1 - alpha) CE + alpha T^2 KL + sum_term weight * term (PKD).
 
 ``parse_objective`` checks the settings (no model needed); ``check_compatible`` checks them against what
@@ -48,6 +49,8 @@ class ObjectiveSettings:
     terms: dict[str, Any] = field(default_factory=dict)  # term name -> its settings (parsed per term)
     alpha: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
     temperature: float = field(default=2.0, metadata={"gt": 0.0})  # KD softmax temperature T (loss x T^2)
+    # the KD term: "kl" (softened KL, x T^2) or "mse" (squared logit distance, Tang et al. 2019; no T)
+    kd_loss: Literal["kl", "mse"] = "kl"
     reference_compat: bool = False  # average over pad positions like the reference code
     # per stage kind: "constant" lr instead of linear warmup and decay (TinyBERT's intermediate stage)
     schedules: dict[str, Literal["linear", "constant"]] = field(default_factory=dict)
@@ -79,6 +82,8 @@ class ObjectiveSettings:
         out["terms"] = {name: as_dict(s) for name, s in self.terms.items()}
         if not self.schedules:  # the default: left out, so configs hashed before the setting existed keep their hash
             del out["schedules"]
+        if self.kd_loss == "kl":  # the same for the default KD term
+            del out["kd_loss"]
         return out
 
 
@@ -269,7 +274,8 @@ class Objective:
 
     def _kd(self, s_logits: Tensor, t_logits: Tensor, labels: Tensor) -> Tensor:
         return prediction_loss(s_logits, t_logits, labels, alpha=self.settings.alpha,
-                               temperature=self.settings.temperature, regression=self.regression)
+                               temperature=self.settings.temperature, regression=self.regression,
+                               kd_loss=self.settings.kd_loss)
 
     def _intermediate(self, student: nn.Module, teacher: TeacherView) -> LossFn:
         terms = self.terms
@@ -284,7 +290,7 @@ class Objective:
     def _prediction(self, student: nn.Module, teacher: TeacherView) -> LossFn:
         def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
             t_logits = teacher.logits(batch)
-            return self._kd(student(**model_inputs(batch)).logits, t_logits, batch["labels"]), {}
+            return self._kd(student(**model_inputs(batch, student)).logits, t_logits, batch["labels"]), {}
 
         return loss_fn
 

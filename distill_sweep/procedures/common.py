@@ -31,7 +31,7 @@ def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTraine
     # With the teacher loaded, its real config (vocabulary size of the tokenizer) is the reference.
     arch = job.student_kind.describe(job.student, teacher.config) if teacher is not None else job.student_arch
     inputs = BuildInputs(arch=arch, teacher=teacher, init=job.init, num_labels=ctx.data.num_labels,
-                         label_names=ctx.data.label_names)
+                         label_names=ctx.data.label_names, tokenizer=ctx.student_tokenizer)
     return job.student_kind.build(job.student, inputs).to(ctx.device)
 
 

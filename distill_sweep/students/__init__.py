@@ -4,6 +4,10 @@ Each student type is one module here registering a `StudentType`: its settings d
 (the student's architecture config from its settings and the teacher's config, without loading any
 weights, so an objective that needs what the student lacks is refused before anything is loaded) and
 `build` (the model, with a fresh classification head). Adding a student is one module + one YAML.
+
+A student that reads its own ids instead of the teacher's word pieces (student=bilstm) declares
+`tokenizer`: built from the raw training split, its ids travel in the batch next to the teacher's
+(data.STUDENT_IDS columns) and the model names the keys it reads in its `input_keys` attribute.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class BuildInputs:
     init: StudentInit
     num_labels: int
     label_names: list[str]
+    tokenizer: Any = None  # the student's own tokenizer (StudentType.tokenizer), when it has one
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,11 @@ class StudentType:
     build: Callable[[Any, BuildInputs], PreTrainedModel]
     uses_init: bool  # initialised from teacher layers chosen by the top-level `init`
     needs_teacher_weights: bool  # build copies weights from the teacher (so finetune loads it)
+    # (settings, raw training split, text fields, cache dir, task name) -> the student's own tokenizer, whose
+    # ids the batches carry (data.STUDENT_IDS); None: the student reads the teacher's word pieces
+    tokenizer: Callable[[Any, Any, list[str], Any, str], Any] | None = None
+    has_layers: bool = True  # transformer layers that intermediate-layer terms can be mapped to
+    procedures: tuple[str, ...] | None = None  # the procedures it can run under (None: every one)
 
 
 STUDENTS: dict[str, StudentType] = {}
@@ -60,8 +70,10 @@ def student_type(name: str) -> StudentType:
 
 
 def model_info(arch: PretrainedConfig) -> ModelInfo:
-    """The features a BERT-family architecture provides to the objectives."""
-    return ModelInfo.from_config(arch, qkv=str(getattr(arch, "model_type", "")) in QKV_MODEL_TYPES)
+    """The features a BERT-family architecture provides to the objectives (an architecture that sets
+    `exposes_hidden_states = False`, e.g. the BiLSTM's, provides neither hidden states nor q/k/v)."""
+    return ModelInfo.from_config(arch, qkv=str(getattr(arch, "model_type", "")) in QKV_MODEL_TYPES,
+                                 hidden_states=bool(getattr(arch, "exposes_hidden_states", True)))
 
 
-from . import fresh, pretrained, sps, truncated  # noqa: E402,F401  (import registers the student types)
+from . import bilstm, fresh, pretrained, sps, truncated  # noqa: E402,F401  (import registers the student types)
