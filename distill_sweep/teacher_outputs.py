@@ -159,12 +159,12 @@ class TeacherOutputs:
         self.logits, self.rowcheck = logits, rowcheck
         self.cls_array, self.cls_layers = cls, list(cls_layers or [])
 
-    def cls(self, batch: dict[str, Tensor]) -> dict[int, Tensor]:
-        """{layer: (B, D) [CLS] state} of the batch's rows (checked like `gather`)."""
-        self.gather(batch)  # the row check
+    def gather_with_cls(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[int, Tensor]]:
+        """The batch's stored logits (rows checked, as `gather`) and {layer: (B, D) [CLS] state}."""
+        logits = self.gather(batch)
         rows = self.cls_array[batch["idx"].cpu().numpy()]  # (B, layers, D), one fancy-indexed read
         device = batch["idx"].device
-        return {layer: torch.from_numpy(rows[:, i]).to(device) for i, layer in enumerate(self.cls_layers)}
+        return logits, {layer: torch.from_numpy(rows[:, i]).to(device) for i, layer in enumerate(self.cls_layers)}
 
     def gather(self, batch: dict[str, Tensor]) -> Tensor:
         """The stored logits of the batch's rows; StoreMismatchError if a row is not the stored one."""

@@ -160,8 +160,11 @@ def test_length_grouped_batches_are_a_function_of_the_seed_and_cover_every_row()
     assert first != list(LengthGroupedBatches(lengths, 32, seed=12))  # the next epoch: others
     assert sorted(i for b in first for i in b) == list(range(5000))
     assert len(first) == math.ceil(5000 / 32) == len(LengthGroupedBatches(lengths, 32, seed=11))
-    # groups of GROUP_BATCHES batches: the first batches of the order are not all from the first group
-    assert GROUP_BATCHES * 32 < 5000
+    # sorted within groups of GROUP_BATCHES batches, then the batches shuffled: the longest rows of the
+    # batches do not come in sorted order over the epoch (they would if the whole epoch were sorted)
+    assert GROUP_BATCHES * 32 < 5000  # several groups in this epoch
+    longest = [int(lengths[b].max()) for b in first]
+    assert longest != sorted(longest, reverse=True) and longest != sorted(longest)
 
 
 def test_length_grouping_cuts_padding_to_target_on_glue_like_lengths() -> None:

@@ -38,9 +38,9 @@ class TeacherView:
         With [CLS] states in the store (terms that read only those) no forward runs: the hidden states are
         (B, 1, D) tensors at the stored layers, None elsewhere."""
         if self.store is not None and self.store.cls_layers and not qkv_layers:
-            cls = self.store.cls(batch)
+            stored, cls = self.store.gather_with_cls(batch)
             states = tuple(cls[i].unsqueeze(1) if i in cls else None for i in range(max(cls) + 1))
-            return Features(logits=self.store.gather(batch) if logits else None, hidden_states=states)
+            return Features(logits=stored if logits else None, hidden_states=states)
         if logits and self.store is None:  # one full forward gives both
             return run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers)
         features = run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers, depth=self.depth)
