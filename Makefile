@@ -38,6 +38,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench_cli
 	$(BIN)/python -m distill_sweep.bench_sweep
 	$(BIN)/python -m distill_sweep.bench_ddp
+	$(BIN)/python -m distill_sweep.bench_agnostic
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

@@ -138,6 +138,21 @@ def make_batches(args: argparse.Namespace, n: int, n_train: int) -> list[dict[st
     return batches
 
 
+def training_step(loss_fn: Callable[..., Any], params: list[nn.Parameter], opt_cfg: Any,
+                  autocast: Callable[[], Any]) -> Callable[[dict[str, Tensor]], None]:
+    """One training step as train_epoch does it: loss under autocast, update_step, scheduler step."""
+    optimizer = build_optimizer(params, opt_cfg, lr=1e-5)
+    scheduler = linear_schedule(optimizer, total_steps=10**9, warmup_ratio=0.0)
+
+    def step(batch: dict[str, Tensor]) -> None:
+        with autocast():
+            loss, _ = loss_fn(batch)
+        update_step(loss, params, optimizer, float(opt_cfg.max_grad_norm))
+        scheduler.step()
+
+    return step
+
+
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -230,17 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kd = load_objective_cfg("vanilla_kd", conf_dir)
 
     def make_step(loss_fn: Callable[..., Any], params: list[nn.Parameter]) -> Callable[[dict[str, Tensor]], None]:
-        """One training step as train_epoch does it: loss under autocast, update_step, scheduler step."""
-        optimizer = build_optimizer(params, opt_cfg, lr=1e-5)
-        scheduler = linear_schedule(optimizer, total_steps=10**9, warmup_ratio=0.0)
-
-        def step(batch: dict[str, Tensor]) -> None:
-            with autocast():
-                loss, _ = loss_fn(batch)
-            update_step(loss, params, optimizer, float(opt_cfg.max_grad_norm))
-            scheduler.step()
-
-        return step
+        return training_step(loss_fn, params, opt_cfg, autocast)
 
     def kd_loss_fn() -> Callable[..., Any]:
         return Objective(kd, None, regression=False).loss_fn("prediction", student, teacher)

@@ -11,6 +11,10 @@ TINY = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-la
         "--seq", "16", "--batch", "2", "--repeats", "3", "--default-malloc"]
 
 
+TINY_AGNOSTIC = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-layers", "1", "--vocab", "64",
+                 "--seq", "16", "--batch", "2", "--repeats", "3"]
+
+
 def table_rows(out: str) -> dict[str, list[str]]:
     rows = {}
     for line in out.splitlines():
@@ -60,3 +64,17 @@ def test_bench_layer_map_is_the_training_skip_rule(monkeypatch: pytest.MonkeyPat
     with pytest.raises(Stop):
         bench.main(["--objectives", "att_kl", *args])
     assert seen == [[(1, 2), (2, 3), (3, 5), (4, 6)]]
+
+
+def test_bench_agnostic_prints_a_row_per_objective_and_the_dense_heads(capsys: pytest.CaptureFixture[str]) -> None:
+    from distill_sweep import bench_agnostic
+
+    assert bench_agnostic.main(["--objectives", "vanilla_kd,att_mse", *TINY_AGNOSTIC]) == 0
+    rows = table_rows(capsys.readouterr().out)
+    assert list(rows) == ["vanilla_kd", "att_mse", bench_agnostic.DENSE_ROW]
+    assert rows["vanilla_kd"][1] == "KD+MLM" and rows["att_mse"][1] == "att_mse"  # the procedure's loss parts
+    for name, (_, _, ms, per_s, ratio, span, saved) in rows.items():
+        lo, hi = (float(x) for x in span.split("-"))
+        assert lo <= float(ratio) <= hi, name
+        assert abs(2 * 16e3 / float(per_s) - float(ms)) <= 0.6, name  # 2 x 16 tokens / step time (ms rounded)
+        assert float(saved) >= 0, name

@@ -31,6 +31,7 @@ from helpers import FAST, ROOT, records
 from omegaconf import OmegaConf
 from test_bad_inputs import PreloadedPython, path_without_sbatch
 from test_bench import TINY as TINY_BENCH
+from test_bench import TINY_AGNOSTIC
 
 from distill_sweep.schema import GROUPS
 
@@ -145,7 +146,8 @@ def test_extraction_finds_blocks_continuations_inline_code_and_comments(tmp_path
 @dataclass
 class Run:
     command: Command
-    kind: str  # real | plan | print | report | bench | bench_cli | bench_sweep | bench_ddp | example | schematic
+    kind: str  # real | plan | print | report | bench | bench_cli | bench_sweep | bench_ddp | bench_agnostic | example
+    #   | schematic
     argv: list[str] = field(default_factory=list)
     cwd: Path = Path()
     seconds: float = 0.0
@@ -181,6 +183,8 @@ def plan(command: Command, work: Path) -> Run:
                                       "--num-train", "64", "--epochs", "1"])
     if module == "distill_sweep.bench_ddp":  # a small corpus
         return Run(command, "bench_ddp", [*python, *args, "--documents", "60"])
+    if module == "distill_sweep.bench_agnostic":  # tiny models, one objective
+        return Run(command, "bench_agnostic", [*python, *args, "--objectives", "att_mse", *TINY_AGNOSTIC])
     assert module == "distill_sweep", f"{command.where}: no rule for module {module} (add one to this test)"
     if _missing_group_option(args):
         return Run(command, "example")
@@ -240,7 +244,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[R
     control = Run(Command("python -m distill_sweep experiment=paper_table3 -m +dry_run=true task=rtee", "control"),
                   "control", [sys.executable, "-m", "distill_sweep", "experiment=paper_table3", "-m", "+dry_run=true",
                               "task=rtee"])
-    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_cli", "bench_sweep", "bench_ddp")] + [control]
+    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_cli", "bench_sweep", "bench_ddp",
+                                              "bench_agnostic")] + [control]
     first.sort(key=lambda r: r.kind != "real")  # the longest first
     with PreloadedPython(work / "logs", env) as python:
         for batch in (first, [r for r in planned if r.kind == "report"]):
@@ -275,6 +280,8 @@ def test_every_command_runs_as_written(runs: list[Run]) -> None:
                 ok = ok and "| plan experiment=demo (dry run) |" in proc.stdout
             elif run.kind == "bench_ddp":
                 ok = ok and "| 2 |" in proc.stdout
+            elif run.kind == "bench_agnostic":
+                ok = ok and "| att_mse |" in proc.stdout
             elif run.kind == "bench_sweep":
                 ok = ok and "| sweep CPU-seconds" in proc.stdout and "in 1/1 pairs" in proc.stdout
             elif run.kind in ("print", "report"):

@@ -38,6 +38,62 @@ def test_mlm_kd_loss_worked_by_hand() -> None:
     assert float(kd_all) == pytest.approx(4.0 * kl / 3, rel=1e-6)  # the other two positions agree: KL 0
 
 
+def _tiny_mlm(layers: int, seed: int) -> torch.nn.Module:
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    return BertForMaskedLM(cfg)
+
+
+@pytest.mark.parametrize("positions", ["masked", "all"])
+def test_mlm_heads_run_only_where_the_loss_reads_them(positions: str) -> None:
+    from distill_sweep.models import mlm_head
+    from distill_sweep.procedures.task_agnostic import KDForm, pretrain_loss
+
+    teacher, student = _tiny_mlm(2, 0).eval(), _tiny_mlm(1, 1)
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(5, 50, (3, 8), generator=g)
+    mask = torch.ones(3, 8, dtype=torch.long)
+    mask[2, 5:] = 0  # a padded row
+    labels = torch.full((3, 8), IGNORE)
+    labels[0, 1], labels[1, 3], labels[1, 6], labels[2, 2] = 7, 8, 9, 10  # 4 masked tokens
+    batch = {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids),
+             "labels": labels}
+    rows = {"student": [], "teacher": []}
+    for who, model in (("student", student), ("teacher", teacher)):
+        mlm_head(model).register_forward_hook(lambda _m, inp, _o, who=who: rows[who].append(inp[0].shape[0]))
+    kd = KDForm(kd_weight=0.7, mlm_weight=0.3, temperature=2.0, positions=positions)
+    loss, parts = pretrain_loss(student, teacher, None, kd)(batch)
+    (grad,) = torch.autograd.grad(loss, [student.bert.embeddings.word_embeddings.weight])
+    expected_rows = 4 if positions == "masked" else int(mask.sum())
+    assert rows == {"student": [expected_rows], "teacher": [expected_rows]}  # not 3 x 8 positions each
+
+    # the same loss as the dense forward (every position's logits), read at the same positions
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        t_logits = teacher(**inputs).logits
+    kd_v, mlm = mlm_kd_loss(student(**inputs).logits, t_logits, labels, mask, temperature=2.0, positions=positions)
+    dense = 0.7 * kd_v + 0.3 * mlm
+    (dense_grad,) = torch.autograd.grad(dense, [student.bert.embeddings.word_embeddings.weight])
+    assert float(loss) == pytest.approx(float(dense), rel=1e-6)
+    assert parts["kd"] == pytest.approx(float(kd_v), rel=1e-6) and parts["mlm"] == pytest.approx(float(mlm), rel=1e-6)
+    assert torch.allclose(grad, dense_grad, atol=1e-6)
+    assert mlm_head(student) is student.cls  # the head is back after the forward
+
+    # an objective of terms only (att_mse): no head runs at all
+    from distill_sweep.objectives import build_objective, parse_objective
+
+    settings = parse_objective(compose_cfg(["objective=att_mse"]).objective)
+    terms = build_objective(settings, student_config=student.config, teacher_config=teacher.config,
+                            layer_map=[(1, 2)], train_labels=torch.zeros(4, dtype=torch.long), num_labels=2)
+    rows["student"].clear(), rows["teacher"].clear()
+    loss, parts = pretrain_loss(student, teacher, terms, None)(batch)
+    assert rows == {"student": [], "teacher": []} and set(parts) == {"att_mse"} and torch.isfinite(loss)
+
+
 def test_accumulated_gradient_is_the_mean_of_micro_batches() -> None:
     torch.manual_seed(0)
     w = torch.nn.Parameter(torch.randn(3))

@@ -139,14 +139,26 @@ def mlm_kd_loss(student_logits: Tensor, teacher_logits: Tensor, labels: Tensor, 
     """(T^2 KL(softmax(z_t/T) || softmax(z_s/T)) averaged over the KD positions, the MLM cross-entropy averaged
     over the masked positions). Logits (B, S, V); labels (B, S), IGNORE where nothing is predicted; valid (B, S)
     real tokens. KD positions: the masked ones, or every real token (`positions="all"`)."""
-    with fp32_region(student_logits.device):
-        masked = labels != IGNORE
-        where = masked if positions == "masked" else valid.bool()
+    where = kd_positions(labels, valid, positions)
+    return kd_and_mlm(student_logits[where], teacher_logits[where], labels[where], temperature)
+
+
+def kd_positions(labels: Tensor, valid: Tensor, positions: str) -> Tensor:
+    """(B, S) bool: where the KD term is taken (the masked tokens, or every real token); it holds every masked
+    token, so the MLM loss is read from the same rows."""
+    return labels != IGNORE if positions == "masked" else valid.bool()
+
+
+def kd_and_mlm(student_rows: Tensor, teacher_rows: Tensor, row_labels: Tensor, temperature: float
+               ) -> tuple[Tensor, Tensor]:
+    """`mlm_kd_loss` on the logits of the KD positions only, (N, V), with their labels (N,)."""
+    with fp32_region(student_rows.device):
         t = float(temperature)
-        logp_s = F.log_softmax(student_logits[where].float() / t, dim=-1)
-        logp_t = F.log_softmax(as_target(teacher_logits[where]) / t, dim=-1)
+        logp_s = F.log_softmax(student_rows.float() / t, dim=-1)
+        logp_t = F.log_softmax(as_target(teacher_rows) / t, dim=-1)
         kd = (logp_t.exp() * (logp_t - logp_s)).sum(-1).mean() * (t * t)
-        mlm = F.cross_entropy(student_logits[masked].float(), labels[masked])
+        masked = row_labels != IGNORE
+        mlm = F.cross_entropy(student_rows[masked].float(), row_labels[masked])
     return kd, mlm
 
 
@@ -160,26 +172,48 @@ class KDForm:
     positions: str
 
 
+def loss_parts(objective: Any, kd: Any, student_config: Any, teacher_config: Any, layer_map: Any
+               ) -> tuple[Any | None, KDForm | None]:
+    """The objective's terms on the mapped layers (None for none) and the vanilla-KD form (None when the
+    objective has terms and no combined stage), from the objective and `procedure.kd` settings."""
+    terms = build_objective(objective, student_config=student_config, teacher_config=teacher_config,
+                            layer_map=layer_map, train_labels=None, num_labels=2)
+    if terms is not None and "combined" not in objective.stages:
+        return terms, None
+    return terms, KDForm(objective.alpha if kd.kd_weight is None else kd.kd_weight,
+                         1.0 - objective.alpha if kd.mlm_weight is None else kd.mlm_weight,
+                         objective.temperature, kd.positions)
+
+
 def pretrain_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, kd: KDForm | None) -> LossFn:
-    """The `pretrain` stage's loss of one micro-batch (see the module docstring)."""
+    """The `pretrain` stage's loss of one micro-batch (see the module docstring).
+
+    The models run without their MLM heads (`head_deferred`): the heads are applied to the KD positions'
+    hidden states only (the masked tokens by default), and not at all when the objective has no KD part. The
+    logits at those positions are the full forward's; the vocabulary-sized GEMM over every other token is gone.
+    """
+    from distill_sweep.models import head_deferred
 
     def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         total: Tensor | None = None
         parts: dict[str, float] = {}
-        if terms is not None:
-            with torch.no_grad():
-                t = terms.features(teacher, batch, "teacher")
-            s = terms.features(student, batch, "student")
-            total, parts = terms(s, t, batch)
-            s_logits, t_logits = s.logits, t.logits
-        else:
-            inputs = model_inputs(dict(batch))
-            with torch.no_grad():
-                t_logits = teacher(**inputs).logits
-            s_logits = student(**inputs).logits
+        with head_deferred(student) as s_head, head_deferred(teacher) as t_head:
+            if terms is not None:
+                with torch.no_grad():
+                    t = terms.features(teacher, batch, "teacher")
+                s = terms.features(student, batch, "student")
+                total, parts = terms(s, t, batch)
+                s_last, t_last = s.logits, t.logits  # the last hidden states: the heads are deferred
+            else:
+                inputs = model_inputs(dict(batch))
+                with torch.no_grad():
+                    t_last = teacher(**inputs).logits
+                s_last = student(**inputs).logits
         if kd is not None:
-            kd_value, mlm = mlm_kd_loss(s_logits, t_logits, batch["labels"], batch["attention_mask"],
-                                        temperature=kd.temperature, positions=kd.positions)
+            where = kd_positions(batch["labels"], batch["attention_mask"], kd.positions)
+            with torch.no_grad():
+                t_rows = t_head(t_last[where])
+            kd_value, mlm = kd_and_mlm(s_head(s_last[where]), t_rows, batch["labels"][where], kd.temperature)
             parts.update(kd=float(kd_value.detach()), mlm=float(mlm.detach()))
             weighted = kd.kd_weight * kd_value + kd.mlm_weight * mlm
             total = weighted if total is None else total + weighted
@@ -361,15 +395,8 @@ def run(ctx: RunContext) -> None:
     cctx = CorpusContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, corpus=corpus)
     teacher = masked_lm_teacher(ctx)
     student, head_source = build_mlm_student(ctx, teacher)
-    objective = job.objective
-    terms = build_objective(objective, student_config=student.config, teacher_config=teacher.config,
-                            layer_map=job.layer_map, train_labels=None, num_labels=2)
+    terms, kd = loss_parts(job.objective, settings.kd, student.config, teacher.config, job.layer_map)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
-    kd = None
-    if terms is None or "combined" in objective.stages:
-        kd = KDForm(objective.alpha if settings.kd.kd_weight is None else settings.kd.kd_weight,
-                    1.0 - objective.alpha if settings.kd.mlm_weight is None else settings.kd.mlm_weight,
-                    objective.temperature, settings.kd.positions)
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     opt, run_settings = job.settings.optimizer, job.settings.run
     epochs, cap = stage_plan(settings, batches_per_epoch, run_settings)
