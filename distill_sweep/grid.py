@@ -8,13 +8,14 @@ record already exists, and launches the rest. With `+dry_run=true` it prints the
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
     schema's), so that jobs differing only in teacher, student or layer map are told apart."""
     from hydra import compose, initialize_config_dir
 
+    from distill_sweep import chain
     from distill_sweep.job import identify
     from distill_sweep.models import init_spec
     from distill_sweep.train import CONF_DIR
@@ -65,20 +67,20 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
         base = [f"experiment={preset}", *extra_overrides]
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
-        composer = JobComposer(lambda groups: compose("config", overrides=[*base, *groups]))
-        cells: list[dict[str, Any]] = []
-        seen: set[str] = set()
+        composer = JobComposer(lambda groups: compose("config", overrides=list(groups), return_hydra_config=True))
+        idents, seen = [], set()
         for job in expand(params):
-            ident = identify(composer(job))
+            ident = identify(composer([*base, *job]))
             if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
                 continue
             seen.add(ident.digest)
-            cells.append({
-                "task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
-                "init_spec": init_spec(ident.cfg.init), "seed": ident.seed,
-                "hashes": [ident.out_dir.name, *(d.name for d in ident.legacy_dirs)],
-            })
-    return cells
+            idents.append((ident, [*base, *job]))
+        # then the fine-tune grid on each distilled student (finetune_grid)
+        chained = chain.plan(idents, composer, lambda ov: composer.choice(ov, "teacher"), identify)
+        idents += [(job.ident, job.overrides) for job in chained]
+    return [{"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
+             "init_spec": init_spec(ident.cfg.init), "seed": ident.seed,
+             "hashes": [ident.out_dir.name, *(d.name for d in ident.legacy_dirs)]} for ident, _ in idents]
 
 
 def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> int:
@@ -183,6 +185,37 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
     return [[*members[0], "+prepare_only=true"] for members in groups.values() if len(members) > 1]
 
 
+# SLURM launcher keys that start several processes per job: a data-parallel distillation sets them, and the
+# fine-tune jobs that follow it run in one process each (their procedure refuses several)
+PER_JOB_PROCESSES = ("nodes", "tasks_per_node", "gpus_per_node", "gpus_per_task")
+
+
+@contextlib.contextmanager
+def one_process_per_job(launcher: Any) -> Iterator[None]:
+    """While the block runs, a submitit launcher's jobs get one node, one task and at most one GPU."""
+    params = getattr(launcher, "params", None)
+    if not isinstance(params, dict):  # the local launchers start one process per job anyway
+        yield
+        return
+    saved = {k: params[k] for k in PER_JOB_PROCESSES if k in params}
+    changed = {k: 1 for k, v in saved.items() if isinstance(v, int) and v > 1}
+    if changed:
+        print("distill_sweep: the fine-tune jobs run as one process each ("
+              + ", ".join(f"hydra.launcher.{k}=1" for k in changed) + ")", flush=True)
+    params.update(changed)
+    try:
+        yield
+    finally:
+        params.update(saved)
+
+
+def _count_by_source(chained: Sequence[Any]) -> list[tuple[Any, int]]:
+    counts: dict[str, list[Any]] = {}
+    for job in chained:
+        counts.setdefault(job.source.digest, [job.source, 0])[1] += 1
+    return [(source, n) for source, n in counts.values()]
+
+
 class JobComposer:
     """Each job's config, composing once per distinct set of config-group choices.
 
@@ -196,14 +229,25 @@ class JobComposer:
         self.load = load
         self.parser = OverridesParser.create()
         self.cache: dict[tuple[str, ...], DictConfig] = {}
+        self.choices: dict[tuple[str, ...], dict[str, Any]] = {}  # the config-group options each one chose
+
+    def _groups(self, overrides: Sequence[str]) -> tuple[str, ...]:
+        return tuple(o.input_line for o in self.parser.parse_overrides(list(overrides)) if _is_group(o.key_or_group))
+
+    def choice(self, overrides: Sequence[str], group: str) -> str:
+        """The option of config group `group` a job's config chose (on the command line or in a preset)."""
+        self(overrides)
+        return str(self.choices[self._groups(overrides)].get(group))
 
     def __call__(self, overrides: Sequence[str]) -> DictConfig:
         parsed = self.parser.parse_overrides(list(overrides))
-        groups = tuple(o.input_line for o in parsed if _is_group(o.key_or_group))
+        groups = self._groups(overrides)
         if groups not in self.cache:
             composed = self.load(groups)
             with open_dict(composed):
-                composed.pop("hydra", None)  # jobs are identified without it; it is most of a copy's cost
+                hydra = composed.pop("hydra", None)  # jobs are identified without it; it is most of a copy's cost
+            choices = OmegaConf.select(hydra, "runtime.choices") if hydra is not None else None
+            self.choices[groups] = OmegaConf.to_container(choices) if choices is not None else {}
             self.cache[groups] = composed
         cfg = copy.deepcopy(self.cache[groups])
         with open_dict(cfg):
@@ -234,8 +278,9 @@ class FinishedJobs:
     """While a sweep runs, one line per job as its record turns completed or failed (read from the store,
     so it works whichever launcher runs the jobs and wherever)."""
 
-    def __init__(self, jobs: Sequence[Any], every_s: float = 2.0) -> None:
+    def __init__(self, jobs: Sequence[Any], every_s: float = 2.0, sources: Sequence[Any] | None = None) -> None:
         self.jobs, self.every_s = list(jobs), every_s
+        self.sources = list(sources) if sources is not None else [None] * len(self.jobs)  # chained: distillations
         self.reported: set[int] = set()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
@@ -262,6 +307,10 @@ class FinishedJobs:
             if status == "failed" or (status == "completed" and results.is_complete(record)):
                 self.reported.add(i)
                 what = ident.objective_name if ident.objective is not None else ident.procedure.name
+                source = self.sources[i]
+                if source is not None:  # a fine-tune job after a distillation: which student, which grid point
+                    opt = ident.settings.optimizer
+                    what += f" of the {source.objective_name} student, lr {opt.lr}, batch {opt.batch_size},"
                 print(f"distill_sweep: [{len(self.reported)}/{len(self.jobs)}] {status}: {ident.task}/{what} "
                       f"{ident.init_label} seed {ident.seed}", flush=True)
 
@@ -273,6 +322,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
+        from distill_sweep import chain
         from distill_sweep.job import find_completed, identify, prepare
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
@@ -283,6 +333,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
 
         compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
         todo, skipped, configs, seen = [], [], [], set()
+        distilled: list[tuple[Any, list[str]]] = []  # every job of the grid (completed or not), for its chain
         duplicates = 0
         last_note = time.monotonic()
         for index, overrides in enumerate(all_jobs):
@@ -300,6 +351,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 duplicates += 1
                 continue
             seen.add(ident.digest)
+            distilled.append((ident, list(overrides)))
             record = find_completed(ident)
             if record is not None:
                 skipped.append(record)
@@ -310,13 +362,34 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         same = f" ({duplicates} duplicate(s) of the same job left out)" if duplicates else ""
         print(f"distill_sweep: {len(all_jobs) - duplicates} jobs in the grid, {len(skipped)} already completed, "
               f"{len(todo)} to run{same}", flush=True)
+        try:  # the fine-tune grid after each distillation (finetune_grid): identified now, run after them
+            chained = chain.plan(distilled, compose, lambda ov: compose.choice(ov, "teacher"), identify)
+        except ConfigError as err:
+            print(f"distill_sweep: error: {err}", file=sys.stderr)
+            sys.exit(2)
+        then, then_done = [], 0
+        for job in chained:
+            if job.ident.digest in seen:
+                continue
+            seen.add(job.ident.digest)
+            if find_completed(job.ident) is not None:
+                then_done += 1
+            else:
+                then.append(job)
+        if chained:
+            sources = len({job.source.digest for job in chained})
+            print(f"distill_sweep: then {then_done + len(then)} fine-tune jobs of {sources} distilled student(s) "
+                  f"(finetune_grid), {then_done} already completed, {len(then)} to run", flush=True)
         builds = store_builds(configs, todo)
         if dry_run:
             for overrides in todo:
                 print("  would run: " + " ".join(overrides))
-            print(estimate_cost(configs, skipped))
-            return []
-        if not todo:
+            for source, n in _count_by_source(then):
+                grid = source.settings.run.finetune_grid
+                print(f"  then: {n} fine-tune job(s) of the student of [{source.objective_name} {source.init_label} "
+                      f"seed {source.seed}]: tasks {','.join(grid.tasks)} x lr {','.join(map(str, grid.lrs))} x "
+                      f"batch {','.join(map(str, grid.batch_sizes))} x seed {','.join(map(str, grid.seeds))}")
+            print(estimate_cost([*configs, *(job.ident for job in then)], skipped))
             return []
 
         initial_job_idx = 0
@@ -328,10 +401,38 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 if ret.status.name == "FAILED":
                     print("distill_sweep: a teacher-output build failed; nothing else launched", file=sys.stderr)
                     _ = ret.return_value  # re-raises: Hydra reports it and exits 1
-        self.overrides = list(self.split_overrides_to_chunks(todo, self.max_batch_size))
+        returns, initial_job_idx = self._launch_all(todo, configs, initial_job_idx)
+        if then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
+            ready = [job for job in then if results.completed_record(job.source.out_dir) is not None]
+            if len(ready) < len(then):
+                print(f"distill_sweep: {len(then) - len(ready)} fine-tune job(s) not launched: their distillation "
+                      "did not complete", file=sys.stderr, flush=True)
+            for job in ready:
+                try:
+                    prepare(job.ident.cfg)
+                except ConfigError as err:
+                    print(f"distill_sweep: error in job [{' '.join(job.overrides)}]: {err}", file=sys.stderr)
+                    sys.exit(2)
+            if ready:
+                print(f"distill_sweep: fine-tuning the distilled students: {len(ready)} job(s)", flush=True)
+            with one_process_per_job(self.launcher):
+                more, _ = self._launch_all([job.overrides for job in ready], [job.ident for job in ready],
+                                           initial_job_idx, sources=[job.source for job in ready])
+            returns += more
+        failed = [r for batch in returns for r in batch if r.status.name == "FAILED"]
+        if failed:
+            total = len(todo) + len(then)
+            print(f"distill_sweep: {len(failed)} of {total} jobs failed (see their result.json)", file=sys.stderr)
+            _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
+        return returns
+
+    def _launch_all(self, todo: list[list[str]], idents: list[Any], initial_job_idx: int,
+                    sources: list[Any] | None = None) -> tuple[list[Any], int]:
+        """Launch `todo` in batches of max_batch_size; (the launchers' returns per batch, the next job index)."""
+        self.overrides = list(self.split_overrides_to_chunks(todo, self.max_batch_size)) if todo else []
         self.batch_index = 0
         returns = []
-        with FinishedJobs(configs):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing
+        with FinishedJobs(idents, sources=sources):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing
             while not self.is_done():
                 batch = self.get_job_batch()
                 job_returns = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
@@ -339,8 +440,4 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 # says "failed"; the sweep exits 1 at the end if any job failed.
                 returns.append(job_returns)
                 initial_job_idx += len(batch)
-        failed = [r for batch in returns for r in batch if r.status.name == "FAILED"]
-        if failed:
-            print(f"distill_sweep: {len(failed)} of {len(todo)} jobs failed (see their result.json)", file=sys.stderr)
-            _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
-        return returns
+        return returns, initial_job_idx

@@ -155,6 +155,8 @@ def prepare(cfg: DictConfig) -> Job:
         _check_positions(task.max_seq_length, {"teacher": teacher_arch})
         return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
                    init=StudentInit("none", "none", [], []), layer_map=[])
+    if ident.student_kind.locate is not None:  # e.g. a distilled student, saved by another job of this store
+        ident.student = ident.student_kind.locate(ident.student, Path(results.absolute(ident.settings.run.results_dir)))
     student_arch = ident.student_kind.describe(ident.student, teacher_arch)
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
     if ident.student_kind.uses_init:

@@ -151,6 +151,15 @@ def load_paper_table(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["objective", "init_label", "task", "mean", "std"])
 
 
+def load_method_table(path: str | Path) -> pd.DataFrame:
+    """Another system's table (results/paper/peakd_*.csv: a `method` column, one column per task, `Avg`) in
+    long form: method, task (Avg as "avg"), mean. Percent, as printed."""
+    wide = pd.read_csv(path, dtype={"method": str})
+    rows = [{"method": rec["method"], "task": "avg" if col == "Avg" else norm_task(col), "mean": as_float(val)}
+            for rec in wide.to_dict("records") for col, val in rec.items() if col != "method"]
+    return pd.DataFrame(rows, columns=["method", "task", "mean"])
+
+
 def compare_with_paper(
     agg: pd.DataFrame, averages: pd.DataFrame, settings: pd.DataFrame, paper: pd.DataFrame
 ) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig
 
+from distill_sweep.chain import FinetuneGridSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.settings import as_dict, parse
 
@@ -63,6 +64,8 @@ class RunSettings:
     # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
     # then stop (no record), so the grid's jobs find both ready instead of queueing on one lock
     prepare_only: bool = False
+    # the fine-tune grid that follows a distillation in the same sweep (distill_sweep/chain.py)
+    finetune_grid: FinetuneGridSettings | None = None
 
     def validate(self, where: str) -> None:
         dev = self.device

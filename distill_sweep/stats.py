@@ -51,8 +51,9 @@ def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1) -
     return agg[cols]
 
 
-def row_averages(agg: pd.DataFrame, by: Sequence[str] = ROW) -> pd.DataFrame:
-    """Avg over the 7 GLUE tasks of each row's cell means; NaN (with the reason) unless all 7 present.
+def row_averages(agg: pd.DataFrame, by: Sequence[str] = ROW, tasks: Sequence[str] = GLUE_TASKS) -> pd.DataFrame:
+    """Avg over `tasks` (default the 7 GLUE tasks) of each row's cell means; NaN (with the reason) unless
+    all of them are present.
 
     Columns: by..., avg, n_tasks, reason.
     """
@@ -63,9 +64,9 @@ def row_averages(agg: pd.DataFrame, by: Sequence[str] = ROW) -> pd.DataFrame:
     out = []
     for key, grp in agg.groupby(by, sort=False):
         key = key if isinstance(key, tuple) else (key,)
-        glue = grp[grp["task"].isin(GLUE_TASKS) & (grp["n"] > 0)]
+        glue = grp[grp["task"].isin(tasks) & (grp["n"] > 0)]
         have = set(glue["task"])
-        lacking = [task_label(t) for t in GLUE_TASKS if t not in have]
+        lacking = [task_label(t) for t in tasks if t not in have]
         if lacking:
             avg, reason = math.nan, "missing " + ", ".join(lacking)
         else:
@@ -119,10 +120,13 @@ def paired_tests(
     alpha: float = 0.05,
     levels: Sequence[str] | None = None,
     group_order: Sequence[Any] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
 ) -> pd.DataFrame:
     """Every pair of levels of `compare` (within each group of `within`), paired on matched
     (task, seed) scores present in both. Table 1: compare="system" on one init; Table 3:
-    compare="init_label", within=("system",).
+    compare="init_label", within=("system",). `pairs` tests only these (a, b) pairs instead, in
+    this order (a layout's rows against their baselines); a level with no scores in a group gives
+    an untestable row that says so.
 
     Levels are taken in `levels` order, groups in `group_order` (one `within` column; by default the
     paper's objective order when grouping by objective). Holm correction over the testable tests
@@ -147,9 +151,12 @@ def paired_tests(
         present = list(wide.columns)
         order = [lv for lv in levels if lv in present] if levels else present
         order += [lv for lv in present if lv not in order]
-        for a, b in combinations(order, 2):
-            both = wide[[a, b]].dropna()
+        for a, b in combinations(order, 2) if pairs is None else pairs:
+            lacking = [lv for lv in dict.fromkeys((a, b)) if lv not in present]
+            both = wide[[a, b]].dropna() if not lacking else pd.DataFrame({a: [], b: []}, dtype=float)
             t, p, note = paired_ttest(both[a], both[b])
+            if lacking:
+                note = f"no completed runs of {' and '.join(lacking)}"
             rows.append({
                 **dict(zip(within, key, strict=True)), "a": a, "b": b, "n": len(both),
                 "mean_a": float(both[a].mean()) if len(both) else math.nan,

@@ -49,7 +49,7 @@ MAX_SETUP_TAGS = 3  # differing setup keys named in a row label before "..."
 # Columns of the records frame; dev metrics follow as "dev.<metric>".
 RECORD_COLUMNS: tuple[str, ...] = (
     "path", "status", "error", "procedure", "task", "objective", "system", "teacher_id", "teacher_name",
-    "teacher_layers", "teacher_hidden", "teacher_name_or_path", "student_id", "student_name",
+    "teacher_layers", "teacher_hidden", "teacher_name_or_path", "teacher_dev", "student_id", "student_name",
     "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
     "init_label", "seed", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
 )
@@ -113,6 +113,9 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
         "teacher_id": rec.teacher.id, "teacher_name": rec.teacher.name,
         "teacher_layers": rec.teacher.num_layers, "teacher_hidden": rec.teacher.hidden_size,
         "teacher_name_or_path": rec.teacher.name_or_path,
+        # the fine-tuned teacher's dev metrics (fractions; its last fine-tuning epoch, from the teacher cache's
+        # meta), {} where the job loaded no teacher (a BiLSTM's no-KD run)
+        "teacher_dev": {str(k): as_float(v) for k, v in (rec.teacher.dev or {}).items()},
         "student_id": rec.student.id, "student_name": rec.student.name,
         "student_layers": rec.student.num_layers, "student_hidden": rec.student.hidden_size,
         "student_settings": dict(rec.student.settings),

@@ -50,11 +50,14 @@ def write_record(
     teacher_layers: int = 12,
     student_layers: int = 3,
     student: str = "truncated",
+    student_settings: dict[str, Any] | None = None,
+    teacher_dev: dict[str, float] | None = None,
 ) -> Path:
     """Write one result.json (schema 2, via Record.to_dict) in the store layout.
 
     `score` is the dev metric(s) of the first scored epoch, the best one (a float sets every metric);
-    `final` (default: score) those of the other epochs.
+    `final` (default: score) those of the other epochs. `student_settings` are added to the student's
+    settings (e.g. swap_qk for SPS-2), `teacher_dev` is the teacher's recorded dev metrics (fractions).
     """
     if procedure == "finetune":
         objective = "none"
@@ -77,16 +80,18 @@ def write_record(
                   for stage in stages for e in (1, 2)]
     teacher_settings = {"name": teacher, "num_hidden_layers": teacher_layers}
     config_hash = hashlib.sha256(repr((task, objective, init, seed, status, procedure, teacher, teacher_layers,
-                                       student, student_layers)).encode()).hexdigest()
+                                       student, student_layers)
+                               + ((sorted((student_settings or {}).items()),) if student_settings else ())
+                               ).encode()).hexdigest()
     done = status == "completed"
     rec = Record(
         task=task, objective=objective, seed=seed, status=status, procedure=procedure, error=error,
         config_hash=config_hash, init=InitInfo(spec=init, name=name, layers=layers),
         student=StudentInfo(name=student, num_layers=student_layers, hidden_size=32, num_heads=4,
                             layer_map=[[i + 1, t] for i, t in enumerate(layers)],
-                            settings={"num_layers": student_layers}),
+                            settings={"num_layers": student_layers, **(student_settings or {})}),
         teacher=TeacherInfo.from_settings(teacher_settings, num_layers=teacher_layers, hidden_size=32,
-                                          source="trained", path="/tmp/t", dev={}),
+                                          source="trained", path="/tmp/t", dev=dict(teacher_dev or {})),
         primary_metric=primary, epochs=epochs if done else [],
         best={"stage": epochs[0]["stage"], "epoch": 1, "dev": best} if done else None,
         final={"dev": last} if done else None, wall_time_s=1.0, samples_per_s=10.0, device="cpu",

@@ -190,7 +190,7 @@ def test_cli_preset_without_grid_module(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.parametrize("args, says", [
-    (["table=2"], "table must be one of 1|3|all"), (["metric=f1"], "metric must be"),
+    (["table=9"], "table must be one of 1|2|3|4"), (["metric=f1"], "metric must be"),
     (["which=last"], "which must be"), (["ddof=-1"], "ddof must be a non-negative integer"),
     (["ddof=1.5"], "ddof must be an integer, got '1.5'"), (["paper=maybe"], "paper must be true or false"),
     (["alpha=2"], "alpha must be a number in (0, 1)"), (["alpha=abc"], "alpha must be a number"),

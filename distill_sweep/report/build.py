@@ -14,11 +14,14 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep import paper, stats, store
+from distill_sweep.report import layout_table, pretraining
+from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.render import (
     MISSING,
     Doc,
     comparison_rows,
+    method_comparison_rows,
     pair_name,
     render_latex,
     render_markdown,
@@ -38,10 +41,12 @@ def selection_text(which: str) -> str:
 
 def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, Any]]:
     """The whole report as a Doc plus the artefacts to write (name -> str | DataFrame | plot tuple)."""
-    records = st.records
+    # distillations on a corpus and the fine-tuning of their students have Tables 2 and 4 of their own
+    own = pretraining.is_own(st.records)
+    records = st.records[~own]
     doc = Doc()
     files: dict[str, Any] = {}
-    counts = store.status_counts(records)
+    counts = store.status_counts(st.records)
     doc.heading(f"distill_sweep report: {opts.results_dir}")
     doc.text(f"jobs: {counts['completed']} completed, {counts['failed']} failed, {counts['running']} running "
              f"(running = started without a final status; a killed job stays 'running')"
@@ -59,7 +64,14 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
         doc.text(f"note: {note}")
     systems = store.system_order(records)
 
-    if "1" in opts.tables:
+    for key in opts.layouts:  # other systems' own tables (a preset's, or table=<layout>) before the generic ones
+        if key == EARLY_EXIT:
+            _early_exit_section(doc, files, st.early_exit, opts)
+        else:
+            _layout_section(doc, files, LAYOUTS[key], records, opts)
+    if own.any():
+        _pretraining_sections(doc, files, st.records[own], opts)
+    if "1" in opts.tables and not records.empty:
         t1_records, t1_note = store.select_init(records, opts.table1_init)
         t1_paths = set(t1_records["path"])
         t1_sc = sc[sc["path"].isin(t1_paths)]
@@ -78,7 +90,7 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
         if not st.curves.empty:
             files["curves.png"] = ("plot", st.curves[st.curves["path"].isin(t1_paths)], table.title, systems, None)
 
-    if "3" in opts.tables:
+    if "3" in opts.tables and not records.empty:
         agg = stats.aggregate(sc, ddof=opts.ddof)
         table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
                             stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
@@ -93,10 +105,10 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
             files["curves_inits.png"] = ("plot", st.curves, "dev curves per row and init", systems,
                                          store.init_order(records))
 
-    if not st.early_exit.empty:
-        _early_exit_section(doc, files, st.early_exit)
-    _jobs_sections(doc, records)
-    _grid_section(doc, records, opts.preset)
+    if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
+        _early_exit_section(doc, files, st.early_exit, opts)
+    _jobs_sections(doc, st.records)
+    _grid_section(doc, st.records, opts.preset)
     if st.skipped:
         doc.heading(f"Records left out ({len(st.skipped)})")
         _listing(doc, st.skipped)
@@ -174,10 +186,41 @@ def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: 
         _listing(doc, [f"{r['system']} [{r['init_label']}]: {r['reason']}" for r in excluded.to_dict("records")])
 
 
-def _early_exit_section(doc: Doc, files: dict[str, Any], exits: pd.DataFrame) -> None:
+def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd.DataFrame,
+                    opts: ReportOptions) -> None:
+    """Another system's own table (report.layouts): the table, t-tests against its baselines, the paper's
+    numbers beside ours."""
+    built = layout_table.build_layout(layout, records, opts.metric, opts.ddof, opts.alpha, opts.paper_dir)
+    if built.n_records == 0:
+        doc.heading(layout.title)
+        doc.text(f"no records of this layout's rows ({', '.join(layout.row_headers)}: "
+                 + "; ".join(" / ".join(row) for row in layout.skeleton) + ")")
+        return
+    built.table.notes += [f"note: {note}" for note in built.notes]
+    _table_section(doc, files, built.table, opts)
+    _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
+                   [], opts)
+    if opts.paper and built.comparison is not None:
+        doc.heading(f"{layout.title}: the paper's numbers beside ours")
+        metrics = {t: paper.column_metric(t, layout.metric_mode or opts.metric) for t in set(built.comparison["task"])}
+        headers, rows = method_comparison_rows(built.comparison, metrics)
+        doc.table(headers, rows)
+        doc.text("ours vs the paper's printed number (ours - paper); — = no number of ours to set beside it (no "
+                 "completed run, or a row not compared: listed below)")
+        files[f"paper_{layout.key}.csv"] = built.comparison
+    if built.not_compared:
+        doc.text("not compared with the paper:")
+        _listing(doc, built.not_compared)
+
+
+def _early_exit_section(doc: Doc, files: dict[str, Any], exits: pd.DataFrame, opts: ReportOptions) -> None:
     """FastBERT's speed-accuracy trade-off: per task, row and speed, the metric (mean±std over seeds), the
-    mean exit layer and the mean speed-up in FLOPs over the full model."""
+    mean exit layer and the mean speed-up in FLOPs over the full model; paired t-tests of each speed against
+    speed 0 (every example through every layer: the full model)."""
     doc.heading("Early exit: speed vs accuracy (FastBERT)")
+    if exits.empty:
+        doc.text("no early-exit records (procedure=fastbert, e.g. experiment=fastbert)")
+        return
     grouped = exits.groupby(["task", "system", "speed"], sort=True)
     summary = grouped.agg(mean=("value", "mean"), std=("value", "std"), n=("value", "count"),
                           exit_layer=("mean_exit_layer", "mean"), speedup=("speedup", "mean"),
@@ -189,6 +232,14 @@ def _early_exit_section(doc: Doc, files: dict[str, Any], exits: pd.DataFrame) ->
              "model; FLOPs counted from the layer shapes over each example's real tokens")
     files["early_exit.csv"] = summary
     files["early_exit.png"] = ("speed_plot", summary)
+    if 0.0 not in set(exits["speed"]):
+        doc.text("no speed 0 (the full model) among procedure.speeds: no t-tests")
+        return
+    levels = exits.assign(level=[f"speed {s:g}" for s in exits["speed"]])
+    pairs = [(f"speed {s:g}", "speed 0") for s in sorted(set(exits["speed"]) - {0.0})]
+    tests = stats.paired_tests(levels, "level", ("system",), opts.alpha, pairs=pairs)
+    _tests_section(doc, files, "early_exit", "Early exit paired t-tests: each speed vs speed 0 (the full model)",
+                   tests, ["system"], opts)
 
 
 def fmt_mean_std(mean: float, std: float, n: int) -> str:
@@ -245,3 +296,53 @@ def _grid_section(doc: Doc, records: pd.DataFrame, preset: str | None) -> None:
              f"{len(missing)} missing ({n_running} of them running, {len(missing) - n_running} not started)")
     _listing(doc, [f"{'running' if k is not None else 'missing'}: {_job_line(j)}" for j, k in zip(missing, keys, strict=True)]
              + [f"failed: {_job_line(j)}" for j in failed])
+
+
+def _pretraining_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, opts: ReportOptions) -> None:
+    """Tables 2 and 4 (distill_sweep.report.pretraining), each beside the paper's numbers."""
+    sc, _ = store.scores(records, opts.metric)
+    best = pretraining.best_over_grid(pretraining.distilled_runs(records, sc))
+    distilled = records[records["procedure"] == pretraining.SOURCE_PROCEDURE]
+    if best.empty:
+        doc.heading("Tables 2 and 4: students distilled on a corpus")
+        doc.text(f"{len(distilled)} distillation record(s), no completed fine-tuning of their students yet "
+                 "(finetune_grid runs them after the distillations)")
+        return
+    layouts = [("2", "Table 2: task-agnostic objectives (random init)", best[best["init"] == "random"], False),
+               ("4", "Table 4: task-agnostic init (random vs first layers)", best, True)]
+    for which, title, rows, by_init in layouts:
+        if which not in opts.tables or rows.empty or (by_init and set(rows["init"]) == {"random"}):
+            continue
+        table = pretraining.build(f"table{which}", title, rows, by_init, opts.metric)
+        table.notes.append(f"{rows['points'].max()} fine-tuning grid point(s) per student and task at most; "
+                           f"the best point of each cell is in table{which}_best_points.csv")
+        _table_section(doc, files, table, opts)
+        files[f"table{which}_best_points.csv"] = rows.drop(columns=["path"])
+        if opts.paper:
+            _pretraining_paper(doc, files, which, table, opts)
+
+
+def _pretraining_paper(doc: Doc, files: dict[str, Any], which: str, table: Table, opts: ReportOptions) -> None:
+    doc.heading(f"Comparison with the paper's Table {which} (single runs; MRPC F1, CoLA MCC)")
+    path = Path(opts.paper_dir) / pretraining.PAPER_FILES[which]
+    if not path.is_file():
+        doc.text(f"paper numbers not found at {path}; comparison skipped")
+        return
+    ours, prior = pretraining.load_paper(path)
+    comp = pretraining.compare(table, ours)
+    if opts.metric != "header":
+        doc.text("metric=paper shows accuracy in every column; the paper's Tables 2 and 4 head MRPC F1 and CoLA "
+                 "MCC, so those two columns are not compared")
+        comp = comp[~comp["task"].isin(["mrpc", "cola", "avg"])]
+    if comp.empty:
+        doc.text("no cell in common with the paper (same objective, init and GLUE task)")
+    else:
+        doc.table(["row", "init", "task", "n", "ours", "paper", "ours - paper"],
+                  [[r.row, r.init, paper.task_label(r.task) if r.task != "avg" else "Avg",
+                    "" if pd.isna(r.n) else str(int(r.n)), f"{r.ours:.1f}", f"{r.paper:.1f}", f"{r.delta:+.1f}"]
+                   for r in comp.itertuples(index=False)])
+        files[f"paper_table{which}.csv"] = comp
+    if which == "2" and not prior.empty:
+        headers, rows = pretraining.reference_rows(prior)
+        doc.text("reference lines, the prior work in the paper's Table 2 (their own papers' numbers):")
+        doc.table(headers, rows)

@@ -31,14 +31,18 @@ Tables, paired t-tests, the paper comparison and dev curves from the result.json
 results_dir; printed, and written to <results_dir>/tables/ (or out=DIR). Arguments are Hydra overrides.
 
   results_dir=DIR     the result store (default: results); also accepted as the first bare argument
-  table=1|3|all       which tables (default: all)
+  table=1|2|3|4|all   which tables (default: all; 2 and 4: students distilled on a corpus, then fine-tuned)
+  table=peakd4|peakd5|bilstm|fastbert
+                      another system's own table instead: PEA-KD's Tables 4 and 5, BiLSTM vs BERT students vs
+                      the teacher, FastBERT's speed-accuracy section; with table=all, preset= shows its own first
   metric=header|paper column metrics: as the paper's headers (MRPC F1, CoLA MCC) or what its numbers are (accuracy)
   which=best|primary|final|max
                       the epoch a score comes from: best = the best epoch by the metric shown (default; max is
                       the same); primary = the run's best epoch by its primary metric; final = the last epoch
   ddof=1              std over seeds with this ddof
   paper=true|false    compare with the paper's numbers (default: true)
-  preset=NAME         compare the completed/failed/missing jobs with an experiment preset's grid
+  preset=NAME         compare the completed/failed/missing jobs with an experiment preset's grid; the presets
+                      peakd_table4, peakd_table5, peakd_demo, bilstm and fastbert also select their layouts
   alpha=0.05          significance level of the t-tests
   table1_init=skip    the init of Table 1 (a rule name, spec or layers)
   out=DIR             where to write the files (default: <results_dir>/tables)

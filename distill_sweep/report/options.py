@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distill_sweep.paper import DEFAULT_PAPER_DIR, METRIC_MODES
+from distill_sweep.report.layouts import LAYOUT_CHOICES, PRESET_LAYOUTS
 from distill_sweep.store import WHICH_CHOICES
 
-TABLE_CHOICES = ("1", "3", "all")
+TABLE_CHOICES = ("1", "2", "3", "4", "all", *LAYOUT_CHOICES)  # layouts: other systems' tables (report.layouts)
 
 
 class UsageError(ValueError):
@@ -18,7 +19,7 @@ class UsageError(ValueError):
 @dataclass
 class ReportOptions:
     results_dir: str = "results"
-    table: str = "all"  # "1" | "3" | "all"
+    table: str = "all"  # "1" | "2" | "3" | "4" | "all" | a layout (LAYOUT_CHOICES)
     metric: str = "header"  # column metrics: the paper's headers (MRPC F1, CoLA MCC) or "paper" (accuracy)
     which: str = "best"  # which epoch a score comes from: see distill_sweep.store
     ddof: int = 1
@@ -31,7 +32,16 @@ class ReportOptions:
 
     @property
     def tables(self) -> list[str]:
-        return ["1", "3"] if self.table == "all" else [self.table]
+        if self.table in LAYOUT_CHOICES:
+            return []
+        return ["1", "2", "3", "4"] if self.table == "all" else [self.table]
+
+    @property
+    def layouts(self) -> list[str]:
+        """Other systems' layouts: the one asked for, or with table=all those of the preset (shown first)."""
+        if self.table in LAYOUT_CHOICES:
+            return [self.table]
+        return list(PRESET_LAYOUTS.get(self.preset or "", ())) if self.table == "all" else []
 
     @property
     def results_path(self) -> Path:

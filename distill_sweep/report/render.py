@@ -58,8 +58,10 @@ def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
              "best per column marked" + (" within each row group" if len(table.row_headers) > 1 else "")]
     reasons = sorted({r.avg_reason for r in table.rows if r.avg_reason})
     if reasons:
-        notes.append("Avg is over the 7 GLUE tasks and shown only when all 7 are present ("
-                     + "; ".join(reasons) + ")")
+        n = len(table.avg_tasks)
+        over = (f"the {n} GLUE tasks" if set(table.avg_tasks) == set(GLUE_TASKS)
+                else ", ".join(task_label(t) for t in table.avg_tasks))
+        notes.append(f"Avg is over {over} and shown only when all {n} are present (" + "; ".join(reasons) + ")")
     return notes + table.notes
 
 
@@ -148,6 +150,29 @@ def comparison_rows(comp: pd.DataFrame, by_init: bool) -> tuple[list[str], list[
             r = cells.get(t)
             line.append(MISSING if r is None else
                         f"{r['ours']:.1f} vs {r['paper']:.1f} ({round(r['delta'], 1) or 0.0:+.1f})")  # no "-0.0"
+        rows.append(line)
+    return headers, rows
+
+
+def method_comparison_rows(comp: pd.DataFrame, metrics: dict[str, str]) -> tuple[list[str], list[list[str]]]:
+    """Another system's table beside ours (report.layout_table): one row per (paper method, our row), a cell
+    `ours vs paper (delta)` per task of the paper's table, `— vs paper` where we have no number."""
+    tasks = [t for t in dict.fromkeys(comp["task"]) if t != "avg"]
+    cols = [*tasks, *(["avg"] if (comp["task"] == "avg").any() else [])]
+    headers = ["Paper", "Ours", *(col_header(t, metrics.get(t, "")) if t in metrics else task_label(t) for t in tasks),
+               *(["Avg"] if "avg" in cols else [])]
+    rows = []
+    for (method, name), grp in comp.groupby(["method", "row"], sort=False):
+        cells = {r["task"]: r for r in grp.to_dict("records")}
+        line = [str(method), str(name)]
+        for t in cols:
+            r = cells.get(t)
+            if r is None:
+                line.append(MISSING)
+            elif math.isnan(r["ours"]):
+                line.append(f"{MISSING} vs {r['paper']:.1f}")
+            else:
+                line.append(f"{r['ours']:.1f} vs {r['paper']:.1f} ({round(r['delta'], 1) or 0.0:+.1f})")
         rows.append(line)
     return headers, rows
 

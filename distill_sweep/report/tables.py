@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from distill_sweep.paper import column_metric, task_order
+from distill_sweep.paper import GLUE_TASKS, column_metric, task_order
 from distill_sweep.store import init_order, system_order
 
 
@@ -40,13 +40,14 @@ class Row:
 
 @dataclass
 class Table:
-    key: str  # "table1" | "table3"
+    key: str  # "table1" | "table3" | a layout's key (report.layouts)
     title: str
     row_headers: list[str]
     tasks: list[str]
     metrics: dict[str, str]  # task -> metric shown
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    avg_tasks: tuple[str, ...] = GLUE_TASKS  # what the Avg column averages (shown only when all are present)
 
 
 def mark_best(rows: Sequence[Row], columns: Sequence[str]) -> None:

@@ -51,6 +51,9 @@ class StudentType:
     tokenizer: Callable[[Any, Any, list[str], Any, str], Any] | None = None
     has_layers: bool = True  # transformer layers that intermediate-layer terms can be mapped to
     procedures: tuple[str, ...] | None = None  # the procedures it can run under (None: every one)
+    # (settings, results dir) -> the settings with the files another job wrote located (student=distilled);
+    # called when the job is prepared, after its config hash is taken
+    locate: Callable[[Any, Any], Any] | None = None
 
 
 STUDENTS: dict[str, StudentType] = {}
@@ -76,4 +79,4 @@ def model_info(arch: PretrainedConfig) -> ModelInfo:
                                  hidden_states=bool(getattr(arch, "exposes_hidden_states", True)))
 
 
-from . import bilstm, fresh, pretrained, sps, truncated  # noqa: E402,F401  (import registers the student types)
+from . import bilstm, distilled, fresh, pretrained, sps, truncated  # noqa: E402,F401  (import registers the student types)

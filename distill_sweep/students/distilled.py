@@ -1,0 +1,102 @@
+"""`student=distilled`: the student a task-agnostic job of this result store distilled, named by that job's
+config hash (`student.source`). The sweeper fills it in for the fine-tune grid that follows a distillation
+(`finetune_grid`, distill_sweep/chain.py); by hand: `student=distilled student.source=<config hash>`.
+
+The config hash, not the directory, is the student's identity: the fine-tune job's own hash stays the same
+when the result store moves. The directory is found in `results_dir` when the job is prepared; the student is
+loaded like `student=pretrained` (its encoder as saved, a fresh classification head).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from transformers import PretrainedConfig, PreTrainedModel
+
+from distill_sweep import results
+from distill_sweep.errors import ConfigError
+from distill_sweep.models import read_model_config
+
+from . import BuildInputs, StudentType, register_student
+from .pretrained import PretrainedSettings
+from .pretrained import build as build_pretrained
+
+SOURCE_PROCEDURE = "task_agnostic"  # the procedure that saves a student for others to fine-tune
+MIN_HASH_CHARS = 10  # as many as a result directory's name holds
+
+
+@dataclass
+class DistilledSettings:
+    name: str = "distilled"
+    source: str | None = None  # config hash of a completed task_agnostic job (its first >= 10 characters do)
+    attn_implementation: str = "sdpa"
+    # filled in from `source` when the job is prepared (not settings: the config hash covers `source`)
+    student_dir: str | None = None
+    distilled_from: dict[str, Any] | None = None
+
+    def validate(self, where: str) -> None:
+        if not self.source or not re.fullmatch(f"[0-9a-f]{{{MIN_HASH_CHARS},64}}", str(self.source)):
+            raise ConfigError(f"{where}.source={self.source!r}: expected the config hash of a completed "
+                              f"task_agnostic job ({MIN_HASH_CHARS} to 64 hex characters, as its result.json says)")
+        if self.student_dir is not None or self.distilled_from is not None:
+            raise ConfigError(f"{where}.student_dir and {where}.distilled_from are filled in from {where}.source: "
+                              "leave them unset")
+
+
+def find_source(source: str, results_dir: Path) -> tuple[Path, results.Record]:
+    """The result directory and record of the task_agnostic job whose config hash starts with `source`."""
+    found = []
+    for path in sorted(Path(results_dir).glob(f"*/*/*/seed-*/{source[:MIN_HASH_CHARS]}/{results.RECORD}")):
+        data = results.read_record(path)
+        if data is None:
+            continue
+        rec = results.Record.from_dict(data)
+        if rec.config_hash.startswith(source) and rec.procedure == SOURCE_PROCEDURE:
+            found.append((path.parent, rec))
+    if not found:
+        raise ConfigError(f"student.source={source}: no task_agnostic job with that config hash in "
+                          f"results_dir={results_dir} (run the distillation first, into the same results_dir)")
+    if len(found) > 1:
+        raise ConfigError(f"student.source={source}: {len(found)} task_agnostic jobs match; give more of the hash")
+    return found[0]
+
+
+def locate(settings: DistilledSettings, results_dir: Path) -> DistilledSettings:
+    """The settings with the saved student's directory and a summary of the job that distilled it."""
+    directory, rec = find_source(str(settings.source), results_dir)
+    saved = rec.extra.get("student_dir")
+    if rec.status != "completed" or not saved:
+        raise ConfigError(f"student.source={settings.source}: the distillation in {directory} has not completed "
+                          f"(status {rec.status}); its student is not saved yet")
+    if not Path(saved).is_dir():
+        raise ConfigError(f"student.source={settings.source}: its saved student {saved} is missing")
+    corpus = rec.extra.get("corpus") or {}
+    summary = {
+        "config_hash": rec.config_hash, "path": str(directory), "objective": rec.objective,
+        "init": {"name": rec.init.name, "spec": rec.init.spec, "layers": list(rec.init.layers)},
+        "student": rec.student.name, "student_layers": rec.student.num_layers,
+        "teacher": rec.teacher.name_or_path or rec.teacher.name, "seed": rec.seed,
+        "corpus": corpus.get("name") if isinstance(corpus, dict) else None,
+    }
+    return replace(settings, student_dir=str(saved), distilled_from=summary)
+
+
+def _as_pretrained(settings: DistilledSettings) -> PretrainedSettings:
+    if settings.student_dir is None:  # prepare() locates it before anything is described or built
+        raise ConfigError(f"student.source={settings.source}: not located in the result store")
+    return PretrainedSettings(name_or_path=settings.student_dir, attn_implementation=settings.attn_implementation)
+
+
+def describe(settings: DistilledSettings, teacher: PretrainedConfig) -> PretrainedConfig:
+    return read_model_config(str(_as_pretrained(settings).name_or_path), "student.source", False)
+
+
+def build(settings: DistilledSettings, inputs: BuildInputs) -> PreTrainedModel:
+    return build_pretrained(_as_pretrained(settings), inputs)
+
+
+DISTILLED = register_student(StudentType("distilled", DistilledSettings, describe, build, uses_init=False,
+                                         needs_teacher_weights=False, locate=locate))
