@@ -50,15 +50,39 @@ BINARY_PROBE = 8192
 
 
 @dataclass
-class CorpusSettings:
-    name: str
-    source: Literal["toy", "text_files", "hub"]
-    path: str | None = None  # text_files: the folder
+class SourceSettings:
+    """Where documents come from: a local folder of text files, local parquet files, or a hub dataset."""
+
+    source: Literal["text_files", "parquet", "hub"]
+    path: str | None = None  # text_files: the folder; parquet: a file or a folder of .parquet files
     hub_id: str | None = None
     hub_config: str | None = None
     split: str = "train"
     text_field: str = "text"
-    revision: str | None = None  # hub: a commit or tag (part of the cache key)
+    revision: str | None = None  # hub: a commit, tag or branch (part of the cache key)
+    # consecutive rows joined into one document: 1 for a document per row (Wikipedia); a sentence-per-row corpus
+    # (BookCorpus) needs more, or every sequence would be one short sentence
+    rows_per_document: int = field(default=1, metadata={"ge": 1})
+
+    def validate(self, where: str) -> None:
+        if self.source in ("text_files", "parquet") and not self.path:
+            raise ConfigError(f"{where}.path is required for source={self.source}")
+        if self.source == "hub" and not self.hub_id:
+            raise ConfigError(f"{where}.hub_id is required for a hub corpus")
+
+
+@dataclass
+class CorpusSettings:
+    name: str
+    source: Literal["toy", "text_files", "parquet", "hub"]
+    path: str | None = None  # text_files: the folder; parquet: a file or a folder of .parquet files
+    hub_id: str | None = None
+    hub_config: str | None = None
+    split: str = "train"
+    text_field: str = "text"
+    revision: str | None = None  # hub: a commit, tag or branch (part of the cache key)
+    rows_per_document: int = field(default=1, metadata={"ge": 1})  # see SourceSettings
+    also: list[SourceSettings] = field(default_factory=list)  # more sources, read after this one (in order)
     num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only
     seed: int = 0  # toy only
     max_documents: int | None = field(default=None, metadata={"ge": 2})
@@ -78,8 +102,12 @@ class CorpusSettings:
             raise ConfigError(f"{where}.num_documents is required for a toy corpus")
         if self.source == "text_files" and not self.path:
             raise ConfigError(f"{where}.path is required for corpus=text_files (a folder of plain-text files)")
+        if self.source == "parquet" and not self.path:
+            raise ConfigError(f"{where}.path is required for source=parquet (a .parquet file or a folder of them)")
         if self.source == "hub" and not self.hub_id:
             raise ConfigError(f"{where}.hub_id is required for a hub corpus")
+        if self.source == "toy" and self.also:
+            raise ConfigError(f"{where}.also: the toy corpus takes no other sources")
         if self.max_documents is not None and self.max_documents <= self.dev_documents:
             raise ConfigError(f"{where}.max_documents={self.max_documents} leaves no training documents after "
                               f"{where}.dev_documents={self.dev_documents}")
@@ -120,13 +148,38 @@ def toy_documents(num_documents: int, seed: int) -> Iterator[str]:
         yield " ".join(sentences)
 
 
+def parquet_files(path: str | os.PathLike, text_field: str) -> list[Path]:
+    """A .parquet file, or a folder's .parquet files (recursive), each checked to have the `text_field` column:
+    ConfigError otherwise (read from the files' schemas only)."""
+    import pyarrow.parquet as pq
+
+    root = Path(path).expanduser()
+    files = [root] if root.is_file() else sorted(root.rglob("*.parquet")) if root.is_dir() else []
+    if not files:
+        raise ConfigError(f"corpus path={str(path)!r} is not a .parquet file or a folder holding some")
+    for file in files:
+        try:
+            names = pq.read_schema(file).names
+        except Exception as err:  # pyarrow raises several types for a file that is not parquet
+            raise ConfigError(f"corpus path {file} is not a readable parquet file ({type(err).__name__})") from None
+        if text_field not in names:
+            raise ConfigError(f"corpus path {file} has no column {text_field!r} (text_field; it has "
+                              f"{', '.join(names)})")
+    return files
+
+
+def sources(settings: CorpusSettings) -> list[Any]:
+    """The corpus' sources in reading order: its own, then `also`."""
+    return [settings, *settings.also]
+
+
 def documents(settings: CorpusSettings) -> Iterator[str]:
     """The corpus' documents in a fixed order (empty ones skipped), at most `max_documents`."""
     if settings.source == "toy":
         assert settings.num_documents is not None
         texts: Iterator[str] = toy_documents(settings.num_documents, settings.seed)
     else:
-        texts = _streamed(settings)
+        texts = (doc for src in sources(settings) for doc in _grouped(_streamed(src), src.rows_per_document))
     count = 0
     for text in texts:
         if settings.max_documents is not None and count >= settings.max_documents:
@@ -136,8 +189,24 @@ def documents(settings: CorpusSettings) -> Iterator[str]:
             yield text
 
 
-def _streamed(settings: CorpusSettings) -> Iterator[str]:
-    """Local text files and hub datasets alike: `datasets` streams the rows, `text_field` holds the text."""
+def _grouped(rows: Iterator[str], n: int) -> Iterator[str]:
+    """Every `n` consecutive non-empty rows as one document (the last one may hold fewer)."""
+    if n == 1:
+        yield from rows
+        return
+    group: list[str] = []
+    for row in rows:
+        if row and row.strip():
+            group.append(row.strip())
+        if len(group) == n:
+            yield " ".join(group)
+            group = []
+    if group:
+        yield " ".join(group)
+
+
+def _streamed(settings: CorpusSettings | SourceSettings) -> Iterator[str]:
+    """Local files and hub datasets alike: `datasets` streams the rows, `text_field` holds the text."""
     import datasets
 
     from distill_sweep.data import _honour_offline_env, go_offline_if_hub_unreachable
@@ -146,11 +215,14 @@ def _streamed(settings: CorpusSettings) -> Iterator[str]:
         files = [str(p) for p in text_files(str(settings.path))]
         args: dict[str, Any] = {"path": "text", "data_files": {"train": files}, "sample_by": "paragraph",
                                 "split": "train"}
+    elif settings.source == "parquet":
+        files = [str(p) for p in parquet_files(str(settings.path), settings.text_field)]
+        args = {"path": "parquet", "data_files": {"train": files}, "split": "train"}
     else:
         reason = go_offline_if_hub_unreachable()
         if reason is not None or os.environ.get("HF_DATASETS_OFFLINE") == "1":
-            raise ConfigError(f"corpus={settings.name} streams {settings.hub_id} from the hub, which cannot be "
-                              f"reached ({reason or 'offline mode'}); use corpus=text_files corpus.path=<folder>")
+            raise ConfigError(f"corpus {settings.hub_id} is streamed from the hub, which cannot be reached "
+                              f"({reason or 'offline mode'}); use corpus=text_files corpus.path=<folder>")
         args = {"path": str(settings.hub_id), "name": settings.hub_config, "split": settings.split,
                 "revision": settings.revision}
     with _honour_offline_env():
@@ -165,17 +237,31 @@ def identity(settings: CorpusSettings) -> dict[str, Any]:
         from distill_sweep.toy import _vocab_hash
 
         return {"toy": _vocab_hash(), "num_documents": settings.num_documents, "seed": settings.seed}
-    if settings.source == "text_files":
+    out = _source_identity(settings)
+    if settings.also:  # (absent otherwise: the caches of corpora from before the key keep their keys)
+        out["also"] = [_source_identity(src) for src in settings.also]
+    return out
+
+
+def _source_identity(src: CorpusSettings | SourceSettings) -> dict[str, Any]:
+    if src.source in ("text_files", "parquet"):
         digest = hashlib.sha256()
-        root = Path(str(settings.path)).expanduser()
-        for path in text_files(root):
-            digest.update(str(path.relative_to(root)).encode() + b"\x00")
+        root = Path(str(src.path)).expanduser()
+        files = text_files(root) if src.source == "text_files" else parquet_files(root, src.text_field)
+        for path in files:
+            digest.update(str(path.relative_to(root) if path != root else path.name).encode() + b"\x00")
             with open(path, "rb") as f:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     digest.update(chunk)
-        return {"files": digest.hexdigest()}
-    return {"hub_id": settings.hub_id, "hub_config": settings.hub_config, "split": settings.split,
-            "revision": settings.revision, "text_field": settings.text_field}
+        out: dict[str, Any] = {"files": digest.hexdigest()}
+        if src.source == "parquet":
+            out["text_field"] = src.text_field
+    else:
+        out = {"hub_id": src.hub_id, "hub_config": src.hub_config, "split": src.split, "revision": src.revision,
+               "text_field": src.text_field}
+    if src.rows_per_document != 1:
+        out["rows_per_document"] = src.rows_per_document
+    return out
 
 
 def cache_key(settings: CorpusSettings, tokenizer: Any) -> str:
@@ -306,54 +392,128 @@ def load_corpus(settings: CorpusSettings, tokenizer: Any, cache_dir: str | os.Pa
 
 
 def _build(settings: CorpusSettings, tokenizer: Any, special: dict[str, Any], path: Path) -> None:
+    """Stream the documents, pack them into raw row files chunk by chunk (memory: one chunk, not the corpus),
+    then write the `.npy` arrays, masking chunk by chunk with one generator in row order: dev first, so its
+    masks do not depend on the training set's size."""
     from tqdm.auto import tqdm
 
     log.info("building corpus %s (tokenise, pack to %d, mask) into %s", settings.name, settings.max_seq_length,
              path)
-    packed: dict[str, list[list[int]]] = {"dev": [], "train": []}
-    n_docs, batch = 0, []
-
-    def flush() -> None:
-        for pieces in tokenizer(batch, add_special_tokens=False)["input_ids"]:
-            target = "dev" if flushed[0] < settings.dev_documents else "train"  # documents in stream order
-            flushed[0] += 1
-            packed[target] += pack(pieces, settings.max_seq_length, special["cls"], special["sep"])
-        batch.clear()
-
-    flushed = [0]
-    for text in tqdm(documents(settings), desc=f"corpus {settings.name}", unit=" docs"):
-        batch.append(text)
-        n_docs += 1
-        if len(batch) == 1000:
-            flush()
-    flush()
-    if n_docs <= settings.dev_documents or not packed["train"]:
-        raise ConfigError(f"corpus={settings.name} has {n_docs} document(s): not more than its dev_documents="
-                          f"{settings.dev_documents}, so nothing is left to train on")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
-    rng = np.random.default_rng(settings.mask_seed)
-    sizes = {}
-    for name in ("dev", "train"):  # dev first: its masks do not depend on the training set's size
-        rows = packed[name]
-        ids = np.full((len(rows), settings.max_seq_length), special["pad"], dtype=np.int32)
-        lengths = np.array([len(r) for r in rows], dtype=np.int32)
-        for i, row in enumerate(rows):
-            ids[i, :len(row)] = row
-        np.save(tmp / f"{name}_lengths.npy", lengths)
-        if name == "train" and settings.masking == "dynamic":
-            np.save(tmp / f"{name}_ids_unmasked.npy", ids)
-        else:
-            masked, labels = mask_tokens(ids, lengths, rng, settings, special["mask"], special["random"])
-            np.save(tmp / f"{name}_ids.npy", masked.astype(np.int32))
-            np.save(tmp / f"{name}_labels.npy", labels.astype(np.int32))
-        sizes[name] = {"sequences": len(rows), "tokens": int(lengths.sum())}
-    meta = {"documents": n_docs, "train_sequences": sizes["train"]["sequences"],
-            "train_tokens": sizes["train"]["tokens"], "dev_sequences": sizes["dev"]["sequences"],
-            "dev_tokens": sizes["dev"]["tokens"], "settings": asdict(settings)}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    try:
+        rows = {name: _RowWriter(tmp / f"{name}.raw", settings.max_seq_length, int(special["pad"]))
+                for name in ("dev", "train")}
+        n_docs, batch = 0, []
+
+        def flush() -> None:
+            for pieces in tokenizer(batch, add_special_tokens=False)["input_ids"]:
+                target = "dev" if flushed[0] < settings.dev_documents else "train"  # documents in stream order
+                flushed[0] += 1
+                rows[target].add(pack(pieces, settings.max_seq_length, special["cls"], special["sep"]))
+            batch.clear()
+
+        flushed = [0]
+        for text in tqdm(documents(settings), desc=f"corpus {settings.name}", unit=" docs"):
+            batch.append(text)
+            n_docs += 1
+            if len(batch) == 1000:
+                flush()
+        flush()
+        for writer in rows.values():
+            writer.close()
+        if n_docs <= settings.dev_documents or not rows["train"].count:
+            raise ConfigError(f"corpus={settings.name} has {n_docs} document(s): not more than its dev_documents="
+                              f"{settings.dev_documents}, so nothing is left to train on")
+        rng = np.random.default_rng(settings.mask_seed)
+        sizes = {}
+        for name, writer in rows.items():  # dev first (see above)
+            ids, lengths = writer.read()
+            np.save(tmp / f"{name}_lengths.npy", lengths)
+            if name == "train" and settings.masking == "dynamic":
+                _copy_npy(tmp / f"{name}_ids_unmasked.npy", ids)
+            else:
+                _mask_npy(tmp / f"{name}_ids.npy", tmp / f"{name}_labels.npy", ids, lengths, rng, settings, special)
+            sizes[name] = {"sequences": int(len(lengths)), "tokens": int(lengths.sum())}
+            del ids
+            (tmp / f"{name}.raw").unlink()
+        meta = {"documents": n_docs, "train_sequences": sizes["train"]["sequences"],
+                "train_tokens": sizes["train"]["tokens"], "dev_sequences": sizes["dev"]["sequences"],
+                "dev_tokens": sizes["dev"]["tokens"], "settings": asdict(settings)}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing half-built is left behind
+        raise
     try:
         os.replace(tmp, path)
     except OSError:  # another job renamed its identical copy first
         shutil.rmtree(tmp, ignore_errors=True)
     BUILDS["count"] += 1
+
+
+CHUNK_ROWS = 65536  # packed rows held in memory at once while a corpus is built (32 MB at 128 tokens)
+
+
+class _RowWriter:
+    """One split's packed rows appended to a raw int32 file (pad-filled to `width`), a chunk at a time."""
+
+    def __init__(self, path: Path, width: int, pad: int) -> None:
+        self.path, self.width, self.pad = path, width, pad
+        self.file = open(path, "wb")  # noqa: SIM115  (closed by close())
+        self.pending: list[list[int]] = []
+        self.lengths: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, rows: list[list[int]]) -> None:
+        self.pending += rows
+        if len(self.pending) >= CHUNK_ROWS:
+            self._write()
+
+    def _write(self) -> None:
+        block = np.full((len(self.pending), self.width), self.pad, dtype=np.int32)
+        for i, row in enumerate(self.pending):
+            block[i, :len(row)] = row
+        self.file.write(block.tobytes())
+        self.lengths.append(np.array([len(r) for r in self.pending], dtype=np.int32))
+        self.count += len(self.pending)
+        self.pending = []
+
+    def close(self) -> None:
+        if self.pending:
+            self._write()
+        self.file.close()
+
+    def read(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids (N, width), memory-mapped; lengths (N,))."""
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int32)
+        if not self.count:
+            return np.zeros((0, self.width), dtype=np.int32), lengths
+        return np.memmap(self.path, dtype=np.int32, mode="r", shape=(self.count, self.width)), lengths
+
+
+def _copy_npy(target: Path, ids: np.ndarray) -> None:
+    if not len(ids):  # a memory map of nothing cannot be opened
+        np.save(target, np.asarray(ids))
+        return
+    out = np.lib.format.open_memmap(target, mode="w+", dtype=np.int32, shape=ids.shape)
+    for start in range(0, len(ids), CHUNK_ROWS):
+        out[start:start + CHUNK_ROWS] = ids[start:start + CHUNK_ROWS]
+    out.flush()
+
+
+def _mask_npy(ids_path: Path, labels_path: Path, ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator,
+              settings: CorpusSettings, special: dict[str, Any]) -> None:
+    """Static masks, chunk by chunk: mask_tokens draws row by row, so the chunks give the whole split's masks."""
+    if not len(ids):
+        np.save(ids_path, np.asarray(ids))
+        np.save(labels_path, np.asarray(ids))
+        return
+    masked = np.lib.format.open_memmap(ids_path, mode="w+", dtype=np.int32, shape=ids.shape)
+    labels = np.lib.format.open_memmap(labels_path, mode="w+", dtype=np.int32, shape=ids.shape)
+    for start in range(0, len(ids), CHUNK_ROWS):
+        stop = start + CHUNK_ROWS
+        chunk_ids, chunk_labels = mask_tokens(np.asarray(ids[start:stop]), lengths[start:stop], rng, settings,
+                                              special["mask"], special["random"])
+        masked[start:stop], labels[start:stop] = chunk_ids, chunk_labels
+    masked.flush()
+    labels.flush()

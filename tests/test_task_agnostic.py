@@ -156,6 +156,73 @@ def test_text_files_corpus_packs_local_files(tmp_path: Path, shared_cache: Path)
     assert tokenizer.decode(first) == "[CLS] the food was bad and the [SEP]"
 
 
+def _sentences_parquet(path: Path, sentences: list[str], column: str = "text") -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({column: sentences, "other": list(range(len(sentences)))}), path)
+    return path
+
+
+def test_corpus_of_several_sources_with_sentences_grouped_into_documents(tmp_path: Path, shared_cache: Path) -> None:
+    from distill_sweep.corpus import documents
+    from distill_sweep.toy import build_toy_tokenizer
+
+    folder = tmp_path / "wiki"
+    folder.mkdir()
+    (folder / "a.txt").write_text("the food was good\n\nthe staff was rude\n")
+    sentences = [f"the {noun} was {adj}" for noun in ("food", "room", "staff") for adj in ("good", "bad", "cold")]
+    _sentences_parquet(tmp_path / "books" / "part-0.parquet", sentences[:5])
+    _sentences_parquet(tmp_path / "books" / "deeper" / "part-1.parquet", sentences[5:])
+    settings = parse(CorpusSettings, {
+        "name": "mine", "source": "text_files", "path": str(folder), "dev_documents": 1, "max_seq_length": 8,
+        "also": [{"source": "parquet", "path": str(tmp_path / "books"), "rows_per_document": 4}]}, "corpus")
+    # the text files' two documents, then the parquet rows 4 sentences to a document, files in path order
+    # (books/deeper/part-1 before books/part-0)
+    assert list(documents(settings)) == ["the food was good", "the staff was rude\n", " ".join(sentences[5:9]),
+                                         " ".join(sentences[0:4]), sentences[4]]
+    packed = load_corpus(settings, build_toy_tokenizer(shared_cache), tmp_path / "cache")
+    assert packed.meta["documents"] == 5
+    alone = parse(CorpusSettings, {"name": "mine", "source": "text_files", "path": str(folder), "dev_documents": 1,
+                                   "max_seq_length": 8}, "corpus")
+    assert corpus_mod.cache_key(alone, build_toy_tokenizer(shared_cache)) != packed.key  # the sources are keyed
+
+
+def test_corpus_built_in_chunks_is_the_corpus_built_at_once(tmp_path: Path, shared_cache: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from distill_sweep.toy import build_toy_tokenizer
+
+    settings = parse(CorpusSettings, {"name": "toy", "source": "toy", "num_documents": 60, "dev_documents": 10,
+                                      "max_seq_length": 16}, "corpus")
+    tokenizer = build_toy_tokenizer(shared_cache)
+    whole = load_corpus(settings, tokenizer, tmp_path / "whole")
+    monkeypatch.setattr(corpus_mod, "CHUNK_ROWS", 7)  # chunks of 7 rows: raw files appended, masked in pieces
+    chunked = load_corpus(settings, tokenizer, tmp_path / "chunked")
+    assert len(whole.train) > 7 * 3 and len(whole.dev) > 7
+    for name in ("train", "dev"):
+        a, b = getattr(whole, name), getattr(chunked, name)
+        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.labels, b.labels)
+        assert np.array_equal(a.lengths, b.lengths)
+    assert not list((tmp_path / "chunked" / "corpora").glob(".*"))  # no temporary directory left
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no_parquet", "is not a .parquet file or a folder holding some"),
+    ("no_column", "has no column 'text'"),
+])
+def test_parquet_sources_refused_before_any_work(tmp_path: Path, case: str, message: str) -> None:
+    from distill_sweep.job import identify
+
+    books = tmp_path / "books"
+    books.mkdir()
+    if case == "no_column":
+        _sentences_parquet(books / "p.parquet", ["a sentence"], column="sentence")
+    cfg = compose_cfg([*BASE, "corpus=text_files", f"corpus.path={books}", "corpus.source=parquet"])
+    with pytest.raises(ConfigError, match=message):
+        identify(cfg)
+
+
 def _run(overrides: list[str], tmp_path: Path, shared_cache: Path, results: str = "res") -> dict:
     from distill_sweep.train import run_job
 

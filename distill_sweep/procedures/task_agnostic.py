@@ -42,7 +42,15 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 
 from distill_sweep.context import RunContext
-from distill_sweep.corpus import IGNORE, CorpusSettings, PackedCorpus, load_corpus, text_files
+from distill_sweep.corpus import (
+    IGNORE,
+    CorpusSettings,
+    PackedCorpus,
+    load_corpus,
+    parquet_files,
+    sources,
+    text_files,
+)
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import LossFn, autocast, model_inputs, to_device
 from distill_sweep.objectives import build_objective
@@ -95,8 +103,11 @@ class TaskAgnosticSettings(ProcedureSettings):
         if cfg.get("corpus") is None:
             raise ConfigError("procedure=task_agnostic needs a corpus (corpus=toy|text_files|wikitext103|...)")
         self.corpus = parse(CorpusSettings, cfg.corpus, "corpus")
-        if self.corpus.source == "text_files":  # an empty folder, or one with no text, is refused first
-            text_files(str(self.corpus.path))
+        for src in sources(self.corpus):  # an empty folder, no text, no parquet column: refused first
+            if src.source == "text_files":
+                text_files(str(src.path))
+            elif src.source == "parquet":
+                parquet_files(str(src.path), src.text_field)
         return TaskSettings(name=f"pretrain_{self.corpus.name}", source=self.corpus.source,  # type: ignore[arg-type]
                             num_labels=2, primary_metric=PRIMARY, metrics=[PRIMARY, "mlm_loss"],
                             max_seq_length=self.corpus.max_seq_length, recipe=RecipeSettings(lr=self.lr))
