@@ -138,6 +138,21 @@ def make_batches(args: argparse.Namespace, n: int, n_train: int) -> list[dict[st
     return batches
 
 
+def model_arguments(p: argparse.ArgumentParser, *, batch: int, repeats: int, threads: int) -> None:
+    """The options the step benchmarks share: models, batch, device, precision, repeats, threads."""
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--repeats", type=int, default=repeats, help="paired measurements per objective (median)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast for the forwards")
+    p.add_argument("--hidden", type=int, default=384)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--teacher-layers", type=int, default=6)
+    p.add_argument("--student-layers", type=int, default=3)
+    p.add_argument("--vocab", type=int, default=30522)
+    p.add_argument("--threads", type=int, default=threads, help="torch threads (0 = torch default)")
+
+
 def training_step(loss_fn: Callable[..., Any], params: list[nn.Parameter], opt_cfg: Any,
                   autocast: Callable[[], Any]) -> Callable[[dict[str, Tensor]], None]:
     """One training step as train_epoch does it: loss under autocast, update_step, scheduler step."""
@@ -181,20 +196,10 @@ def _cycle(batches: Sequence[dict[str, Tensor]]) -> Iterator[dict[str, Tensor]]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m distill_sweep.bench", description=__doc__.split("\n")[0])
     p.add_argument("--objectives", default=",".join(PAPER_OBJECTIVES), help="comma-separated names")
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch", type=int, default=16)
     # Many short pairs rather than a few long ones: one step varies by 5-10% on a shared machine; medians of
     # 12-15 single-step pairs read the noise-floor row at 0.997-1.020, medians of 5 two-step pairs at 0.966.
-    p.add_argument("--repeats", type=int, default=12, help="paired measurements per objective (median)")
+    model_arguments(p, batch=16, repeats=12, threads=0)
     p.add_argument("--steps", type=int, default=1, help="steps per measurement")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast for the forwards")
-    p.add_argument("--hidden", type=int, default=384)
-    p.add_argument("--heads", type=int, default=12)
-    p.add_argument("--teacher-layers", type=int, default=6)
-    p.add_argument("--student-layers", type=int, default=3)
-    p.add_argument("--vocab", type=int, default=30522)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
     p.add_argument(
         "--clock",
         choices=["auto", "wall", "cpu"],

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .allocator import keep_freed_memory
-from .bench import _cycle, _time_steps, load_objective_cfg, objective_conf_dir, training_step
+from .bench import _cycle, _time_steps, load_objective_cfg, model_arguments, objective_conf_dir, training_step
 from .corpus import IGNORE
 
 OBJECTIVES = ("vanilla_kd", "hid_cls", "hid_seq", "att_mse", "att_mse_hid_seq", "att_kl", "att_kl_hid_seq",
@@ -110,17 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m distill_sweep.bench_agnostic", description=__doc__.split("\n")[0])
     p.add_argument("--objectives", default=",".join(OBJECTIVES), help="comma-separated names")
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8, help="sequences per step (a micro-batch)")
-    p.add_argument("--repeats", type=int, default=8, help="paired measurements per objective (median)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast for the forwards")
-    p.add_argument("--hidden", type=int, default=384)
-    p.add_argument("--heads", type=int, default=12)
-    p.add_argument("--teacher-layers", type=int, default=6)
-    p.add_argument("--student-layers", type=int, default=3)
-    p.add_argument("--vocab", type=int, default=30522)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (0 = torch default)")
+    model_arguments(p, batch=8, repeats=8, threads=1)  # --batch: sequences per step (a micro-batch)
     args = p.parse_args(argv)
     conf_dir = objective_conf_dir()
     names = [n.strip() for n in args.objectives.split(",") if n.strip()]

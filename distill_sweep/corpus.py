@@ -66,22 +66,18 @@ class SourceSettings:
 
     def validate(self, where: str) -> None:
         if self.source in ("text_files", "parquet") and not self.path:
-            raise ConfigError(f"{where}.path is required for source={self.source}")
+            what = "a folder of plain-text files" if self.source == "text_files" else "a .parquet file or a folder"
+            raise ConfigError(f"{where}.path is required for source={self.source} ({what})")
         if self.source == "hub" and not self.hub_id:
             raise ConfigError(f"{where}.hub_id is required for a hub corpus")
 
 
-@dataclass
-class CorpusSettings:
+@dataclass(kw_only=True)
+class CorpusSettings(SourceSettings):
+    """A corpus: its own source (the fields of SourceSettings), more sources after it, packing and masking."""
+
     name: str
-    source: Literal["toy", "text_files", "parquet", "hub"]
-    path: str | None = None  # text_files: the folder; parquet: a file or a folder of .parquet files
-    hub_id: str | None = None
-    hub_config: str | None = None
-    split: str = "train"
-    text_field: str = "text"
-    revision: str | None = None  # hub: a commit, tag or branch (part of the cache key)
-    rows_per_document: int = field(default=1, metadata={"ge": 1})  # see SourceSettings
+    source: Literal["toy", "text_files", "parquet", "hub"]  # type: ignore[assignment]  (the toy one too)
     also: list[SourceSettings] = field(default_factory=list)  # more sources, read after this one (in order)
     num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only
     seed: int = 0  # toy only
@@ -96,16 +92,11 @@ class CorpusSettings:
     mask_seed: int = 0
 
     def validate(self, where: str) -> None:
+        super().validate(where)
         if self.mask_ratio + self.random_ratio > 1.0:
             raise ConfigError(f"{where}: mask_ratio + random_ratio = {self.mask_ratio + self.random_ratio} > 1")
         if self.source == "toy" and self.num_documents is None:
             raise ConfigError(f"{where}.num_documents is required for a toy corpus")
-        if self.source == "text_files" and not self.path:
-            raise ConfigError(f"{where}.path is required for corpus=text_files (a folder of plain-text files)")
-        if self.source == "parquet" and not self.path:
-            raise ConfigError(f"{where}.path is required for source=parquet (a .parquet file or a folder of them)")
-        if self.source == "hub" and not self.hub_id:
-            raise ConfigError(f"{where}.hub_id is required for a hub corpus")
         if self.source == "toy" and self.also:
             raise ConfigError(f"{where}.also: the toy corpus takes no other sources")
         if self.max_documents is not None and self.max_documents <= self.dev_documents:
