@@ -64,9 +64,12 @@ def _keep_as_previous(path: Path) -> None:
 
 
 def remove_checkpoint(path: Path) -> None:
-    """Delete the checkpoint and the previous one kept beside it, if any."""
+    """Delete the checkpoint and the previous one kept beside it, if any, and the temp files of writes that a
+    kill (-9) cut short: nothing else cleans those up. Call it when no write of this checkpoint is under way."""
     path.unlink(missing_ok=True)
     previous_path(path).unlink(missing_ok=True)
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(
@@ -157,6 +160,7 @@ class PreemptionSignal:
         self.signum = signum
         self.received: tuple[int, FrameType | None] | None = None
         self._previous: Any = None
+        self._forwarded = False
 
     def __enter__(self) -> PreemptionSignal:
         try:
@@ -166,7 +170,7 @@ class PreemptionSignal:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
+        if self._previous is not None and not self._forwarded:  # forwarded: the job is on its way out
             signal.signal(self.signum, self._previous)
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
@@ -178,11 +182,15 @@ class PreemptionSignal:
         return self.received is not None
 
     def forward(self) -> None:
-        """Pass the signal to the handler that was installed before us (submitit: requeue + exit)."""
-        assert self.received is not None
-        previous = self._previous
-        signal.signal(self.signum, previous if previous is not None else signal.SIG_DFL)
+        """Pass the signal to the handler that was installed before us (submitit: requeue + exit). On rank 0 of
+        several it may not have arrived here yet (another rank had it): rank 0 passes it on all the same."""
+        received = self.received if self.received is not None else (self.signum, None)
+        previous, self._forwarded = self._previous, True
+        # the job stops now: a copy of the signal arriving later (rank 0, when another rank had it first) must
+        # not run submitit's requeue a second time from inside the first one
+        signal.signal(self.signum, signal.SIG_IGN if callable(previous) else
+                      previous if previous is not None else signal.SIG_DFL)
         if callable(previous):
-            previous(*self.received)
+            previous(*received)
         else:
             raise SystemExit(f"stopped by signal {self.signum}; checkpoint saved, re-run to resume")

@@ -12,7 +12,8 @@ slice of each global batch. Rules that keep them one job:
 * gradients are averaged over ranks with one all-reduce per update (`sum_over_ranks`), together with a
   non-finite flag, so every rank takes the same update or skips the same step;
 * a SLURM preemption signal reaches ranks at different steps: the stop flag is all-reduced every step
-  (`any_rank`), so all ranks checkpoint (rank 0 writes) and stop at the same step;
+  (`any_rank`), so all ranks checkpoint (rank 0 writes) and stop at the same step, and rank 0 hands the signal
+  to submitit (which requeues on global rank 0 only) even when another rank got it first;
 * every rank evaluates the whole dev set (no DistributedSampler, whose padding repeats examples).
 """
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -52,13 +55,27 @@ def is_main() -> bool:
     return _WORLD.main
 
 
+_PLANNED = [1]  # processes per job that a sweep will start (set while the sweeper checks the jobs it submits)
+
+
 def requested_size() -> int:
-    """How many processes the environment started for this job (1 when it is not a distributed launch)."""
+    """How many processes the environment started for this job (1 when it is not a distributed launch), or,
+    while a sweep plans its jobs (`planned`), how many its launcher will start for each."""
     if "WORLD_SIZE" in os.environ:
         return int(os.environ["WORLD_SIZE"])
     if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
         return int(os.environ["SLURM_NTASKS"])
-    return 1
+    return _PLANNED[0]
+
+
+@contextmanager
+def planned(size: int) -> Iterator[None]:
+    """While the block runs, jobs are checked as if started as `size` processes (the sweeper's planning)."""
+    before, _PLANNED[0] = _PLANNED[0], size
+    try:
+        yield
+    finally:
+        _PLANNED[0] = before
 
 
 def setup(device: torch.device) -> World:
@@ -108,19 +125,51 @@ def any_rank(flag: bool, device: torch.device) -> bool:
 def sum_over_ranks(grads: list[torch.Tensor], scalars: list[float], nonfinite: bool, device: torch.device
                    ) -> tuple[list[torch.Tensor], list[float], bool]:
     """Sum over ranks of the gradients and of the scalars (loss values), and whether any rank saw a non-finite
-    loss: one all-reduce of one flat buffer. Callers scale their share first (1 / all micro-batches of all
-    ranks), so the sum is the mean with the additions of one process: 2 ranks give bit-identical updates."""
+    loss: one all-reduce of one flat buffer of the gradients, one of a few float64 values. Callers scale their
+    share first (1 / all micro-batches of all ranks), so the sum is the mean with the additions of one process:
+    2 ranks give bit-identical updates and loss values."""
     if _WORLD.size <= 1:
         return grads, scalars, nonfinite
-    flat = torch.cat([*(g.reshape(-1).float() for g in grads),
-                      torch.tensor([*scalars, 1.0 if nonfinite else 0.0], device=device)])
+    flat = torch.cat([g.reshape(-1).float() for g in grads])
     dist.all_reduce(flat)
     out, start = [], 0
     for g in grads:
         out.append(flat[start:start + g.numel()].view_as(g).to(g.dtype))
         start += g.numel()
-    tail = flat[start:].tolist()
+    # The loss values are python floats, summed in float64 on one process. In the gradients' float32 buffer
+    # (as before) they lost their last bits: the record's per-term losses (loss_kd, loss_mlm) of 2 ranks
+    # differed from one process' by ~1e-9. A second, tiny all-reduce keeps them float64.
+    tail_t = torch.tensor([*scalars, 1.0 if nonfinite else 0.0], dtype=torch.float64, device=device)
+    dist.all_reduce(tail_t)
+    tail = tail_t.tolist()
     return out, tail[:-1], tail[-1] > 0
+
+
+def sum_floats(values: list[float], device: torch.device) -> list[float]:
+    """The sum over ranks of each value (float64); the values themselves on one process. Every rank must
+    call it at the same point (a collective)."""
+    if _WORLD.size <= 1:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+@contextmanager
+def main_first() -> Iterator[None]:
+    """Rank 0 runs the block first (building a cache), the other ranks after it (reading that cache): one build
+    instead of one per rank. Rank 0 releases the others even when the block raises (they then meet the same
+    error themselves)."""
+    if _WORLD.size <= 1:
+        yield
+        return
+    if not _WORLD.main:
+        dist.barrier()
+    try:
+        yield
+    finally:
+        if _WORLD.main:
+            dist.barrier()
 
 
 def teardown() -> None:

@@ -23,7 +23,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distill_sweep import results
+from distill_sweep import distributed, results
 from distill_sweep.errors import ConfigError
 
 log = logging.getLogger("distill_sweep")
@@ -190,6 +190,14 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
 PER_JOB_PROCESSES = ("nodes", "tasks_per_node", "gpus_per_node", "gpus_per_task")
 
 
+def processes_per_job(launcher: Any) -> int:
+    """How many processes a launcher starts for each job: nodes x tasks_per_node (submitit), else 1."""
+    params = getattr(launcher, "params", None)
+    if not isinstance(params, dict):
+        return 1
+    return int(params.get("nodes") or 1) * int(params.get("tasks_per_node") or 1)
+
+
 @contextlib.contextmanager
 def one_process_per_job(launcher: Any) -> Iterator[None]:
     """While the block runs, a submitit launcher's jobs get one node, one task and at most one GPU."""
@@ -332,32 +340,35 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         loader = self.hydra_context.config_loader
 
         compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
-        todo, skipped, configs, seen = [], [], [], set()
-        distilled: list[tuple[Any, list[str]]] = []  # every job of the grid (completed or not), for its chain
-        duplicates = 0
-        last_note = time.monotonic()
-        for index, overrides in enumerate(all_jobs):
-            if time.monotonic() - last_note > PROGRESS_EVERY_S:  # never a silent stretch while planning
-                print(f"distill_sweep: planning: {index}/{len(all_jobs)} jobs checked", file=sys.stderr, flush=True)
-                last_note = time.monotonic()
-            cfg = compose(overrides)
-            try:
-                # the dry run reads no model config: it must work where the hub cannot be reached
-                ident = identify(cfg) if dry_run else prepare(cfg)
-            except ConfigError as err:
-                print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
-                sys.exit(2)
-            if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
-                duplicates += 1
-                continue
-            seen.add(ident.digest)
-            distilled.append((ident, list(overrides)))
-            record = find_completed(ident)
-            if record is not None:
-                skipped.append(record)
-            else:
-                todo.append(overrides)
-                configs.append(ident)
+        # the grid's jobs are checked as the launcher will start them (several processes each on SLURM with
+        # tasks_per_node or nodes > 1); the fine-tune jobs that follow run as one process each
+        with distributed.planned(processes_per_job(self.launcher)):
+            todo, skipped, configs, seen = [], [], [], set()
+            distilled: list[tuple[Any, list[str]]] = []  # every job of the grid (completed or not), for its chain
+            duplicates = 0
+            last_note = time.monotonic()
+            for index, overrides in enumerate(all_jobs):
+                if time.monotonic() - last_note > PROGRESS_EVERY_S:  # never a silent stretch while planning
+                    print(f"distill_sweep: planning: {index}/{len(all_jobs)} jobs checked", file=sys.stderr, flush=True)
+                    last_note = time.monotonic()
+                cfg = compose(overrides)
+                try:
+                    # the dry run reads no model config: it must work where the hub cannot be reached
+                    ident = identify(cfg) if dry_run else prepare(cfg)
+                except ConfigError as err:
+                    print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
+                    sys.exit(2)
+                if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
+                    duplicates += 1
+                    continue
+                seen.add(ident.digest)
+                distilled.append((ident, list(overrides)))
+                record = find_completed(ident)
+                if record is not None:
+                    skipped.append(record)
+                else:
+                    todo.append(overrides)
+                    configs.append(ident)
 
         same = f" ({duplicates} duplicate(s) of the same job left out)" if duplicates else ""
         print(f"distill_sweep: {len(all_jobs) - duplicates} jobs in the grid, {len(skipped)} already completed, "

@@ -17,6 +17,7 @@ from transformers import PretrainedConfig
 
 from distill_sweep import results
 from distill_sweep.data import check_files
+from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.model_info import ModelInfo
@@ -101,6 +102,11 @@ def identify(cfg: DictConfig) -> JobIdentity:
         hint = " (choose its layer map with map=)" if kind.has_layers else ""
         raise ConfigError(f"init={init_spec(cfg.init)} applies to student=truncated only: student={kind.name} is "
                           f"not initialised from teacher layers{hint}")
+    processes = requested_size()
+    if processes > 1 and not procedure.data_parallel:
+        raise ConfigError(f"procedure={procedure.name} runs in one process; {processes} would be started per job "
+                          "(data parallelism is for procedure=task_agnostic; for a sweep, the launcher's nodes x "
+                          "tasks_per_node)")
     if procedure.uses_student and kind.procedures is not None and procedure.name not in kind.procedures:
         raise ConfigError(f"student={kind.name} runs under procedure={' or '.join(kind.procedures)} only, "
                           f"not procedure={procedure.name}")

@@ -129,6 +129,8 @@ class StageDriver:
                 scheduler.load_state_dict(self.resume["scheduler"])
             if self.resume["progress"] is not None:
                 progress = EpochProgress(**self.resume["progress"])
+                if not distributed.is_main():  # its token counts are all ranks' (see _snapshot): rank 0 resumes them
+                    progress.real_tokens = progress.padded_tokens = 0
             set_rng_state(self.resume["rng"])
             self.resume = None
         for epoch in range(self.pos["epoch"], stage.epochs + 1):
@@ -164,14 +166,20 @@ class StageDriver:
             self._snapshot(optimizer, scheduler, progress)
         if stop:
             self.on_preempt()
-            if self.preempt.requested:
-                self.preempt.forward()  # submitit requeues the job and exits; the requeued job resumes from here
+            # submitit requeues the job and exits; the requeued job resumes from here. Its handler requeues on
+            # global rank 0 only (on other ranks it returns): rank 0 hands the signal on also when only another
+            # rank has it so far, else nobody requeued and the job ended unfinished (its record `running`).
+            if self.preempt.requested or distributed.is_main():
+                self.preempt.forward()
             raise SystemExit("stopped with the other ranks (one was signalled); rank 0 saved the checkpoint")
 
     def on_preempt(self) -> None:
         """Called after the preemption checkpoint, before the signal goes on (the job counts requeues)."""
 
     def _end_epoch(self, stage: Stage, epoch: int, n_steps: int, stats: dict[str, float]) -> None:
+        if distributed.world().size > 1:  # each rank counted its slice: the record's padding is the global batches'
+            stats["real_tokens"], stats["padded_tokens"] = distributed.sum_floats(
+                [stats["real_tokens"], stats["padded_tokens"]], self.device)
         self.pos["train_samples"] += stats["samples"]
         self.pos["train_seconds"] += stats["seconds"]
         self.pos["global_step"] += n_steps
@@ -191,6 +199,12 @@ class StageDriver:
                  fmt_metrics(dev))
 
     def _snapshot(self, optimizer: Any, scheduler: Any, progress: EpochProgress | None) -> None:
+        if progress is not None and distributed.world().size > 1:
+            # Every rank counted the padding of its own slice: the checkpoint holds all ranks' counts (a
+            # collective: every rank snapshots at the same steps). On resume rank 0 takes them and the others
+            # start from 0, so the epoch's sum over ranks (_end_epoch) is the global batches' again.
+            real, padded = distributed.sum_floats([progress.real_tokens, progress.padded_tokens], self.device)
+            progress = dataclasses.replace(progress, real_tokens=int(real), padded_tokens=int(padded))
         if not distributed.is_main():  # every rank holds the same state; rank 0 writes it
             return
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):

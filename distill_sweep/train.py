@@ -73,10 +73,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     job = prepare(cfg)
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job)
-    if distributed.requested_size() > 1:
-        if not job.procedure.data_parallel:
-            raise ConfigError(f"procedure={job.procedure.name} runs in one process; {distributed.requested_size()} "
-                              "were started (data parallelism is for procedure=task_agnostic)")
+    if distributed.requested_size() > 1:  # (job.identify refused a procedure that runs in one process)
         from distill_sweep.loop import resolve_device
 
         distributed.setup(resolve_device(job.settings.run.device))

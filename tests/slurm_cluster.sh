@@ -182,7 +182,10 @@ SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCK
+# cred_expire (s; default 120): the lifetime of job credentials, and so how long SLURM holds a requeued job
+# back (cred_expire + 1 s) until slurmd has forgotten the credential it revoked; a requeued job started before
+# that is killed as "Job credential revoked". The preemption tests wait that long, then start it at once.
+AuthInfo=socket=$MUNGE_SOCK,cred_expire=10
 CredType=cred/munge
 # everything on loopback (also what the commands and srun bind to)
 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny

@@ -8,11 +8,13 @@ Select or deselect with `-m slurm` / `-m "not slurm"`. See tests/SLURM.md.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -254,7 +256,8 @@ def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
 # The test delivers that USR2 itself (`scancel --signal=USR2`) once the student is training: with a
 # 1-minute limit SLURM's coarse signal timer (it may fire up to 60 s early) raced the job's start-up here and
 # killed a requeued allocation before any handler was installed. SLURM also holds a requeued job back
-# ~2 minutes; the test lets it start at once (`scontrol update StartTime=now`).
+# cred_expire + 1 s (11 s on the test cluster) and then starts it only at its scheduler's next periodic pass;
+# the test starts it as soon as it is eligible (`_start_requeued`).
 REQUEUE_OVERRIDES = [
     "task=toy", "teacher=tiny", "logger=none", "objective=hid_seq", "seed=1",
     "task.recipe.num_train=1024", "task.recipe.num_dev=64", "epochs=2", "checkpoint.every_steps=4",
@@ -267,6 +270,20 @@ def _wait(predicate, timeout: float, what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
+
+
+def _start_requeued(env: dict[str, str], job_id: str) -> None:
+    """Start a requeued (pending) job now instead of at the scheduler's next periodic pass, but not before the
+    begin time SLURM gave it (cred_expire + 1 s after the requeue, 11 s here: slurm_cluster.sh): started earlier,
+    slurmd still remembers the credential it revoked and kills the job ("Job credential revoked", seen here)."""
+    begin = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%S"], env=env, capture_output=True,
+                           text=True).stdout.strip()
+    try:
+        eligible = datetime.datetime.fromisoformat(begin).timestamp()  # local time, as squeue prints it
+    except ValueError:  # N/A: already eligible
+        eligible = 0.0
+    _wait(lambda: time.time() >= eligible + 1, 180, f"requeued job {job_id} to become eligible ({begin})")
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, check=True)
 
 
 def test_preempted_job_is_requeued_and_resumes_to_completion(slurm_cluster: Cluster, tmp_path: Path) -> None:
@@ -294,7 +311,7 @@ def test_preempted_job_is_requeued_and_resumes_to_completion(slurm_cluster: Clus
             return "PENDING" in out
 
         _wait(requeued, 120, "the job to be requeued")
-        subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, check=True)
+        _start_requeued(env, job_id)
         output, _ = sweep.communicate(timeout=SWEEP_TIMEOUT_S)
     finally:
         if sweep.poll() is None:
@@ -321,3 +338,132 @@ def test_preempted_job_is_requeued_and_resumes_to_completion(slurm_cluster: Clus
             break
         time.sleep(0.5)
     assert states[0] == "REQUEUED" and states[-1] == "COMPLETED", out
+
+
+# Task-agnostic distillation as ONE torch.distributed job of 2 ranks: `hydra.launcher.tasks_per_node=2` makes
+# srun start 2 tasks, each runs the Hydra job, and submitit's TorchDistributedEnvironment (distributed.setup)
+# joins them over gloo. Preempted twice: first by `scancel --signal=USR2` (every rank gets it), then by a USR2
+# to rank 1 alone (ranks get SLURM's signal at different steps; rank 0 must still checkpoint and requeue).
+# The result must be the uninterrupted job's: 2 ranks x 1 micro-batch = 1 process x 2 (test_distributed.py),
+# so the reference is one local process. Dropout off: 2 ranks draw the same masks for different rows.
+AGNOSTIC_OVERRIDES = [
+    "procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "objective=vanilla_kd", "seed=1",
+    "corpus.num_documents=300", "corpus.dev_documents=20", "procedure.epochs=2", "procedure.global_batch=16",
+    "procedure.micro_batch=8", "checkpoint.every_steps=4", "teacher.config.hidden_dropout_prob=0",
+    "teacher.config.attention_probs_dropout_prob=0",
+]
+RESUMING = re.compile(r"resuming from \S+ at pretrain epoch (\d+) step (\d+)")
+
+
+def _position(results_dir: Path) -> tuple[int, int] | None:
+    """(epoch, step) of the job's checkpoint, or None when there is none (yet, or any more)."""
+    import torch
+
+    for path in results_dir.rglob("checkpoint.pt"):
+        try:
+            position = torch.load(path, map_location="cpu", weights_only=True)["position"]
+        except (OSError, RuntimeError, EOFError):  # deleted meanwhile (the job completed)
+            return None
+        return position["epoch"], position["step"]
+    return None
+
+
+def _rank_pids(job_id: str) -> dict[int, int]:
+    """SLURM_PROCID -> pid of each task (the python that srun started) of a running job (root reads /proc)."""
+    pids = {}
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            argv = (environ.parent / "cmdline").read_bytes().split(b"\0")
+            env = dict(item.split(b"=", 1) for item in environ.read_bytes().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        ids = {env.get(b"SLURM_JOB_ID", b"").decode(),
+               f"{env.get(b'SLURM_ARRAY_JOB_ID', b'').decode()}_{env.get(b'SLURM_ARRAY_TASK_ID', b'').decode()}"}
+        if argv[1:4] == [b"-u", b"-m", b"submitit.core._submit"] and job_id in ids:
+            pids[int(env[b"SLURM_PROCID"])] = int(environ.parent.name)
+    return pids
+
+
+def test_two_rank_task_agnostic_job_is_preempted_requeued_and_resumes(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    env = slurm_cluster.env()
+    results_dir, cache, sweep_dir = tmp_path / "results", tmp_path / "cache", tmp_path / "sweep"
+    # the uninterrupted job in one local process (it also builds the corpus cache the ranks then read)
+    reference = subprocess.run([sys.executable, "-m", "distill_sweep", *AGNOSTIC_OVERRIDES,
+                                f"results_dir={tmp_path / 'reference'}", f"cache_dir={cache}"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    (ref_path,) = (tmp_path / "reference").rglob("result.json")
+    expected = json.loads(ref_path.read_text())
+
+    cmd = [sys.executable, "-m", "distill_sweep", *AGNOSTIC_OVERRIDES, "hydra/launcher=slurm",
+           "hydra.launcher.gpus_per_node=0", "hydra.launcher.tasks_per_node=2", "hydra.launcher.cpus_per_task=1",
+           "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=20", "hydra.launcher.max_num_timeout=3",
+           f"results_dir={results_dir}", f"cache_dir={cache}", f"hydra.sweep.dir={sweep_dir}", "-m"]
+    sweep = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def requeued() -> bool:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=env, capture_output=True,
+                             text=True).stdout
+        return "PENDING" in out
+
+    try:
+        _wait(lambda: _position(results_dir) is not None or sweep.poll() is not None, 600, "a checkpoint")
+        assert sweep.poll() is None, "the job finished before it could be preempted"
+        (job_id,) = _submitted_job_ids(sweep_dir / ".submitit")
+        subprocess.run(["scancel", "--signal=USR2", job_id], env=env, check=True)  # every rank
+        _wait(lambda: requeued() or sweep.poll() is not None, 120, "the job to be requeued")
+        assert sweep.poll() is None, f"the job was not requeued:\n{sweep.communicate()[0][-3000:]}"
+        first = _position(results_dir)  # where it stopped (nothing runs while it is pending)
+        assert first is not None and first > (1, 0), first
+        _start_requeued(env, job_id)
+
+        # resumed and training again (its signal handler is in place once it has passed its checkpoint)
+        _wait(lambda: (_position(results_dir) or (0, 0)) > first or sweep.poll() is not None, 300,
+              "the requeued job to train past its checkpoint")
+        ranks = _rank_pids(job_id)
+        assert sorted(ranks) == [0, 1], ranks
+        os.kill(ranks[1], signal.SIGUSR2)  # rank 1 only
+        _wait(lambda: requeued() or sweep.poll() is not None, 120, "rank 0 to requeue the job")
+        assert sweep.poll() is None, f"rank 1 alone signalled: not requeued:\n{sweep.communicate()[0][-3000:]}"
+        second = _position(results_dir)
+        assert second is not None and second > first, (first, second)
+        _start_requeued(env, job_id)
+        output, _ = sweep.communicate(timeout=SWEEP_TIMEOUT_S)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    logs = {rank: (sweep_dir / ".submitit" / job_id / f"{job_id}_{rank}_log.out").read_text() for rank in (0, 1)}
+    assert sweep.returncode == 0, f"{output[-3000:]}\n{logs[0][-2000:]}\n{logs[1][-2000:]}"
+
+    (path,) = results_dir.rglob("result.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "completed", record.get("error")
+    assert (record["task_agnostic"]["ranks"], record["task_agnostic"]["accumulation_steps"]) == (2, 1)
+    assert (record["requeued"], record["resumed"], record["attempts"]) == (2, 2, 3), record
+    # each rank resumed from rank 0's checkpoint where the job stopped; rank 0 got the second signal from rank 1
+    for rank in (0, 1):
+        resumed_at = [(int(e), int(s)) for e, s in RESUMING.findall(logs[rank])]
+        assert resumed_at == [first, second], (rank, resumed_at)
+    assert (logs[0].count("received signal"), logs[1].count("received signal")) == (1, 2)
+    left = [p.name for p in results_dir.rglob("*") if p.name == "checkpoint.pt" or p.suffix == ".tmp"]
+    assert not left, left
+    # the uninterrupted job's losses, dev metrics and student, to the bit
+    assert record["epochs"] == expected["epochs"]
+    assert record["best"] == expected["best"]
+    from safetensors.torch import load_file
+
+    (weights,) = Path(record["student_dir"]).glob("*.safetensors")
+    (ref_weights,) = Path(expected["student_dir"]).glob("*.safetensors")
+    student, uninterrupted = load_file(weights), load_file(ref_weights)
+    assert student.keys() == uninterrupted.keys()
+    assert all(bool((student[k] == uninterrupted[k]).all()) for k in student)
+
+    cmd = ["sacct", "-n", "-X", "-D", "-P", "-o", "JobID,State", "-j", job_id.split("_")[0]]
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+        states = [line.split("|")[1].split()[0] for line in out.splitlines() if "|" in line]
+        if (states and states[-1] not in ("RUNNING", "COMPLETING", "PENDING")) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert states == ["REQUEUED", "REQUEUED", "COMPLETED"], out

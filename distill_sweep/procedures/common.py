@@ -9,7 +9,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from distill_sweep import distributed
-from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
 from distill_sweep.context import RunContext
 from distill_sweep.objectives import IntermediateObjective
 from distill_sweep.objectives.teacher import TeacherView
@@ -93,7 +93,7 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
                      f"final/{primary}": record["final"]["dev"][primary]})
     tracker.finish()
     if not job.settings.run.checkpoint.keep and distributed.is_main():
-        (job.out_dir / CHECKPOINT).unlink(missing_ok=True)
+        remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
 
 
 def sweep_group() -> str | None:

@@ -398,7 +398,8 @@ def run(ctx: RunContext) -> None:
     job, record = ctx.job, ctx.record
     settings: TaskAgnosticSettings = job.procedure_settings
     assert job.objective is not None
-    corpus = load_corpus(settings.corpus, ctx.tokenizer, ctx.cache_dir)
+    with distributed.main_first():  # one cache build, not one per rank
+        corpus = load_corpus(settings.corpus, ctx.tokenizer, ctx.cache_dir)
     batches_per_epoch = len(corpus.train) // settings.global_batch
     if batches_per_epoch < 1:
         raise ConfigError(f"corpus={settings.corpus.name} has {len(corpus.train)} training sequences, fewer than "
