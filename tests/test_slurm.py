@@ -326,18 +326,8 @@ def test_preempted_job_is_requeued_and_resumes_to_completion(slurm_cluster: Clus
     assert [(e["stage"], e["epoch"]) for e in record["epochs"]] == [
         ("intermediate", 1), ("intermediate", 2), ("prediction", 1), ("prediction", 2)]
     assert not list(results_dir.rglob("checkpoint.pt"))  # removed once the job completed
-    # sacct -D lists every allocation of the requeued job: the first REQUEUED, the last COMPLETED. submitit
-    # returns as soon as the job has written its result, which can be before SLURM records the allocation
-    # as ended (CI saw RUNNING there once), so poll until the last allocation reaches a final state.
-    cmd = ["sacct", "-n", "-X", "-D", "-P", "-o", "JobID,State", "-j", job_id.split("_")[0]]
-    deadline = time.monotonic() + 60
-    while True:
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
-        states = [line.split("|")[1].split()[0] for line in out.splitlines() if "|" in line]
-        if (states and states[-1] not in ("RUNNING", "COMPLETING", "PENDING")) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert states[0] == "REQUEUED" and states[-1] == "COMPLETED", out
+    states = _allocation_states(env, job_id)
+    assert states[0] == "REQUEUED" and states[-1] == "COMPLETED", states
 
 
 # Task-agnostic distillation as ONE torch.distributed job of 2 ranks: `hydra.launcher.tasks_per_node=2` makes
@@ -458,12 +448,18 @@ def test_two_rank_task_agnostic_job_is_preempted_requeued_and_resumes(slurm_clus
     assert student.keys() == uninterrupted.keys()
     assert all(bool((student[k] == uninterrupted[k]).all()) for k in student)
 
+    assert _allocation_states(env, job_id) == ["REQUEUED", "REQUEUED", "COMPLETED"]
+
+
+def _allocation_states(env: dict[str, str], job_id: str) -> list[str]:
+    """The state of every allocation of a (requeued) job, in order (sacct -D). submitit returns as soon as the
+    job has written its result, which can be before SLURM records the allocation as ended (CI saw RUNNING
+    there once), so this polls until the last allocation reaches a final state (60 s at most)."""
     cmd = ["sacct", "-n", "-X", "-D", "-P", "-o", "JobID,State", "-j", job_id.split("_")[0]]
     deadline = time.monotonic() + 60
     while True:
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
         states = [line.split("|")[1].split()[0] for line in out.splitlines() if "|" in line]
         if (states and states[-1] not in ("RUNNING", "COMPLETING", "PENDING")) or time.monotonic() > deadline:
-            break
+            return states
         time.sleep(0.5)
-    assert states == ["REQUEUED", "REQUEUED", "COMPLETED"], out
