@@ -198,6 +198,9 @@ def main(cfg: DictConfig) -> float | None:
         print("distill_sweep: error: dry_run=true plans a sweep: add -m (one job is a sweep of one)", file=sys.stderr)
         sys.exit(2)
     _say_if_one_job_of_a_grid()
+    if cfg.get("finetune_grid") is not None and not _is_multirun():
+        log.warning("finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m); "
+                    "this runs the distillation only")
     try:
         record = run_job(cfg)
     except ConfigError as err:

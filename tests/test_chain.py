@@ -180,3 +180,13 @@ def test_fine_tune_jobs_after_a_data_parallel_distillation_run_as_one_process(ca
     assert inside["cpus_per_task"] == 8 and inside["timeout_min"] == 60  # the rest as set
     assert (launcher.params["nodes"], launcher.params["tasks_per_node"], launcher.params["gpus_per_node"]) == (2, 4, 4)
     assert "hydra.launcher.nodes=1" in capsys.readouterr().out
+
+
+def test_one_job_without_m_distils_only_and_says_so(tmp_path: Path, shared_cache: Path) -> None:
+    out = tmp_path / "results"
+    proc = run_cli(["experiment=paper_table2_toy", "objective=vanilla_kd", "procedure.max_steps=2",
+                    f"results_dir={out}"], cwd=tmp_path, env={"DISTILL_SWEEP_CACHE": str(shared_cache)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m)" in (
+        proc.stdout + proc.stderr)
+    assert [r["procedure"] for r in records(out)] == ["task_agnostic"]
