@@ -521,6 +521,16 @@ def _tokenizer_hash(tokenizer: Any) -> str:
     return h.hexdigest()
 
 
+# A split's fingerprint -> the fingerprint of the same split without a student's own ids (student=bilstm): what
+# the teacher reads is the same, so its stored outputs (teacher_outputs) are keyed by this one.
+TEACHER_FINGERPRINTS: dict[str, str] = {}
+
+
+def teacher_fingerprint(ds: Dataset) -> str:
+    """The fingerprint of what the teacher reads of the tokenised split `ds`."""
+    return TEACHER_FINGERPRINTS.get(ds._fingerprint, ds._fingerprint)
+
+
 def tokenize_splits(
     raw: Mapping[str, Dataset], tokenizer: Any, task_cfg: Any, cache_dir: str | os.PathLike, words: Any = None
 ) -> dict[str, Dataset]:
@@ -552,18 +562,11 @@ def tokenize_splits(
 
     out: dict[str, Dataset] = {}
     for split, ds in raw.items():
-        key = hashlib.sha256(
-            "|".join(
-                [
-                    _TOKENIZE_VERSION,
-                    _content_hash(ds, [*fields, "label"]),
-                    tok_hash,
-                    str(max_len),
-                    ",".join(fields),
-                    *([words.digest] if words is not None else []),  # without: the key it had before
-                ]
-            ).encode()
-        ).hexdigest()[:20]
+        parts = [_TOKENIZE_VERSION, _content_hash(ds, [*fields, "label"]), tok_hash, str(max_len), ",".join(fields)]
+        key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+        if words is not None:  # the student's ids make another split; the teacher's columns are the same
+            teacher_key, key = key, hashlib.sha256("|".join([*parts, words.digest]).encode()).hexdigest()[:20]
+            TEACHER_FINGERPRINTS[key] = teacher_key
         cache_file = out_dir / f"{task_name}-{split}-{key}.arrow"
         out[split] = ds.map(
             encode,

@@ -132,13 +132,15 @@ def weights_digest(model: nn.Module) -> str:
 
 def store_key(model: nn.Module, train: Any, precision: str, cls_layers: list[int] | None = None) -> dict[str, Any]:
     """What the stored numbers are a function of. `train`: the tokenised training split (its fingerprint is
-    the content key data.tokenize_splits gave it)."""
+    the content key data.tokenize_splits gave it, without a student's own ids: the teacher does not read them)."""
+    from distill_sweep.data import teacher_fingerprint
+
     config = getattr(model, "config", None)
     return {
         "version": STORE_VERSION,
         "teacher": weights_digest(model),
         "attn_implementation": str(getattr(config, "_attn_implementation", None)),
-        "train": {"fingerprint": str(train._fingerprint), "rows": len(train)},
+        "train": {"fingerprint": teacher_fingerprint(train), "rows": len(train)},
         "precision": precision,
         "features": ["logits", *(f"cls{layer}" for layer in cls_layers or [])],
     }

@@ -225,6 +225,13 @@ def test_toy_job_end_to_end_and_its_checkpointed_student(tmp_path: Path, shared_
     # the no-KD baseline with this student (procedure=finetune) runs too, on the same shared vocabulary
     base = run_job(compose_cfg([*overrides[:-1], "procedure=finetune"]))
     assert base["status"] == "completed" and base["student_vocab"] == record["student_vocab"]
+    # a word-piece student's KD job reads the teacher-output store the BiLSTM job used: the word ids are not the
+    # teacher's input, so they do not key the store
+    truncated = run_job(compose_cfg([*FAST, "objective=vanilla_kd", f"results_dir={tmp_path / 'r'}",
+                                     f"cache_dir={shared_cache}"]))
+    stored, again = record["teacher_outputs"], truncated["teacher_outputs"]
+    assert stored["mode"] == again["mode"] == "store"
+    assert (again["key"], again["path"], again["built"]) == (stored["key"], stored["path"], False)
 
 
 def test_intermediate_objective_is_refused_in_one_line(tmp_path: Path) -> None:
