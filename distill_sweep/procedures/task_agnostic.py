@@ -23,7 +23,8 @@ on update boundaries. The dev metrics (`mlm_accuracy`, the primary metric, and `
 MLM predictions on the held-out documents: they read the MLM head, which only the KD/MLM losses train, so for
 a terms-only objective they say little; the student's value is its GLUE fine-tuning. The record holds the
 corpus (and whether its cache was built or reused), the KD form, and `student_dir`, where the student is
-saved (`save_pretrained`, with the tokenizer) for `student=pretrained student.name_or_path=<student_dir>`.
+saved (`save_pretrained`, with the tokenizer) for the fine-tuning: `student=distilled student.source=<config hash>`
+(what `finetune_grid` runs), or `student=pretrained student.name_or_path=<student_dir>`.
 """
 
 from __future__ import annotations
