@@ -109,7 +109,8 @@ def _finetune(root: Path, *, source: str, objective: str, init: str, task: str, 
     layers = [1, 2, 3, 4, 5, 6] if init == "first" else []
     src = {"config_hash": source, "objective": objective, "seed": source_seed, "teacher": "bert-base-uncased",
            "student": "truncated" if init == "first" else "fresh", "student_layers": 6, "corpus": "wiki",
-           "init": {"name": "first" if init == "first" else "fresh", "spec": init, "layers": layers}}
+           # what a job records: init=first resolves to the rule named "bottom" (the first k teacher layers)
+           "init": {"name": "bottom" if init == "first" else "fresh", "spec": init, "layers": layers}}
     digest = results.digest([source, task, lr, seed])
     rec = Record(task=task, objective="none", seed=seed, status="completed", procedure="finetune",
                  config_hash=digest, init=InitInfo(spec="1", name="distilled", layers=[]),
