@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from distill_sweep.errors import ConfigError
 
@@ -60,6 +62,16 @@ class FinetuneGridSettings:
             raise ConfigError(f"{where}.lrs={self.lrs}: learning rates must be > 0")
         if any(b < 1 for b in self.batch_sizes):
             raise ConfigError(f"{where}.batch_sizes={self.batch_sizes}: batch sizes must be >= 1")
+        from distill_sweep.train import check_group_choices
+
+        try:
+            OverridesParser.create().parse_overrides(list(self.overrides))
+        except HydraException as err:
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"{where}.overrides={self.overrides}: not Hydra overrides ({why})") from None
+        unknown = check_group_choices(list(self.overrides))
+        if unknown:
+            raise ConfigError(f"{where}.overrides: {unknown}")
 
     def points(self) -> list[list[str]]:
         """One override list per grid point, in the order the report lists them."""
@@ -122,11 +134,12 @@ def plan(jobs: Sequence[tuple[Any, Sequence[str]]], compose: Callable[[Sequence[
             raise ConfigError(f"finetune_grid follows a distillation that saves its student (procedure="
                               f"{' or '.join(SAVES_STUDENT)}), not procedure={source.procedure.name}")
         for ft_overrides in finetune_overrides(overrides, teacher_choice(overrides), source.digest, grid):
-            cfg = compose(ft_overrides)
             try:
+                cfg = compose(ft_overrides)
                 ident = identify(cfg)
-            except ConfigError as err:
-                raise ConfigError(f"fine-tune job [{' '.join(ft_overrides)}]: {err}") from None
+            except (ConfigError, HydraException, OmegaConfBaseException) as err:
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise ConfigError(f"fine-tune job [{' '.join(ft_overrides)}]: {first}") from None
             if _plain(cfg.teacher) != _plain(source.cfg.teacher):
                 raise ConfigError(f"finetune_grid: the fine-tune jobs of [{' '.join(overrides)}] would get another "
                                   "teacher config (and tokenizer) than the distillation's: set the teacher on the "

@@ -100,6 +100,9 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        others = [a for a in args if a is not type(None)]
+        if len(others) == 1 and dataclasses.is_dataclass(others[0]):
+            return _coerce(others[0], value, key)  # an optional part: its own error says what is wrong in it
         for arg in (a for a in args if a is not type(None)):
             try:
                 return _coerce(arg, value, key)

@@ -14,6 +14,7 @@ from distill_sweep import chain, results, store
 from distill_sweep.errors import ConfigError
 from distill_sweep.report import pretraining
 from distill_sweep.results import InitInfo, Record, StudentInfo, TeacherInfo
+from distill_sweep.schema import RunSettings
 
 # paper_table2_toy cut to 2 objectives, 2 grid points per student, a few hundred rows: the sweep in ~1-2 min
 TOY = ["experiment=paper_table2_toy", "objective=vanilla_kd,att_mse", "procedure.max_steps=6",
@@ -45,6 +46,9 @@ def test_fine_tune_jobs_take_the_run_settings_not_the_distillations_parts() -> N
     ({"tasks": []}, "finetune_grid.tasks is empty"),
     ({"tasks": ["nosuch"]}, "unknown task 'nosuch'"),
     ({"lrs": [0.0]}, "learning rates must be > 0"),
+    ({"batch_sizes": [0]}, r"finetune_grid.batch_sizes=\[0\]: batch sizes must be >= 1"),
+    ({"overrides": ["nonsense"]}, "not Hydra overrides"),
+    ({"overrides": ["logger=nosuch"]}, "finetune_grid.overrides: unknown logger 'nosuch'"),
 ])
 def test_bad_grids_are_refused(bad: dict, message: str) -> None:
     from distill_sweep.settings import parse
@@ -52,6 +56,18 @@ def test_bad_grids_are_refused(bad: dict, message: str) -> None:
     good = {"tasks": ["toy"], "lrs": [1e-3], "batch_sizes": [32]}
     with pytest.raises(ConfigError, match=message):
         parse(chain.FinetuneGridSettings, {**good, **bad}, "finetune_grid")
+
+
+def test_a_bad_grid_in_a_sweep_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    from distill_sweep.settings import parse
+
+    # as part of the config the grid is optional: its own error, not "expected ... or null", reaches the user
+    with pytest.raises(ConfigError, match=r"^finetune_grid.batch_sizes=\[0\]: batch sizes must be >= 1$"):
+        parse(RunSettings, {"finetune_grid": {"tasks": ["toy"], "lrs": [1e-3], "batch_sizes": [0]}}, "")
+    proc = run_cli(["-m", "experiment=paper_table2_toy", "objective=att_mse", 'finetune_grid.overrides=["nonsense"]',
+                    "+dry_run=true", f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "not Hydra overrides" in lines[0], proc.stderr
 
 
 @pytest.mark.parametrize("args, message", [
