@@ -239,17 +239,9 @@ class JobComposer:
         self.cache: dict[tuple[str, ...], DictConfig] = {}
         self.choices: dict[tuple[str, ...], dict[str, Any]] = {}  # the config-group options each one chose
 
-    def _groups(self, overrides: Sequence[str]) -> tuple[str, ...]:
-        return tuple(o.input_line for o in self.parser.parse_overrides(list(overrides)) if _is_group(o.key_or_group))
-
-    def choice(self, overrides: Sequence[str], group: str) -> str:
-        """The option of config group `group` a job's config chose (on the command line or in a preset)."""
-        self(overrides)
-        return str(self.choices[self._groups(overrides)].get(group))
-
-    def __call__(self, overrides: Sequence[str]) -> DictConfig:
-        parsed = self.parser.parse_overrides(list(overrides))
-        groups = self._groups(overrides)
+    def _composed(self, parsed: Sequence[Any]) -> tuple[str, ...]:
+        """The key of the composed config of these parsed overrides' group choices (composed on first use)."""
+        groups = tuple(o.input_line for o in parsed if _is_group(o.key_or_group))
         if groups not in self.cache:
             composed = self.load(groups)
             with open_dict(composed):
@@ -257,6 +249,15 @@ class JobComposer:
             choices = OmegaConf.select(hydra, "runtime.choices") if hydra is not None else None
             self.choices[groups] = OmegaConf.to_container(choices) if choices is not None else {}
             self.cache[groups] = composed
+        return groups
+
+    def choice(self, overrides: Sequence[str], group: str) -> str:
+        """The option of config group `group` a job's config chose (on the command line or in a preset)."""
+        return str(self.choices[self._composed(self.parser.parse_overrides(list(overrides)))].get(group))
+
+    def __call__(self, overrides: Sequence[str]) -> DictConfig:
+        parsed = self.parser.parse_overrides(list(overrides))
+        groups = self._composed(parsed)
         cfg = copy.deepcopy(self.cache[groups])
         with open_dict(cfg):
             for o in parsed:

@@ -162,6 +162,8 @@ def test_table2_and_4_take_the_best_grid_point_and_set_it_beside_the_paper(tmp_p
     assert [r.objective for r in t2.rows] == ["vanilla_kd", "att_mse"]  # the paper's order
     rte = rows["att_mse"].cells["rte"]  # best of each seed: 70 and 68
     assert rte.mean == pytest.approx(69.0) and rte.std == pytest.approx(math.sqrt(2.0)) and rte.n == 2
+    ddof0 = pretraining.build("table2", "T2", best[best["init"] == "random"], False, "header", ddof=0)
+    assert ddof0.rows[1].cells["rte"].std == pytest.approx(1.0)  # sqrt(((70 - 69)^2 + (68 - 69)^2) / 2)
     assert rows["att_mse"].cells["mrpc"].mean == pytest.approx(75.0)  # F1, the best point by F1
     assert rows["vanilla_kd"].cells["mrpc"].n == 0 and not rows["att_mse"].cells["avg"].present
     t4 = pretraining.build("table4", "T4", best, True, "header")

@@ -313,7 +313,7 @@ def _pretraining_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame
     for which, title, rows, by_init in layouts:
         if which not in opts.tables or rows.empty or (by_init and set(rows["init"]) == {"random"}):
             continue
-        table = pretraining.build(f"table{which}", title, rows, by_init, opts.metric)
+        table = pretraining.build(f"table{which}", title, rows, by_init, opts.metric, opts.ddof)
         table.notes.append(f"{rows['points'].max()} fine-tuning grid point(s) per student and task at most; "
                            f"the best point of each cell is in table{which}_best_points.csv")
         _table_section(doc, files, table, opts)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep import stats
 from distill_sweep.paper import (
     GLUE_TASKS,
     as_float,
@@ -92,36 +93,37 @@ def row_label(objective: str, setting: str, settings: int) -> str:
     return objective if settings == 1 else f"{objective} [{setting}]"
 
 
-def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: str) -> Table:
-    """Table 2 (`by_init` False: one row per objective) or Table 4 (objective x init) from `best_over_grid`."""
+def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: str, ddof: int = 1) -> Table:
+    """Table 2 (`by_init` False: one row per objective) or Table 4 (objective x init) from `best_over_grid`;
+    cells and Avg as the other tables aggregate them (stats.aggregate, stats.row_averages)."""
     tasks = task_order(best["task"].unique())
     metrics = {t: column_metric(t, metric_mode) for t in tasks}
     table = Table(key=key, title=title, row_headers=["Objective", "Init"] if by_init else ["Objective"],
                   tasks=tasks, metrics=metrics)
     settings = best["setting"].nunique()
-    rows = best.groupby(["setting", "objective", "init"], sort=False)
-    order = sorted(rows.groups, key=lambda k: (k[0], objective_rank(k[1]), _init_rank(k[2])))
-    for setting, objective, init in order:
-        grp = rows.get_group((setting, objective, init))
-        label = row_label(objective, setting, settings)
-        cells = {t: _cell(grp[grp["task"] == t]["value"]) for t in tasks}
-        glue = [cells[t].mean for t in GLUE_TASKS if t in cells and cells[t].present]
-        missing = [task_label(t) for t in GLUE_TASKS if t not in cells or not cells[t].present]
-        cells["avg"] = Cell(sum(glue) / len(glue), math.nan, 1) if not missing else Cell()
+    labelled = best.assign(system=[row_label(o, s, settings) for o, s in zip(best["objective"], best["setting"],
+                                                                              strict=True)],
+                           init_label=best["init"])
+    agg = stats.aggregate(labelled, ddof=ddof)
+    cell_index = {(r.system, r.init_label, r.task): r for r in agg.itertuples(index=False)}
+    avg_index = {(r.system, r.init_label): r for r in stats.row_averages(agg).itertuples(index=False)}
+    rows = labelled.drop_duplicates(["setting", "objective", "init"])
+    order = sorted(zip(rows["setting"], rows["objective"], rows["init"], rows["system"], strict=True),
+                   key=lambda k: (k[0], objective_rank(k[1]), _init_rank(k[2])))
+    for _, objective, init, label in order:
+        cells = {}
+        for task in tasks:
+            hit = cell_index.get((label, init, task))
+            cells[task] = Cell(hit.mean, hit.std, int(hit.n)) if hit is not None else Cell()
+        avg = avg_index[(label, init)]
+        cells["avg"] = Cell(float(avg.avg), math.nan, 1) if not math.isnan(avg.avg) else Cell()
         table.rows.append(Row(labels=(label, init) if by_init else (label,), group=label if by_init else "",
-                              cells=cells, avg_reason="missing " + ", ".join(missing) if missing else "",
-                              init=init, system=label, procedure="finetune", objective=objective))
+                              cells=cells, avg_reason=avg.reason, init=init, system=label, procedure="finetune",
+                              objective=objective))
     mark_best(table.rows, [*tasks, "avg"])
     table.notes.append("cell = per distilled student and task, the best dev score over its fine-tuning grid "
                        "(lr x batch size), as the paper selects; mean±std over distillation x fine-tuning seeds")
     return table
-
-
-def _cell(values: pd.Series) -> Cell:
-    if values.empty:
-        return Cell()
-    std = float(values.std(ddof=1)) if len(values) > 1 else math.nan
-    return Cell(float(values.mean()), std, int(len(values)))
 
 
 def _init_rank(init: str) -> tuple[int, str]:
