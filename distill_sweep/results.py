@@ -76,9 +76,17 @@ def config_hash(cfg: DictConfig) -> str:
     return digest(hashed_config(cfg))
 
 
+HASH_CHARS = 10  # of a config hash in a job's directory name
+
+
 def job_dir(results_dir: Path, task: str, part: str, init_label: str, seed: int, config_digest: str) -> Path:
     """`<results_dir>/<task>/<objective or procedure>/<init>/seed-<seed>/<hash10>`."""
-    return Path(results_dir) / task / part / init_label / f"seed-{seed}" / config_digest[:10]
+    return Path(results_dir) / task / part / init_label / f"seed-{seed}" / config_digest[:HASH_CHARS]
+
+
+def job_dirs_of(results_dir: Path, config_digest: str) -> list[Path]:
+    """The job directories of `job_dir`'s layout named by this config hash (or its first HASH_CHARS+ chars)."""
+    return sorted(Path(results_dir).glob(f"*/*/*/seed-*/{config_digest[:HASH_CHARS]}"))
 
 
 def absolute(path: str | Path) -> Path:

@@ -25,7 +25,7 @@ from .pretrained import PretrainedSettings
 from .pretrained import build as build_pretrained
 
 SOURCE_PROCEDURE = "task_agnostic"  # the procedure that saves a student for others to fine-tune
-MIN_HASH_CHARS = 10  # as many as a result directory's name holds
+MIN_HASH_CHARS = results.HASH_CHARS  # as many as a result directory's name holds
 
 
 @dataclass
@@ -49,13 +49,13 @@ class DistilledSettings:
 def find_source(source: str, results_dir: Path) -> tuple[Path, results.Record]:
     """The result directory and record of the task_agnostic job whose config hash starts with `source`."""
     found = []
-    for path in sorted(Path(results_dir).glob(f"*/*/*/seed-*/{source[:MIN_HASH_CHARS]}/{results.RECORD}")):
-        data = results.read_record(path)
+    for directory in results.job_dirs_of(results_dir, source):
+        data = results.read_record(directory / results.RECORD)
         if data is None:
             continue
         rec = results.Record.from_dict(data)
         if rec.config_hash.startswith(source) and rec.procedure == SOURCE_PROCEDURE:
-            found.append((path.parent, rec))
+            found.append((directory, rec))
     if not found:
         raise ConfigError(f"student.source={source}: no task_agnostic job with that config hash in "
                           f"results_dir={results_dir} (run the distillation first, into the same results_dir)")
