@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from distill_sweep.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -23,3 +25,11 @@ class ModelInfo:
         return cls(num_layers=int(config.num_hidden_layers), hidden_size=int(config.hidden_size),
                    num_heads=int(config.num_attention_heads), qkv=qkv and hidden_states, hidden_states=hidden_states,
                    model_type=str(getattr(config, "model_type", "bert")))
+
+
+def require_equal_widths(term: str, states: str, student: ModelInfo, teacher: ModelInfo) -> None:
+    """A term that compares `states` of the two models without a projection needs one width (ConfigError)."""
+    if student.hidden_size != teacher.hidden_size:
+        raise ConfigError(f"objective term {term!r} compares {states} without a projection: the student is "
+                          f"{student.hidden_size} wide and the teacher {teacher.hidden_size}; use a student of "
+                          "the teacher's width")

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
-from ..model_info import ModelInfo
+from ..model_info import ModelInfo, require_equal_widths
 from .inputs import STUDENT, TEACHER, LossInputs
 from .registry import TermSettings, TermSpec, register_term
 
@@ -31,10 +30,7 @@ class HidCos(nn.Module):
     @staticmethod
     def check_compatible(settings: TermSettings, student: ModelInfo, teacher: ModelInfo,
                          layer_map: Sequence[tuple[int, int]] | None) -> None:
-        if student.hidden_size != teacher.hidden_size:
-            raise ConfigError(f"objective term 'hid_cos' compares states without a projection: the student is "
-                              f"{student.hidden_size} wide and the teacher {teacher.hidden_size}; use a student of "
-                              "the teacher's width")
+        require_equal_widths("hid_cos", "states", student, teacher)
 
     def forward(self, x: LossInputs) -> Tensor:
         total: Tensor | None = None

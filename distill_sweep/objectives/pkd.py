@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
-from ..model_info import ModelInfo
+from ..model_info import ModelInfo, require_equal_widths
 from .inputs import STUDENT, TEACHER, LossInputs
 from .registry import TermSettings, TermSpec, register_term
 
@@ -55,10 +55,7 @@ class PatienceCLS(nn.Module):
     def check_compatible(settings: PKDSettings, student: ModelInfo, teacher: ModelInfo,
                          layer_map: Sequence[tuple[int, int]] | None) -> None:
         """Refuse, from the configs alone, what PKD cannot compare (objectives.check_compatible calls it)."""
-        if student.hidden_size != teacher.hidden_size:
-            raise ConfigError(f"objective term 'pkd_cls' compares [CLS] states without a projection: the student "
-                              f"is {student.hidden_size} wide and the teacher {teacher.hidden_size}; use a student "
-                              "of the teacher's width")
+        require_equal_widths("pkd_cls", "[CLS] states", student, teacher)
         if student.num_layers < 2:
             raise ConfigError("objective term 'pkd_cls' compares student layers 1..k-1 (the last is left to the KD "
                               "term): the student has 1 layer; use at least 2")
