@@ -30,6 +30,7 @@ demo: install
 # a job requeued from inside an xdist worker came back CANCELLED.
 test: install
 	$(BIN)/ruff check distill_sweep tests conf
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -m "not slurm" -n 2
 	$(BIN)/python -m pytest -q -m slurm
 

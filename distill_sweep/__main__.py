@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import shutil
 import sys
 from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, OverrideParseException
+from omegaconf.errors import OmegaConfBaseException
+
+from distill_sweep.config_space import CONF_DIR, check_group_choices
+from distill_sweep.train import main
+
+try:  # Hydra's own parser (a private API): its flags, never a copy
+    from hydra._internal.utils import get_args_parser
+except ImportError:  # a Hydra without it: the command line is parsed as given
+    get_args_parser = None
 
 
 def overrides_first(argv: list[str]) -> list[str]:
@@ -15,10 +31,8 @@ def overrides_first(argv: list[str]) -> list[str]:
     `-cn name`, `--info config`) stays with its flag; unknown flags are left for Hydra to refuse.
     """
     try:
-        from hydra._internal.utils import get_args_parser  # Hydra's own parser: its flags, never a copy
-
         actions = get_args_parser()._option_string_actions
-    except (ImportError, AttributeError):  # a Hydra without it: parse as given, as before
+    except (TypeError, AttributeError):  # a Hydra without it: parse as given, as before
         return list(argv)
     overrides: list[str] = []
     flags: list[str] = []
@@ -68,12 +82,7 @@ def check_overrides(argv: list[str]) -> str | None:
     Hydra reports these in several lines (exit 1); the sweep's jobs are composed again by the sweeper,
     so a sweep is checked here with the first value of each swept key.
     """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException, OverrideParseException
-    from omegaconf.errors import OmegaConfBaseException
 
-    from distill_sweep.train import CONF_DIR
 
     args = _hydra_args(argv)
     if args is None or any(getattr(args, name, None) for name in _NOT_A_RUN):
@@ -125,21 +134,15 @@ def _one_line(err: BaseException) -> str:
 def _hydra_args(argv: list[str]) -> Any:
     """Hydra's own reading of the command line (an argparse Namespace), or None where argparse refuses it
     (Hydra then says so itself, once)."""
-    import contextlib
-    import io
-
     try:
-        from hydra._internal.utils import get_args_parser
-
         with contextlib.redirect_stderr(io.StringIO()):
             return get_args_parser().parse_known_args(argv)[0]
-    except (ImportError, AttributeError, SystemExit):
+    except (TypeError, AttributeError, SystemExit):
         return None
 
 
 def check_environment(argv: list[str]) -> str | None:
     """One line for an environment that cannot run what was asked (checked before Hydra starts)."""
-    import shutil
 
     args = _hydra_args(argv)
     # only a launch needs sbatch: not a dry run, nor printing the config (--cfg) or help
@@ -152,7 +155,6 @@ def check_environment(argv: list[str]) -> str | None:
 
 
 def _cli() -> None:
-    from distill_sweep.train import check_group_choices, main
 
     sys.argv[1:] = overrides_first(sys.argv[1:])
     argv = sys.argv[1:]

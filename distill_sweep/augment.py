@@ -35,8 +35,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from distill_sweep.data import _content_hash
 from distill_sweep.errors import ConfigError
+from distill_sweep.models import has_mlm_head, model_error_message, model_source, read_model_config
 from distill_sweep.settings import as_dict, parse
+from distill_sweep.teacher_cache import waiting_lock
 
 log = logging.getLogger("distill_sweep")
 AUGMENT_VERSION = 1  # bump when the generated sentences change
@@ -83,6 +86,8 @@ class AugmentSettings:
 
 def parse_augment(node: Any, where: str = "task.augment") -> AugmentSettings:
     """`task.augment`: a name (`none`, `tinybert`) or a mapping with `name` and settings."""
+    if isinstance(node, AugmentSettings):
+        return node
     if node is None or isinstance(node, str):
         node = {"name": node or "none"}
     return parse(AugmentSettings, node, where)
@@ -109,7 +114,6 @@ def check(settings: AugmentSettings, teacher_cfg: Any) -> None:
     embedding file (the dry run, which reads no file, does not call this)."""
     if settings.name != "tinybert":  # tang needs no model
         return
-    from distill_sweep.models import has_mlm_head, read_model_config
 
     if settings.embeddings is not None and not Path(settings.embeddings).expanduser().is_file():
         raise ConfigError(f"task.augment.embeddings={settings.embeddings!r} is not a file (a GloVe-style text file: "
@@ -138,8 +142,6 @@ class MLMCandidates:
     def __init__(self, source: str, settings: AugmentSettings, device: Any = None) -> None:
         import torch
         from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-        from distill_sweep.models import model_error_message, model_source
 
         path = model_source(source, "task.augment.mlm")
         try:
@@ -345,8 +347,6 @@ def tang_rows(rows: dict[str, list], fields: list[str], settings: AugmentSetting
 def store_key(train: Any, fields: list[str], settings: AugmentSettings, task: str, mlm: str) -> str:
     """`mlm`: the masked LM's identity (tinybert), or what else the samples depend on (tang: the mask token and
     the tagger's version)."""
-    from distill_sweep.data import _content_hash
-
     spec = {k: v for k, v in as_dict(settings).items() if k != "batch_size"}
     spec["samples"] = samples_for(settings, task)
     key = {"version": AUGMENT_VERSION, "train": _content_hash(train, [*fields, "label"]), "fields": fields,
@@ -375,8 +375,6 @@ def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: Augme
     from importlib.metadata import version
 
     from datasets import Dataset
-
-    from distill_sweep.teacher_cache import waiting_lock
 
     fields, task = list(task_cfg.text_fields), str(task_cfg.name)
     if settings.name == "tinybert":

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 from hydra import compose, initialize_config_dir
 
+from distill_sweep.config_space import CONF_DIR
 from distill_sweep.data import LengthGroupedBatches, load_task_data, row_lengths
 from distill_sweep.job import prepare
 from distill_sweep.models import load_tokenizer
-from distill_sweep.train import CONF_DIR
 
 TEACHER = ["teacher=tiny", "teacher.config.num_hidden_layers=12", "teacher.config.hidden_size=128",
            "teacher.config.intermediate_size=256", "teacher.finetune.epochs=4"]

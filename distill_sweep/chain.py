@@ -18,8 +18,7 @@ student and corpus settings are not the fine-tune's), with:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -28,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from distill_sweep.errors import ConfigError
+from distill_sweep.schema import FinetuneGridSettings
 
 # The distillation's own parts: their overrides are not passed to the fine-tune jobs (value overrides of
 # `teacher.` and `task.` are: the teacher is shared, and task caps are meant for the fine-tuning).
@@ -35,49 +35,6 @@ DISTILLATION_ONLY = ("experiment", "procedure", "corpus", "student", "objective"
                      "finetune_grid", "teacher", "task")
 SHARED_VALUES = ("teacher", "task")
 SAVES_STUDENT = ("task_agnostic",)  # procedures whose saved student a fine-tune grid can follow
-
-
-@dataclass
-class FinetuneGridSettings:
-    """`finetune_grid`: each distilled student fine-tuned on every task x lr x batch size x seed."""
-
-    tasks: list[str] = field(default_factory=list)  # task config names (conf/task)
-    lrs: list[float] = field(default_factory=list)
-    batch_sizes: list[int] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=lambda: [1])
-    epochs: int | None = field(default=None, metadata={"ge": 1})  # null: each task's recipe
-    overrides: list[str] = field(default_factory=list)  # more overrides for every fine-tune job
-
-    def validate(self, where: str) -> None:
-        for key in ("tasks", "lrs", "batch_sizes", "seeds"):
-            if not getattr(self, key):
-                raise ConfigError(f"{where}.{key} is empty: the fine-tune grid needs at least one value")
-        from distill_sweep.train import CONF_DIR
-
-        known = sorted(p.stem for p in (Path(CONF_DIR) / "task").glob("*.yaml"))
-        unknown = [t for t in self.tasks if t not in known]
-        if unknown:
-            raise ConfigError(f"{where}.tasks: unknown task {unknown[0]!r} (choose from: {', '.join(known)})")
-        if any(lr <= 0 for lr in self.lrs):
-            raise ConfigError(f"{where}.lrs={self.lrs}: learning rates must be > 0")
-        if any(b < 1 for b in self.batch_sizes):
-            raise ConfigError(f"{where}.batch_sizes={self.batch_sizes}: batch sizes must be >= 1")
-        from distill_sweep.train import check_group_choices
-
-        try:
-            OverridesParser.create().parse_overrides(list(self.overrides))
-        except HydraException as err:
-            why = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise ConfigError(f"{where}.overrides={self.overrides}: not Hydra overrides ({why})") from None
-        unknown = check_group_choices(list(self.overrides))
-        if unknown:
-            raise ConfigError(f"{where}.overrides: {unknown}")
-
-    def points(self) -> list[list[str]]:
-        """One override list per grid point, in the order the report lists them."""
-        epochs = [f"epochs={self.epochs}"] if self.epochs is not None else []
-        return [[f"task={t}", f"optimizer.lr={lr}", f"optimizer.batch_size={b}", f"seed={s}", *epochs]
-                for t in self.tasks for lr in self.lrs for b in self.batch_sizes for s in self.seeds]
 
 
 @dataclass

@@ -19,11 +19,16 @@ from torch import nn
 
 from distill_sweep import results
 from distill_sweep.allocator import keep_freed_memory
+from distill_sweep.augment import augmented_train
+from distill_sweep.data import load_task_data, make_loader
+from distill_sweep.distributed import is_main, local_device
 from distill_sweep.loop import LossFn, resolve_device
+from distill_sweep.metrics import compute_metrics
+from distill_sweep.models import load_tokenizer
 from distill_sweep.stages import Stage, StageDriver, epoch_seed
 
 if TYPE_CHECKING:
-    from distill_sweep.job import Job
+    from distill_sweep.job import Job  # annotations only: the job is orchestration, above this module
 
 log = logging.getLogger("distill_sweep")
 
@@ -44,15 +49,11 @@ class RunContext:
     @classmethod
     def open(cls, job: Job, record: dict[str, Any]) -> RunContext:
         """Set threads and device, load the tokenizer and the task's data (no model yet)."""
-        from distill_sweep.data import load_task_data, make_loader
-        from distill_sweep.models import load_tokenizer
-
         run = job.settings.run
         if run.threads:
             torch.set_num_threads(run.threads)
         keep_freed_memory()  # steady-state steps stop page-faulting their temporaries (see allocator.py)
         cache_dir = results.absolute(run.cache_dir)
-        from distill_sweep.distributed import local_device
 
         device = local_device(resolve_device(run.device))
         record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
@@ -63,8 +64,6 @@ class RunContext:
         info: dict[str, Any] = {}
 
         def augmented(train: Any) -> Any:
-            from distill_sweep.augment import augmented_train
-
             split, found = augmented_train(train, job.cfg.task, job.cfg.teacher, augment, cache_dir, device,
                                            mask_token=str(tokenizer.mask_token))
             info.update(found)
@@ -101,15 +100,11 @@ class RunContext:
         return self.job.cfg
 
     def metrics(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-        from distill_sweep.metrics import compute_metrics
-
         return compute_metrics(self.cfg.task, logits, labels)
 
     def loader(self, seed: int, train: Any = None) -> Any:
         """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch) of `train`
         (default: the student's training split)."""
-        from distill_sweep.data import make_loader
-
         pad, run = int(self.tokenizer.pad_token_id), self.job.settings.run
         train = self.data.train if train is None else train
 
@@ -143,8 +138,6 @@ class RunContext:
                            skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label)
 
     def save_record(self) -> None:
-        from distill_sweep.distributed import is_main
-
         if is_main():  # with several ranks only rank 0 writes
             results.write_record(self.job.out_dir / results.RECORD, results.Record.from_dict(self.record))
 

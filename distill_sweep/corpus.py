@@ -39,7 +39,9 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from distill_sweep.data import _honour_offline_env, _tokenizer_hash, go_offline_if_hub_unreachable
 from distill_sweep.errors import ConfigError
+from distill_sweep.toy import NOUNS, _part, _vocab_hash
 
 log = logging.getLogger("distill_sweep")
 
@@ -131,8 +133,6 @@ def text_files(folder: str | os.PathLike) -> list[Path]:
 
 def toy_documents(num_documents: int, seed: int) -> Iterator[str]:
     """Documents of 4-8 toy-task sentences (one review part each), deterministic in `seed`."""
-    from distill_sweep.toy import NOUNS, _part
-
     rng = random.Random(seed)
     for _ in range(num_documents):
         sentences = [_part(rng, rng.sample(NOUNS, rng.choice((1, 3))))[0] for _ in range(rng.randint(4, 8))]
@@ -200,8 +200,6 @@ def _streamed(settings: CorpusSettings | SourceSettings) -> Iterator[str]:
     """Local files and hub datasets alike: `datasets` streams the rows, `text_field` holds the text."""
     import datasets
 
-    from distill_sweep.data import _honour_offline_env, go_offline_if_hub_unreachable
-
     if settings.source == "text_files":
         files = [str(p) for p in text_files(str(settings.path))]
         args: dict[str, Any] = {"path": "text", "data_files": {"train": files}, "sample_by": "paragraph",
@@ -225,8 +223,6 @@ def _streamed(settings: CorpusSettings | SourceSettings) -> Iterator[str]:
 def identity(settings: CorpusSettings) -> dict[str, Any]:
     """What names the corpus' text in the cache key."""
     if settings.source == "toy":
-        from distill_sweep.toy import _vocab_hash
-
         return {"toy": _vocab_hash(), "num_documents": settings.num_documents, "seed": settings.seed}
     out = _source_identity(settings)
     if settings.also:  # (absent otherwise: the caches of corpora from before the key keep their keys)
@@ -256,8 +252,6 @@ def _source_identity(src: CorpusSettings | SourceSettings) -> dict[str, Any]:
 
 
 def cache_key(settings: CorpusSettings, tokenizer: Any) -> str:
-    from distill_sweep.data import _tokenizer_hash
-
     packing = {"max_seq_length": settings.max_seq_length, "max_documents": settings.max_documents,
                "dev_documents": settings.dev_documents}
     masking = {k: getattr(settings, k) for k in ("masking", "mlm_probability", "max_predictions", "mask_ratio",

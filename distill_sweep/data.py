@@ -26,6 +26,7 @@ from datasets import Dataset
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
 
 from distill_sweep.errors import ConfigError, DataError
+from distill_sweep.toy import generate_toy
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,6 @@ def load_raw(task_cfg: Any) -> dict[str, Dataset]:
 def _load_source(task_cfg: Any) -> dict[str, Dataset]:
     source = _get(task_cfg, "source", "glue")
     if source == "toy":
-        from distill_sweep.toy import generate_toy
-
         recipe = _get(task_cfg, "recipe") or {}
 
         def toy_key(key: str, default: int) -> int:

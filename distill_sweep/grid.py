@@ -23,8 +23,12 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distill_sweep import distributed, results
+from distill_sweep import chain, distributed, results
+from distill_sweep.config_space import CONF_DIR, GROUPS, group_options
 from distill_sweep.errors import ConfigError
+
+# Hydra loads this module (through the sweeper plugin) at every start, `--help` included: the modules that
+# import transformers (job, models and the parts) are imported inside the functions that use them.
 
 log = logging.getLogger("distill_sweep")
 PROGRESS_EVERY_S = 5.0
@@ -55,12 +59,10 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
     schema's), so that jobs differing only in teacher, student or layer map are told apart."""
     from hydra import compose, initialize_config_dir
 
-    from distill_sweep import chain
     from distill_sweep.job import identify
     from distill_sweep.models import init_spec
-    from distill_sweep.train import CONF_DIR
 
-    known = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
+    known = group_options("experiment")
     if preset not in known:
         raise ConfigError(f"unknown experiment preset {preset!r} (known: {', '.join(known)})")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -271,8 +273,6 @@ class JobComposer:
 
 
 def _is_group(key: str) -> bool:
-    from distill_sweep.schema import GROUPS
-
     return "/" in key or key in GROUPS
 
 
@@ -331,7 +331,6 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from distill_sweep import chain
         from distill_sweep.job import find_completed, identify, prepare
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None

@@ -16,6 +16,9 @@ from omegaconf import DictConfig
 from transformers import PretrainedConfig
 
 from distill_sweep import results
+from distill_sweep.augment import check as check_augment
+from distill_sweep.augment import parse_augment
+from distill_sweep.checkpoint import CHECKPOINT, save_checkpoint
 from distill_sweep.data import check_files
 from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
@@ -36,6 +39,7 @@ from distill_sweep.schema import ConfigSettings, check_config
 from distill_sweep.settings import as_dict, parse
 from distill_sweep.students import StudentType, model_info, student_type
 from distill_sweep.teacher import check_ensemble
+from distill_sweep.teacher_outputs import plan
 
 DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
 
@@ -94,6 +98,7 @@ def identify(cfg: DictConfig) -> JobIdentity:
     own_task = procedure_settings.own_task(cfg)
     if own_task is not None:  # a procedure whose data is not the task (task_agnostic: a corpus) describes its own
         settings.task = own_task
+    settings.task.augment = parse_augment(settings.task.augment, "task.augment")  # the augment part's settings
     procedure_settings.check_task(settings.task, "procedure")  # e.g. ptp: class labels
     kind = student_type(str(cfg.student.get("name")))
     student = parse(kind.settings, cfg.student, "student")
@@ -119,8 +124,6 @@ def identify(cfg: DictConfig) -> JobIdentity:
     else:
         init_label = init_dirname(cfg.init) if kind.uses_init else f"init-{kind.name}"
     if settings.run.teacher_outputs == "store":
-        from distill_sweep.teacher_outputs import plan
-
         decision = plan("store", procedure, objective)
         if not decision.use_store:
             raise ConfigError(f"teacher_outputs=store: {decision.reason}, so stored teacher outputs would be "
@@ -151,8 +154,6 @@ def prepare(cfg: DictConfig) -> Job:
     tokenizer_source(cfg.teacher)
     check_ensemble(cfg, task, ident.procedure, ident.objective, teacher_arch)
     if task.augment.name != "none":
-        from distill_sweep.augment import check as check_augment
-
         if not ident.procedure_settings.reads_task or not ident.procedure.uses_student:
             raise ConfigError(f"task.augment={task.augment.name} augments the training split a student distils on: "
                               f"procedure={ident.procedure.name} trains no student on it")
@@ -286,8 +287,6 @@ def adopt_legacy_checkpoint(job: JobIdentity) -> Path | None:
     """An unfinished job of the first schema continues here: its checkpoint moves into the job's directory
     (re-keyed to today's config hash); its record and checkpoint there are renamed `*.migrated`."""
     import torch
-
-    from distill_sweep.checkpoint import CHECKPOINT, save_checkpoint
 
     if (job.out_dir / CHECKPOINT).exists():
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +24,8 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm.auto import tqdm
 
+from .capture import MODEL_INPUT_KEYS
+
 log = logging.getLogger(__name__)
 
 Batch = dict[str, torch.Tensor]
@@ -31,6 +34,13 @@ LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
 
 class NonFiniteLossError(RuntimeError):
     """The loss or the gradient became NaN/inf: training cannot continue meaningfully."""
+
+
+def seed_everything(seed: int) -> None:
+    """Python's, NumPy's and torch's generators seeded from one job seed."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -57,8 +67,6 @@ def model_inputs(batch: Batch, model: nn.Module | None = None) -> Batch:
     """The keys `model` reads: its `input_keys` attribute when it declares one (a student with its own
     tokenizer reads its own ids), else those a HF encoder accepts. Labels and example indices stay out of
     the forward, and so do the ids of another model's tokenizer."""
-    from .capture import MODEL_INPUT_KEYS
-
     keys = getattr(model, "input_keys", None) or MODEL_INPUT_KEYS
     return {k: v for k, v in batch.items() if k in keys}
 

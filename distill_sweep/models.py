@@ -19,7 +19,9 @@ from transformers import (
     PreTrainedModel,
 )
 
+from distill_sweep.data import go_offline_if_hub_unreachable
 from distill_sweep.errors import ConfigError
+from distill_sweep.toy import build_toy_tokenizer
 
 # The paper's Table 3 initialisations, in its order.
 PAPER_INITS = {1: "skip", 2: "mixed", 3: "bottom"}
@@ -165,8 +167,6 @@ def load_tokenizer(teacher_cfg: DictConfig, cache_dir: Path) -> Any:
     """The tokenizer the teacher and student share."""
     name = tokenizer_source(teacher_cfg)
     if name == "toy":
-        from distill_sweep.toy import build_toy_tokenizer
-
         return build_toy_tokenizer(cache_dir)
     try:
         return AutoTokenizer.from_pretrained(name, trust_remote_code=bool(teacher_cfg.trust_remote_code))
@@ -246,7 +246,6 @@ def model_source(source: str, key: str) -> str:
         return str(path)
     if str(source).startswith(("/", ".", "~")) or str(source).count("/") > 1:
         raise ConfigError(f"{key}={source!r}: no such directory")
-    from distill_sweep.data import go_offline_if_hub_unreachable
 
     go_offline_if_hub_unreachable()
     return str(source)

@@ -30,6 +30,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from distill_sweep.schema import ensemble_members
+
 SCHEMA_VERSION = 2
 RECORD = "result.json"
 # Top-level keys that do not change what a job computes.
@@ -310,8 +312,6 @@ class TeacherInfo:
     def from_settings(cls, settings: Mapping[str, Any], **fields: Any) -> TeacherInfo:
         """Name and id from the teacher's config block (config.teacher), the members of an ensemble; other
         fields as given."""
-        from distill_sweep.schema import ensemble_members
-
         if OmegaConf.is_config(settings):
             settings = OmegaConf.to_container(settings, resolve=True)
         members = [{"name": str(m.get("name") or ""), "id": part_id(m), "seed": (m.get("finetune") or {}).get("seed"),

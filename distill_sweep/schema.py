@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from distill_sweep.chain import FinetuneGridSettings
+from distill_sweep.config_space import GROUPS, check_group_choices, group_options
 from distill_sweep.errors import ConfigError
 from distill_sweep.settings import as_dict, parse
 
-GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
 # Top-level keys that are neither a group nor a run setting.
 OTHER_KEYS = ("hydra",)
 
@@ -33,6 +34,45 @@ class CheckpointSettings:
 class GuardSettings:
     teacher_margin: float = field(default=0.02, metadata={"ge": 0.0})
     allow_weak_teacher: bool = False
+
+
+@dataclass
+class FinetuneGridSettings:
+    """`finetune_grid`: each distilled student fine-tuned on every task x lr x batch size x seed."""
+
+    tasks: list[str] = field(default_factory=list)  # task config names (conf/task)
+    lrs: list[float] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [1])
+    epochs: int | None = field(default=None, metadata={"ge": 1})  # null: each task's recipe
+    overrides: list[str] = field(default_factory=list)  # more overrides for every fine-tune job
+
+    def validate(self, where: str) -> None:
+        for key in ("tasks", "lrs", "batch_sizes", "seeds"):
+            if not getattr(self, key):
+                raise ConfigError(f"{where}.{key} is empty: the fine-tune grid needs at least one value")
+        known = group_options("task")
+        unknown = [t for t in self.tasks if t not in known]
+        if unknown:
+            raise ConfigError(f"{where}.tasks: unknown task {unknown[0]!r} (choose from: {', '.join(known)})")
+        if any(lr <= 0 for lr in self.lrs):
+            raise ConfigError(f"{where}.lrs={self.lrs}: learning rates must be > 0")
+        if any(b < 1 for b in self.batch_sizes):
+            raise ConfigError(f"{where}.batch_sizes={self.batch_sizes}: batch sizes must be >= 1")
+        try:
+            OverridesParser.create().parse_overrides(list(self.overrides))
+        except HydraException as err:
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"{where}.overrides={self.overrides}: not Hydra overrides ({why})") from None
+        unknown = check_group_choices(list(self.overrides))
+        if unknown:
+            raise ConfigError(f"{where}.overrides: {unknown}")
+
+    def points(self) -> list[list[str]]:
+        """One override list per grid point, in the order the report lists them."""
+        epochs = [f"epochs={self.epochs}"] if self.epochs is not None else []
+        return [[f"task={t}", f"optimizer.lr={lr}", f"optimizer.batch_size={b}", f"seed={s}", *epochs]
+                for t in self.tasks for lr in self.lrs for b in self.batch_sizes for s in self.seeds]
 
 
 @dataclass
@@ -124,11 +164,11 @@ class TaskSettings:
     max_dev_samples: int | None = field(default=None, metadata={"ge": 1})
     subset_seed: int = 0
     tsv: dict[str, Any] = field(default_factory=dict)
-    # offline augmentation of the training split: a name or a mapping in the config, its settings once checked
-    augment: Any = field(default_factory=lambda: _augment_settings("none"))
+    # offline augmentation of the training split: a name or a mapping; the augment part owns and checks its
+    # settings (augment.parse_augment, called by job.identify)
+    augment: Any = "none"
 
     def validate(self, where: str) -> None:
-        self.augment = _augment_settings(self.augment, f"{where}.augment")
         for metric in self.metrics:
             if metric not in METRICS:
                 raise ConfigError(f"{where}.metrics: unknown metric {metric!r} (known: {', '.join(METRICS)})")
@@ -139,12 +179,6 @@ class TaskSettings:
             raise ConfigError(f"{where}: is_regression needs num_labels 1, got {self.num_labels}")
         if not self.is_regression and len(self.label_names) != self.num_labels:
             raise ConfigError(f"{where}: num_labels {self.num_labels} but {len(self.label_names)} label_names")
-
-
-def _augment_settings(node: Any, where: str = "task.augment") -> Any:
-    from distill_sweep.augment import AugmentSettings, parse_augment
-
-    return node if isinstance(node, AugmentSettings) else parse_augment(node, where)
 
 
 @dataclass

@@ -23,8 +23,18 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.context import RunContext
 from distill_sweep.errors import ConfigError
-from distill_sweep.loop import cross_entropy_loss, evaluate
+from distill_sweep.loop import cross_entropy_loss, evaluate, seed_everything
+from distill_sweep.metrics import majority_baseline
+from distill_sweep.models import (
+    check_label_order,
+    load_masked_lm,
+    load_teacher,
+    read_model_config,
+    teacher_config,
+    tokenizer_source,
+)
 from distill_sweep.stages import Stage, fmt_metrics
+from distill_sweep.teacher_cache import cached_teacher, finetune_settings, member_configs
 
 log = logging.getLogger("distill_sweep")
 
@@ -65,9 +75,6 @@ def student_source(teacher: nn.Module) -> nn.Module:
 def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
     """The frozen, eval-mode teacher (an `EnsembleTeacher` for `teacher.ensemble`); `guard`: refuse one that
     does not beat the majority-class baseline."""
-    from distill_sweep.metrics import majority_baseline
-    from distill_sweep.teacher_cache import member_configs
-
     cfg, data = ctx.cfg, ctx.data
     members = member_configs(cfg)
     if not members:
@@ -98,9 +105,6 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
 def check_ensemble(cfg: DictConfig, task: Any, procedure: Any, objective: Any | None, teacher_arch: Any) -> None:
     """Refuse, from the configs alone (config.json files, never weights), an ensemble teacher this job cannot
     use: one `ConfigError` line. `task`: the task's settings; `teacher_arch`: the teacher block's config."""
-    from distill_sweep.models import check_label_order, read_model_config, teacher_config, tokenizer_source
-    from distill_sweep.teacher_cache import member_configs
-
     members = member_configs(cfg)
     if not members:
         return
@@ -137,9 +141,6 @@ def check_ensemble(cfg: DictConfig, task: Any, procedure: Any, objective: Any | 
 
 def _one_teacher(ctx: RunContext, cfg: DictConfig) -> tuple[PreTrainedModel, dict[str, Any]]:
     """The frozen teacher of `cfg.teacher` (one teacher, or one member) and its source, path and dev metrics."""
-    from distill_sweep.models import load_teacher
-    from distill_sweep.teacher_cache import cached_teacher
-
     data = ctx.data
     if cfg.teacher.finetuned_path:
         path, source, dev = str(cfg.teacher.finetuned_path), "given", None
@@ -159,10 +160,6 @@ def _finetune(ctx: RunContext, out_dir: Path, cfg: DictConfig) -> dict[str, floa
     """Fine-tune the teacher of `cfg` (the job's, or an ensemble member's) into the cache's unfinished
     directory `out_dir` (checkpointed there, so a killed or preempted fine-tuning continues where it stopped in
     whichever job takes the lock next)."""
-    from distill_sweep.models import load_teacher
-    from distill_sweep.teacher_cache import finetune_settings
-    from distill_sweep.train import seed_everything
-
     data = ctx.data
     ft = finetune_settings(cfg)
     seed_everything(ft["seed"])
@@ -197,9 +194,6 @@ def _check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict
 def masked_lm_teacher(ctx: RunContext) -> PreTrainedModel:
     """The frozen, eval-mode teacher with its MLM head (task-agnostic distillation: never fine-tuned). One
     built from `config` gets random weights seeded by `teacher.finetune.seed`, the same for every student."""
-    from distill_sweep.models import load_masked_lm
-    from distill_sweep.train import seed_everything
-
     teacher_cfg = ctx.cfg.teacher
     seed_everything(int(teacher_cfg.finetune.seed))
     teacher = load_masked_lm(teacher_cfg, len(ctx.tokenizer))

@@ -25,7 +25,9 @@ from typing import Any
 from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
 from distill_sweep.results import read_record, write_json_atomic
+from distill_sweep.schema import ensemble_members
 
 log = logging.getLogger(__name__)
 META = "teacher.json"
@@ -78,8 +80,6 @@ def member_configs(cfg: DictConfig) -> list[DictConfig]:
     """One job config per member of an ensemble teacher ([] for one teacher): the job's config with the
     member's teacher block (schema.ensemble_members), so each member is fine-tuned and cached exactly as that
     single teacher would be, and shares its cache entry."""
-    from distill_sweep.schema import ensemble_members
-
     block = OmegaConf.to_container(cfg.teacher, resolve=True)
     assert isinstance(block, dict)
     out = []
@@ -106,8 +106,6 @@ def cached_teacher(
     dev metrics; it runs at most once per key, whatever the number of concurrent jobs. `out_dir` survives
     an interrupted attempt when it holds a checkpoint, so `finetune` can resume from it.
     """
-    from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
-
     target = teacher_dir(cfg, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     with waiting_lock(Path(str(target) + ".lock"), "another job is fine-tuning this teacher"):

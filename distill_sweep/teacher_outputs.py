@@ -39,8 +39,12 @@ import torch
 from torch import Tensor, nn
 
 from distill_sweep import results
+from distill_sweep.capture import run_with_features
+from distill_sweep.data import make_loader, teacher_fingerprint
+from distill_sweep.loop import autocast, to_device
+from distill_sweep.objectives.registry import TERMS
 from distill_sweep.results import part_id, write_json_atomic
-from distill_sweep.teacher_cache import waiting_lock
+from distill_sweep.teacher_cache import teacher_key, waiting_lock
 
 log = logging.getLogger("distill_sweep")
 STORE_VERSION = 1  # bump when building produces other numbers
@@ -78,8 +82,6 @@ def stored_cls_layers(objective: Any, layer_map: Any) -> list[int]:
     """Teacher layers whose [CLS] states the store also holds for this job (0 = embeddings): those of the
     mapped layers when every term of the objective reads only [CLS] states (Hid-CLS, its contrastive form,
     PKD); then no stage runs the teacher at all. [] when a term reads more (whole sequences, q/k/v)."""
-    from distill_sweep.objectives.registry import TERMS
-
     if objective is None or not objective.terms or not layer_map:
         return []
     if not all(TERMS[name].cls_only for name in objective.terms):
@@ -94,8 +96,6 @@ def feature_tag(cls_layers: list[int]) -> str:
 def group_id(cfg: Any) -> str:
     """The store's teacher and data as the config names them (no weights read): stores built from the same
     config share this prefix, so the sweeper can tell which tasks already have one before launching."""
-    from distill_sweep.teacher_cache import teacher_key
-
     return part_id({"teacher": teacher_key(cfg), "finetuned_path": cfg.teacher.get("finetuned_path")})
 
 
@@ -133,8 +133,6 @@ def weights_digest(model: nn.Module) -> str:
 def store_key(model: nn.Module, train: Any, precision: str, cls_layers: list[int] | None = None) -> dict[str, Any]:
     """What the stored numbers are a function of. `train`: the tokenised training split (its fingerprint is
     the content key data.tokenize_splits gave it, without a student's own ids: the teacher does not read them)."""
-    from distill_sweep.data import teacher_fingerprint
-
     config = getattr(model, "config", None)
     return {
         "version": STORE_VERSION,
@@ -244,10 +242,6 @@ def _arrays(key: dict[str, Any]) -> tuple[str, ...]:
 @torch.inference_mode()
 def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, precision: str, device: torch.device,
            batch_size: int, pad_token_id: int, cls_layers: list[int]) -> None:
-    from distill_sweep.capture import run_with_features
-    from distill_sweep.data import make_loader
-    from distill_sweep.loop import autocast, to_device
-
     start = time.perf_counter()
     partial = Path(f"{path}.partial")
     shutil.rmtree(partial, ignore_errors=True)  # what a killed build left

@@ -13,14 +13,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from distill_sweep.distributed import is_main
+
 log = logging.getLogger(__name__)
 
 
 class Tracker:
     def __init__(self, cfg: DictConfig, job_dir: Path, *, group: str | None, name: str, tags: list[str],
                  resume_id: str | None = None) -> None:
-        from distill_sweep.distributed import is_main
-
         self.run: Any = None
         mode = str(cfg.logger.mode)
         if mode == "disabled" or cfg.logger.name == "none" or not is_main():  # one run per job: rank 0's

@@ -8,7 +8,6 @@ and stages, driven by stages.StageDriver) -> result.json completed (see distill_
 from __future__ import annotations
 
 import logging
-import random
 import sys
 import traceback
 from pathlib import Path
@@ -18,8 +17,9 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep import results
+from distill_sweep.config_space import CONF_DIR
 from distill_sweep.errors import ConfigError
-from distill_sweep.schema import GROUPS
+from distill_sweep.settings import as_dict
 
 if TYPE_CHECKING:
     from distill_sweep.job import Job
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 # torch, transformers and the parts are imported where a job runs: `--help` and the sweeper's start stay fast.
 
 log = logging.getLogger("distill_sweep")
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
 def _pkg_model_dir(package: str) -> str:
@@ -54,15 +53,6 @@ def _register_hydra_plugins() -> None:
 
 
 _register_hydra_plugins()
-
-
-def seed_everything(seed: int) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def run_job(cfg: DictConfig) -> dict[str, Any]:
@@ -144,8 +134,6 @@ def prepare_teacher_outputs(job: Job) -> dict[str, Any]:
 
 def new_record(job: Job) -> dict[str, Any]:
     """The record of a job that starts now (status running), as results.Record writes it."""
-    from distill_sweep.settings import as_dict
-
     cfg, teacher, student = job.cfg, job.teacher_info, job.student_info
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
@@ -168,27 +156,6 @@ def new_record(job: Job) -> dict[str, Any]:
         primary_metric=job.settings.task.primary_metric, config=config, versions=results.package_versions(),
         git_commit=results.git_commit(), started_at=results.now_iso(),
     ).to_dict()
-
-
-BASES = ("base",)  # config files other options extend; not options themselves
-
-
-def check_group_choices(argv: list[str]) -> str | None:
-    """One line naming an unknown config-group option (`task=nosuch`), checked before Hydra starts.
-
-    Hydra would also refuse it, but with a multi-line message; plain comma sweeps (`task=rte,mrpc`) are
-    checked value by value, and anything fancier is left to Hydra.
-    """
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep or key.lstrip("+~") not in GROUPS or any(c in value for c in "()[]{}*$"):
-            continue
-        group = key.lstrip("+~")
-        known = sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml") if p.stem not in BASES)
-        for choice in value.split(","):
-            if choice and choice != "null" and choice not in known:
-                return f"unknown {group} {choice!r} (choose from: {', '.join(known)})"
-    return None
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")

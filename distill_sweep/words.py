@@ -23,6 +23,9 @@ from typing import Any
 
 import torch
 
+from distill_sweep.data import _content_hash
+from distill_sweep.teacher_cache import waiting_lock
+
 log = logging.getLogger(__name__)
 
 PAD, UNK = "[PAD]", "[UNK]"
@@ -93,8 +96,6 @@ class WordVocab:
 
 def vocab_key(train: Any, fields: Sequence[str], *, min_count: int, max_size: int | None, lowercase: bool) -> str:
     """Content key of the vocabulary of `train`'s text fields under these settings."""
-    from distill_sweep.data import _content_hash
-
     settings = json.dumps([VOCAB_VERSION, list(fields), min_count, max_size, lowercase])
     return hashlib.sha256((_content_hash(train, list(fields)) + settings).encode()).hexdigest()[:20]
 
@@ -103,8 +104,6 @@ def load_or_build(train: Any, fields: Sequence[str], cache_dir: str | os.PathLik
                   max_size: int | None = None, lowercase: bool = True) -> tuple[WordVocab, Path]:
     """The vocabulary of the raw training split `train` (a datasets.Dataset with the text fields), from
     `cache_dir/vocab/` when a job built it before, else built and written there (atomically, under a lock)."""
-    from distill_sweep.teacher_cache import waiting_lock
-
     key = vocab_key(train, fields, min_count=min_count, max_size=max_size, lowercase=lowercase)
     root = Path(cache_dir) / "vocab"
     root.mkdir(parents=True, exist_ok=True)

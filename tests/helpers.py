@@ -11,7 +11,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from distill_sweep.train import CONF_DIR
+from distill_sweep.config_space import CONF_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from distill_sweep import chain, results, store
 from distill_sweep.errors import ConfigError
 from distill_sweep.report import pretraining
 from distill_sweep.results import InitInfo, Record, StudentInfo, TeacherInfo
-from distill_sweep.schema import RunSettings
+from distill_sweep.schema import FinetuneGridSettings, RunSettings
 
 # paper_table2_toy cut to 2 objectives, 2 grid points per student, a few hundred rows: the sweep in ~1-2 min
 TOY = ["experiment=paper_table2_toy", "objective=vanilla_kd,att_mse", "procedure.max_steps=6",
@@ -29,7 +29,7 @@ def test_fine_tune_jobs_take_the_run_settings_not_the_distillations_parts() -> N
                "max_steps_per_epoch=5", "finetune_grid.epochs=2", "+dry_run=true"]
     assert chain.passed_on(distill) == ["teacher.config.num_hidden_layers=4", "task.max_train_samples=100",
                                         "results_dir=/r", "threads=1", "max_steps_per_epoch=5", "+dry_run=true"]
-    grid = chain.FinetuneGridSettings(tasks=["rte", "mrpc"], lrs=[1e-5, 3e-5], batch_sizes=[16, 32], seeds=[1, 2],
+    grid = FinetuneGridSettings(tasks=["rte", "mrpc"], lrs=[1e-5, 3e-5], batch_sizes=[16, 32], seeds=[1, 2],
                                       epochs=10, overrides=["threads=2", "precision=bf16"])
     jobs = chain.finetune_overrides(distill, "tiny_mlm", "ab" * 32, grid)
     assert len(jobs) == 2 * 2 * 2 * 2
@@ -55,7 +55,7 @@ def test_bad_grids_are_refused(bad: dict, message: str) -> None:
 
     good = {"tasks": ["toy"], "lrs": [1e-3], "batch_sizes": [32]}
     with pytest.raises(ConfigError, match=message):
-        parse(chain.FinetuneGridSettings, {**good, **bad}, "finetune_grid")
+        parse(FinetuneGridSettings, {**good, **bad}, "finetune_grid")
 
 
 def test_a_bad_grid_in_a_sweep_is_one_line_naming_the_setting(tmp_path: Path) -> None:

@@ -357,8 +357,8 @@ def test_bench_has_an_sps2_student_row_that_leaves_the_objectives_target_alone(
 def test_peakd_presets_expand_to_valid_jobs(preset: str, jobs: int, tmp_path: Path) -> None:
     from hydra import compose, initialize_config_dir
 
+    from distill_sweep.config_space import CONF_DIR
     from distill_sweep.grid import expand
-    from distill_sweep.train import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=[f"experiment={preset}"], return_hydra_config=True)

@@ -236,8 +236,8 @@ def preset_jobs(preset: str, tmp_path: Path) -> tuple[int, dict[str, list[str]]]
     as the sweeper validates it."""
     from hydra import compose, initialize_config_dir
 
+    from distill_sweep.config_space import CONF_DIR
     from distill_sweep.grid import expand
-    from distill_sweep.train import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         params = compose("config", overrides=[f"experiment={preset}"], return_hydra_config=True).hydra.sweeper.params

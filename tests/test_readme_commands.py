@@ -33,7 +33,7 @@ from test_bad_inputs import PreloadedPython, path_without_sbatch
 from test_bench import TINY as TINY_BENCH
 from test_bench import TINY_AGNOSTIC
 
-from distill_sweep.schema import GROUPS
+from distill_sweep.config_space import GROUPS
 
 README = ROOT / "README.md"
 CONF = ROOT / "conf"

@@ -106,8 +106,8 @@ def test_job_composer_gives_the_configs_hydra_composes() -> None:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from distill_sweep.config_space import CONF_DIR
     from distill_sweep.grid import JobComposer, expand
-    from distill_sweep.train import CONF_DIR
 
     jobs = expand(["task=toy,rte", "objective=hid_seq,att_kl", "init=1,[1,2,3]", "seed=1,2", "objective.alpha=0.3",
                    "+dry_run=true", "teacher=tiny", "~teacher.finetune.seed", "teacher.finetune.epochs=2"])

@@ -8,13 +8,15 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedModel
 
-from distill_sweep import distributed
+from distill_sweep import distributed, teacher_outputs
 from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
 from distill_sweep.context import RunContext
+from distill_sweep.loop import seed_everything
 from distill_sweep.objectives import IntermediateObjective
 from distill_sweep.objectives.teacher import TeacherView
 from distill_sweep.stages import Stage
 from distill_sweep.students import BuildInputs
+from distill_sweep.teacher import student_source
 from distill_sweep.tracking import Tracker
 
 log = logging.getLogger("distill_sweep")
@@ -22,9 +24,6 @@ log = logging.getLogger("distill_sweep")
 
 def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTrainedModel:
     """The job's student (seeded by the job's seed), on the job's device."""
-    from distill_sweep.teacher import student_source
-    from distill_sweep.train import seed_everything
-
     job = ctx.job
     seed_everything(job.seed)
     teacher = student_source(teacher) if teacher is not None else None  # an ensemble: its first member
@@ -38,8 +37,6 @@ def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTraine
 def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjective | None) -> TeacherView:
     """The frozen teacher as the job's losses read it: logits from the teacher-output store where that is
     exact (teacher_outputs.plan), the teacher run only as deep as the terms read; the record says which."""
-    from distill_sweep import teacher_outputs
-
     job = ctx.job
     decision = teacher_outputs.plan(job.settings.run.teacher_outputs, job.procedure, job.objective)
     live = job.settings.run.teacher_outputs == "live"

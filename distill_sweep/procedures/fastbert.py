@@ -18,7 +18,7 @@ from distill_sweep.early_exit import EarlyExitModel, self_distillation_loss, spe
 from distill_sweep.errors import ConfigError
 from distill_sweep.teacher import fine_tuned_teacher
 
-from . import ProcedureSettings, register_procedure
+from .base import ProcedureSettings, register_procedure
 from .common import train_student
 
 

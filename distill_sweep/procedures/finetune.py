@@ -12,7 +12,7 @@ from distill_sweep.context import RunContext
 from distill_sweep.loop import cross_entropy_loss
 from distill_sweep.teacher import fine_tuned_teacher
 
-from . import register_procedure
+from .base import register_procedure
 from .common import build_student, train_student
 
 

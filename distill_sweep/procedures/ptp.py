@@ -28,12 +28,13 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 
 from distill_sweep.context import RunContext
+from distill_sweep.data import make_loader
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import Batch, LossFn, model_inputs, predict
 from distill_sweep.schema import TaskSettings
 from distill_sweep.teacher import fine_tuned_teacher
 
-from . import ProcedureSettings, register_procedure
+from .base import ProcedureSettings, register_procedure
 from .common import build_student, train_student
 from .task_specific import distillation_stages
 
@@ -121,8 +122,6 @@ def ptp_loss(student: PreTrainedModel, head: nn.Module, labels: Tensor) -> LossF
 def teacher_ptp_labels(ctx: RunContext, teacher: PreTrainedModel, thresholds: Thresholds) -> Tensor:
     """The PTP label of every training example, at its `idx`, on the job's device (the teacher in eval
     mode, without grad)."""
-    from distill_sweep.data import make_loader
-
     train = ctx.data.train
     loader = make_loader(train, ctx.job.settings.run.eval_batch_size, shuffle=False, seed=0,
                          pad_token_id=int(ctx.tokenizer.pad_token_id))

@@ -42,6 +42,7 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 
+from distill_sweep import distributed
 from distill_sweep.context import RunContext
 from distill_sweep.corpus import (
     IGNORE,
@@ -52,15 +53,20 @@ from distill_sweep.corpus import (
     sources,
     text_files,
 )
+from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
-from distill_sweep.loop import LossFn, autocast, model_inputs, to_device
+from distill_sweep.loop import LossFn, autocast, model_inputs, seed_everything, to_device
+from distill_sweep.models import as_masked_lm, has_mlm_head, head_deferred, mlm_head
 from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.inputs import as_target, fp32_region
 from distill_sweep.schema import RecipeSettings, TaskSettings
 from distill_sweep.settings import as_dict, parse
 from distill_sweep.stages import Stage, StageDriver, epoch_seed
+from distill_sweep.students import BuildInputs
+from distill_sweep.teacher import masked_lm_teacher
+from distill_sweep.toy import vocabulary
 
-from . import ProcedureSettings, register_procedure
+from .base import ProcedureSettings, register_procedure
 from .common import train_student
 
 STAGE = "pretrain"
@@ -90,8 +96,6 @@ class TaskAgnosticSettings(ProcedureSettings):
     reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
 
     def validate(self, where: str) -> None:
-        from distill_sweep.distributed import requested_size
-
         ranks = requested_size()
         if self.global_batch % (self.micro_batch * ranks):
             raise ConfigError(f"{where}.global_batch={self.global_batch} is not a multiple of {where}.micro_batch="
@@ -115,9 +119,6 @@ class TaskAgnosticSettings(ProcedureSettings):
 
     def check_job(self, job: Any) -> None:
         """Rules over the whole job, from configs alone (ConfigError, one line)."""
-        from distill_sweep.models import has_mlm_head
-        from distill_sweep.toy import vocabulary
-
         teacher = job.settings.teacher
         if teacher.finetuned_path or teacher.ensemble:
             what = "teacher.finetuned_path (a fine-tuned classifier)" if teacher.finetuned_path else "teacher.ensemble"
@@ -204,8 +205,6 @@ def pretrain_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, kd:
     hidden states only (the masked tokens by default), and not at all when the objective has no KD part. The
     logits at those positions are the full forward's; the vocabulary-sized GEMM over every other token is gone.
     """
-    from distill_sweep.models import head_deferred
-
     def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         total: Tensor | None = None
         parts: dict[str, float] = {}
@@ -247,8 +246,6 @@ def accumulated(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) -
     the global batch weighs the same, on one process or many, so the update does not depend on the number of
     processes (tested: 2 ranks x 1 micro-batch = 1 process x 2 micro-batches).
     """
-    from distill_sweep import distributed
-
     trainable = [p for p in params if p.requires_grad]
 
     def loss(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
@@ -298,8 +295,6 @@ def mlm_evaluate(model: PreTrainedModel, dev_loaders: dict[str, Callable[[], Ite
                  metrics: Any, device: torch.device, precision: str) -> dict[str, float]:
     """Masked-token accuracy and cross-entropy on the dev slice (the MLM head applied at masked positions
     only). The stage driver's `evaluate_fn`; `metrics` is unused."""
-    from distill_sweep.models import mlm_head
-
     was_training = model.training
     model.eval()
     head = mlm_head(model)
@@ -330,8 +325,6 @@ class CorpusContext(RunContext):
 
     def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
                history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
-        from distill_sweep import distributed
-
         run, corpus, world = self.job.settings.run, self.corpus, distributed.world()
         assert corpus is not None
         batch = self.job.procedure_settings.global_batch
@@ -357,10 +350,6 @@ def rank_slice(batch: dict[str, Tensor], world: Any) -> dict[str, Tensor]:
 def build_mlm_student(ctx: RunContext, teacher: PreTrainedModel) -> tuple[PreTrainedModel, str]:
     """The job's student as a masked-LM model (seeded by the job's seed) and where its MLM head comes from:
     copied from the teacher when the student copies teacher layers at the teacher's width, else fresh."""
-    from distill_sweep.models import as_masked_lm, mlm_head
-    from distill_sweep.students import BuildInputs
-    from distill_sweep.train import seed_everything
-
     job = ctx.job
     seed_everything(job.seed)
     arch = job.student_kind.describe(job.student, teacher.config)
@@ -393,9 +382,6 @@ def stage_plan(settings: TaskAgnosticSettings, batches_per_epoch: int, run: Any)
 
 @register_procedure("task_agnostic", distils=True, settings=TaskAgnosticSettings, data_parallel=True)
 def run(ctx: RunContext) -> None:
-    from distill_sweep import distributed
-    from distill_sweep.teacher import masked_lm_teacher
-
     job, record = ctx.job, ctx.record
     settings: TaskAgnosticSettings = job.procedure_settings
     assert job.objective is not None

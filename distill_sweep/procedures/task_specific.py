@@ -13,7 +13,7 @@ from distill_sweep.objectives import Objective, build_objective
 from distill_sweep.stages import Stage
 from distill_sweep.teacher import fine_tuned_teacher
 
-from . import register_procedure
+from .base import register_procedure
 from .common import build_student, teacher_view, train_student
 
 

@@ -28,8 +28,9 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from distill_sweep.data import STUDENT_IDS
 from distill_sweep.errors import ConfigError
+from distill_sweep.words import load_or_build, read_vectors
 
-from . import BuildInputs, StudentType, register_student
+from .base import BuildInputs, StudentType, register_student
 
 log = logging.getLogger("distill_sweep")
 
@@ -123,8 +124,6 @@ def build(settings: BiLSTMSettings, inputs: BuildInputs) -> nn.Module:
     config = inputs.arch if isinstance(inputs.arch, BiLSTMConfig) else describe(settings, inputs.arch)
     model = BiLSTMClassifier(config, len(vocab), inputs.num_labels, len(vocab.fields))
     if settings.embeddings is not None:
-        from distill_sweep.words import read_vectors
-
         matrix, found = read_vectors(Path(settings.embeddings).expanduser(), vocab, settings.embedding_dim)
         with torch.no_grad():
             rows = matrix.abs().sum(-1) > 0
@@ -135,8 +134,6 @@ def build(settings: BiLSTMSettings, inputs: BuildInputs) -> nn.Module:
 
 def tokenizer(settings: BiLSTMSettings, train: Any, fields: list[str], cache_dir: Any, task: str) -> Any:
     """The word vocabulary of the raw training split (shared by the jobs of a sweep through cache_dir)."""
-    from distill_sweep.words import load_or_build
-
     vocab, _ = load_or_build(train, fields, cache_dir, task, min_count=settings.min_count,
                              max_size=settings.max_vocab, lowercase=settings.lowercase)
     return vocab

@@ -20,7 +20,7 @@ from distill_sweep import results
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import read_model_config
 
-from . import BuildInputs, StudentType, register_student
+from .base import BuildInputs, StudentType, register_student
 from .pretrained import PretrainedSettings
 from .pretrained import build as build_pretrained
 

@@ -12,7 +12,7 @@ from transformers import AutoModelForSequenceClassification, PretrainedConfig, P
 
 from distill_sweep.errors import ConfigError
 
-from . import BuildInputs, StudentType, register_student
+from .base import BuildInputs, StudentType, register_student
 
 
 @dataclass

@@ -10,7 +10,7 @@ from transformers import AutoModelForSequenceClassification, PretrainedConfig, P
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import read_model_config
 
-from . import BuildInputs, StudentType, register_student
+from .base import BuildInputs, StudentType, register_student
 
 
 @dataclass

@@ -29,7 +29,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.errors import ConfigError
 
-from . import BuildInputs, StudentType, register_student
+from .base import BuildInputs, StudentType, register_student
 from .truncated import copy_backbone
 
 

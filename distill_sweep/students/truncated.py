@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
-from . import BuildInputs, StudentType, register_student
+from .base import BuildInputs, StudentType, register_student
 
 
 @dataclass

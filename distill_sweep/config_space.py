@@ -1,0 +1,36 @@
+"""The config space on disk: where `conf/` is, its groups and the options of each group.
+
+Read by the entry's early checks, the schema and the sweeper; it imports nothing heavy, so a typo in a group
+option is refused before torch or Hydra are loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
+BASES = ("base",)  # config files other options extend; not options themselves
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group (`conf/<group>/*.yaml`), sorted."""
+    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml") if p.stem not in BASES)
+
+
+def check_group_choices(argv: list[str]) -> str | None:
+    """One line naming an unknown config-group option (`task=nosuch`), checked before Hydra starts.
+
+    Hydra would also refuse it, but with a multi-line message; plain comma sweeps (`task=rte,mrpc`) are
+    checked value by value, and anything fancier is left to Hydra.
+    """
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key.lstrip("+~") not in GROUPS or any(c in value for c in "()[]{}*$"):
+            continue
+        group = key.lstrip("+~")
+        known = group_options(group)
+        for choice in value.split(","):
+            if choice and choice != "null" and choice not in known:
+                return f"unknown {group} {choice!r} (choose from: {', '.join(known)})"
+    return None
