@@ -38,6 +38,7 @@ import numpy as np
 from distill_sweep.data import _content_hash
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import has_mlm_head, model_error_message, model_source, read_model_config
+from distill_sweep.schema import TaskSettings, TeacherSettings
 from distill_sweep.settings import as_dict, parse
 from distill_sweep.teacher_cache import waiting_lock
 
@@ -99,9 +100,9 @@ def samples_for(settings: AugmentSettings, task: str) -> int:
     return settings.samples or SAMPLES_BY_TASK.get(task, DEFAULT_SAMPLES)
 
 
-def mlm_source(settings: AugmentSettings, teacher_cfg: Any) -> str:
+def mlm_source(settings: AugmentSettings, teacher: TeacherSettings) -> str:
     """The masked LM's hub id or directory; ConfigError when there is none (a teacher built from a config)."""
-    source = settings.mlm or teacher_cfg.get("name_or_path")
+    source = settings.mlm or teacher.name_or_path
     if not source:
         raise ConfigError("task.augment=tinybert needs a masked LM: the teacher has no pre-trained weights "
                           "(teacher.name_or_path is null); set task.augment={name: tinybert, mlm: <hub id or "
@@ -109,7 +110,7 @@ def mlm_source(settings: AugmentSettings, teacher_cfg: Any) -> str:
     return str(source)
 
 
-def check(settings: AugmentSettings, teacher_cfg: Any) -> None:
+def check(settings: AugmentSettings, teacher: TeacherSettings) -> None:
     """Refuse, from files alone, an augmentation that cannot run: no MLM, one without an MLM head, or a missing
     embedding file (the dry run, which reads no file, does not call this)."""
     if settings.name != "tinybert":  # tang needs no model
@@ -119,8 +120,8 @@ def check(settings: AugmentSettings, teacher_cfg: Any) -> None:
         raise ConfigError(f"task.augment.embeddings={settings.embeddings!r} is not a file (a GloVe-style text file: "
                           "a word and its vector per line)")
 
-    source = mlm_source(settings, teacher_cfg)
-    config = read_model_config(source, "task.augment.mlm", bool(teacher_cfg.get("trust_remote_code", False)))
+    source = mlm_source(settings, teacher)
+    config = read_model_config(source, "task.augment.mlm", bool(teacher.trust_remote_code))
     if has_mlm_head(config) is False:
         raise ConfigError(f"task.augment.mlm={source!r} is not a masked LM (its config.json names "
                           f"{config.architectures}): the augmenter needs its MLM head")
@@ -368,7 +369,7 @@ def _model_identity(source: str) -> str:
     return h.hexdigest()
 
 
-def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: AugmentSettings, cache_dir: Path,
+def augmented_train(train: Any, task_settings: TaskSettings, teacher: TeacherSettings, settings: AugmentSettings, cache_dir: Path,
                     device: Any = None, mask_token: str = "[MASK]") -> tuple[Any, dict[str, Any]]:
     """The augmented training split (a Dataset) and what the record says about it; built at most once per key
     whatever the number of concurrent jobs. `mask_token`: the teacher tokenizer's (tang masks words with it)."""
@@ -376,9 +377,9 @@ def augmented_train(train: Any, task_cfg: Any, teacher_cfg: Any, settings: Augme
 
     from datasets import Dataset
 
-    fields, task = list(task_cfg.text_fields), str(task_cfg.name)
+    fields, task = list(task_settings.text_fields), str(task_settings.name)
     if settings.name == "tinybert":
-        mlm = mlm_source(settings, teacher_cfg)
+        mlm = mlm_source(settings, teacher)
     else:
         mlm = json.dumps({"mask_token": mask_token, "textblob": version("textblob")})
     key = store_key(train, fields, settings, task, mlm)

@@ -69,13 +69,14 @@ def objective_conf_dir() -> Path:
 def load_objective_cfg(name: str, conf_dir: Path) -> ObjectiveSettings:
     """The checked settings of conf/objective/<name>.yaml, composed as the training job composes it."""
     from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
 
     path = conf_dir / f"{name}.yaml"
     if not path.is_file() or name == "base":
         raise SystemExit(f"unknown objective {name!r}: no {path}")
     with initialize_config_dir(config_dir=str(conf_dir.parent), version_base="1.3"):
         cfg = compose("config", overrides=[f"objective={name}"])
-    return parse_objective(cfg.objective)
+    return parse_objective(OmegaConf.to_container(cfg.objective, resolve=True))
 
 
 def make_models(args: argparse.Namespace) -> tuple[nn.Module, nn.Module]:

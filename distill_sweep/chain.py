@@ -23,7 +23,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from distill_sweep.errors import ConfigError
@@ -97,13 +97,10 @@ def plan(jobs: Sequence[tuple[Any, Sequence[str]]], compose: Callable[[Sequence[
             except (ConfigError, HydraException, OmegaConfBaseException) as err:
                 first = str(err).splitlines()[0] if str(err) else type(err).__name__
                 raise ConfigError(f"fine-tune job [{' '.join(ft_overrides)}]: {first}") from None
-            if _plain(cfg.teacher) != _plain(source.cfg.teacher):
+            if ident.settings.teacher != source.settings.teacher:
                 raise ConfigError(f"finetune_grid: the fine-tune jobs of [{' '.join(overrides)}] would get another "
                                   "teacher config (and tokenizer) than the distillation's: set the teacher on the "
                                   "command line (teacher=..., teacher.<key>=...) rather than in the preset")
             chained.append(ChainedJob(source, ft_overrides, ident))
     return chained
 
-
-def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node

@@ -45,9 +45,10 @@ class RunContext:
     dev_loaders: dict[str, Any]
     started: float = field(default_factory=time.perf_counter)
     student_tokenizer: Any = None  # the student's own tokenizer (student=bilstm's word vocabulary), if it has one
+    sweep_group: str | None = None  # the sweep's directory when the job is one of a sweep (groups tracker runs)
 
     @classmethod
-    def open(cls, job: Job, record: dict[str, Any]) -> RunContext:
+    def open(cls, job: Job, record: dict[str, Any], sweep_group: str | None = None) -> RunContext:
         """Set threads and device, load the tokenizer and the task's data (no model yet)."""
         run = job.settings.run
         if run.threads:
@@ -57,14 +58,14 @@ class RunContext:
 
         device = local_device(resolve_device(run.device))
         record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
-        tokenizer = load_tokenizer(job.cfg.teacher, cache_dir)
+        tokenizer = load_tokenizer(job.settings.teacher, cache_dir)
         if not job.procedure_settings.reads_task:  # its data is not the task's (a corpus)
-            return cls(job, record, device, run.precision, cache_dir, tokenizer, None, {})
+            return cls(job, record, device, run.precision, cache_dir, tokenizer, None, {}, sweep_group=sweep_group)
         augment = job.settings.task.augment
         info: dict[str, Any] = {}
 
         def augmented(train: Any) -> Any:
-            split, found = augmented_train(train, job.cfg.task, job.cfg.teacher, augment, cache_dir, device,
+            split, found = augmented_train(train, job.settings.task, job.settings.teacher, augment, cache_dir, device,
                                            mask_token=str(tokenizer.mask_token))
             info.update(found)
             return split
@@ -78,7 +79,7 @@ class RunContext:
             own["vocab"] = kind.tokenizer(job.student, train, list(job.settings.task.text_fields), cache_dir, job.task)
             return own["vocab"]
 
-        data = load_task_data(job.cfg.task, tokenizer, cache_dir, augmented if augment.name != "none" else None,
+        data = load_task_data(job.settings.task, tokenizer, cache_dir, augmented if augment.name != "none" else None,
                               words=student_words if job.procedure.uses_student and kind.tokenizer else None)
         if info:
             record["augment"] = info
@@ -93,14 +94,10 @@ class RunContext:
                           "max_dev_samples": job.settings.task.max_dev_samples, "train_size": len(data.train),
                           "dev_size": len(next(iter(data.dev.values())))}  # the primary metric's split
         return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders,
-                   student_tokenizer=own.get("vocab"))
-
-    @property
-    def cfg(self) -> Any:
-        return self.job.cfg
+                   student_tokenizer=own.get("vocab"), sweep_group=sweep_group)
 
     def metrics(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-        return compute_metrics(self.cfg.task, logits, labels)
+        return compute_metrics(self.job.settings.task, logits, labels)
 
     def loader(self, seed: int, train: Any = None) -> Any:
         """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch) of `train`

@@ -41,13 +41,8 @@ STUDENT_IDS = "student_ids_"
 
 # --------------------------------------------------------------------------------------------- config
 def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    """Attribute/key access that works for DictConfig, dict and SimpleNamespace alike."""
-    if isinstance(cfg, Mapping):
-        return cfg.get(key, default)
-    try:
-        return cfg.get(key, default)  # DictConfig
-    except AttributeError:
-        return getattr(cfg, key, default)
+    """Attribute/key access that works for typed settings, dicts and SimpleNamespace alike."""
+    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
 
 
 def _dev_splits(task_cfg: Any) -> dict[str, str]:

@@ -81,7 +81,7 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
         chained = chain.plan(idents, composer, lambda ov: composer.choice(ov, "teacher"), identify)
         idents += [(job.ident, job.overrides) for job in chained]
     return [{"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
-             "init_spec": init_spec(ident.cfg.init), "seed": ident.seed,
+             "init_spec": init_spec(ident.settings.run.init), "seed": ident.seed,
              "hashes": [ident.out_dir.name, *(d.name for d in ident.legacy_dirs)]} for ident, _ in idents]
 
 
@@ -94,7 +94,7 @@ def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> i
 def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
     """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
     throughput of records already completed. `jobs` are job identities (distill_sweep.job.identify)."""
-    from distill_sweep.teacher_cache import META, finetune_settings, teacher_dir
+    from distill_sweep.teacher_cache import META, finetune_settings
     from distill_sweep.teacher_outputs import group_id, plan, prepared
 
     student = teacher = 0
@@ -104,7 +104,7 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
     builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
     for ident in jobs:
-        cfg, s = ident.cfg, ident.settings
+        s = ident.settings
         if not ident.procedure_settings.reads_task:
             steps = getattr(ident.procedure_settings, "max_steps", None)
             if s.run.epochs and s.run.max_steps_per_epoch:  # the smoke-run caps bound it
@@ -132,17 +132,17 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
             only_logits = n_stages - (logit_stages if uses else 0)  # stages that still run it (intermediate)
             forwards["store"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * only_logits
             cache = Path(cache_dir or results.absolute(s.run.cache_dir))
-            if uses and not prepared(cfg, cache):
-                builds[(ident.task, group_id(cfg))] = size
+            if uses and not prepared(ident.teacher, ident.task, cache):
+                builds[(ident.task, group_id(ident.teacher))] = size
         # a stage before the objective's, e.g. PEA-KD's PTP
         student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
         if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
             continue
-        where = teacher_dir(cfg, Path(cache_dir or results.absolute(s.run.cache_dir)))
+        where = ident.teacher.directory(Path(cache_dir or results.absolute(s.run.cache_dir)), ident.task)
         if where in teachers or (where / META).exists():
             continue
         teachers.add(where)
-        ft = finetune_settings(cfg)
+        ft = finetune_settings(s.teacher.finetune, s.task.recipe)
         teacher += _passes(size, ft["epochs"], ft["batch_size"], ft["max_steps_per_epoch"])
     passes = student + teacher
     line = (f"estimated cost: {passes:.3g} training sample-passes ({student:.3g} students, {teacher:.3g} for "
@@ -181,9 +181,9 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
             continue
         where = Path(cache_dir or results.absolute(ident.settings.run.cache_dir))
         cls_layers = stored_cls_layers(ident.objective, getattr(ident, "layer_map", None))
-        if prepared(ident.cfg, where, cls_layers):
+        if prepared(ident.teacher, ident.task, where, cls_layers):
             continue
-        groups.setdefault((ident.task, group_id(ident.cfg), feature_tag(cls_layers)), []).append(list(ov))
+        groups.setdefault((ident.task, group_id(ident.teacher), feature_tag(cls_layers)), []).append(list(ov))
     return [[*members[0], "+prepare_only=true"] for members in groups.values() if len(members) > 1]
 
 
@@ -331,7 +331,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from distill_sweep.job import find_completed, identify, prepare
+        from distill_sweep.job import complete, find_completed, identify, prepare
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -420,7 +420,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                       "did not complete", file=sys.stderr, flush=True)
             for job in ready:
                 try:
-                    prepare(job.ident.cfg)
+                    complete(job.ident)
                 except ConfigError as err:
                     print(f"distill_sweep: error in job [{' '.join(job.overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)

@@ -1,9 +1,12 @@
 """A job's identity and validation, decided before any data or model is loaded.
 
+This is where the composed config ends: `identify` turns it into typed settings (and the keys of the shared
+stores, taken from the config as composed), and every module below receives those, never the config.
+
 `identify` reads the config alone (typed settings, config hash, result directory): the sweeper calls it
-for every job of a grid, also in a dry run. `prepare` adds what needs the models' configs (config.json
+for every job of a grid, also in a dry run. `complete` adds what needs the models' configs (config.json
 only, never weights): depths, widths and head counts, the init and the layer map, and whether the
-objective can run on this student and teacher. Both raise `ConfigError` with one line.
+objective can run on this student and teacher; `prepare` is both. Each raises `ConfigError` with one line.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from transformers import PretrainedConfig
 
 from distill_sweep import results
@@ -37,8 +40,10 @@ from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_
 from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
 from distill_sweep.schema import ConfigSettings, check_config
 from distill_sweep.settings import as_dict, parse
+from distill_sweep.store_keys import teacher_specs
 from distill_sweep.students import StudentType, model_info, student_type
 from distill_sweep.teacher import check_ensemble
+from distill_sweep.teacher_cache import TeacherSpec
 from distill_sweep.teacher_outputs import plan
 
 DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
@@ -48,7 +53,6 @@ DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher 
 class JobIdentity:
     """Who a job is and where its record lives (config alone)."""
 
-    cfg: DictConfig
     settings: ConfigSettings
     procedure: Procedure
     procedure_settings: Any  # the procedure's settings dataclass
@@ -59,6 +63,8 @@ class JobIdentity:
     digest: str
     out_dir: Path
     legacy_dirs: list[Path]  # where records of the first schema for this same job would be
+    teacher: TeacherSpec  # the teacher block (an ensemble: the whole block) and its cache key
+    members: list[TeacherSpec]  # an ensemble's members, each as that single teacher ([] for one teacher)
 
     @property
     def objective_name(self) -> str:
@@ -91,21 +97,37 @@ class Job(JobIdentity):
         return model_info(self.student_arch)
 
 
+def plain_config(cfg: DictConfig) -> dict[str, Any]:
+    """The composed config as plain, resolved containers, without Hydra's own node (whose values exist only
+    inside a running job: the sweeper identifies jobs before launching them)."""
+    return {str(k): OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
+            for k in cfg if k != "hydra"}
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """The hash of a config as it is; jobs hash their checked form (`identify`)."""
+    return results.digest(results.hashed_config(plain_config(cfg)))
+
+
 def identify(cfg: DictConfig) -> JobIdentity:
-    settings = check_config(cfg)
-    procedure = procedure_named(str(cfg.procedure.name))
-    procedure_settings = parse(procedure.settings, cfg.procedure, "procedure")
-    own_task = procedure_settings.own_task(cfg)
+    config = plain_config(cfg)
+    settings = check_config(config)
+    # keyed by the task as configured (a procedure that reads no task replaces it below)
+    teacher, members = teacher_specs(config, settings.teacher, settings.task)
+    procedure = procedure_named(str(config["procedure"]["name"]))
+    procedure_settings = parse(procedure.settings, config["procedure"], "procedure")
+    own_task = procedure_settings.own_task(config.get("corpus"))
     if own_task is not None:  # a procedure whose data is not the task (task_agnostic: a corpus) describes its own
         settings.task = own_task
     settings.task.augment = parse_augment(settings.task.augment, "task.augment")  # the augment part's settings
     procedure_settings.check_task(settings.task, "procedure")  # e.g. ptp: class labels
-    kind = student_type(str(cfg.student.get("name")))
-    student = parse(kind.settings, cfg.student, "student")
-    objective = parse_objective(cfg.objective) if procedure.distils else None
-    if procedure.uses_student and not kind.uses_init and init_spec(cfg.init) != str(DEFAULT_INIT):
+    kind = student_type(str(config["student"].get("name")))
+    student = parse(kind.settings, config["student"], "student")
+    objective = parse_objective(config.get("objective")) if procedure.distils else None
+    init = settings.run.init
+    if procedure.uses_student and not kind.uses_init and init_spec(init) != str(DEFAULT_INIT):
         hint = " (choose its layer map with map=)" if kind.has_layers else ""
-        raise ConfigError(f"init={init_spec(cfg.init)} applies to student=truncated only: student={kind.name} is "
+        raise ConfigError(f"init={init_spec(init)} applies to student=truncated only: student={kind.name} is "
                           f"not initialised from teacher layers{hint}")
     processes = requested_size()
     if processes > 1 and not procedure.data_parallel:
@@ -122,13 +144,13 @@ def identify(cfg: DictConfig) -> JobIdentity:
     if not procedure.uses_student:
         init_label = "init-none"
     else:
-        init_label = init_dirname(cfg.init) if kind.uses_init else f"init-{kind.name}"
+        init_label = init_dirname(init) if kind.uses_init else f"init-{kind.name}"
     if settings.run.teacher_outputs == "store":
         decision = plan("store", procedure, objective)
         if not decision.use_store:
             raise ConfigError(f"teacher_outputs=store: {decision.reason}, so stored teacher outputs would be "
                               "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
-    hashed = _hashed(cfg, objective, student if procedure.uses_student else None,
+    hashed = _hashed(config, objective, student if procedure.uses_student else None,
                      reads_task=procedure_settings.reads_task)
     digest = results.digest(hashed)
     base = Path(results.absolute(settings.run.results_dir))
@@ -136,28 +158,32 @@ def identify(cfg: DictConfig) -> JobIdentity:
     out_dir = results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
     legacy = [results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
               for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
-    return JobIdentity(cfg, settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
-                       out_dir, legacy)
+    return JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
+                       out_dir, legacy, teacher, members)
 
 
 def prepare(cfg: DictConfig) -> Job:
     """Validate the whole job (config.json files are read, weights never). Raises ConfigError."""
-    ident = identify(cfg)
-    task = ident.settings.task
+    return complete(identify(cfg))
+
+
+def complete(ident: JobIdentity) -> Job:
+    """The identified job validated against the models' configs (config.json files, never weights)."""
+    task, teacher = ident.settings.task, ident.settings.teacher
     if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
         raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
     if ident.procedure_settings.reads_task:
-        check_files(cfg.task)  # a missing, binary or wrong-column TSV is refused before a record is written
+        check_files(task)  # a missing, binary or wrong-column TSV is refused before a record is written
     for key in ("results_dir", "cache_dir"):
         check_writable(results.absolute(getattr(ident.settings.run, key)), key)
-    teacher_arch = teacher_config(cfg.teacher, task.num_labels)
-    tokenizer_source(cfg.teacher)
-    check_ensemble(cfg, task, ident.procedure, ident.objective, teacher_arch)
+    teacher_arch = teacher_config(teacher, task.num_labels)
+    tokenizer_source(teacher)
+    check_ensemble(teacher, ident.members, task, ident.procedure, ident.objective, teacher_arch)
     if task.augment.name != "none":
         if not ident.procedure_settings.reads_task or not ident.procedure.uses_student:
             raise ConfigError(f"task.augment={task.augment.name} augments the training split a student distils on: "
                               f"procedure={ident.procedure.name} trains no student on it")
-        check_augment(task.augment, cfg.teacher)
+        check_augment(task.augment, teacher)
     if not ident.procedure.uses_student:  # the procedure's model is the teacher itself (e.g. early exit)
         _check_positions(task.max_seq_length, {"teacher": teacher_arch})
         return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
@@ -167,11 +193,11 @@ def prepare(cfg: DictConfig) -> Job:
     student_arch = ident.student_kind.describe(ident.student, teacher_arch)
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
     if ident.student_kind.uses_init:
-        init = resolve_init(cfg.init, depth, k)
+        init = resolve_init(ident.settings.run.init, depth, k)
     else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
         pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
         init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)
-    spec = cfg.map
+    spec = ident.settings.run.map
     if map_spec(spec) == "init" and getattr(ident.procedure_settings, "map", None) is not None:
         spec = ident.procedure_settings.map  # the procedure's own default map (task_agnostic: top)
     if ident.objective is not None and not init.layer_map and map_spec(spec) == "init":
@@ -209,10 +235,10 @@ def check_writable(path: Path, key: str) -> None:
         raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
 
 
-def _hashed(cfg: DictConfig, objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True
+def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True
             ) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in)."""
-    hashed = results.hashed_config(cfg)
+    hashed = results.hashed_config(config)
     # A job reads either the task or a corpus (task_agnostic); the other is ignored, so not hashed.
     hashed.pop("corpus" if reads_task else "task", None)
     if student is None:  # a procedure that builds no student ignores it
@@ -309,4 +335,5 @@ def adopt_legacy_checkpoint(job: JobIdentity) -> Path | None:
     return None
 
 
-__all__ = ["PROCEDURES", "Job", "JobIdentity", "adopt_legacy_checkpoint", "find_completed", "identify", "prepare"]
+__all__ = ["PROCEDURES", "Job", "JobIdentity", "adopt_legacy_checkpoint", "complete", "config_hash", "find_completed",
+           "identify", "plain_config", "prepare"]

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm.auto import tqdm
+
+from distill_sweep.schema import OptimizerSettings
 
 from .capture import MODEL_INPUT_KEYS
 
@@ -71,7 +72,7 @@ def model_inputs(batch: Batch, model: nn.Module | None = None) -> Batch:
     return {k: v for k, v in batch.items() if k in keys}
 
 
-def build_optimizer(params: Iterable[nn.Parameter], opt_cfg: DictConfig, lr: float) -> torch.optim.Optimizer:
+def build_optimizer(params: Iterable[nn.Parameter], opt_cfg: OptimizerSettings, lr: float) -> torch.optim.Optimizer:
     """AdamW with the fairseq recipe's betas/eps; no weight decay on biases and LayerNorm weights."""
     decay, no_decay = [], []
     for p in params:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import ListConfig
-
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import StudentInit, skip_layers
 
@@ -24,7 +22,7 @@ MAP_RULES = ("init", "skip", "last", "uniform", "top")
 
 def map_spec(spec: Any) -> str:
     """`map` as text, for records and directory names."""
-    if isinstance(spec, (list, tuple, ListConfig)):
+    if isinstance(spec, (list, tuple)):
         return "[" + ",".join(map_spec(x) for x in spec) + "]"
     return str(spec).strip().replace(" ", "")
 
@@ -32,7 +30,7 @@ def map_spec(spec: Any) -> str:
 def resolve_map(spec: Any, init: StudentInit, teacher_layers: int, student_layers: int) -> list[tuple[int, int]]:
     """(student layer, teacher layer) pairs, 1-based, for `map=spec`."""
     k, n = student_layers, teacher_layers
-    if isinstance(spec, (list, tuple, ListConfig)):
+    if isinstance(spec, (list, tuple)):
         return _explicit(list(spec), n, k)
     rule = map_spec(spec)
     if rule == "init":
@@ -63,7 +61,7 @@ def _layer(x: Any, top: int, what: str) -> int:
 def _explicit(items: list[Any], n: int, k: int) -> list[tuple[int, int]]:
     if not items:
         raise ConfigError("map=[] names no layers")
-    if all(isinstance(x, (list, tuple, ListConfig)) for x in items):
+    if all(isinstance(x, (list, tuple)) for x in items):
         pairs = []
         for pair in items:
             if len(pair) != 2:

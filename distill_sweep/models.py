@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -21,6 +21,7 @@ from transformers import (
 
 from distill_sweep.data import go_offline_if_hub_unreachable
 from distill_sweep.errors import ConfigError
+from distill_sweep.schema import TeacherSettings
 from distill_sweep.toy import build_toy_tokenizer
 
 # The paper's Table 3 initialisations, in its order.
@@ -41,7 +42,7 @@ class StudentInit:
 
 def init_spec(spec: Any) -> str:
     """`init` as text: "1", "mixed", or "[1,5,9]" for a list (also accepts the text of a list)."""
-    if isinstance(spec, (list, tuple, ListConfig)):
+    if isinstance(spec, (list, tuple)):
         return "[" + ",".join(str(x).strip() for x in spec) + "]"
     return str(spec).strip().replace(" ", "")
 
@@ -64,7 +65,7 @@ def resolve_init(spec: Any, teacher_layers: int, student_layers: int) -> Student
         raise ConfigError(
             f"student.num_layers={student_layers} is deeper than the teacher ({teacher_layers} layers)"
         )
-    if isinstance(spec, (list, tuple, ListConfig)):
+    if isinstance(spec, (list, tuple)):
         layers = [_as_layer(x, teacher_layers) for x in spec]
         if len(layers) != student_layers:
             raise ConfigError(
@@ -108,18 +109,18 @@ def _as_layer(x: Any, teacher_layers: int) -> int:
 # Teacher
 
 
-def teacher_config(teacher_cfg: DictConfig, num_labels: int, vocab_size: int | None = None) -> PretrainedConfig:
+def teacher_config(teacher: TeacherSettings, num_labels: int, vocab_size: int | None = None) -> PretrainedConfig:
     """The teacher's architecture config (reads only config.json for a pretrained model).
 
     A given fine-tuned teacher is the model that runs, so its own config.json describes it, also for a
     teacher otherwise built from `config` (teacher=tiny).
     """
     label_kwargs: dict[str, Any] = {"num_labels": num_labels}
-    if teacher_cfg.name_or_path is None and not teacher_cfg.finetuned_path:
-        return _config_from_settings(teacher_cfg, label_kwargs, vocab_size)
-    key = "teacher.finetuned_path" if teacher_cfg.finetuned_path else "teacher.name_or_path"
-    return read_model_config(teacher_cfg.finetuned_path or teacher_cfg.name_or_path, key,
-                             bool(teacher_cfg.trust_remote_code), **label_kwargs)
+    if teacher.name_or_path is None and not teacher.finetuned_path:
+        return _config_from_settings(teacher, label_kwargs, vocab_size)
+    key = "teacher.finetuned_path" if teacher.finetuned_path else "teacher.name_or_path"
+    return read_model_config(teacher.finetuned_path or teacher.name_or_path, key,
+                             bool(teacher.trust_remote_code), **label_kwargs)
 
 
 def read_model_config(name_or_path: str, key: str, trust_remote_code: bool, **kwargs: Any) -> PretrainedConfig:
@@ -131,12 +132,12 @@ def read_model_config(name_or_path: str, key: str, trust_remote_code: bool, **kw
         raise ConfigError(model_error_message(source, err, key)) from None
 
 
-def _config_from_settings(teacher_cfg: DictConfig, label_kwargs: dict[str, Any], vocab_size: int | None
+def _config_from_settings(teacher: TeacherSettings, label_kwargs: dict[str, Any], vocab_size: int | None
                           ) -> PretrainedConfig:
     """A fresh teacher's architecture from `teacher.config`, checked as the other settings are."""
     from transformers import CONFIG_MAPPING
 
-    arch = OmegaConf.to_container(teacher_cfg.config, resolve=True)
+    arch = copy.deepcopy(dict(teacher.config))
     assert isinstance(arch, dict)
     model_type = str(arch.pop("model_type", "bert"))
     if model_type not in CONFIG_MAPPING:
@@ -163,43 +164,43 @@ def _config_from_settings(teacher_cfg: DictConfig, label_kwargs: dict[str, Any],
     return config
 
 
-def load_tokenizer(teacher_cfg: DictConfig, cache_dir: Path) -> Any:
+def load_tokenizer(teacher: TeacherSettings, cache_dir: Path) -> Any:
     """The tokenizer the teacher and student share."""
-    name = tokenizer_source(teacher_cfg)
+    name = tokenizer_source(teacher)
     if name == "toy":
         return build_toy_tokenizer(cache_dir)
     try:
-        return AutoTokenizer.from_pretrained(name, trust_remote_code=bool(teacher_cfg.trust_remote_code))
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=bool(teacher.trust_remote_code))
     except OSError as err:
         raise ConfigError(model_error_message(name, err, "teacher.tokenizer")) from None
 
 
-def tokenizer_source(teacher_cfg: DictConfig) -> str:
+def tokenizer_source(teacher: TeacherSettings) -> str:
     """Where the tokenizer comes from ("toy", a hub id or a directory, checked to exist); loads nothing."""
-    name = teacher_cfg.tokenizer or teacher_cfg.finetuned_path or teacher_cfg.name_or_path
+    name = teacher.tokenizer or teacher.finetuned_path or teacher.name_or_path
     if name is None:
         raise ConfigError("teacher.tokenizer must be set when teacher.name_or_path is null")
     if name == "toy":
         return name
-    key = "teacher.tokenizer" if teacher_cfg.tokenizer else ("teacher.finetuned_path" if teacher_cfg.finetuned_path
+    key = "teacher.tokenizer" if teacher.tokenizer else ("teacher.finetuned_path" if teacher.finetuned_path
                                                              else "teacher.name_or_path")
     return model_source(name, key)
 
 
 def load_teacher(
-    teacher_cfg: DictConfig, path: str | None, num_labels: int, label_names: list[str], vocab_size: int
+    teacher: TeacherSettings, path: str | None, num_labels: int, label_names: list[str], vocab_size: int
 ) -> PreTrainedModel:
     """A sequence classifier: from `path` (pretrained/fine-tuned dir or hub id) or fresh from config."""
     label_kwargs = _label_kwargs(num_labels, label_names)
-    attn = teacher_cfg.get("attn_implementation", "sdpa")
+    attn = teacher.attn_implementation
     if path is None:
-        config = teacher_config(teacher_cfg, num_labels, vocab_size)
+        config = teacher_config(teacher, num_labels, vocab_size)
         for key, value in label_kwargs.items():
             setattr(config, key, value)
         config._attn_implementation = attn
         return AutoModelForSequenceClassification.from_config(config, attn_implementation=attn)
     try:
-        saved = AutoConfig.from_pretrained(path, trust_remote_code=bool(teacher_cfg.trust_remote_code))
+        saved = AutoConfig.from_pretrained(path, trust_remote_code=bool(teacher.trust_remote_code))
     except (OSError, ValueError) as err:
         raise ConfigError(model_error_message(path, err)) from None
     # Check BEFORE loading: passing our label map to from_pretrained would overwrite the saved one.
@@ -207,7 +208,7 @@ def load_teacher(
     try:
         return AutoModelForSequenceClassification.from_pretrained(
             path,
-            trust_remote_code=bool(teacher_cfg.trust_remote_code),
+            trust_remote_code=bool(teacher.trust_remote_code),
             attn_implementation=attn,
             **label_kwargs,
         )
@@ -280,22 +281,22 @@ def has_mlm_head(config: PretrainedConfig) -> bool | None:
     return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs)
 
 
-def load_masked_lm(teacher_cfg: DictConfig, vocab_size: int) -> PreTrainedModel:
+def load_masked_lm(teacher: TeacherSettings, vocab_size: int) -> PreTrainedModel:
     """The teacher with its MLM head: from `name_or_path` (hub id or directory), or built from `config` with
     random weights. A checkpoint whose MLM head is missing is refused (ConfigError), not silently given a
     random one."""
     from transformers import AutoModelForMaskedLM
 
-    attn = teacher_cfg.get("attn_implementation", "sdpa")
-    path = teacher_cfg.name_or_path
+    attn = teacher.attn_implementation
+    path = teacher.name_or_path
     if path is None:
-        config = teacher_config(teacher_cfg, 2, vocab_size)
+        config = teacher_config(teacher, 2, vocab_size)
         config._attn_implementation = attn
         return AutoModelForMaskedLM.from_config(config, attn_implementation=attn)
     source = model_source(str(path), "teacher.name_or_path")
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(
-            source, trust_remote_code=bool(teacher_cfg.trust_remote_code), attn_implementation=attn,
+            source, trust_remote_code=bool(teacher.trust_remote_code), attn_implementation=attn,
             output_loading_info=True)
     except (OSError, ValueError) as err:
         raise ConfigError(model_error_message(source, err, "teacher.name_or_path")) from None

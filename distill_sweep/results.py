@@ -28,8 +28,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from distill_sweep.schema import ensemble_members
 
 SCHEMA_VERSION = 2
@@ -56,26 +54,14 @@ PACKAGES = ("distill_sweep", "torch", "transformers", "datasets", "tokenizers", 
             "submitit", "wandb", "scikit-learn", "scipy", "numpy")
 
 
-def hashed_config(cfg: DictConfig) -> dict[str, Any]:
-    # Drop the unhashed keys BEFORE resolving: the `hydra` node holds values (hydra.job.num) that only
-    # exist inside a running job, and the sweeper hashes configs before launching them.
-    out: dict[str, Any] = {}
-    for key in cfg:
-        if key in NOT_HASHED:
-            continue
-        node = cfg[key]
-        out[str(key)] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    return out
+def hashed_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a plain config (job.plain_config) that make a job what it is."""
+    return {str(k): v for k, v in config.items() if k not in NOT_HASHED}
 
 
 def digest(data: Any) -> str:
     """sha256 of a JSON-able value, keys sorted (the config hash of a job's hashed config)."""
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def config_hash(cfg: DictConfig) -> str:
-    """The hash of a config as it is; jobs hash their checked form (distill_sweep.job)."""
-    return digest(hashed_config(cfg))
 
 
 HASH_CHARS = 10  # of a config hash in a job's directory name
@@ -179,15 +165,11 @@ class RecordError(ValueError):
 
 def part_id(settings: Mapping[str, Any]) -> str:
     """8 hex chars naming a teacher or student by its settings (sha256 of their sorted JSON)."""
-    if OmegaConf.is_config(settings):
-        settings = OmegaConf.to_container(settings, resolve=True)
     return digest(settings)[:8]
 
 
 def student_id(name: str, settings: Mapping[str, Any]) -> str:
     """The student's id: `part_id` of its settings together with its name."""
-    if OmegaConf.is_config(settings):
-        settings = OmegaConf.to_container(settings, resolve=True)
     return part_id({**dict(settings), "name": name})
 
 
@@ -312,8 +294,6 @@ class TeacherInfo:
     def from_settings(cls, settings: Mapping[str, Any], **fields: Any) -> TeacherInfo:
         """Name and id from the teacher's config block (config.teacher), the members of an ensemble; other
         fields as given."""
-        if OmegaConf.is_config(settings):
-            settings = OmegaConf.to_container(settings, resolve=True)
         members = [{"name": str(m.get("name") or ""), "id": part_id(m), "seed": (m.get("finetune") or {}).get("seed"),
                     "name_or_path": _opt_str(m.get("name_or_path"))} for m in ensemble_members(settings)]
         return cls(name=str(settings.get("name") or ""), id=part_id(settings),

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import DictConfig
 
 from distill_sweep.config_space import GROUPS, check_group_choices, group_options
 from distill_sweep.errors import ConfigError
@@ -273,17 +272,18 @@ class ConfigSettings:
     logger: LoggerSettings
 
 
-def check_config(cfg: DictConfig) -> ConfigSettings:
-    """Parse the top-level keys and the task, teacher, optimizer and logger groups (ConfigError if bad)."""
+def check_config(config: Mapping[str, Any]) -> ConfigSettings:
+    """Parse the top-level keys and the task, teacher, optimizer and logger groups of a plain config
+    (job.plain_config); ConfigError if bad."""
     run_keys = set(RunSettings.__dataclass_fields__)
-    unknown = sorted(str(k) for k in cfg if k not in run_keys and k not in GROUPS and k not in OTHER_KEYS)
+    unknown = sorted(str(k) for k in config if k not in run_keys and k not in GROUPS and k not in OTHER_KEYS)
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown top-level key (known: {', '.join(sorted(run_keys))})")
-    run = parse(RunSettings, {k: cfg[k] for k in run_keys if k in cfg}, "")
+    run = parse(RunSettings, {k: config[k] for k in run_keys if k in config}, "")
     return ConfigSettings(
         run=run,
-        optimizer=parse(OptimizerSettings, cfg.optimizer, "optimizer"),
-        task=parse(TaskSettings, cfg.task, "task"),
-        teacher=parse(TeacherSettings, cfg.teacher, "teacher"),
-        logger=parse(LoggerSettings, cfg.logger, "logger"),
+        optimizer=parse(OptimizerSettings, config.get("optimizer"), "optimizer"),
+        task=parse(TaskSettings, config.get("task"), "task"),
+        teacher=parse(TeacherSettings, config.get("teacher"), "teacher"),
+        logger=parse(LoggerSettings, config.get("logger"), "logger"),
     )

@@ -16,8 +16,6 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
-
 from distill_sweep.errors import ConfigError
 
 T = TypeVar("T")
@@ -25,19 +23,10 @@ _BOUNDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
            "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
 
 
-def plain(node: Any) -> Any:
-    """A config node as plain Python containers (resolved)."""
-    if isinstance(node, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(node, resolve=True)
-    return node
-
-
 def parse(cls: type[T], node: Any, where: str) -> T:
-    """The dataclass `cls` built from the mapping `node`; `where` is the key path used in messages ("" for
-    top-level keys)."""
-    data = plain(node)
-    if data is None:
-        data = {}
+    """The dataclass `cls` built from the mapping `node`, plain containers (job.plain_config turns the
+    composed config into those); `where` is the key path used in messages ("" for top-level keys)."""
+    data = {} if node is None else node
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a mapping of settings, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -95,7 +84,7 @@ def _describe(tp: Any) -> str:
 def _coerce(tp: Any, value: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
-        return plain(value)
+        return value
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
@@ -114,7 +103,6 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
             raise ConfigError(f"{key}={value!r}: expected {_describe(tp)}")
         return value
     if origin in (list, tuple):
-        value = plain(value)
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}={value!r}: expected a list")
         args = typing.get_args(tp)
@@ -122,7 +110,6 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
         items = [_coerce(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin in (dict, Mapping):
-        value = plain(value)
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}={value!r}: expected a mapping")
         args = typing.get_args(tp)

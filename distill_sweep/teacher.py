@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
@@ -33,8 +32,9 @@ from distill_sweep.models import (
     teacher_config,
     tokenizer_source,
 )
+from distill_sweep.schema import TaskSettings, TeacherSettings
 from distill_sweep.stages import Stage, fmt_metrics
-from distill_sweep.teacher_cache import cached_teacher, finetune_settings, member_configs
+from distill_sweep.teacher_cache import TeacherSpec, cached_teacher, finetune_settings
 
 log = logging.getLogger("distill_sweep")
 
@@ -75,14 +75,13 @@ def student_source(teacher: nn.Module) -> nn.Module:
 def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
     """The frozen, eval-mode teacher (an `EnsembleTeacher` for `teacher.ensemble`); `guard`: refuse one that
     does not beat the majority-class baseline."""
-    cfg, data = ctx.cfg, ctx.data
-    members = member_configs(cfg)
-    if not members:
-        teacher, info = _one_teacher(ctx, cfg)
+    job, data = ctx.job, ctx.data
+    if not job.members:
+        teacher, info = _one_teacher(ctx, job.teacher)
         ctx.record["teacher"].update(info)
         dev = info["dev"]
     else:
-        loaded = [_one_teacher(ctx, member) for member in members]
+        loaded = [_one_teacher(ctx, member) for member in job.members]
         ensemble = EnsembleTeacher([m for m, _ in loaded], regression=bool(data.is_regression))
         dev = evaluate(ensemble, ctx.dev_loaders, ctx.metrics, ctx.device, ctx.precision)
         described = ctx.record["teacher"].get("members") or [{} for _ in loaded]
@@ -93,7 +92,7 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
             log.info("ensemble member %d (%s) dev: %s", i, info["source"], fmt_metrics(info["dev"]))
         teacher = ensemble
     first_dev = next(iter(data.dev.values()))
-    baseline = majority_baseline(cfg.task, data.train["labels"], first_dev["labels"])
+    baseline = majority_baseline(job.settings.task, data.train["labels"], first_dev["labels"])
     ctx.record["teacher"].update(majority_baseline=baseline)
     log.info("teacher (%s) dev: %s | majority-class baseline: %s", ctx.record["teacher"]["source"],
              fmt_metrics(dev), fmt_metrics(baseline))
@@ -102,10 +101,10 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
     return teacher  # type: ignore[return-value]
 
 
-def check_ensemble(cfg: DictConfig, task: Any, procedure: Any, objective: Any | None, teacher_arch: Any) -> None:
+def check_ensemble(teacher: TeacherSettings, members: list[TeacherSpec], task: TaskSettings, procedure: Any,
+                   objective: Any | None, teacher_arch: Any) -> None:
     """Refuse, from the configs alone (config.json files, never weights), an ensemble teacher this job cannot
-    use: one `ConfigError` line. `task`: the task's settings; `teacher_arch`: the teacher block's config."""
-    members = member_configs(cfg)
+    use: one `ConfigError` line. `teacher_arch`: the teacher block's architecture config."""
     if not members:
         return
     if not getattr(procedure, "uses_student", True):
@@ -115,10 +114,10 @@ def check_ensemble(cfg: DictConfig, task: Any, procedure: Any, objective: Any | 
         raise ConfigError(f"objective={objective.name} has intermediate-layer terms ({', '.join(objective.terms)}): "
                           "an ensemble teacher distils its averaged predictions only; use a prediction-stage "
                           "objective (e.g. vanilla_kd) or one teacher")
-    tokenizer = tokenizer_source(cfg.teacher)
+    tokenizer = tokenizer_source(teacher)
     shape = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads")
     for i, member in enumerate(members):
-        key, block = f"teacher.ensemble[{i}]", member.teacher
+        key, block = f"teacher.ensemble[{i}]", member.settings
         if tokenizer_source(block) != tokenizer:
             raise ConfigError(f"{key} uses the tokenizer {tokenizer_source(block)!r}, the teacher "
                               f"{tokenizer!r}: the data is tokenised once, so members share the tokenizer (set "
@@ -139,15 +138,16 @@ def check_ensemble(cfg: DictConfig, task: Any, procedure: Any, objective: Any | 
                               "backbone later in the list)")
 
 
-def _one_teacher(ctx: RunContext, cfg: DictConfig) -> tuple[PreTrainedModel, dict[str, Any]]:
-    """The frozen teacher of `cfg.teacher` (one teacher, or one member) and its source, path and dev metrics."""
+def _one_teacher(ctx: RunContext, spec: TeacherSpec) -> tuple[PreTrainedModel, dict[str, Any]]:
+    """The frozen teacher of `spec` (one teacher, or one member) and its source, path and dev metrics."""
     data = ctx.data
-    if cfg.teacher.finetuned_path:
-        path, source, dev = str(cfg.teacher.finetuned_path), "given", None
+    if spec.settings.finetuned_path:
+        path, source, dev = str(spec.settings.finetuned_path), "given", None
     else:
-        cached, source, dev = cached_teacher(cfg, ctx.cache_dir, lambda out_dir: _finetune(ctx, out_dir, cfg))
+        cached, source, dev = cached_teacher(spec, ctx.job.task, ctx.cache_dir,
+                                             lambda out_dir: _finetune(ctx, out_dir, spec.settings))
         path = str(cached)
-    teacher = load_teacher(cfg.teacher, path, data.num_labels, data.label_names, len(ctx.tokenizer))
+    teacher = load_teacher(spec.settings, path, data.num_labels, data.label_names, len(ctx.tokenizer))
     teacher.to(ctx.device).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
@@ -156,20 +156,20 @@ def _one_teacher(ctx: RunContext, cfg: DictConfig) -> tuple[PreTrainedModel, dic
     return teacher, {"source": source, "path": path, "dev": dev}
 
 
-def _finetune(ctx: RunContext, out_dir: Path, cfg: DictConfig) -> dict[str, float]:
-    """Fine-tune the teacher of `cfg` (the job's, or an ensemble member's) into the cache's unfinished
+def _finetune(ctx: RunContext, out_dir: Path, settings: TeacherSettings) -> dict[str, float]:
+    """Fine-tune the teacher `settings` (the job's, or an ensemble member's) into the cache's unfinished
     directory `out_dir` (checkpointed there, so a killed or preempted fine-tuning continues where it stopped in
     whichever job takes the lock next)."""
     data = ctx.data
-    ft = finetune_settings(cfg)
+    ft = finetune_settings(settings.finetune, ctx.job.settings.task.recipe)
     seed_everything(ft["seed"])
-    model = load_teacher(cfg.teacher, cfg.teacher.name_or_path, data.num_labels, data.label_names,
+    model = load_teacher(settings, settings.name_or_path, data.num_labels, data.label_names,
                          len(ctx.tokenizer)).to(ctx.device)
     stage = Stage("finetune", ft["epochs"], ft["lr"], ft["batch_size"], ft["warmup_ratio"],
                   cross_entropy_loss(model, bool(data.is_regression)), list(model.parameters()),
                   max_steps_per_epoch=ft["max_steps_per_epoch"])
     history: list[dict[str, Any]] = []
-    log.info("fine-tuning the teacher %s (seed %d) on %s: %d epochs", cfg.teacher.name, ft["seed"], cfg.task.name,
+    log.info("fine-tuning the teacher %s (seed %d) on %s: %d epochs", settings.name, ft["seed"], ctx.job.task,
              stage.epochs)
     driver = ctx.driver(model=model, state={"model": model}, checkpoint=out_dir / CHECKPOINT, key=out_dir.name,
                         history=history, seed=ft["seed"], label="teacher ", train=data.teacher_train)
@@ -194,12 +194,12 @@ def _check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict
 def masked_lm_teacher(ctx: RunContext) -> PreTrainedModel:
     """The frozen, eval-mode teacher with its MLM head (task-agnostic distillation: never fine-tuned). One
     built from `config` gets random weights seeded by `teacher.finetune.seed`, the same for every student."""
-    teacher_cfg = ctx.cfg.teacher
-    seed_everything(int(teacher_cfg.finetune.seed))
-    teacher = load_masked_lm(teacher_cfg, len(ctx.tokenizer))
+    settings = ctx.job.settings.teacher
+    seed_everything(int(settings.finetune.seed))
+    teacher = load_masked_lm(settings, len(ctx.tokenizer))
     teacher.to(ctx.device).eval()  # and it stays in eval mode: dropout off throughout (unlike the reference)
     for p in teacher.parameters():
         p.requires_grad_(False)
-    source = "random" if teacher_cfg.name_or_path is None else "given"
-    ctx.record["teacher"].update(source=source, path=teacher_cfg.name_or_path)
+    source = "random" if settings.name_or_path is None else "given"
+    ctx.record["teacher"].update(source=source, path=settings.name_or_path)
     return teacher

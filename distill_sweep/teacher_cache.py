@@ -10,7 +10,6 @@ teacher is fine-tuned again, instead of failing every job that uses it.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import hashlib
 import json
@@ -19,86 +18,47 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
-from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
 from distill_sweep.results import read_record, write_json_atomic
-from distill_sweep.schema import ensemble_members
+from distill_sweep.schema import FinetuneSettings, RecipeSettings, TeacherSettings
 
 log = logging.getLogger(__name__)
 META = "teacher.json"
 CACHE_VERSION = 1  # bump when the fine-tuning procedure changes what it produces
 LOCK_NOTICE_AFTER_S = 2.0  # a job still waiting for the lock after this says what it waits for
-# Task keys that only exist for pilot runs: left out of the key while unset, so teachers cached before
-# these keys existed keep their key (and are not fine-tuned again).
-_OPTIONAL_TASK_KEYS = ("max_train_samples", "max_dev_samples")
+@dataclass(frozen=True)
+class TeacherSpec:
+    """One teacher as the parts see it: its typed settings and its cache key (distill_sweep.store_keys)."""
+
+    settings: TeacherSettings
+    key: dict[str, Any]
+
+    def directory(self, cache_dir: Path, task: str) -> Path:
+        """Its cache entry: `<cache_dir>/teachers/<task>/<teacher name>-<12 hex of the key>`."""
+        digest = hashlib.sha256(json.dumps(self.key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return Path(cache_dir) / "teachers" / task / f"{self.settings.name}-{digest}"
 
 
-def finetune_settings(cfg: DictConfig) -> dict[str, Any]:
+def finetune_settings(finetune: FinetuneSettings, recipe: RecipeSettings) -> dict[str, Any]:
     """The teacher's fine-tuning recipe: teacher.finetune overrides, else the task recipe."""
-    ft = cfg.teacher.get("finetune") or {}
-    recipe = cfg.task.recipe
     return {
-        "epochs": int(ft.get("epochs") or recipe.epochs),
-        "lr": float(ft.get("lr") or recipe.lr),
-        "batch_size": int(ft.get("batch_size") or recipe.batch_size),
-        "warmup_ratio": float(ft.get("warmup_ratio") if ft.get("warmup_ratio") is not None else recipe.warmup_ratio),
-        "seed": int(ft.get("seed", 1)),
-        "max_steps_per_epoch": ft.get("max_steps_per_epoch"),
+        "epochs": int(finetune.epochs or recipe.epochs),
+        "lr": float(finetune.lr or recipe.lr),
+        "batch_size": int(finetune.batch_size or recipe.batch_size),
+        "warmup_ratio": float(finetune.warmup_ratio if finetune.warmup_ratio is not None else recipe.warmup_ratio),
+        "seed": int(finetune.seed),
+        "max_steps_per_epoch": finetune.max_steps_per_epoch,
     }
-
-
-def teacher_key(cfg: DictConfig) -> dict[str, Any]:
-    """Everything that determines the fine-tuned teacher (and nothing about the student)."""
-    teacher = OmegaConf.to_container(cfg.teacher, resolve=True)
-    task = OmegaConf.to_container(cfg.task, resolve=True)
-    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    assert isinstance(teacher, dict) and isinstance(task, dict) and isinstance(optimizer, dict)
-    for key in ("name", "finetuned_path"):
-        teacher.pop(key, None)
-    task = {k: v for k, v in task.items() if k not in ("recipe", "augment")}  # the teacher trains on the original
-    for key in _OPTIONAL_TASK_KEYS:
-        if task.get(key) is None:
-            task.pop(key, None)
-    if not any(key in task for key in _OPTIONAL_TASK_KEYS):
-        task.pop("subset_seed", None)  # picks a subset only when there is one to pick
-    return {
-        "version": CACHE_VERSION,
-        "teacher": teacher,
-        "task": task,
-        "optimizer": {k: optimizer.get(k) for k in ("betas", "eps", "weight_decay", "max_grad_norm")},
-        "finetune": finetune_settings(cfg),
-        "precision": cfg.precision,
-    }
-
-
-def member_configs(cfg: DictConfig) -> list[DictConfig]:
-    """One job config per member of an ensemble teacher ([] for one teacher): the job's config with the
-    member's teacher block (schema.ensemble_members), so each member is fine-tuned and cached exactly as that
-    single teacher would be, and shares its cache entry."""
-    block = OmegaConf.to_container(cfg.teacher, resolve=True)
-    assert isinstance(block, dict)
-    out = []
-    for member in ensemble_members(block):
-        member_cfg = copy.deepcopy(cfg)
-        with open_dict(member_cfg):
-            member_cfg.teacher = member
-        out.append(member_cfg)
-    return out
-
-
-def teacher_dir(cfg: DictConfig, cache_dir: Path) -> Path:
-    key = json.dumps(teacher_key(cfg), sort_keys=True, default=str)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return Path(cache_dir) / "teachers" / str(cfg.task.name) / f"{cfg.teacher.name}-{digest}"
 
 
 def cached_teacher(
-    cfg: DictConfig, cache_dir: Path, finetune: Callable[[Path], dict[str, float]]
+    spec: TeacherSpec, task: str, cache_dir: Path, finetune: Callable[[Path], dict[str, float]]
 ) -> tuple[Path, str, dict[str, float]]:
     """Path of the fine-tuned teacher, "cache" or "trained", and its dev metrics.
 
@@ -106,7 +66,7 @@ def cached_teacher(
     dev metrics; it runs at most once per key, whatever the number of concurrent jobs. `out_dir` survives
     an interrupted attempt when it holds a checkpoint, so `finetune` can resume from it.
     """
-    target = teacher_dir(cfg, cache_dir)
+    target = spec.directory(cache_dir, task)
     target.parent.mkdir(parents=True, exist_ok=True)
     with waiting_lock(Path(str(target) + ".lock"), "another job is fine-tuning this teacher"):
         meta = read_record(target / META)
@@ -125,7 +85,7 @@ def cached_teacher(
         log.info("fine-tuning teacher into %s", target)
         dev = finetune(tmp)
         remove_checkpoint(tmp / CHECKPOINT)  # training state, not part of the cached teacher
-        write_json_atomic(tmp / META, {"key": teacher_key(cfg), "dev": dev})
+        write_json_atomic(tmp / META, {"key": spec.key, "dev": dev})
         tmp.rename(target)
     return target, "trained", dev
 

@@ -44,7 +44,7 @@ from distill_sweep.data import make_loader, teacher_fingerprint
 from distill_sweep.loop import autocast, to_device
 from distill_sweep.objectives.registry import TERMS
 from distill_sweep.results import part_id, write_json_atomic
-from distill_sweep.teacher_cache import teacher_key, waiting_lock
+from distill_sweep.teacher_cache import TeacherSpec, waiting_lock
 
 log = logging.getLogger("distill_sweep")
 STORE_VERSION = 1  # bump when building produces other numbers
@@ -93,17 +93,17 @@ def feature_tag(cls_layers: list[int]) -> str:
     return "logits" if not cls_layers else "logits-cls" + "-".join(map(str, cls_layers))
 
 
-def group_id(cfg: Any) -> str:
+def group_id(teacher: TeacherSpec) -> str:
     """The store's teacher and data as the config names them (no weights read): stores built from the same
     config share this prefix, so the sweeper can tell which tasks already have one before launching."""
-    return part_id({"teacher": teacher_key(cfg), "finetuned_path": cfg.teacher.get("finetuned_path")})
+    return part_id({"teacher": teacher.key, "finetuned_path": teacher.settings.finetuned_path})
 
 
-def prepared(cfg: Any, cache_dir: Path, cls_layers: list[int] | None = None) -> bool:
-    """A finished store exists for this config's teacher and data with these features (the sweeper skips
-    its build job)."""
-    where = store_root(cache_dir, str(cfg.task.name))
-    return any(where.glob(f"{group_id(cfg)}-{feature_tag(cls_layers or [])}-*/{META}"))
+def prepared(teacher: TeacherSpec, task: str, cache_dir: Path, cls_layers: list[int] | None = None) -> bool:
+    """A finished store exists for this teacher and task data with these features (the sweeper skips its
+    build job)."""
+    where = store_root(cache_dir, task)
+    return any(where.glob(f"{group_id(teacher)}-{feature_tag(cls_layers or [])}-*/{META}"))
 
 
 # -------------------------------------------------------------------------------------------- row checks

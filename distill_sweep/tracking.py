@@ -11,30 +11,30 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from distill_sweep.distributed import is_main
+from distill_sweep.schema import LoggerSettings
 
 log = logging.getLogger(__name__)
 
 
 class Tracker:
-    def __init__(self, cfg: DictConfig, job_dir: Path, *, group: str | None, name: str, tags: list[str],
-                 resume_id: str | None = None) -> None:
+    def __init__(self, logger: LoggerSettings, config: dict[str, Any], job_dir: Path, *, group: str | None,
+                 name: str, tags: list[str], resume_id: str | None = None) -> None:
+        """`config`: the job's config as its record holds it (what the run shows as its config)."""
         self.run: Any = None
-        mode = str(cfg.logger.mode)
-        if mode == "disabled" or cfg.logger.name == "none" or not is_main():  # one run per job: rank 0's
+        mode = str(logger.mode)
+        if mode == "disabled" or logger.name == "none" or not is_main():  # one run per job: rank 0's
             return
         try:
             os.environ.setdefault("WANDB_SILENT", "true")
             import wandb
 
-            run_dir = Path(cfg.logger.dir) if cfg.logger.dir else job_dir
+            run_dir = Path(logger.dir) if logger.dir else job_dir
             run_dir.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(
-                project=str(cfg.logger.project), entity=cfg.logger.entity, mode=mode, dir=str(run_dir),
+                project=str(logger.project), entity=logger.entity, mode=mode, dir=str(run_dir),
                 group=group, name=name, tags=tags, id=resume_id, resume="allow" if resume_id else None,
-                config=OmegaConf.to_container(cfg, resolve=True), reinit="finish_previous",
+                config=config, reinit="finish_previous",
             )
         except Exception as err:  # tracking must never stop training
             self._disable("init", err)

@@ -60,22 +60,24 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     from distill_sweep import distributed
     from distill_sweep.job import prepare
 
-    job = prepare(cfg)
+    job = prepare(cfg)  # the config's last stop: below, the job's typed settings
+    config = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(config, dict)
     if job.settings.run.prepare_only:
-        return prepare_teacher_outputs(job)
+        return prepare_teacher_outputs(job, config)
     if distributed.requested_size() > 1:  # (job.identify refused a procedure that runs in one process)
         from distill_sweep.loop import resolve_device
 
         distributed.setup(resolve_device(job.settings.run.device))
         try:
             distributed.check_same(job.digest, "config hash")
-            return _run(job)
+            return _run(job, config)
         finally:
             distributed.teardown()
-    return _run(job)
+    return _run(job, config)
 
 
-def _run(job: Job) -> dict[str, Any]:
+def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from distill_sweep import distributed
     from distill_sweep.context import RunContext
     from distill_sweep.job import adopt_legacy_checkpoint, find_completed
@@ -90,7 +92,7 @@ def _run(job: Job) -> dict[str, Any]:
         log.info("continuing the unfinished job of %s (an earlier version's directory)", migrated)
     record_path = job.out_dir / results.RECORD
     earlier = results.read_record(record_path)
-    record = new_record(job)
+    record = new_record(job, config)
     if earlier is not None:  # an earlier attempt (killed, requeued or failed): keep its counters
         record["attempts"] = int(earlier.get("attempts", 1)) + 1
         for key in ("requeued", "resumed"):
@@ -99,7 +101,7 @@ def _run(job: Job) -> dict[str, Any]:
     if write:
         results.write_record(record_path, results.Record.from_dict(record))
     try:
-        ctx = RunContext.open(job, record)
+        ctx = RunContext.open(job, record, sweep_group())
         job.procedure.run(ctx)
     except Exception as err:
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
@@ -118,25 +120,25 @@ def _run(job: Job) -> dict[str, Any]:
     return record
 
 
-def prepare_teacher_outputs(job: Job) -> dict[str, Any]:
+def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     """The sweeper's build job: the job's teacher fine-tuned (cached) and its teacher-output store built, no
     student and no record. Returns what the store says (the job's teacher_outputs entry)."""
     from distill_sweep.context import RunContext
     from distill_sweep.procedures.common import teacher_view
     from distill_sweep.teacher import fine_tuned_teacher
 
-    record = new_record(job)
+    record = new_record(job, config)
     ctx = RunContext.open(job, record)
     teacher_view(ctx, fine_tuned_teacher(ctx, guard=False), None)
     log.info("teacher outputs of %s ready: %s", job.task, record["teacher_outputs"])
     return record
 
 
-def new_record(job: Job) -> dict[str, Any]:
-    """The record of a job that starts now (status running), as results.Record writes it."""
-    cfg, teacher, student = job.cfg, job.teacher_info, job.student_info
-    config = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(config, dict)
+def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
+    """The record of a job that starts now (status running), as results.Record writes it; `config`: the job's
+    composed config, resolved (the record keeps it as run)."""
+    teacher, student = job.teacher_info, job.student_info
+    config = dict(config)
     # The config as the job's identity sees it (what the config hash covers): the objective in its checked
     # form, or none when the procedure does not distil; the layer map only where a term reads it.
     config["objective"] = job.objective.to_dict() if job.objective is not None else None
@@ -193,6 +195,17 @@ def _say_if_one_job_of_a_grid() -> None:
         grid = " ".join(f"{k}={v}" for k, v in params.items())
         log.warning("this config defines a grid (%s) and this runs ONE job of it (the config's own values); "
                     "add -m to run the grid", grid)
+
+
+def sweep_group() -> str | None:
+    """The sweep directory when running inside a Hydra multirun (wandb groups a sweep's runs by it)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return None
+    return str(hc.sweep.dir) if OmegaConf.select(hc, "job.num", default=None) is not None else None
 
 
 def _is_multirun() -> bool:

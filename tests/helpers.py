@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
@@ -39,6 +40,11 @@ def compose_cfg(overrides: Sequence[str] = ()) -> DictConfig:
         cfg = compose("config", overrides=list(overrides))
     OmegaConf.set_struct(cfg, False)
     return cfg
+
+
+def plain(node: Any) -> Any:
+    """A config node as the plain containers `job.plain_config` hands the parts."""
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, str] | None = None,

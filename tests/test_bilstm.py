@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
-from helpers import FAST, compose_cfg, run_cli
+from helpers import FAST, compose_cfg, plain, run_cli
+from omegaconf import OmegaConf
 
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.data import STUDENT_IDS, make_loader, tokenize_splits
@@ -49,10 +50,10 @@ def test_logit_mse_loss_worked_by_hand() -> None:
 
 
 def test_logit_mse_objective_and_unchanged_hashes() -> None:
-    mse = parse_objective(compose_cfg(["objective=logit_mse"]).objective)
+    mse = parse_objective(plain(compose_cfg(["objective=logit_mse"]).objective))
     assert mse.kd_loss == "mse" and mse.stages == ["prediction"] and not mse.terms
     assert mse.to_dict()["kd_loss"] == "mse"
-    vanilla = parse_objective(compose_cfg(["objective=vanilla_kd"]).objective)
+    vanilla = parse_objective(plain(compose_cfg(["objective=vanilla_kd"]).objective))
     assert vanilla.kd_loss == "kl" and "kd_loss" not in vanilla.to_dict()  # jobs hashed before the key keep their hash
 
 
@@ -192,10 +193,10 @@ def test_the_architecture_offers_the_objectives_no_layer_features() -> None:
     assert (info.hidden_states, info.qkv, info.num_layers) == (False, False, 1)
     teacher = model_info(compose_cfg(["teacher=tiny"]).teacher.config)
     for name, needs in (("hid_cls", "hidden states"), ("att_kl", "query/key/value")):
-        objective = parse_objective(compose_cfg([f"objective={name}"]).objective)
+        objective = parse_objective(plain(compose_cfg([f"objective={name}"]).objective))
         with pytest.raises(ConfigError, match=needs):
             check_compatible(objective, info, teacher, [(1, 6)])
-    check_compatible(parse_objective(compose_cfg(["objective=logit_mse"]).objective), info, teacher, [(1, 6)])
+    check_compatible(parse_objective(plain(compose_cfg(["objective=logit_mse"]).objective)), info, teacher, [(1, 6)])
 
 
 # ------------------------------------------------------------------------------------------------- jobs
@@ -214,9 +215,10 @@ def test_toy_job_end_to_end_and_its_checkpointed_student(tmp_path: Path, shared_
     assert record["student_vocab"]["size"] > 2 and record["student"]["num_heads"] == 0
     assert math.isfinite(record["epochs"][0]["train_loss"])
     # the kept checkpoint's student, loaded into a fresh one, scores what the record says
-    job = prepare(compose_cfg(overrides))
+    cfg = compose_cfg(overrides)
+    job = prepare(cfg)
     ckpt = torch.load(job.out_dir / CHECKPOINT, map_location="cpu", weights_only=False)
-    ctx = RunContext.open(job, new_record(job))
+    ctx = RunContext.open(job, new_record(job, OmegaConf.to_container(cfg, resolve=True)))
     student = build_student(ctx, None)
     student.load_state_dict(ckpt["student"])
     logits, labels = predict(student, ctx.dev_loaders["validation"], ctx.device, ctx.precision)

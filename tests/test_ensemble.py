@@ -10,18 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import FAST, compose_cfg
+from helpers import FAST, compose_cfg, plain
 from omegaconf import OmegaConf
 from torch import nn
 
 from distill_sweep import results
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import prepare
+from distill_sweep.job import identify, prepare
 from distill_sweep.objectives import prediction_loss
 from distill_sweep.schema import TeacherSettings, ensemble_members
 from distill_sweep.settings import parse
 from distill_sweep.teacher import EnsembleTeacher, student_source
-from distill_sweep.teacher_cache import member_configs, teacher_dir
 from distill_sweep.train import run_job
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -164,18 +163,19 @@ def test_an_unusable_ensemble_is_refused_before_any_work(case: str, tmp_path: Pa
 def test_members_share_the_single_teachers_cache_and_ids_follow_the_members(tmp_path: Path) -> None:
     cfg = compose_cfg([*FAST, "teacher=tiny_ensemble", f"cache_dir={tmp_path}"])
     single = compose_cfg([*FAST, "teacher=tiny", f"cache_dir={tmp_path}"])
-    members = member_configs(cfg)
-    assert [int(m.teacher.finetune.seed) for m in members] == [1, 2, 3]
-    assert teacher_dir(members[0], tmp_path) == teacher_dir(single, tmp_path)  # one fine-tuning for both
-    assert len({teacher_dir(m, tmp_path) for m in members}) == 3
-    assert member_configs(single) == []
-    info = results.TeacherInfo.from_settings(cfg.teacher)
+    members = identify(cfg).members
+    assert [m.settings.finetune.seed for m in members] == [1, 2, 3]
+    one = identify(single)
+    assert members[0].directory(tmp_path, "toy") == one.teacher.directory(tmp_path, "toy")  # one fine-tuning for both
+    assert len({m.directory(tmp_path, "toy") for m in members}) == 3
+    assert one.members == []
+    info = results.TeacherInfo.from_settings(plain(cfg.teacher))
     assert info.members is not None and [m["seed"] for m in info.members] == [1, 2, 3]
-    assert info.members[0]["id"] == results.TeacherInfo.from_settings(single.teacher).id
+    assert info.members[0]["id"] == results.TeacherInfo.from_settings(plain(single.teacher)).id
     two = OmegaConf.to_container(cfg.teacher, resolve=True)
     two["ensemble"] = two["ensemble"][:2]
     assert results.TeacherInfo.from_settings(two).id != info.id  # the teacher id changes with the members
-    assert "members" not in results.TeacherInfo.from_settings(single.teacher).to_dict()  # one teacher: as before
+    assert "members" not in results.TeacherInfo.from_settings(plain(single.teacher)).to_dict()  # one teacher: as before
 
 
 def test_ensemble_kd_job_on_the_toy_task_names_every_member(tmp_path: Path, shared_cache: Path) -> None:

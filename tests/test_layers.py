@@ -1,7 +1,8 @@
 """The import layers (pyproject.toml's import-linter contracts) hold, and would catch a wrong import.
 
 `make test` runs `lint-imports` on the package itself; these tests show that the same contracts fail on a
-copy of the package with one deliberately wrong import, and that no import cycle exists at all (also
+copy of the package with one deliberately wrong import (upward, in a loop, or the composed config below
+orchestration), and that no import cycle exists at all (also
 between a package and its own modules, which the sibling contract does not look at).
 """
 
@@ -32,7 +33,7 @@ def _lint_copy(tmp_path: Path, module: str, line: str) -> subprocess.CompletedPr
 def test_the_contracts_hold_on_the_package() -> None:
     proc = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
-    assert "2 kept, 0 broken" in proc.stdout
+    assert "3 kept, 0 broken" in proc.stdout
 
 
 def test_an_upward_import_breaks_the_layer_contract(tmp_path: Path) -> None:
@@ -47,6 +48,13 @@ def test_a_cycle_within_a_layer_breaks_the_no_cycles_contract(tmp_path: Path) ->
     proc = _lint_copy(tmp_path, "config_space.py", "import distill_sweep.schema  # noqa: E402,F401")
     assert proc.returncode != 0
     assert "No import cycles" in proc.stdout and "BROKEN" in proc.stdout
+
+
+def test_the_config_below_orchestration_breaks_the_one_config_form_contract(tmp_path: Path) -> None:
+    # a part that takes the composed config again (what the typed settings replaced)
+    proc = _lint_copy(tmp_path, "teacher.py", "from omegaconf import DictConfig  # noqa: E402,F401")
+    assert proc.returncode != 0
+    assert "distill_sweep.teacher is not allowed to import omegaconf" in proc.stdout
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

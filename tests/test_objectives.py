@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import compose_cfg
+from helpers import compose_cfg, plain
 from omegaconf import OmegaConf
 
 import distill_sweep.objectives.attention as attention
@@ -533,7 +533,7 @@ def test_registry_and_yaml_files() -> None:
         # equal widths (48: MiniLMv2's 48 relation heads divide it), 2 student layers (PKD compares
         # student layers 1..k-1): every term can run
         obj = build_objective(
-            cfg,
+            plain(cfg),
             student_config=arch(48, 2, 2),
             teacher_config=arch(48, 2, 2),
             layer_map=[(1, 1), (2, 2)],

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import compose_cfg
+from helpers import compose_cfg, plain
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.capture import run_with_features
@@ -71,7 +71,7 @@ def objective(name: str, teacher, student, **over):
     cfg.merge_with(FITTED.get(name, {}))
     cfg.merge_with(over)
     return build_objective(
-        cfg,
+        plain(cfg),
         student_config=student.config,
         teacher_config=teacher.config,
         layer_map=LAYER_MAP,

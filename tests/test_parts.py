@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import FAST, ROOT, compose_cfg, records, run_cli, save_toy_student
+from omegaconf import OmegaConf
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.errors import ConfigError
@@ -103,7 +104,8 @@ def test_init_is_refused_for_a_student_not_copied_from_teacher_layers() -> None:
     ("[[1,2],[3,6]]", [[1, 2], [3, 6]]),
 ])
 def test_map_changes_the_recorded_layer_map(spec: str, expected: list, tmp_path: Path) -> None:
-    record = new_record(prepare(compose_cfg([*SHORT, "objective=hid_seq", f"map={spec}", f"results_dir={tmp_path}"])))
+    cfg = compose_cfg([*SHORT, "objective=hid_seq", f"map={spec}", f"results_dir={tmp_path}"])
+    record = new_record(prepare(cfg), OmegaConf.to_container(cfg, resolve=True))
     assert record["student"]["layer_map"] == expected
     assert record["init"]["layers"] == [2, 4, 6]  # the init is unchanged by the map
 

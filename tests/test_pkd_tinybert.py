@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import FAST, compose_cfg, save_toy_student
+from helpers import FAST, compose_cfg, plain, save_toy_student
 
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
@@ -206,9 +206,9 @@ def test_tinybert_job_from_a_general_student_constant_stage_one_projection(tmp_p
 
 def test_schedules_left_out_of_the_hash_when_unset() -> None:
     """Objectives without the setting keep the config hash they had before it existed."""
-    settings = parse_objective(compose_cfg(["objective=att_mse_hid_seq"]).objective)
+    settings = parse_objective(plain(compose_cfg(["objective=att_mse_hid_seq"]).objective))
     assert "schedules" not in settings.to_dict()
-    assert parse_objective(compose_cfg(["objective=tinybert"]).objective).to_dict()["schedules"] == {
+    assert parse_objective(plain(compose_cfg(["objective=tinybert"]).objective)).to_dict()["schedules"] == {
         "intermediate": "constant"}
 
 

@@ -17,7 +17,8 @@ from helpers import FAST, compose_cfg, run_cli
 from distill_sweep import teacher_cache
 from distill_sweep.__main__ import overrides_first
 from distill_sweep.checkpoint import load_checkpoint, previous_path, remove_checkpoint, save_checkpoint
-from distill_sweep.teacher_cache import cached_teacher, entry_problem, teacher_dir
+from distill_sweep.job import identify
+from distill_sweep.teacher_cache import cached_teacher, entry_problem
 
 # ------------------------------------------------------------------------------ overrides after -m
 
@@ -169,22 +170,31 @@ def cfg():
     return compose_cfg(FAST)
 
 
+def cached(cfg, cache_dir, finetune):
+    """The job's teacher from the cache (fine-tuned by `finetune` if it is not there)."""
+    return cached_teacher(identify(cfg).teacher, "toy", cache_dir, finetune)
+
+
+def teacher_dir(cfg, cache_dir):
+    return identify(cfg).teacher.directory(cache_dir, "toy")
+
+
 def test_intact_cached_teacher_is_reused(tmp_path, cfg):
     finetune = _Finetune()
-    path, source, dev = cached_teacher(cfg, tmp_path, finetune)
+    path, source, dev = cached(cfg, tmp_path, finetune)
     assert (source, finetune.calls, entry_problem(path)) == ("trained", 1, None)
-    again = cached_teacher(cfg, tmp_path, finetune)
+    again = cached(cfg, tmp_path, finetune)
     assert again == (path, "cache", dev) and finetune.calls == 1
 
 
 def test_truncated_cached_teacher_is_rebuilt_and_kept_aside(tmp_path, cfg, caplog):
     finetune = _Finetune()
-    path, _, _ = cached_teacher(cfg, tmp_path, finetune)
+    path, _, _ = cached(cfg, tmp_path, finetune)
     weights = path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size - 1000])
     assert "model.safetensors" in entry_problem(path)
     with caplog.at_level(logging.WARNING, logger="distill_sweep.teacher_cache"):
-        again, source, dev = cached_teacher(cfg, tmp_path, finetune)
+        again, source, dev = cached(cfg, tmp_path, finetune)
     assert (again, source, finetune.calls, dev) == (path, "trained", 2, {"accuracy": 0.7})
     assert entry_problem(path) is None
     from transformers import AutoModelForSequenceClassification
@@ -197,9 +207,9 @@ def test_truncated_cached_teacher_is_rebuilt_and_kept_aside(tmp_path, cfg, caplo
 
 def test_teacher_json_without_dev_metrics_is_rebuilt(tmp_path, cfg):
     finetune = _Finetune()
-    path, _, _ = cached_teacher(cfg, tmp_path, finetune)
+    path, _, _ = cached(cfg, tmp_path, finetune)
     (path / "teacher.json").write_text('{"key": {}}')
-    assert cached_teacher(cfg, tmp_path, finetune)[1:] == ("trained", {"accuracy": 0.7})
+    assert cached(cfg, tmp_path, finetune)[1:] == ("trained", {"accuracy": 0.7})
     assert list(path.parent.glob(f"{path.name}.corrupt-*"))
 
 
@@ -230,7 +240,7 @@ def test_a_job_waiting_for_the_teacher_lock_says_so(tmp_path, cfg, caplog, monke
     threading.Timer(1.0, release.set).start()
     start = time.monotonic()
     with caplog.at_level(logging.INFO, logger="distill_sweep.teacher_cache"):
-        _, source, _ = cached_teacher(cfg, tmp_path, _Finetune())
+        _, source, _ = cached(cfg, tmp_path, _Finetune())
     thread.join()
     assert source == "trained" and time.monotonic() - start >= 0.9  # it did wait for the other job
     waits = [r.getMessage() for r in caplog.records if "waiting for the lock" in r.getMessage()]
@@ -239,7 +249,7 @@ def test_a_job_waiting_for_the_teacher_lock_says_so(tmp_path, cfg, caplog, monke
 
 def test_no_wait_notice_when_the_lock_is_free(tmp_path, cfg, caplog):
     with caplog.at_level(logging.INFO, logger="distill_sweep.teacher_cache"):
-        cached_teacher(cfg, tmp_path, _Finetune())
+        cached(cfg, tmp_path, _Finetune())
     assert not any("waiting" in r.getMessage() for r in caplog.records)
 
 

@@ -9,15 +9,16 @@ from helpers import FAST, compose_cfg, records, run_cli
 
 from distill_sweep import results
 from distill_sweep.grid import expected_jobs
+from distill_sweep.job import config_hash
 
 
 def test_config_hash_ignores_where_and_how_but_not_what(tmp_path: Path) -> None:
     base = compose_cfg([*FAST, "results_dir=a", "cache_dir=b"])
     moved = compose_cfg([*FAST, "results_dir=elsewhere", "cache_dir=c", "logger=wandb", "device=cpu",
                          "eval_batch_size=7", "checkpoint.every_steps=5"])
-    assert results.config_hash(base) == results.config_hash(moved)
+    assert config_hash(base) == config_hash(moved)
     for change in ("seed=2", "init=3", "objective=att_kl", "epochs=2", "optimizer.lr=0.5"):
-        assert results.config_hash(compose_cfg([*FAST, change])) != results.config_hash(base), change
+        assert config_hash(compose_cfg([*FAST, change])) != config_hash(base), change
 
 
 def test_atomic_write_leaves_only_the_final_file(tmp_path: Path) -> None:

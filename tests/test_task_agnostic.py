@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import compose_cfg
+from helpers import compose_cfg, plain
 from safetensors.torch import load_file
 
 from distill_sweep import corpus as corpus_mod
@@ -86,7 +86,7 @@ def test_mlm_heads_run_only_where_the_loss_reads_them(positions: str) -> None:
     # an objective of terms only (att_mse): no head runs at all
     from distill_sweep.objectives import build_objective, parse_objective
 
-    settings = parse_objective(compose_cfg(["objective=att_mse"]).objective)
+    settings = parse_objective(plain(compose_cfg(["objective=att_mse"]).objective))
     terms = build_objective(settings, student_config=student.config, teacher_config=teacher.config,
                             layer_map=[(1, 2)], train_labels=torch.zeros(4, dtype=torch.long), num_labels=2)
     rows["student"].clear(), rows["teacher"].clear()

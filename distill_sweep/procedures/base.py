@@ -19,8 +19,9 @@ class ProcedureSettings:
 
     reads_task: ClassVar[bool] = True  # its data is the task's (False: task_agnostic reads a corpus)
 
-    def own_task(self, cfg: Any) -> Any:
-        """The task settings a procedure that reads no task describes itself with (None: the task's)."""
+    def own_task(self, corpus: Any) -> Any:
+        """The task settings a procedure that reads no task describes itself with (None: the task's);
+        `corpus`: the corpus group as composed (plain containers), None when the config has none."""
         return None
 
     def check_task(self, task: Any, where: str) -> None:

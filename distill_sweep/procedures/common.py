@@ -46,7 +46,7 @@ def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjecti
     if decision.use_store:
         cls_layers = teacher_outputs.stored_cls_layers(job.objective, job.layer_map)
         store = teacher_outputs.open_or_build(
-            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=teacher_outputs.group_id(ctx.cfg),
+            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=teacher_outputs.group_id(job.teacher),
             precision=ctx.precision, device=ctx.device, batch_size=job.settings.run.eval_batch_size,
             pad_token_id=int(ctx.tokenizer.pad_token_id), cls_layers=cls_layers)
         if cls_layers:
@@ -67,7 +67,7 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
                         history=record["epochs"], seed=job.seed)
     if driver.resumed:
         record["resumed"] = record.get("resumed", 0) + 1
-    tracker = Tracker(job.cfg, job.out_dir, group=sweep_group(), name=run_name(job),
+    tracker = Tracker(job.settings.logger, record["config"], job.out_dir, group=ctx.sweep_group, name=run_name(job),
                       tags=[f"task:{job.task}", f"procedure:{job.procedure.name}", f"objective:{job.objective_name}",
                             f"init:{job.init.spec}", f"seed:{job.seed}"],
                       resume_id=driver.resumed_wandb_id)
@@ -91,18 +91,6 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     tracker.finish()
     if not job.settings.run.checkpoint.keep and distributed.is_main():
         remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
-
-
-def sweep_group() -> str | None:
-    """The sweep directory when running inside a Hydra multirun (wandb groups a sweep's runs by it)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    try:
-        hc = HydraConfig.get()
-    except ValueError:
-        return None
-    return str(hc.sweep.dir) if OmegaConf.select(hc, "job.num", default=None) is not None else None
 
 
 def run_name(job: Any) -> str:

@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 
@@ -102,12 +101,12 @@ class TaskAgnosticSettings(ProcedureSettings):
                               f"{self.micro_batch} x {ranks} process(es) (global batch = micro-batch x accumulation "
                               "steps x processes)")
 
-    def own_task(self, cfg: DictConfig) -> TaskSettings:
+    def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
         """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by
         the dev MLM accuracy."""
-        if cfg.get("corpus") is None:
+        if corpus is None:
             raise ConfigError("procedure=task_agnostic needs a corpus (corpus=toy|text_files|wikitext103|...)")
-        self.corpus = parse(CorpusSettings, cfg.corpus, "corpus")
+        self.corpus = parse(CorpusSettings, corpus, "corpus")
         for src in sources(self.corpus):  # an empty folder, no text, no parquet column: refused first
             if src.source == "text_files":
                 text_files(str(src.path))
