@@ -2,10 +2,9 @@
 
 A distillation step allocates and frees the same few hundred MB every step (attention score tiles,
 gradients, optimizer temporaries).  glibc's default malloc hands large freed blocks back to the kernel
-(``munmap`` / heap trimming) and the next step takes them again as fresh zeroed pages: measured on the
-bench configuration (1 CPU thread), an Att-KL + Hid-Seq step page-faulted ~40 000 times (~160 MB) and
-spent 80-140 ms of its ~2.4 s in the kernel, while the plain KD step had settled to zero faults.  Serving
-every block from the heap and never trimming it makes steady-state steps fault-free.  The cost is that
+(``munmap`` / heap trimming) and the next step takes them again as fresh zeroed pages, page-faulting
+every time and spending part of the step in the kernel (docs/benchmarks has the figures).  Serving every
+block from the heap and never trimming it makes steady-state steps fault-free.  The cost is that
 the process keeps its peak footprint until it exits, which is what a training job does anyway.
 
 Users who preload another allocator (jemalloc, tcmalloc) or set ``MALLOC_*_`` variables keep their own
