@@ -39,7 +39,7 @@ from distill_sweep.data import _content_hash
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import has_mlm_head, model_error_message, model_source, read_model_config
 from distill_sweep.schema import TaskSettings, TeacherSettings
-from distill_sweep.settings import as_dict, parse
+from distill_sweep.settings import SEED_RANGE, as_dict, parse
 from distill_sweep.teacher_cache import waiting_lock
 
 log = logging.getLogger("distill_sweep")
@@ -69,7 +69,7 @@ class AugmentSettings:
     mlm: str | None = None  # hub id or directory of a masked LM (null: the teacher's backbone)
     embeddings: str | None = None  # word-embedding text file (GloVe) for multi-piece words
     max_embedding_words: int = field(default=100_000, metadata={"ge": 1})
-    seed: int = 0
+    seed: int = field(default=0, metadata=SEED_RANGE)
     batch_size: int = field(default=64, metadata={"ge": 1})  # MLM forward batch (not in the key)
     # tang (Tang et al. 2019): per word, mask with p_mask, else a random word of its part of speech with p_pos;
     # then with p_ngram keep one random n-gram of the sample, n in 1..max_ngram

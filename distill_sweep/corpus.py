@@ -41,6 +41,7 @@ import torch
 
 from distill_sweep.data import _honour_offline_env, _tokenizer_hash, go_offline_if_hub_unreachable
 from distill_sweep.errors import ConfigError
+from distill_sweep.settings import SEED_RANGE
 from distill_sweep.toy import NOUNS, _part, _vocab_hash
 
 log = logging.getLogger("distill_sweep")
@@ -82,7 +83,7 @@ class CorpusSettings(SourceSettings):
     source: Literal["toy", "text_files", "parquet", "hub"]  # type: ignore[assignment]  (the toy one too)
     also: list[SourceSettings] = field(default_factory=list)  # more sources, read after this one (in order)
     num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only
-    seed: int = 0  # toy only
+    seed: int = field(default=0, metadata=SEED_RANGE)  # toy only
     max_documents: int | None = field(default=None, metadata={"ge": 2})
     dev_documents: int = field(default=30, metadata={"ge": 1})
     max_seq_length: int = field(default=128, metadata={"ge": 3})
@@ -91,7 +92,7 @@ class CorpusSettings(SourceSettings):
     max_predictions: int = field(default=20, metadata={"ge": 1})
     mask_ratio: float = field(default=0.8, metadata={"ge": 0.0, "le": 1.0})
     random_ratio: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
-    mask_seed: int = 0
+    mask_seed: int = field(default=0, metadata=SEED_RANGE)
 
     def validate(self, where: str) -> None:
         super().validate(where)

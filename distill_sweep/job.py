@@ -11,6 +11,8 @@ objective can run on this student and teacher; `prepare` is both. Each raises `C
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,9 +225,9 @@ def _check_positions(max_seq_length: int, archs: dict[str, PretrainedConfig], ke
 
 
 def check_writable(path: Path, key: str) -> None:
-    """`path` is, or can be made, a writable directory (nothing is created here)."""
-    import os
-
+    """`path` is, or can be made, a writable directory: a directory is created in it, or in its nearest
+    existing ancestor, and removed again (a read-only or virtual file system such as /proc refuses that,
+    where permission bits alone would not tell)."""
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -233,6 +235,10 @@ def check_writable(path: Path, key: str) -> None:
         raise ConfigError(f"{key}={str(path)!r}: {probe} is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".distill_sweep-probe-", dir=probe))
+    except OSError as err:
+        raise ConfigError(f"{key}={str(path)!r}: cannot create directories in {probe} ({err.strerror})") from None
 
 
 def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True

@@ -17,7 +17,7 @@ from hydra.errors import HydraException
 
 from distill_sweep.config_space import GROUPS, check_group_choices, group_options
 from distill_sweep.errors import ConfigError
-from distill_sweep.settings import as_dict, parse
+from distill_sweep.settings import SEED_RANGE, as_dict, check_value, parse
 
 # Top-level keys that are neither a group nor a run setting.
 OTHER_KEYS = ("hydra",)
@@ -50,6 +50,8 @@ class FinetuneGridSettings:
         for key in ("tasks", "lrs", "batch_sizes", "seeds"):
             if not getattr(self, key):
                 raise ConfigError(f"{where}.{key} is empty: the fine-tune grid needs at least one value")
+        for i, seed in enumerate(self.seeds):
+            check_value(int, seed, f"{where}.seeds[{i}]", SEED_RANGE)
         known = group_options("task")
         unknown = [t for t in self.tasks if t not in known]
         if unknown:
@@ -80,7 +82,7 @@ class RunSettings:
 
     init: Any = 1  # checked by models.resolve_init
     map: Any = "init"  # checked by mapping.resolve_map
-    seed: int = 1
+    seed: int = field(default=1, metadata=SEED_RANGE)
     device: str = "auto"
     precision: Literal["fp32", "bf16"] = "fp32"
     epochs: int | None = field(default=None, metadata={"ge": 1})
@@ -136,7 +138,7 @@ class RecipeSettings:
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
     num_train: int | None = field(default=None, metadata={"ge": 2})  # toy task only: data sizes and seed
     num_dev: int | None = field(default=None, metadata={"ge": 1})
-    seed: int | None = None
+    seed: int | None = field(default=None, metadata=SEED_RANGE)
 
 
 METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
@@ -161,7 +163,7 @@ class TaskSettings:
     train_size: int | None = field(default=None, metadata={"ge": 1})  # for the dry run's cost estimate
     max_train_samples: int | None = field(default=None, metadata={"ge": 1})  # seeded subset for pilot runs
     max_dev_samples: int | None = field(default=None, metadata={"ge": 1})
-    subset_seed: int = 0
+    subset_seed: int = field(default=0, metadata=SEED_RANGE)
     tsv: dict[str, Any] = field(default_factory=dict)
     # offline augmentation of the training split: a name or a mapping; the augment part owns and checks its
     # settings (augment.parse_augment, called by job.identify)
@@ -186,7 +188,7 @@ class FinetuneSettings:
     lr: float | None = field(default=None, metadata={"gt": 0.0})
     batch_size: int | None = field(default=None, metadata={"ge": 1})
     warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
-    seed: int = 1
+    seed: int = field(default=1, metadata=SEED_RANGE)
     max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
 
 

@@ -19,6 +19,8 @@ from typing import Any, Literal, TypeVar, Union
 from distill_sweep.errors import ConfigError
 
 T = TypeVar("T")
+# The range of every seed setting: NumPy's generators take seeds in [0, 2**32), torch's and Python's more.
+SEED_RANGE = {"ge": 0, "lt": 2**32}
 _BOUNDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
            "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
 

@@ -197,6 +197,11 @@ REFUSALS = [
     Refusal("train-tsv-missing-column", ("task.data_dir=DATA/nocol",),
             ("DATA/nocol/RTE/train.tsv", "missing column 'sentence2'"), base=RTE_BASE),
     Refusal("results-dir-under-a-file", ("results_dir=CASE/afile/sub",), ("results_dir=", "afile is not a directory")),
+    # round two: values a library refused only after the teacher was fine-tuned; a directory nothing can create
+    Refusal("negative-seed", ("seed=-1",), ("seed=-1", ">= 0")),
+    Refusal("seed-past-numpy", ("teacher.finetune.seed=4294967296",), ("teacher.finetune.seed=4294967296", "< 4294967296")),
+    Refusal("negative-subset-seed", ("task.subset_seed=-3",), ("task.subset_seed=-3",)),
+    Refusal("results-dir-in-proc", ("results_dir=/proc/distill_sweep/r",), ("results_dir=", "cannot create directories in /proc")),
     Refusal("slurm-without-sbatch", ("hydra/launcher=slurm", "-m"), ("hydra/launcher=slurm", "sbatch")),
     Refusal("finetuned-path-missing", ("teacher.finetuned_path=/nonexistent/x",),
             ("teacher.finetuned_path='/nonexistent/x'", "no such directory"), not_named=("hub",)),
