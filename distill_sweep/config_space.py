@@ -6,7 +6,10 @@ option is refused before torch or Hydra are loaded.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+
+import yaml
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
@@ -16,6 +19,14 @@ BASES = ("base",)  # config files other options extend; not options themselves
 def group_options(group: str) -> list[str]:
     """The options of a config group (`conf/<group>/*.yaml`), sorted."""
     return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml") if p.stem not in BASES)
+
+
+@cache
+def default_choices() -> dict[str, str]:
+    """The option each group takes when the command line names none (conf/config.yaml's defaults list)."""
+    defaults = yaml.safe_load((Path(CONF_DIR) / "config.yaml").read_text())["defaults"]
+    return {group: str(option) for entry in defaults if isinstance(entry, dict)
+            for group, option in entry.items() if group in GROUPS}
 
 
 def check_group_choices(argv: list[str]) -> str | None:

@@ -24,6 +24,7 @@ from distill_sweep import results
 from distill_sweep.augment import check as check_augment
 from distill_sweep.augment import parse_augment
 from distill_sweep.checkpoint import CHECKPOINT, save_checkpoint
+from distill_sweep.config_space import default_choices
 from distill_sweep.data import check_files
 from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
@@ -67,6 +68,9 @@ class JobIdentity:
     legacy_dirs: list[Path]  # where records of the first schema for this same job would be
     teacher: TeacherSpec  # the teacher block (an ensemble: the whole block) and its cache key
     members: list[TeacherSpec]  # an ensemble's members, each as that single teacher ([] for one teacher)
+    # settings the user chose (not the defaults) that this job's procedure does not read: a job on its own
+    # is refused (train.run_job); in a sweep's cross product such jobs are one job, run once (grid.py)
+    ignored: list[str]
 
     @property
     def objective_name(self) -> str:
@@ -161,7 +165,25 @@ def identify(cfg: DictConfig) -> JobIdentity:
     legacy = [results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
               for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
     return JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
-                       out_dir, legacy, teacher, members)
+                       out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings))
+
+
+def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: Any) -> list[str]:
+    """The chosen settings (other than the defaults) that `procedure` does not read, each with why."""
+    defaults, out = default_choices(), []
+    objective = (config.get("objective") or {}).get("name")
+    if not procedure.distils and objective not in (None, defaults["objective"]):
+        out.append(f"objective={objective} (procedure={procedure.name} does not distil)")
+    if not procedure.uses_student:
+        student = (config.get("student") or {}).get("name")
+        if student not in (None, defaults["student"]):
+            out.append(f"student={student} (procedure={procedure.name} trains no student)")
+        for key, default in (("init", DEFAULT_INIT), ("map", "init")):
+            if init_spec(config.get(key, default)) != init_spec(default):
+                out.append(f"{key}={init_spec(config[key])} (procedure={procedure.name} trains no student)")
+    if procedure_settings.reads_task and config.get("corpus") is not None:
+        out.append(f"corpus={config['corpus'].get('name')} (procedure={procedure.name} reads the task, not a corpus)")
+    return out
 
 
 def prepare(cfg: DictConfig) -> Job:

@@ -55,12 +55,16 @@ def _register_hydra_plugins() -> None:
 _register_hydra_plugins()
 
 
-def run_job(cfg: DictConfig) -> dict[str, Any]:
-    """Run (or skip, if already completed) one job; returns its record."""
+def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
+    """Run (or skip, if already completed) one job; returns its record. `alone`: not one job of a sweep, so
+    a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once)."""
     from distill_sweep import distributed
     from distill_sweep.job import prepare
 
     job = prepare(cfg)  # the config's last stop: below, the job's typed settings
+    if alone and job.ignored:
+        raise ConfigError(f"{job.ignored[0].replace(' (', ' is ignored: ', 1).rstrip(')')}; leave it out (or at its "
+                          "default) or choose a procedure that uses it")
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     if job.settings.run.prepare_only:
@@ -171,7 +175,7 @@ def main(cfg: DictConfig) -> float | None:
         log.warning("finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m); "
                     "this runs the distillation only")
     try:
-        record = run_job(cfg)
+        record = run_job(cfg, alone=not _is_multirun())
     except ConfigError as err:
         if _is_multirun():
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed

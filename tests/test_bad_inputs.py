@@ -202,6 +202,12 @@ REFUSALS = [
     Refusal("seed-past-numpy", ("teacher.finetune.seed=4294967296",), ("teacher.finetune.seed=4294967296", "< 4294967296")),
     Refusal("negative-subset-seed", ("task.subset_seed=-3",), ("task.subset_seed=-3",)),
     Refusal("results-dir-in-proc", ("results_dir=/proc/distill_sweep/r",), ("results_dir=", "cannot create directories in /proc")),
+    # a chosen part the procedure would not read: one job is refused (a sweep's cross product runs it once)
+    Refusal("objective-under-finetune", ("procedure=finetune", "objective=att_mse"),
+            ("objective=att_mse is ignored", "procedure=finetune does not distil")),
+    Refusal("student-under-fastbert", ("procedure=fastbert", "student=bilstm"),
+            ("student=bilstm is ignored", "procedure=fastbert trains no student")),
+    Refusal("corpus-under-a-task-procedure", ("+corpus=toy",), ("corpus=toy is ignored", "reads the task")),
     Refusal("slurm-without-sbatch", ("hydra/launcher=slurm", "-m"), ("hydra/launcher=slurm", "sbatch")),
     Refusal("finetuned-path-missing", ("teacher.finetuned_path=/nonexistent/x",),
             ("teacher.finetuned_path='/nonexistent/x'", "no such directory"), not_named=("hub",)),
