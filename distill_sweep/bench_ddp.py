@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        job = ["procedure=task_agnostic", "teacher=tiny_mlm", "objective=att_mse", "logger=none", "threads=1",
+        job = ["procedure=task_agnostic", "teacher=tiny_mlm", "guards.allow_weak_teacher=true",  # a random teacher
+               "objective=att_mse", "logger=none", "threads=1",
                f"corpus.num_documents={args.documents}", "corpus.dev_documents=20", "procedure.epochs=1",
                f"procedure.global_batch={args.global_batch}", f"procedure.micro_batch={args.micro_batch}",
                f"cache_dir={work / 'cache'}"]

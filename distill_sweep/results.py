@@ -289,6 +289,9 @@ class TeacherInfo:
     # An ensemble teacher's members (None for one teacher, and then left out of result.json): each its name,
     # id (part_id of its block), fine-tuning seed and name_or_path, and once loaded its source, path and dev.
     members: list[dict[str, Any]] | None = None
+    # True when the teacher did not clearly beat its baseline and guards.allow_weak_teacher let the job go on
+    # (left out of result.json otherwise)
+    weak_allowed: bool = False
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], **fields: Any) -> TeacherInfo:
@@ -303,6 +306,8 @@ class TeacherInfo:
         out = asdict(self)
         if self.members is None:  # one teacher: the record keeps the keys it had before ensembles
             del out["members"]
+        if not self.weak_allowed:
+            del out["weak_allowed"]
         return out
 
 
@@ -504,6 +509,7 @@ def _read_teacher(t: dict[str, Any], teacher_cfg: dict[str, Any] | None, arch: d
         dev=dict(t["dev"]) if isinstance(t.get("dev"), dict) else None,
         majority_baseline=dict(t["majority_baseline"]) if isinstance(t.get("majority_baseline"), dict) else None,
         members=[dict(m) for m in t["members"] if isinstance(m, dict)] if isinstance(t.get("members"), list) else None,
+        weak_allowed=t.get("weak_allowed") is True,
     )
 
 

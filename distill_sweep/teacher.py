@@ -97,7 +97,7 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
     log.info("teacher (%s) dev: %s | majority-class baseline: %s", ctx.record["teacher"]["source"],
              fmt_metrics(dev), fmt_metrics(baseline))
     if guard:
-        _check_beats_baseline(ctx, dev, baseline)
+        check_beats_baseline(ctx, dev, baseline, "the majority-class baseline")
     return teacher  # type: ignore[return-value]
 
 
@@ -180,15 +180,23 @@ def _finetune(ctx: RunContext, out_dir: Path, settings: TeacherSettings) -> dict
     return history[-1]["dev"]
 
 
-def _check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict[str, float]) -> None:
+def check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict[str, float], what: str) -> None:
+    """Refuse a teacher whose dev score is not clearly above `what` (a baseline that reads no input), unless
+    guards.allow_weak_teacher: then the record's teacher entry says `weak_allowed`."""
     key = ctx.job.settings.task.primary_metric
     guards = ctx.job.settings.run.guards
-    if dev[key] < baseline[key] + guards.teacher_margin and not guards.allow_weak_teacher:
-        raise ConfigError(
-            f"the teacher's dev {key} is {dev[key]:.4f}, not clearly better than the majority-class baseline "
-            f"{baseline[key]:.4f} (+{guards.teacher_margin}): distilling from it would be meaningless. Check the "
-            "teacher, or pass guards.allow_weak_teacher=true to proceed deliberately"
-        )
+    if dev[key] >= baseline[key] + guards.teacher_margin:
+        return
+    if guards.allow_weak_teacher:
+        ctx.record["teacher"]["weak_allowed"] = True
+        log.warning("the teacher's dev %s %.4f is not clearly above %s %.4f: distilling anyway "
+                    "(guards.allow_weak_teacher=true)", key, dev[key], what, baseline[key])
+        return
+    raise ConfigError(
+        f"the teacher's dev {key} is {dev[key]:.4f}, not clearly better than {what} {baseline[key]:.4f} "
+        f"(+{guards.teacher_margin}): distilling from it would be meaningless. Check the teacher, or pass "
+        "guards.allow_weak_teacher=true to proceed deliberately"
+    )
 
 
 def masked_lm_teacher(ctx: RunContext) -> PreTrainedModel:

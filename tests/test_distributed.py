@@ -24,7 +24,8 @@ from distill_sweep.checkpoint import CHECKPOINT
 # dropout off: the 1-process run and the 2 ranks must draw nothing at random that the other does not
 AGNOSTIC = ["procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "corpus.num_documents=100",
             "corpus.dev_documents=20", "procedure.epochs=1", "teacher.config.hidden_dropout_prob=0",
-            "teacher.config.attention_probs_dropout_prob=0", "procedure.global_batch=16", "procedure.micro_batch=8"]
+            "teacher.config.attention_probs_dropout_prob=0", "procedure.global_batch=16", "procedure.micro_batch=8",
+            "guards.allow_weak_teacher=true"]  # the tiny random teacher
 ENV = {"HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
 
 

@@ -340,7 +340,7 @@ AGNOSTIC_OVERRIDES = [
     "procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "objective=vanilla_kd", "seed=1",
     "corpus.num_documents=300", "corpus.dev_documents=20", "procedure.epochs=2", "procedure.global_batch=16",
     "procedure.micro_batch=8", "checkpoint.every_steps=4", "teacher.config.hidden_dropout_prob=0",
-    "teacher.config.attention_probs_dropout_prob=0",
+    "teacher.config.attention_probs_dropout_prob=0", "guards.allow_weak_teacher=true",
 ]
 RESUMING = re.compile(r"resuming from \S+ at pretrain epoch (\d+) step (\d+)")
 

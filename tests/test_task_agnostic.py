@@ -20,7 +20,7 @@ from distill_sweep.procedures.task_agnostic import accumulated, mlm_kd_loss
 from distill_sweep.settings import parse
 
 BASE = ["procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "corpus.num_documents=100",
-        "corpus.dev_documents=20", "procedure.epochs=1"]
+        "corpus.dev_documents=20", "procedure.epochs=1", "guards.allow_weak_teacher=true"]  # a random teacher
 
 
 def test_mlm_kd_loss_worked_by_hand() -> None:
@@ -328,6 +328,30 @@ def test_corpus_config_leaves_other_jobs_hashes_alone() -> None:
 
 
 # ------------------------------------------------------------------------------ DistilBERT and MiniLMv2
+def test_unigram_accuracy_worked_by_hand() -> None:
+    from distill_sweep.procedures.task_agnostic import unigram_accuracy
+
+    # masked tokens over two batches: 5, 5 | 7, 5 -> always predicting 5 is right 3 times in 4
+    batches = [{"labels": torch.tensor([[IGNORE, 5, 5]])}, {"labels": torch.tensor([[7, IGNORE, 5]])}]
+    assert unigram_accuracy({"validation": lambda: iter(batches)}) == pytest.approx(0.75)
+
+
+def test_a_random_mlm_teacher_is_refused_unless_allowed_and_the_record_says_so(tmp_path: Path,
+                                                                              shared_cache: Path) -> None:
+    from distill_sweep.train import run_job
+
+    strict = [o for o in BASE if not o.startswith("guards.")]
+    with pytest.raises(ConfigError, match=r"not clearly better than the unigram baseline") as err:
+        run_job(compose_cfg([*strict, "objective=vanilla_kd", f"results_dir={tmp_path / 'a'}",
+                             f"cache_dir={shared_cache}"]))
+    assert "\n" not in str(err.value)
+    assert not list((tmp_path / "a").rglob("student"))  # refused before the student was built or trained
+    record = _run(["objective=vanilla_kd"], tmp_path, shared_cache)
+    teacher = record["teacher"]
+    assert record["status"] == "completed" and teacher["weak_allowed"] is True
+    assert teacher["dev"]["mlm_accuracy"] < teacher["majority_baseline"]["mlm_accuracy"] + 0.02
+
+
 def test_hid_cos_worked_by_hand() -> None:
     from distill_sweep.capture import Features
     from distill_sweep.objectives.cosine import HidCos

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,7 @@ from distill_sweep.schema import RecipeSettings, TaskSettings
 from distill_sweep.settings import as_dict, parse
 from distill_sweep.stages import Stage, StageDriver, epoch_seed
 from distill_sweep.students import BuildInputs
-from distill_sweep.teacher import masked_lm_teacher
+from distill_sweep.teacher import check_beats_baseline, masked_lm_teacher
 from distill_sweep.toy import vocabulary
 
 from .base import ProcedureSettings, register_procedure
@@ -315,6 +316,17 @@ def mlm_evaluate(model: PreTrainedModel, dev_loaders: dict[str, Callable[[], Ite
     return {PRIMARY: correct / max(1, count), "mlm_loss": nll / max(1, count)}
 
 
+def unigram_accuracy(dev_loaders: dict[str, Callable[[], Iterator[dict[str, Tensor]]]]) -> float:
+    """The dev masked-token accuracy of always predicting the dev slice's most frequent masked token."""
+    counts: Counter[int] = Counter()
+    for batches in dev_loaders.values():
+        for batch in batches():
+            gold = batch["labels"][batch["labels"] != IGNORE]
+            counts.update(gold.tolist())
+    total = sum(counts.values())
+    return max(counts.values()) / total if total else 0.0
+
+
 # ------------------------------------------------------------------------------------------------ the run
 @dataclass
 class CorpusContext(RunContext):
@@ -392,18 +404,25 @@ def run(ctx: RunContext) -> None:
                           f"one global batch (procedure.global_batch={settings.global_batch})")
     cctx = CorpusContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, corpus=corpus)
     teacher = masked_lm_teacher(ctx)
+    run_settings = job.settings.run
+    dev = {"validation": lambda: corpus.dev_batches(run_settings.eval_batch_size)}
+    record["teacher"]["dev"] = mlm_evaluate(teacher, dev, None, ctx.device, ctx.precision)
+    baseline = {PRIMARY: unigram_accuracy(dev)}
+    record["teacher"]["majority_baseline"] = baseline
+    # a teacher no better than always predicting the most frequent token (random weights, a head that was
+    # initialised when loaded) teaches nothing: refused before the student is built
+    check_beats_baseline(ctx, record["teacher"]["dev"], baseline, "the unigram baseline (the dev slice's most "
+                         "frequent masked token, always)")
     student, head_source = build_mlm_student(ctx, teacher)
     terms, kd = loss_parts(job.objective, settings.kd, student.config, teacher.config, job.layer_map)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
-    opt, run_settings = job.settings.optimizer, job.settings.run
+    opt = job.settings.optimizer
     epochs, cap = stage_plan(settings, batches_per_epoch, run_settings)
     loss_fn = accumulated(pretrain_loss(student, teacher, terms, kd), params, settings.micro_batch)
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.global_batch,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
                   max_steps_per_epoch=cap)
-    dev = {"validation": lambda: corpus.dev_batches(run_settings.eval_batch_size)}
-    record["teacher"]["dev"] = mlm_evaluate(teacher, dev, None, ctx.device, ctx.precision)
     record["config"]["task"] = None  # ignored: the job reads the corpus
     record["corpus"] = corpus.describe()
     record["data"].update(train_size=batches_per_epoch * settings.global_batch, dev_size=len(corpus.dev))
