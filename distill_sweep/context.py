@@ -22,7 +22,7 @@ from distill_sweep.allocator import keep_freed_memory
 from distill_sweep.augment import augmented_train
 from distill_sweep.data import load_task_data, make_loader
 from distill_sweep.distributed import is_main, local_device
-from distill_sweep.loop import LossFn, resolve_device
+from distill_sweep.loop import LossFn, bf16_cpu_slowdown, bf16_cpu_warning, resolve_device
 from distill_sweep.metrics import compute_metrics
 from distill_sweep.models import load_tokenizer
 from distill_sweep.stages import Stage, StageDriver, epoch_seed
@@ -57,6 +57,10 @@ class RunContext:
         cache_dir = results.absolute(run.cache_dir)
 
         device = local_device(resolve_device(run.device))
+        if device.type == "cpu" and run.precision == "bf16":
+            warning = bf16_cpu_warning(bf16_cpu_slowdown())
+            if warning:
+                log.warning(warning)
         record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
         tokenizer = load_tokenizer(job.settings.teacher, cache_dir)
         if not job.procedure_settings.reads_task:  # its data is not the task's (a corpus)

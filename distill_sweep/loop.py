@@ -60,6 +60,32 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
+BF16_SLOW = 1.5  # a bf16 matmul this many times slower than fp32: the CPU emulates bf16, say so
+
+
+def bf16_cpu_slowdown(size: int = 256, repeats: int = 10) -> float:
+    """How many times slower a bf16 matmul runs than an fp32 one on this CPU (a few milliseconds to measure):
+    below 1 where the CPU has native bf16 (AVX512-BF16, AMX), several times above where it emulates it."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+
+    def seconds(x: torch.Tensor, y: torch.Tensor) -> float:
+        x @ y  # warm-up
+        start = time.perf_counter()
+        for _ in range(repeats):
+            x @ y
+        return time.perf_counter() - start
+
+    return seconds(a.bfloat16(), b.bfloat16()) / max(seconds(a, b), 1e-9)
+
+
+def bf16_cpu_warning(slowdown: float) -> str | None:
+    """The start-up warning for precision=bf16 on a CPU that runs bf16 `slowdown` times slower (None: no)."""
+    if slowdown < BF16_SLOW:
+        return None
+    return (f"precision=bf16 on this CPU: a bf16 matmul ran {slowdown:.1f}x slower than fp32 here (no native bf16); "
+            "precision=fp32 will be faster")
+
+
 def to_device(batch: Batch, device: torch.device) -> Batch:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 

@@ -192,3 +192,13 @@ def test_killed_teacher_fine_tuning_resumes_to_the_same_teacher(tmp_path: Path) 
     (record,) = records(tmp_path / "r")
     assert record["teacher"]["source"] == "trained" and record["teacher"]["dev"] == reference["teacher"]["dev"]
     assert not partial.exists() and not list(cache.rglob(CHECKPOINT))
+
+
+def test_bf16_on_a_cpu_that_emulates_it_is_said_once_with_the_factor() -> None:
+    from distill_sweep.loop import BF16_SLOW, bf16_cpu_slowdown, bf16_cpu_warning
+
+    assert bf16_cpu_warning(BF16_SLOW - 0.1) is None  # native bf16 (or close): nothing to say
+    line = bf16_cpu_warning(6.04)
+    assert line is not None and "6.0x slower than fp32" in line and "precision=fp32" in line and "\n" not in line
+    # the measurement is a ratio of two timings of the same matmul: positive and finite on any CPU
+    assert 0 < bf16_cpu_slowdown(size=64, repeats=3) < 1000
