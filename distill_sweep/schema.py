@@ -119,7 +119,8 @@ class OptimizerSettings:
     name: Literal["adamw"] = "adamw"
     lr: float | None = field(default=None, metadata={"gt": 0.0})  # null = task.recipe.lr
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
-    eps: float = field(default=1e-6, metadata={"gt": 0.0})
+    # Adam's epsilon: below ~1e-38 it is 0 in float32, and a parameter without gradient then gets 0/0
+    eps: float = field(default=1e-6, metadata={"ge": 1e-12})
     weight_decay: float = field(default=0.1, metadata={"ge": 0.0})
     warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
     batch_size: int | None = field(default=None, metadata={"ge": 1})

@@ -202,6 +202,7 @@ REFUSALS = [
     Refusal("seed-past-numpy", ("teacher.finetune.seed=4294967296",), ("teacher.finetune.seed=4294967296", "< 4294967296")),
     Refusal("negative-subset-seed", ("task.subset_seed=-3",), ("task.subset_seed=-3",)),
     Refusal("results-dir-in-proc", ("results_dir=/proc/distill_sweep/r",), ("results_dir=", "cannot create directories in /proc")),
+    Refusal("adam-eps-that-underflows", ("optimizer.eps=1e-300",), ("optimizer.eps=1e-300", ">= 1e-12")),
     # a chosen part the procedure would not read: one job is refused (a sweep's cross product runs it once)
     Refusal("objective-under-finetune", ("procedure=finetune", "objective=att_mse"),
             ("objective=att_mse is ignored", "procedure=finetune does not distil")),
