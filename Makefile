@@ -34,12 +34,14 @@ test: install
 	$(BIN)/python -m pytest -q -m "not slurm" -n 2
 	$(BIN)/python -m pytest -q -m slurm
 
+# Each bench prints its tables and writes them as JSON (machine, date, commit) for the docs' Benchmarks pages.
+BENCH_DATA ?= docs/benchmarks/data
 bench: install
-	$(BIN)/python -m distill_sweep.bench --sps --bilstm
-	$(BIN)/python -m distill_sweep.bench_cli
-	$(BIN)/python -m distill_sweep.bench_sweep
-	$(BIN)/python -m distill_sweep.bench_ddp
-	$(BIN)/python -m distill_sweep.bench_agnostic
+	$(BIN)/python -m distill_sweep.bench --sps --bilstm --json $(BENCH_DATA)/step.json
+	$(BIN)/python -m distill_sweep.bench_cli --json $(BENCH_DATA)/cli.json
+	$(BIN)/python -m distill_sweep.bench_sweep --json $(BENCH_DATA)/sweep.json
+	$(BIN)/python -m distill_sweep.bench_ddp --json $(BENCH_DATA)/ddp.json
+	$(BIN)/python -m distill_sweep.bench_agnostic --json $(BENCH_DATA)/agnostic.json
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

@@ -33,7 +33,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .allocator import keep_freed_memory
-from .bench import _cycle, _time_steps, load_objective_cfg, model_arguments, objective_conf_dir, training_step
+from .bench import (
+    _cycle,
+    _time_steps,
+    load_objective_cfg,
+    model_arguments,
+    objective_conf_dir,
+    training_step,
+    writes_json,
+)
 from .corpus import IGNORE
 
 OBJECTIVES = ("vanilla_kd", "hid_cls", "hid_seq", "att_mse", "att_mse_hid_seq", "att_kl", "att_kl_hid_seq",
@@ -103,6 +111,7 @@ def saved_for_backward_mb(loss_fn: Callable[..., Any], batch: dict[str, Tensor],
     return sum(sizes.values()) / 2**20
 
 
+@writes_json("agnostic")
 def main(argv: Sequence[str] | None = None) -> int:
     from omegaconf import OmegaConf
 

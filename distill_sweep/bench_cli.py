@@ -19,6 +19,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from distill_sweep.bench import writes_json
+
 TOY = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num_train=128", "task.recipe.num_dev=64",
        "teacher.finetune.epochs=1", "epochs=1", "max_steps_per_epoch=2", "guards.allow_weak_teacher=true"]
 
@@ -40,6 +42,7 @@ def _timed(name: str, args: Sequence[str], cwd: Path, repeats: int, expect: str)
     return name, times
 
 
+@writes_json("cli")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distill_sweep.bench_cli", description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)

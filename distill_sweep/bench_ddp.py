@@ -19,6 +19,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from distill_sweep.bench import writes_json
+
 
 def _port() -> int:
     with socket.socket() as s:
@@ -36,6 +38,7 @@ def _job(prefix: list[str], args: list[str], results: Path, cwd: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@writes_json("ddp")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distill_sweep.bench_ddp", description=__doc__)
     parser.add_argument("--ranks", type=int, default=2)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from hydra import compose, initialize_config_dir
 
+from distill_sweep.bench import writes_json
 from distill_sweep.config_space import CONF_DIR
 from distill_sweep.data import LengthGroupedBatches, load_task_data, row_lengths
 from distill_sweep.job import prepare
@@ -84,6 +85,7 @@ def padding_rows(toy_lengths: np.ndarray, batch: int) -> list[tuple[str, float, 
     return rows
 
 
+@writes_json("sweep")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distill_sweep.bench_sweep", description=__doc__)
     parser.add_argument("--objectives", default=OBJECTIVES)
