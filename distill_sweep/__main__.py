@@ -13,7 +13,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
+from distill_sweep.composed import plain_config
 from distill_sweep.config_space import CONF_DIR, check_group_choices
+from distill_sweep.errors import ConfigError
+from distill_sweep.schema import check_config
 from distill_sweep.train import main
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
@@ -80,7 +83,9 @@ def check_overrides(argv: list[str]) -> str | None:
     not in the config without `+`, an unknown hydra/ option), found by composing the config once.
 
     Hydra reports these in several lines (exit 1); the sweep's jobs are composed again by the sweeper,
-    so a sweep is checked here with the first value of each swept key.
+    so a sweep is checked here with the first value of each swept key. For one job, the typed settings of the
+    top-level keys and of the task, teacher, optimizer and logger groups are checked here too: their typos
+    are refused in a second or less, before the training code (torch, transformers) is imported.
     """
 
 
@@ -110,9 +115,15 @@ def check_overrides(argv: list[str]) -> str | None:
         single.append(f"{key}={first}")
     try:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            compose("config", overrides=single, return_hydra_config=True)
+            cfg = compose("config", overrides=single, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as err:
         return _one_line(err)
+    if args.multirun:  # the sweeper checks every job, and names the job in its message
+        return None
+    try:  # one job: the schema's own groups, before torch is loaded (the parts' settings: job.identify)
+        check_config(plain_config(cfg))
+    except ConfigError as err:
+        return str(err)
     return None
 
 

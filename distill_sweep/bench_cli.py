@@ -3,7 +3,9 @@
 Times whole processes (wall clock, median of `--repeats`), the way a user waits for them:
 * `--help`;
 * planning the Table 3 grid (504 jobs) with `+dry_run=true`: composing and validating every job;
-* a no-op re-run: a small toy grid whose jobs are all complete is run again (nothing to train).
+* a no-op re-run: a small toy grid whose jobs are all complete is run again (nothing to train);
+* refusals of one job's bad setting: one of the schema's own groups (checked before torch is imported) and
+  one of a part's settings (an objective's, checked with the job).
 Absolute seconds on a shared machine are noise: read them as orders of magnitude.
 """
 
@@ -32,11 +34,12 @@ def _run(args: Sequence[str], cwd: Path, module: str = "distill_sweep") -> tuple
     return time.perf_counter() - start, proc
 
 
-def _timed(name: str, args: Sequence[str], cwd: Path, repeats: int, expect: str) -> tuple[str, list[float]]:
+def _timed(name: str, args: Sequence[str], cwd: Path, repeats: int, expect: str, code: int = 0
+           ) -> tuple[str, list[float]]:
     times = []
     for _ in range(repeats):
         seconds, proc = _run(args, cwd)
-        if proc.returncode != 0 or expect not in proc.stdout + proc.stderr:
+        if proc.returncode != code or expect not in proc.stdout + proc.stderr:
             raise SystemExit(f"{name}: exit {proc.returncode}, expected {expect!r}:\n{proc.stderr[-2000:]}")
         times.append(seconds)
     return name, times
@@ -62,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"the toy grid failed:\n{first.stderr[-2000:]}")
         rows.append(_timed("no-op re-run of a completed 4-job toy grid", grid, work, args.repeats,
                            "4 jobs in the grid, 4 already completed, 0 to run"))
+        rows.append(_timed("refusal: a schema error (epochs=0)", [*TOY, "epochs=0", *store], work, args.repeats,
+                           "epochs=0: must be >= 1", code=2))
+        rows.append(_timed("refusal: a part's setting (objective.alpha=7)", [*TOY, "objective.alpha=7", *store], work,
+                           args.repeats, "objective.alpha=7", code=2))
     print(f"# distill_sweep bench_cli: wall seconds, median of {args.repeats} (min-max)")
     print("| command | median s | range s |")
     print("|---|---:|---:|")

@@ -23,12 +23,13 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distill_sweep import chain, distributed, results
+from distill_sweep import chain, results
 from distill_sweep.config_space import CONF_DIR, GROUPS, group_options
 from distill_sweep.errors import ConfigError
 
-# Hydra loads this module (through the sweeper plugin) at every start, `--help` included: the modules that
-# import transformers (job, models and the parts) are imported inside the functions that use them.
+# Hydra loads this module (through the sweeper plugin) at every start, `--help` and the command line's
+# refusals included: the modules that import torch or transformers (job, models, distributed and the parts)
+# are imported inside the functions that use them.
 
 log = logging.getLogger("distill_sweep")
 PROGRESS_EVERY_S = 5.0
@@ -331,6 +332,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
+        from distill_sweep import distributed
         from distill_sweep.job import complete, find_completed, identify, prepare
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None

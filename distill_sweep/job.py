@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from transformers import PretrainedConfig
 
 from distill_sweep import results
 from distill_sweep.augment import check as check_augment
 from distill_sweep.augment import parse_augment
 from distill_sweep.checkpoint import CHECKPOINT, save_checkpoint
+from distill_sweep.composed import plain_config
 from distill_sweep.config_space import default_choices
 from distill_sweep.data import check_files
 from distill_sweep.distributed import requested_size
@@ -101,18 +102,6 @@ class Job(JobIdentity):
     @property
     def student_info(self) -> ModelInfo:
         return model_info(self.student_arch)
-
-
-def plain_config(cfg: DictConfig) -> dict[str, Any]:
-    """The composed config as plain, resolved containers, without Hydra's own node (whose values exist only
-    inside a running job: the sweeper identifies jobs before launching them)."""
-    return {str(k): OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
-            for k in cfg if k != "hydra"}
-
-
-def config_hash(cfg: DictConfig) -> str:
-    """The hash of a config as it is; jobs hash their checked form (`identify`)."""
-    return results.digest(results.hashed_config(plain_config(cfg)))
 
 
 def identify(cfg: DictConfig) -> JobIdentity:
@@ -363,5 +352,5 @@ def adopt_legacy_checkpoint(job: JobIdentity) -> Path | None:
     return None
 
 
-__all__ = ["PROCEDURES", "Job", "JobIdentity", "adopt_legacy_checkpoint", "complete", "config_hash", "find_completed",
-           "identify", "plain_config", "prepare"]
+__all__ = ["PROCEDURES", "Job", "JobIdentity", "adopt_legacy_checkpoint", "complete", "find_completed", "identify",
+           "prepare"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,24 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, shared_cache: Path
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines == ["distill_sweep: error: init=[1, 2] names 2 teacher layers but the student has 3 "
                      "(student.num_layers)"]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("arg", "line"), [
+    ("epochs=0", "epochs=0: must be >= 1"),
+    ("optimizer.lr=-1", "optimizer.lr=-1: must be > 0.0"),
+    ("task.max_seq_length=1", "task.max_seq_length=1: must be >= 2"),
+    ("teacher.finetune.seed=abc", "teacher.finetune.seed='abc'"),
+])
+def test_a_schema_error_is_refused_before_torch_is_imported(arg: str, line: str, tmp_path: Path) -> None:
+    # -X importtime lists every module the process imported: torch must not be among them
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "distill_sweep", *FAST, arg,
+                           f"results_dir={tmp_path / 'r'}"], cwd=tmp_path, capture_output=True, text=True)
+    refusal = [x for x in proc.stderr.splitlines() if x.startswith("distill_sweep:")]
+    assert proc.returncode == 2 and len(refusal) == 1 and refusal[0].startswith(f"distill_sweep: error: {line}"), \
+        proc.stderr[-2000:]
+    imported = {x.split("|")[-1].strip() for x in proc.stderr.splitlines() if x.startswith("import time:")}
+    assert "omegaconf" in imported and "torch" not in imported and "transformers" not in imported
     assert not (tmp_path / "r").exists()
 
 

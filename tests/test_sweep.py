@@ -8,8 +8,8 @@ from pathlib import Path
 from helpers import FAST, compose_cfg, records, run_cli
 
 from distill_sweep import results
+from distill_sweep.composed import config_hash
 from distill_sweep.grid import expected_jobs
-from distill_sweep.job import config_hash
 
 
 def test_config_hash_ignores_where_and_how_but_not_what(tmp_path: Path) -> None:
