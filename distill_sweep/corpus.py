@@ -56,12 +56,12 @@ BINARY_PROBE = 8192
 class SourceSettings:
     """Where documents come from: a local folder of text files, local parquet files, or a hub dataset."""
 
-    source: Literal["text_files", "parquet", "hub"]
+    source: Literal["text_files", "parquet", "hub"]  # text_files, parquet or hub
     path: str | None = None  # text_files: the folder; parquet: a file or a folder of .parquet files
-    hub_id: str | None = None
-    hub_config: str | None = None
-    split: str = "train"
-    text_field: str = "text"
+    hub_id: str | None = None  # hub dataset id (source=hub)
+    hub_config: str | None = None  # the hub dataset's config
+    split: str = "train"  # the split read
+    text_field: str = "text"  # the column that holds the text (parquet, hub)
     revision: str | None = None  # hub: a commit, tag or branch (part of the cache key)
     # consecutive rows joined into one document: 1 for a document per row (Wikipedia); a sentence-per-row corpus
     # (BookCorpus) needs more, or every sequence would be one short sentence
@@ -79,20 +79,29 @@ class SourceSettings:
 class CorpusSettings(SourceSettings):
     """A corpus: its own source (the fields of SourceSettings), more sources after it, packing and masking."""
 
-    name: str
+    name: str  # the corpus' name (the record's task is pretrain_NAME)
+    # where its own documents come from: toy (generated), text_files, parquet or hub
     source: Literal["toy", "text_files", "parquet", "hub"]  # type: ignore[assignment]  (the toy one too)
     also: list[SourceSettings] = field(default_factory=list)  # more sources, read after this one (in order)
-    num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only
-    seed: int = field(default=0, metadata=SEED_RANGE)  # toy only
+    num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only: documents generated
+    seed: int = field(default=0, metadata=SEED_RANGE)  # toy only: the generator's seed
+    # read at most this many documents (null: all)
     max_documents: int | None = field(default=None, metadata={"ge": 2})
+    # the first documents, held out as the dev slice
     dev_documents: int = field(default=30, metadata={"ge": 1})
+    # tokens per packed segment, [CLS] and [SEP] included
     max_seq_length: int = field(default=128, metadata={"ge": 3})
+    # static: masked once, when the cache is built (the paper's reference); dynamic: anew per batch
+    # (DistilBERT)
     masking: Literal["static", "dynamic"] = "static"
+    # share of the word pieces masked
     mlm_probability: float = field(default=0.15, metadata={"gt": 0.0, "lt": 1.0})
-    max_predictions: int = field(default=20, metadata={"ge": 1})
+    max_predictions: int = field(default=20, metadata={"ge": 1})  # masked positions per segment, at most
+    # share of the masked positions replaced by the mask token
     mask_ratio: float = field(default=0.8, metadata={"ge": 0.0, "le": 1.0})
+    # share replaced by a random token (the rest keep theirs)
     random_ratio: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
-    mask_seed: int = field(default=0, metadata=SEED_RANGE)
+    mask_seed: int = field(default=0, metadata=SEED_RANGE)  # seed of the masking
 
     def validate(self, where: str) -> None:
         super().validate(where)

@@ -260,13 +260,13 @@ class InitInfo:
 class StudentInfo:
     """The student: `name` is the kind ("truncated" | "fresh" | "pretrained"), `settings` its config."""
 
-    name: str = "truncated"
+    name: str = "truncated"  # the student type
     id: str = ""  # student_id(name, settings) when left empty
-    num_layers: int | None = None
-    hidden_size: int | None = None
-    num_heads: int | None = None
+    num_layers: int | None = None  # its depth (positions, for a parameter-shared student)
+    hidden_size: int | None = None  # its width
+    num_heads: int | None = None  # its attention heads
     layer_map: list[list[int]] = field(default_factory=list)  # [student layer, teacher layer] pairs
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # its settings, as checked
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -277,15 +277,15 @@ class StudentInfo:
 class TeacherInfo:
     """The teacher: `name` is its config name ("tiny", "roberta_base"), `id` part_id(config.teacher)."""
 
-    name: str = ""
-    id: str = ""
-    name_or_path: str | None = None
-    num_layers: int | None = None
-    hidden_size: int | None = None
+    name: str = ""  # its config name (tiny, roberta_base)
+    id: str = ""  # part_id of the teacher's config block
+    name_or_path: str | None = None  # hub id or directory of its backbone
+    num_layers: int | None = None  # its depth
+    hidden_size: int | None = None  # its width
     source: str | None = None  # given | cache | trained
-    path: str | None = None
-    dev: dict[str, Any] | None = None
-    majority_baseline: dict[str, Any] | None = None
+    path: str | None = None  # where the fine-tuned teacher is
+    dev: dict[str, Any] | None = None  # its dev metrics
+    majority_baseline: dict[str, Any] | None = None  # the majority-class baseline's dev metrics
     # An ensemble teacher's members (None for one teacher, and then left out of result.json): each its name,
     # id (part_id of its block), fine-tuning seed and name_or_path, and once loaded its source, path and dev.
     members: list[dict[str, Any]] | None = None
@@ -315,53 +315,54 @@ class TeacherInfo:
 class DataInfo:
     """How much data the job used (None = not recorded / no cap)."""
 
-    max_train_samples: int | None = None
-    max_dev_samples: int | None = None
-    train_size: int | None = None
-    dev_size: int | None = None
+    max_train_samples: int | None = None  # the pilot cap on training examples (null: none)
+    max_dev_samples: int | None = None  # the same for dev examples
+    train_size: int | None = None  # training examples used
+    dev_size: int | None = None  # dev examples evaluated
 
 
 @dataclass
 class Record:
     """One job's result.json. Write `to_dict()`; read with `Record.from_dict`."""
 
-    task: str
+    task: str  # the task's name
     objective: str  # "none" for procedure "finetune"
-    seed: int
+    seed: int  # the job's seed
     status: str = "running"  # one of STATUSES
     # "task_specific" (distillation) | "finetune" (no distillation: cross-entropy only, objective "none") | ...
     procedure: str = "task_specific"
-    error: str | None = None
+    error: str | None = None  # the error, when failed
     traceback: str | None = None  # failed records only
+    # sha256 of the checked config less the keys that do not change what a job computes (results.NOT_HASHED)
     config_hash: str = ""
-    init: InitInfo = field(default_factory=InitInfo)
-    student: StudentInfo = field(default_factory=StudentInfo)
-    teacher: TeacherInfo = field(default_factory=TeacherInfo)
-    data: DataInfo = field(default_factory=DataInfo)
-    primary_metric: str | None = None
+    init: InitInfo = field(default_factory=InitInfo)  # which teacher layers initialised the student
+    student: StudentInfo = field(default_factory=StudentInfo)  # the student
+    teacher: TeacherInfo = field(default_factory=TeacherInfo)  # the teacher
+    data: DataInfo = field(default_factory=DataInfo)  # how much data the job used
+    primary_metric: str | None = None  # accuracy, f1 (MRPC), mcc (CoLA) or pearson (STS-B)
     # one dict per epoch: stage, epoch, step, train_loss, loss_<term>..., dev {metric: fraction}
     epochs: list[dict[str, Any]] = field(default_factory=list)
     best: dict[str, Any] | None = None  # {stage, epoch, dev}: best_epoch(epochs, primary_metric)
     final: dict[str, Any] | None = None  # {dev}: the last epoch's
-    wall_time_s: float | None = None
-    samples_per_s: float | None = None
-    peak_memory_mb: float | None = None
-    peak_memory_kind: str | None = None
-    device: str | None = None
-    nonfinite_skipped: int = 0
+    wall_time_s: float | None = None  # the job's wall time
+    samples_per_s: float | None = None  # training throughput of the stage steps
+    peak_memory_mb: float | None = None  # peak memory: CUDA's, or the process' max RSS on CPU
+    peak_memory_kind: str | None = None  # which of the two
+    device: str | None = None  # the device it ran on
+    nonfinite_skipped: int = 0  # steps skipped for a NaN/inf loss or gradient (skip_nonfinite)
     padding: dict[str, float] = field(default_factory=dict)  # stage -> padded / real training tokens
     # where the teacher's outputs came from: {mode: store|live, reason, key, built, depth}
     teacher_outputs: dict[str, Any] | None = None
-    attempts: int = 1
-    requeued: int = 0
-    resumed: int = 0
-    wandb: dict[str, Any] | None = None
+    attempts: int = 1  # processes that started the job (1 + re-runs and requeues)
+    requeued: int = 0  # times SLURM requeued it
+    resumed: int = 0  # times it resumed from a checkpoint
+    wandb: dict[str, Any] | None = None  # the wandb run
     config: dict[str, Any] = field(default_factory=dict)  # the resolved config
-    versions: dict[str, Any] = field(default_factory=dict)
-    git_commit: str | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
-    schema_version: int = SCHEMA_VERSION
+    versions: dict[str, Any] = field(default_factory=dict)  # versions of Python and the main packages
+    git_commit: str | None = None  # the commit of the code (-dirty with local changes)
+    started_at: str | None = None  # UTC, ISO 8601
+    finished_at: str | None = None  # UTC, ISO 8601
+    schema_version: int = SCHEMA_VERSION  # 2 (version 1 records are migrated when read)
     # keys this reader does not know, kept so that reading and writing back loses nothing
     extra: dict[str, Any] = field(default_factory=dict)
 

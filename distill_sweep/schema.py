@@ -31,7 +31,9 @@ class CheckpointSettings:
 
 @dataclass
 class GuardSettings:
+    # the teacher's dev metric must beat the majority-class baseline by this much
     teacher_margin: float = field(default=0.02, metadata={"ge": 0.0})
+    # go on with a teacher that does not (plumbing runs); its record says weak_allowed
     allow_weak_teacher: bool = False
 
 
@@ -40,9 +42,9 @@ class FinetuneGridSettings:
     """`finetune_grid`: each distilled student fine-tuned on every task x lr x batch size x seed."""
 
     tasks: list[str] = field(default_factory=list)  # task config names (conf/task)
-    lrs: list[float] = field(default_factory=list)
-    batch_sizes: list[int] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=lambda: [1])
+    lrs: list[float] = field(default_factory=list)  # learning rates of the grid
+    batch_sizes: list[int] = field(default_factory=list)  # batch sizes of the grid
+    seeds: list[int] = field(default_factory=lambda: [1])  # fine-tuning seeds
     epochs: int | None = field(default=None, metadata={"ge": 1})  # null: each task's recipe
     overrides: list[str] = field(default_factory=list)  # more overrides for every fine-tune job
 
@@ -80,26 +82,41 @@ class FinetuneGridSettings:
 class RunSettings:
     """Top-level keys of conf/config.yaml."""
 
-    init: Any = 1  # checked by models.resolve_init
-    map: Any = "init"  # checked by mapping.resolve_map
+    # which teacher layers initialise the student: 1, 2, 3 (the paper's skip, mixed, bottom), a rule (skip,
+    # mixed, bottom/first, random) or a list of 1-based layers
+    init: Any = 1
+    # which teacher layer each student layer learns from: init (the layers it was copied from), skip, last,
+    # uniform, top, a list of teacher layers or of [student, teacher] pairs
+    map: Any = "init"
+    # the job's training seed (data order, fresh weights, dropout)
     seed: int = field(default=1, metadata=SEED_RANGE)
-    device: str = "auto"
+    device: str = "auto"  # auto (CUDA when there is one, else CPU), cpu, cuda or cuda:N
+    # fp32, or bf16 autocast for the forwards (the losses stay float32)
     precision: Literal["fp32", "bf16"] = "fp32"
+    # epochs of every stage (null: the task recipe's)
     epochs: int | None = field(default=None, metadata={"ge": 1})
+    # caps every epoch at this many steps (demos, smoke runs; null: whole epochs)
     max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
-    eval_batch_size: int = field(default=64, metadata={"ge": 1})
-    num_workers: int = field(default=0, metadata={"ge": 0})
+    eval_batch_size: int = field(default=64, metadata={"ge": 1})  # batch size of dev evaluation
+    num_workers: int = field(default=0, metadata={"ge": 0})  # DataLoader worker processes
+    # torch threads of the job (null: torch's default)
     threads: int | None = field(default=None, metadata={"ge": 1})
+    # steps between progress lines where there is no terminal (SLURM logs)
     log_every: int = field(default=50, metadata={"ge": 1})
+    # skip (and count) a step whose loss or gradient is NaN/inf instead of failing the job
     skip_nonfinite: bool = False
     # training batches: of similar lengths (less padding), or drawn uniformly (the first versions' order)
     batching: Literal["length", "random"] = "length"
     # the frozen teacher's logits: from the teacher-output store where that is exact (auto), always from it
     # (store: a job where it would be wrong is refused), or from the teacher at every step (live)
     teacher_outputs: Literal["auto", "store", "live"] = "auto"
+    # when the job checkpoints, and whether the checkpoint is kept
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    # checks of the teacher before it is distilled
     guards: GuardSettings = field(default_factory=GuardSettings)
+    # the result store: records, checkpoints, tables (relative: to the launch directory)
     results_dir: str = "results"
+    # fine-tuned teachers, teacher-output stores, corpora, augmented splits, vocabularies
     cache_dir: str = "~/.cache/distill_sweep"
     dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (grid.py)
     # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
@@ -116,13 +133,15 @@ class RunSettings:
 
 @dataclass
 class OptimizerSettings:
-    name: Literal["adamw"] = "adamw"
+    name: Literal["adamw"] = "adamw"  # AdamW with linear warmup and decay (the only one)
     lr: float | None = field(default=None, metadata={"gt": 0.0})  # null = task.recipe.lr
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])  # AdamW's (beta1, beta2)
     # Adam's epsilon: below ~1e-38 it is 0 in float32, and a parameter without gradient then gets 0/0
     eps: float = field(default=1e-6, metadata={"ge": 1e-12})
-    weight_decay: float = field(default=0.1, metadata={"ge": 0.0})
+    weight_decay: float = field(default=0.1, metadata={"ge": 0.0})  # AdamW's decoupled weight decay
+    # share of a stage's updates spent warming up (null: task.recipe.warmup_ratio)
     warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
+    # training batch size (null: task.recipe.batch_size)
     batch_size: int | None = field(default=None, metadata={"ge": 1})
     max_grad_norm: float = field(default=0.0, metadata={"ge": 0.0})  # 0 = no clipping
 
@@ -133,13 +152,14 @@ class OptimizerSettings:
 
 @dataclass
 class RecipeSettings:
-    lr: float = field(default=2e-5, metadata={"gt": 0.0})
-    batch_size: int = field(default=32, metadata={"ge": 1})
-    epochs: int = field(default=10, metadata={"ge": 1})
+    lr: float = field(default=2e-5, metadata={"gt": 0.0})  # learning rate
+    batch_size: int = field(default=32, metadata={"ge": 1})  # training batch size
+    epochs: int = field(default=10, metadata={"ge": 1})  # epochs per stage
+    # share of the updates spent warming up
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    num_train: int | None = field(default=None, metadata={"ge": 2})  # toy task only: data sizes and seed
-    num_dev: int | None = field(default=None, metadata={"ge": 1})
-    seed: int | None = field(default=None, metadata=SEED_RANGE)
+    num_train: int | None = field(default=None, metadata={"ge": 2})  # toy only: training examples
+    num_dev: int | None = field(default=None, metadata={"ge": 1})  # toy only: dev examples
+    seed: int | None = field(default=None, metadata=SEED_RANGE)  # toy only: the data generator's seed
 
 
 METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
@@ -147,24 +167,29 @@ METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
 
 @dataclass
 class TaskSettings:
-    name: str
+    name: str  # the task's name (records, result directories)
+    # glue: GLUE-format data from the hub or local TSVs; toy: the synthetic task, generated offline
     source: Literal["glue", "toy"]
-    num_labels: int = field(metadata={"ge": 1})
-    primary_metric: str
-    metrics: list[str]
-    max_seq_length: int = field(metadata={"ge": 2})
-    recipe: RecipeSettings
-    hub_id: str | None = None
-    hub_config: str | None = None
-    data_dir: str | None = None
+    num_labels: int = field(metadata={"ge": 1})  # classes (1 for regression)
+    primary_metric: str  # the metric that picks the best epoch (one of metrics)
+    metrics: list[str]  # dev metrics recorded: accuracy, f1, mcc, pearson, spearman
+    max_seq_length: int = field(metadata={"ge": 2})  # tokens per example after truncation
+    recipe: RecipeSettings  # the task's training recipe
+    hub_id: str | None = None  # hub dataset id (nyu-mll/glue)
+    hub_config: str | None = None  # the dataset's config (rte, mrpc, ...)
+    data_dir: str | None = None  # a folder of the original GLUE TSVs, read instead of the hub (layout: tsv)
+    # the text columns: one, or two for sentence pairs
     text_fields: list[str] = field(default_factory=lambda: ["sentence"])
-    label_names: list[str] = field(default_factory=list)
-    is_regression: bool = False
+    label_names: list[str] = field(default_factory=list)  # class names in label-id order
+    is_regression: bool = False  # a regression task (STS-B): MSE on one output
+    # the dev splits evaluated: our name -> the dataset's split
     dev_splits: dict[str, str] = field(default_factory=lambda: {"validation": "validation"})
     train_size: int | None = field(default=None, metadata={"ge": 1})  # for the dry run's cost estimate
     max_train_samples: int | None = field(default=None, metadata={"ge": 1})  # seeded subset for pilot runs
-    max_dev_samples: int | None = field(default=None, metadata={"ge": 1})
+    max_dev_samples: int | None = field(default=None, metadata={"ge": 1})  # the same for every dev split
+    # picks those subsets; fixed, so every training seed sees the same data
     subset_seed: int = field(default=0, metadata=SEED_RANGE)
+    # the TSV layout under data_dir: subdir, files, header, columns, label_type
     tsv: dict[str, Any] = field(default_factory=dict)
     # offline augmentation of the training split: a name or a mapping; the augment part owns and checks its
     # settings (augment.parse_augment, called by job.identify)
@@ -185,23 +210,32 @@ class TaskSettings:
 
 @dataclass
 class FinetuneSettings:
+    # fine-tuning epochs (null: the task recipe's)
     epochs: int | None = field(default=None, metadata={"ge": 1})
+    # fine-tuning learning rate (null: the task recipe's)
     lr: float | None = field(default=None, metadata={"gt": 0.0})
+    # fine-tuning batch size (null: the task recipe's)
     batch_size: int | None = field(default=None, metadata={"ge": 1})
+    # fine-tuning warmup share (null: the task recipe's)
     warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
+    # fine-tuning seed (each seed is its own cached teacher)
     seed: int = field(default=1, metadata=SEED_RANGE)
+    # caps every fine-tuning epoch (null: whole epochs)
     max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
 
 
 @dataclass
 class TeacherSettings:
-    name: str
-    name_or_path: str | None = None
+    name: str  # the teacher's config name (records, report rows)
+    name_or_path: str | None = None  # hub id or local directory of the backbone (null: built from config)
+    # a directory holding a teacher already fine-tuned on the task: used as it is
     finetuned_path: str | None = None
-    tokenizer: str | None = None
+    tokenizer: str | None = None  # hub id or directory of the tokenizer (null: name_or_path's)
+    # the architecture of a teacher built with random weights when name_or_path is null (teacher=tiny)
     config: dict[str, Any] = field(default_factory=dict)
-    trust_remote_code: bool = False
-    attn_implementation: str = "sdpa"
+    trust_remote_code: bool = False  # let transformers run code from the model's repository
+    attn_implementation: str = "sdpa"  # transformers' attention implementation (sdpa, eager)
+    # how the teacher is fine-tuned on the task (cached once per setting)
     finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
     # An ensemble teacher (MT-DNN): its members, each this block overridden by an entry, an integer being the
     # fine-tuning seed (`[1, 2, 3]`) and a mapping any teacher keys (`{finetune: {seed: 2}}`, another
@@ -257,11 +291,12 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class LoggerSettings:
-    name: Literal["wandb", "none"] = "wandb"
+    name: Literal["wandb", "none"] = "wandb"  # wandb, or none for no tracking
+    # wandb's mode: offline (nothing leaves the machine), online or disabled
     mode: Literal["offline", "online", "disabled"] = "offline"
-    project: str = "distill_sweep"
-    entity: str | None = None
-    dir: str | None = None
+    project: str = "distill_sweep"  # wandb project
+    entity: str | None = None  # wandb entity, a team or user (null: wandb's default)
+    dir: str | None = None  # where wandb writes its files (null: wandb's default)
 
 
 @dataclass

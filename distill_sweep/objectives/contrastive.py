@@ -69,7 +69,7 @@ def info_nce_loss(anchor: Tensor, positive: Tensor, negatives: Tensor, temperatu
 @dataclass
 class ContrastSettings(TermSettings):
     dim: int = field(default=128, metadata={"ge": 1})  # projection size of the [CLS] features
-    temperature: float = field(default=0.07, metadata={"gt": 0.0})
+    temperature: float = field(default=0.07, metadata={"gt": 0.0})  # tau of the contrastive softmax
     momentum: float = field(default=0.5, metadata={"ge": 0.0, "lt": 1.0})  # memory-bank update momentum
     num_negatives: int = field(default=100, metadata={"ge": 1})  # K, from examples with another label
     loss: Literal["nce", "infonce"] = "nce"  # nce (CRD code, as the reference) | infonce (CoDIR's formula)

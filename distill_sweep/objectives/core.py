@@ -44,8 +44,8 @@ STAGE_KINDS = ("intermediate", "prediction", "combined")
 
 @dataclass
 class ObjectiveSettings:
-    name: str
-    stages: list[str]
+    name: str  # the objective's name (records, result directories)
+    stages: list[str]  # the stage kinds it runs, in order: intermediate, prediction, combined
     terms: dict[str, Any] = field(default_factory=dict)  # term name -> its settings (parsed per term)
     alpha: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
     temperature: float = field(default=2.0, metadata={"gt": 0.0})  # KD softmax temperature T (loss x T^2)

@@ -23,7 +23,7 @@ __all__ = ["TERMS", "FunctionTerm", "TermInfo", "TermSettings", "TermSpec", "ava
 class TermSettings:
     """Settings every term has; a term with more extends this class."""
 
-    weight: float = field(default=1.0, metadata={"ge": 0.0})
+    weight: float = field(default=1.0, metadata={"ge": 0.0})  # the term's weight in its stage's loss
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ _INDEX = {"q": 0, "k": 1, "v": 2}  # position in LossInputs.qkv's (q, k, v)
 @dataclass
 class RelationSettings(TermSettings):
     relation_heads: int = field(default=48, metadata={"ge": 1})  # A_r: 48 for base teachers (MiniLMv2)
+    # the relations distilled, pairs of q, k, v (qk: the attention map)
     relations: list[Relation] = field(default_factory=lambda: ["qq", "kk", "vv"])
 
     def validate(self, where: str) -> None:

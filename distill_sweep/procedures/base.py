@@ -15,7 +15,7 @@ class ProcedureSettings:
     """Settings of a procedure that has none but its name; a procedure with settings extends this and
     overrides the hooks below where it differs (job.py, context.py and grid.py call them)."""
 
-    name: str
+    name: str  # the procedure (procedure=NAME sets it)
 
     reads_task: ClassVar[bool] = True  # its data is the task's (False: task_agnostic reads a corpus)
 

@@ -24,10 +24,11 @@ from .common import train_student
 
 @dataclass
 class FastBERTSettings(ProcedureSettings):
-    branch_width: int = field(default=128, metadata={"ge": 1})
-    branch_heads: int = field(default=2, metadata={"ge": 1})
+    branch_width: int = field(default=128, metadata={"ge": 1})  # width of each branch classifier
+    branch_heads: int = field(default=2, metadata={"ge": 1})  # self-attention heads of each branch
     epochs: int = field(default=10, metadata={"ge": 1})  # of self-distillation (`epochs=` caps it for smoke runs)
     lr_scale: float = field(default=10.0, metadata={"gt": 0.0})  # x the task's learning rate
+    # the speeds evaluated: entropy thresholds in [0, 1], 0 = the full model
     speeds: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
     eval_speed: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # the epochs' dev metrics
 

@@ -85,13 +85,16 @@ class KDSettings:
 @dataclass
 class TaskAgnosticSettings(ProcedureSettings):
     map: Any = "top"  # used when the top-level `map` is left at `init`
+    # sequences per update, over all processes (the paper: 1024)
     global_batch: int = field(default=32, metadata={"ge": 1})
+    # sequences per forward; global_batch / micro_batch are accumulated per update
     micro_batch: int = field(default=16, metadata={"ge": 1})
-    epochs: int = field(default=2, metadata={"ge": 1})
-    max_steps: int | None = field(default=None, metadata={"ge": 1})
-    lr: float = field(default=5e-4, metadata={"gt": 0.0})
+    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the corpus (unless max_steps)
+    max_steps: int | None = field(default=None, metadata={"ge": 1})  # updates in all (null: by epochs)
+    lr: float = field(default=5e-4, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
+    # warmup share, unless optimizer.warmup_ratio is set
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    kd: KDSettings = field(default_factory=KDSettings)
+    kd: KDSettings = field(default_factory=KDSettings)  # the KD term on the MLM logits
 
     reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
 

@@ -30,11 +30,12 @@ MIN_HASH_CHARS = results.HASH_CHARS  # as many as a result directory's name hold
 
 @dataclass
 class DistilledSettings:
-    name: str = "distilled"
+    name: str = "distilled"  # the student type
     source: str | None = None  # config hash of a completed task_agnostic job (its first >= 10 characters do)
-    attn_implementation: str = "sdpa"
+    attn_implementation: str = "sdpa"  # transformers' attention implementation
     # filled in from `source` when the job is prepared (not settings: the config hash covers `source`)
     student_dir: str | None = None
+    # filled in: the distillation's objective, init, teacher, corpus and result directory
     distilled_from: dict[str, Any] | None = None
 
     def validate(self, where: str) -> None:

@@ -17,11 +17,11 @@ from .base import BuildInputs, StudentType, register_student
 
 @dataclass
 class FreshSettings:
-    name: str = "fresh"
-    num_layers: int = field(default=4, metadata={"ge": 1})
-    hidden_size: int = field(default=312, metadata={"ge": 1})
-    num_attention_heads: int = field(default=12, metadata={"ge": 1})
-    intermediate_size: int = field(default=1200, metadata={"ge": 1})
+    name: str = "fresh"  # the student type
+    num_layers: int = field(default=4, metadata={"ge": 1})  # encoder layers
+    hidden_size: int = field(default=312, metadata={"ge": 1})  # width
+    num_attention_heads: int = field(default=12, metadata={"ge": 1})  # attention heads
+    intermediate_size: int = field(default=1200, metadata={"ge": 1})  # feed-forward width
     copy_embeddings: bool = True  # copy the teacher's embeddings when the widths match
 
     def validate(self, where: str) -> None:

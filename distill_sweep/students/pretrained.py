@@ -15,10 +15,10 @@ from .base import BuildInputs, StudentType, register_student
 
 @dataclass
 class PretrainedSettings:
-    name: str = "pretrained"
+    name: str = "pretrained"  # the student type
     name_or_path: str | None = None  # hub id or local directory (required)
-    trust_remote_code: bool = False
-    attn_implementation: str = "sdpa"
+    trust_remote_code: bool = False  # let transformers run code from the model's repository
+    attn_implementation: str = "sdpa"  # transformers' attention implementation
 
     def validate(self, where: str) -> None:
         if not self.name_or_path:

@@ -35,7 +35,7 @@ from .truncated import copy_backbone
 
 @dataclass
 class SPSSettings:
-    name: str = "sps"
+    name: str = "sps"  # the student type
     num_layers: int = field(default=3, metadata={"ge": 1})  # parameter layers k
     shared_layers: int | None = None  # s: the top s layers run again after all k (null: all k, 2k positions)
     swap_qk: bool = False  # SPS-2: the upper copies swap their Query and Key parameters

@@ -18,7 +18,8 @@ from .base import BuildInputs, StudentType, register_student
 
 @dataclass
 class TruncatedSettings:
-    name: str = "truncated"
+    name: str = "truncated"  # the student type
+    # layers, copied from the teacher layers that init names
     num_layers: int = field(default=3, metadata={"ge": 1})
 
 
