@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, compose_cfg, run_cli
 
-from distill_sweep.job import identify
+from distill_sweep.job import find_completed, identify
 from distill_sweep.teacher_outputs import group_id
 from distill_sweep.train import run_job
 
@@ -33,13 +33,16 @@ def test_earlier_records_are_found_completed_by_the_sweeper(tmp_path: Path) -> N
     store = tmp_path / "store"
     shutil.copytree(FIXTURES / "store", store)
     before = {p: p.read_text() for p in store.rglob("result.json")}
-    jobs = [["objective=hid_seq", "init=1"], ["procedure=finetune"],
-            ["procedure=task_agnostic", "teacher=tiny_mlm", "objective=att_mse", "optimizer.batch_size=null"]]
-    for overrides in jobs:
-        proc = run_cli([*BASE, *overrides, f"results_dir={store}", f"cache_dir={tmp_path / 'cache'}", "-m",
-                        "+dry_run=true"], cwd=tmp_path)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "1 jobs in the grid, 1 already completed, 0 to run" in proc.stdout, (overrides, proc.stdout)
+    where = [f"results_dir={store}", f"cache_dir={tmp_path / 'cache'}"]
+    # the two task jobs as one sweep (finetune ignores the objective: one job each)
+    proc = run_cli([*BASE, "objective=hid_seq", "init=1", "procedure=task_specific,finetune", *where, "-m",
+                    "+dry_run=true"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "2 jobs in the grid, 2 already completed, 0 to run" in proc.stdout, proc.stdout
+    # the corpus job, through the function the sweeper asks
+    agnostic = identify(compose_cfg([*BASE, "procedure=task_agnostic", "teacher=tiny_mlm", "objective=att_mse",
+                                     "optimizer.batch_size=null", *where]))
+    assert find_completed(agnostic)["config_hash"] == agnostic.digest
     assert {p: p.read_text() for p in store.rglob("result.json")} == before
 
 
