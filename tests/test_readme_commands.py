@@ -1,4 +1,5 @@
-"""Every `python -m distill_sweep...` command in README.md and in the config comments, run as written.
+"""Every `python -m distill_sweep...` command in README.md, the documentation (docs/**/*.md) and the config
+comments, run as written.
 
 The commands are read from the files themselves, so a new one is covered without touching this test. They
 run through `python -m` with the written argv, two at a time, forked from a preloaded interpreter
@@ -11,12 +12,13 @@ run through `python -m` with the written argv, two at a time, forked from a prel
   of every bracket, and every other value it lists is parsed in-process;
 - bench commands run on the tiny bench configuration of tests/test_bench.py (bench_cli: one repeat, the demo
   grid).
-A command whose group option is created by a README worked example runs in-process with that example's
-code and YAML.
+A command whose group option (or report table) is created by a worked example of the same page runs
+in-process with that page's code and YAML (tests/test_readme_commands.py::test_worked_example).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import re
 import shlex
@@ -36,6 +38,7 @@ from test_bench import TINY_AGNOSTIC
 from distill_sweep.config_space import GROUPS
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 CONF = ROOT / "conf"
 PYTHON = re.compile(r"^(?:\S*/)?python3? -m (distill_sweep\S*)")
 # values for the placeholders of the report synopsis (NAME, DIR), by key; None: leave the key out (its default)
@@ -114,9 +117,18 @@ def conf_commands(root: Path = CONF) -> list[Command]:
     return found
 
 
+def doc_files() -> list[Path]:
+    """README.md and every Markdown page of the documentation (the snippets its pages include too)."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def doc_commands() -> list[Command]:
+    return [c for path in doc_files() for c in readme_commands(path.read_text(), str(path.relative_to(ROOT)))]
+
+
 def all_commands() -> list[Command]:
     seen: dict[str, Command] = {}
-    for command in [*readme_commands(README.read_text()), *conf_commands()]:
+    for command in [*doc_commands(), *conf_commands()]:
         seen.setdefault(" ".join(command.text.split()), command)
     return list(seen.values())
 
@@ -167,12 +179,25 @@ def _missing_group_option(args: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def _missing_report_table(args: list[str]) -> str | None:
+    """A `table=` value the report does not know (a worked example's layout)."""
+    from distill_sweep.report.options import TABLE_CHOICES
+
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key == "table" and "|" not in value and value not in TABLE_CHOICES:
+            return value
+    return None
+
+
 def plan(command: Command, work: Path) -> Run:
     module, args = command.module, command.args
     python = [sys.executable, "-m", module]
     if "..." in args:
         return Run(command, "schematic")  # e.g. the architecture diagram's `python -m distill_sweep ...`
     if module == "distill_sweep.report":
+        if _missing_report_table(args):
+            return Run(command, "example")
         return Run(command, "report", [*python, *_expand_synopsis(args, work)])
     if module == "distill_sweep.bench":
         return Run(command, "bench", [*python, *args, "--objectives", "vanilla_kd", *TINY_BENCH, "--steps", "1"])
@@ -314,41 +339,154 @@ def test_every_value_the_report_synopsis_lists_is_accepted() -> None:
                     parse_args([f"{key}={value}"]).check()
 
 
-def test_a_worked_example_runs_with_its_own_code_and_yaml(tmp_path: Path, shared_cache: Path) -> None:
-    """A command whose option a README example creates: the example's Python block and YAML block, as
-    written, make it run (the Python block is run in the module its first comment names)."""
-    import torch.nn.functional
+# ------------------------------------------------------------------------------------------ worked examples
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+# how a record names the option a worked example adds
+RECORD_NAMES = {"objective": lambda r: r.get("objective"), "procedure": lambda r: r.get("procedure"),
+                "task": lambda r: r.get("task"), "student": lambda r: (r.get("student") or {}).get("name")}
+
+
+@dataclass(frozen=True)
+class Example:
+    """A command whose group option (or report table) a page's own blocks create."""
+
+    command: Command
+    path: Path  # the page: its Python and YAML blocks are the example's code
+    group: str  # a config group, or "table" for a report layout
+    option: str
+
+    def blocks(self, lang: str, first_line: str) -> list[str]:
+        return [b for kind, b in BLOCK.findall(self.path.read_text()) if kind == lang and b.startswith(first_line)]
+
+    def run_code(self) -> None:
+        """Each Python block in the module its first line names (`# distill_sweep/students/truncated.py`), as
+        if appended to that module: with its names, and registering into its registries."""
+        code = self.blocks("python", "# distill_sweep/")
+        assert code, f"{self.command.where}: no Python block (# distill_sweep/...) for the example"
+        for block in code:
+            module = importlib.import_module(block.split()[1].removesuffix(".py").replace("/", "."))
+            namespace = vars(module) if self.group == "table" else dict(vars(module))
+            exec(compile(block, f"{self.command.where} ({module.__name__})", "exec"), namespace)  # noqa: S102
+
+
+def worked_examples() -> list[Example]:
+    found = []
+    for path in doc_files():
+        for command in readme_commands(path.read_text(), str(path.relative_to(ROOT))):
+            option = _missing_group_option(command.args) if command.module == "distill_sweep" else None
+            table = _missing_report_table(command.args) if command.module == "distill_sweep.report" else None
+            if option:
+                found.append(Example(command, path, *option))
+            elif table:
+                found.append(Example(command, path, "table", table))
+    return found
+
+
+EXAMPLES = worked_examples()
+
+
+def test_every_extension_guide_has_a_worked_example() -> None:
+    """Each "Add a ..." page of the guide has a worked example that test_worked_example runs: an example that
+    loses its command or its blocks fails here or there, it is never skipped."""
+    pages = sorted((DOCS / "guide").glob("add-*.md"))
+    assert len(pages) >= 5, pages
+    assert [p.name for p in pages if p not in {e.path for e in EXAMPLES}] == []
+
+
+def _fast_for(args: list[str]) -> list[str]:
+    """The fast test settings less what the command sets itself (a task of its own: the toy task's data keys)."""
+    chosen = {a.split("=", 1)[0] for a in args if "=" in a}
+    return [a for a in FAST if a.split("=", 1)[0] not in chosen
+            and not ("task" in chosen and a.startswith("task."))]
+
+
+def _write_task_data(task: dict, cwd: Path) -> None:
+    """The task's TSV files where its YAML says, in the layout it declares, with the toy task's examples (the
+    tiny teacher's tokenizer knows their words)."""
+    from distill_sweep.toy import generate_toy
+
+    tsv, fields = task["tsv"], task["text_fields"]
+    columns = tsv["columns"]
+    assert all(isinstance(c, str) for c in columns.values()), "write columns by position: not needed yet"
+    root = cwd / task["data_dir"] / tsv.get("subdir", "")
+    root.mkdir(parents=True)
+    for split, rows in generate_toy(num_train=256, num_dev=128, seed=0).items():
+        lines = ["\t".join(columns.values())] if tsv.get("header", True) else []
+        for row in rows:
+            values = {field: row[f"sentence{i + 1}"] for i, field in enumerate(fields)}
+            values["label"] = task["label_names"][row["label"]] if tsv.get("label_type") == "str" else str(row["label"])
+            lines.append("\t".join(values[key] for key in columns))
+        (root / tsv["files"][split]).write_text("\n".join(lines) + "\n")
+
+
+def _run_group_example(example: Example, tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
     from hydra import compose, initialize_config_dir
 
     from distill_sweep.objectives import TERMS
+    from distill_sweep.procedures import PROCEDURES
     from distill_sweep.students import STUDENTS
     from distill_sweep.train import run_job
 
-    examples = [c for c in all_commands() if c.module == "distill_sweep" and _missing_group_option(c.args)]
-    if not examples:
-        pytest.skip("the README has no worked example that adds a config option")
-    blocks = re.findall(r"```(\w+)\n(.*?)```", README.read_text(), flags=re.S)
-    for command in examples:
-        group, option = _missing_group_option(command.args)
-        (yaml_block,) = [b for lang, b in blocks if lang == "yaml" and b.startswith(f"# conf/{group}/{option}.yaml")]
-        code = [b for lang, b in blocks if lang == "python" and b.startswith("# distill_sweep/")]
-        assert code, f"{command.where}: no Python block for the example"
-        conf = tmp_path / f"conf-{option}"
-        shutil.copytree(CONF, conf)
-        (conf / group / f"{option}.yaml").write_text(yaml_block)
-        before = {id(registry): set(registry) for registry in (TERMS, STUDENTS)}
-        try:
-            for block in code:
-                module = block.split()[1].removesuffix(".py").replace("/", ".")
-                namespace = {**vars(importlib.import_module(module)), "field": field, "F": torch.nn.functional}
-                exec(compile(block, f"README example ({module})", "exec"), namespace)  # noqa: S102
-            with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-                cfg = compose("config", overrides=[*command.args, *FAST, f"results_dir={tmp_path / 'r'}",
-                                                   f"cache_dir={shared_cache}"])
-            record = run_job(cfg)
-        finally:  # the example's registrations must not outlive it
-            for registry in (TERMS, STUDENTS):
-                for name in set(registry) - before[id(registry)]:
-                    del registry[name]
-        assert record["status"] == "completed", command.where
-        assert record.get(group, option) == option, (command.where, record.get(group))
+    group, option, command = example.group, example.option, example.command
+    (yaml_block,) = example.blocks("yaml", f"# conf/{group}/{option}.yaml")
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    (conf / group / f"{option}.yaml").write_text(yaml_block)
+    if group == "task":
+        _write_task_data(yaml.safe_load(yaml_block), tmp_path)
+    monkeypatch.chdir(tmp_path)  # the example's relative paths (data_dir) are taken from here
+    registries = (TERMS, STUDENTS, PROCEDURES)
+    before = [set(registry) for registry in registries]
+    try:
+        if group != "task":  # a task is its YAML alone
+            example.run_code()
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose("config", overrides=[*command.args, *_fast_for(command.args),
+                                               f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
+        record = run_job(cfg)
+    finally:  # the example's registrations must not outlive it
+        for registry, names in zip(registries, before):
+            for name in set(registry) - names:
+                del registry[name]
+    assert record["status"] == "completed", (command.where, record.get("error"))
+    assert RECORD_NAMES[group](record) == option, (command.where, group, RECORD_NAMES[group](record))
+
+
+def _run_table_example(example: Example, runs: list[Run], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A report layout: the page's block appended to its module (report.layouts), then the command on the
+    records the documentation's toy commands wrote."""
+    from distill_sweep.report import cli, layouts, options
+
+    saved = {name: copy.copy(getattr(layouts, name)) for name in ("LAYOUTS", "LAYOUT_CHOICES", "PRESET_LAYOUTS")}
+    try:
+        example.run_code()
+        importlib.reload(options)  # as when the module is imported with the block in it
+        store = next(r for r in runs if r.kind == "real").cwd / "results"
+        code = cli.main([*example.command.args, str(store), f"out={tmp_path / 'tables'}"])
+    finally:
+        for name, value in saved.items():
+            if isinstance(value, dict):
+                getattr(layouts, name).clear()
+                getattr(layouts, name).update(value)
+            else:
+                setattr(layouts, name, value)
+        importlib.reload(options)
+    out = capsys.readouterr().out
+    assert code == 0, (example.command.where, out[-2000:])
+    layout = [line for line in example.blocks("python", "# distill_sweep/report/layouts.py")[0].splitlines()
+              if "title=" in line]
+    title = re.search(r'title="([^"]+)"', layout[0]).group(1)
+    assert title in out, (example.command.where, out[-2000:])
+    assert (tmp_path / "tables" / f"{example.option}.md").exists()
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.command.where)
+def test_worked_example(example: Example, tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch,
+                        capsys: pytest.CaptureFixture, request: pytest.FixtureRequest) -> None:
+    """A command whose option a page's example creates runs with that page's Python and YAML blocks, as
+    written, and its record (or report) names what the example added."""
+    if example.group == "table":
+        _run_table_example(example, request.getfixturevalue("runs"), tmp_path, capsys)
+    else:
+        _run_group_example(example, tmp_path, shared_cache, monkeypatch)
