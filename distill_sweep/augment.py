@@ -65,7 +65,8 @@ class AugmentSettings:
     # none, tinybert (TinyBERT's word replacement) or tang (Tang et al.'s mask, part-of-speech and n-gram
     # sampling)
     name: Literal["none", "tinybert", "tang"] = "none"
-    samples: int | None = field(default=None, metadata={"ge": 1})  # N per example (null: the task's, see above)
+    # samples N per example (null: TinyBERT's per-task value, 20 for other tasks; tang: 20)
+    samples: int | None = field(default=None, metadata={"ge": 1})
     p: float = field(default=0.4, metadata={"gt": 0.0, "le": 1.0})  # tinybert: replace probability per position
     candidates: int = field(default=15, metadata={"ge": 1})  # tinybert: K candidate words per position
     mlm: str | None = None  # hub id or directory of a masked LM (null: the teacher's backbone)
