@@ -3,8 +3,8 @@
 Layout: `<results_dir>/<task>/<objective>/init-<spec>/seed-<seed>/<config_hash[:10]>/result.json`,
 next to the job's checkpoint. The record is the only interface to the report layer. `Record` is its one
 type: jobs write `Record.to_dict()`, and the sweeper and the report read through `Record.from_dict` and
-`is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in the
-README ("Result records"). Metric values are fractions.
+`is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
+docs/reference/records.md (generated from these classes). Metric values are fractions.
 
 The config hash covers the resolved config minus settings that do not change the experiment
 (where results and caches live, logging, device, evaluation batch size): re-launching a sweep
@@ -367,7 +367,7 @@ class Record:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object written to result.json (key order as in the README's schema table)."""
+        """The JSON object written to result.json (key order as in docs/reference/records.md)."""
         out: dict[str, Any] = {"schema_version": self.schema_version, "status": self.status, "error": self.error}
         if self.traceback is not None:
             out["traceback"] = self.traceback

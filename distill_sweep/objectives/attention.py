@@ -27,7 +27,7 @@ forward, tile by tile (the loss is a scalar, so the backward only scales them, a
 outlives its tile), and takes no logarithm of an S x S tensor: KL(p_t || p_s) = sum_k p_t (S_t - S_s)
 - lse_t + lse_s, with lse = max_k S - log max_k p from the softmax.  On CPU a tile is a group of heads of
 one example, cropped to its real tokens when the batch is right-padded; elsewhere it is the whole batch
-with an additive key mask (README, "Speed", says why and what it gains).  ``reference_kl_rows`` and
+with an additive key mask (docs/benchmarks/step.md says why and what it gains).  ``reference_kl_rows`` and
 ``reference_mse_sum`` are the plain formulas, kept as the executable definitions the tests check the
 fast paths against.
 """

@@ -67,7 +67,7 @@ class HiddenProjections(nn.Module):
 
 class _ProjectedMSE(torch.autograd.Function):
     """mean((h W^T - t)^2) with gradients for h and W (t is a target), as one function: the forward is one
-    ``addmm`` that also subtracts the target, the backward two GEMMs on the saved difference (README, Speed,
+    ``addmm`` that also subtracts the target, the backward two GEMMs on the saved difference (docs/benchmarks/step.md
     has the measurement). A teacher tensor may be an inference tensor (the bench's loss-alone timing): it is
     only read, never saved.
     """
