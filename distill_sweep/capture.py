@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from distill_sweep.families import family_of_model
+
 __all__ = ["Features", "MODEL_INPUT_KEYS", "attention_scores", "run_with_features", "self_attention_module",
            "truncated"]
 
@@ -47,21 +49,14 @@ class Features:
 
 
 def _encoder_layers(model: nn.Module) -> nn.ModuleList:
-    try:
-        return model.base_model.encoder.layer
-    except AttributeError as exc:
-        raise TypeError(
-            f"{type(model).__name__} has no base_model.encoder.layer: only BERT-family encoders are supported"
-        ) from exc
+    return family_of_model(model).layers(model)
 
 
 def self_attention_module(model: nn.Module, layer: int) -> nn.Module:
-    """The self-attention block of 1-based encoder layer ``layer`` (BERT/RoBERTa/ELECTRA layout)."""
-    layers = _encoder_layers(model)
-    if not 1 <= layer <= len(layers):
-        raise ValueError(f"encoder layer {layer} requested, the model has layers 1..{len(layers)}")
-    attn = layers[layer - 1].attention.self
-    for name in ("query", "key", "value"):
+    """The self-attention block of 1-based layer ``layer`` (BERT/RoBERTa/ELECTRA layout: its family's)."""
+    family = family_of_model(model)
+    attn = family.attention_module(model, layer)
+    for name in family.qkv:
         if not isinstance(getattr(attn, name, None), nn.Linear):
             raise TypeError(f"layer {layer} self-attention has no Linear '{name}' to hook")
     return attn
@@ -122,7 +117,8 @@ def run_with_features(
             for mod in {id(m): m for m in layers}.values():
                 handles.append(mod.register_forward_pre_hook(count))
             # One hook per distinct (module, role): a shared layer's Linear fires once per application.
-            roles = [(getattr(a, n), n) for a in attns for n in ("query", "key", "value")]
+            names = family_of_model(model).qkv
+            roles = [(getattr(a, n), r) for a in attns for n, r in zip(names, ("query", "key", "value"), strict=True)]
             for (_, name), lin in {(id(m), n): m for m, n in roles}.items():
 
                 def hook(_mod: nn.Module, _inp: object, out: Tensor, name: str = name) -> None:
@@ -156,15 +152,15 @@ def run_with_features(
 
 @contextmanager
 def truncated(model: nn.Module, depth: int) -> Iterator[None]:
-    """The model with only its first ``depth`` encoder layers while the block runs. Exact for those layers:
+    """The model with only its first ``depth`` layers while the block runs. Exact for those layers:
     each layer reads only the one below it, so their outputs are the full model's, computed for less."""
-    encoder = model.base_model.encoder
-    layers = encoder.layer
-    encoder.layer = nn.ModuleList(list(layers)[:depth])
+    family = family_of_model(model)
+    layers = family.layers(model)
+    family.set_layers(model, nn.ModuleList(list(layers)[:depth]))
     try:
         yield
     finally:
-        encoder.layer = layers
+        family.set_layers(model, layers)
 
 
 def attention_scores(q: Tensor, k: Tensor, num_heads: int, scaling: float) -> Tensor:

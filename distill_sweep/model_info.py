@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distill_sweep.errors import ConfigError
+from distill_sweep.families import family_of
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,9 @@ class ModelInfo:
 
     @classmethod
     def from_config(cls, config: Any, *, qkv: bool = True, hidden_states: bool = True) -> ModelInfo:
-        """From a transformers config (BERT family: q/k/v hooks apply)."""
+        """From a transformers config (BERT family: q/k/v hooks apply; a decoder family's are not captured)."""
+        family = family_of(config)
+        qkv = qkv and (family is None or family.attention is not None)
         return cls(num_layers=int(config.num_hidden_layers), hidden_size=int(config.hidden_size),
                    num_heads=int(config.num_attention_heads), qkv=qkv and hidden_states, hidden_states=hidden_states,
                    model_type=str(getattr(config, "model_type", "bert")))

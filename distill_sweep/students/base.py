@@ -10,11 +10,12 @@ from typing import Any
 from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.errors import ConfigError
+from distill_sweep.families import ENCODER
 from distill_sweep.model_info import ModelInfo
 from distill_sweep.models import StudentInit
 
 # Model types whose encoder layers expose attention.self.{query,key,value} (what capture.py hooks).
-QKV_MODEL_TYPES = ("bert", "roberta", "electra", "xlm-roberta", "camembert")
+QKV_MODEL_TYPES = ENCODER.model_types
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.errors import ConfigError
+from distill_sweep.families import family_of_model
 
 from .base import BuildInputs, StudentType, register_student
 from .truncated import copy_backbone
@@ -72,7 +73,7 @@ def build(settings: SPSSettings, inputs: BuildInputs) -> PreTrainedModel:
 
 def share_top_layers(model: PreTrainedModel, k: int, shared: int, swap_qk: bool) -> None:
     """Positions k..k+shared-1 (0-based) become upper copies of layers k-shared..k-1."""
-    layers = model.base_model.encoder.layer
+    layers = family_of_model(model).layers(model)
     assert len(layers) == k + shared, f"{len(layers)} encoder positions for {k} layers + {shared} shared"
     for lower in range(k - shared, k):
         layers[lower + shared] = upper_copy(layers[lower], swap_qk)

@@ -1,0 +1,120 @@
+"""Model families (families.py): the encoder path unchanged, and Llama / GPT-2 decoders behind the same seam."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
+
+from distill_sweep.capture import run_with_features, truncated
+from distill_sweep.families import family_of, family_of_model
+from distill_sweep.model_info import ModelInfo
+from distill_sweep.models import resolve_init
+from distill_sweep.students.base import BuildInputs
+from distill_sweep.students.truncated import TruncatedSettings, build
+
+# Digests taken with the code before the family seam existed (commit 7e39f04, this torch/transformers): a
+# truncated BERT student's weights, and its logits, hidden states and captured q/k/v on a fixed batch.
+BERT_STUDENT_WEIGHTS = "2fd6b0c7da617f1aa32a40ce6a6cc7b617be9a61ff2dc57b9d246a10028e8ad4"
+BERT_STUDENT_OUTPUTS = "ca76a5b0074ce41da3ab664a1375c9a32816fa4f8fe09f00d1febe87a2b50152"
+
+
+def _digest(tensors) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def test_truncated_bert_student_is_bit_identical_to_before_the_seam():
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64,
+                     max_position_embeddings=24, num_labels=3)
+    teacher = BertForSequenceClassification(cfg).eval()
+    torch.manual_seed(1)
+    student = build(TruncatedSettings(num_layers=2), BuildInputs(arch=None, teacher=teacher,
+                                                                 init=resolve_init("mixed", 4, 2), num_labels=3,
+                                                                 label_names=[])).eval()
+    h = hashlib.sha256()
+    for key, value in sorted(student.state_dict().items()):
+        h.update(key.encode())
+        h.update(value.numpy().tobytes())
+    assert h.hexdigest() == BERT_STUDENT_WEIGHTS
+    ids = torch.tensor([[2, 5, 6, 7, 3, 0], [2, 9, 8, 7, 6, 3]])
+    with torch.no_grad():
+        f = run_with_features(student, {"input_ids": ids, "attention_mask": (ids != 0).long()}, hidden=True,
+                              qkv_layers=[1, 2])
+    assert _digest([f.logits, *f.hidden_states, *[x for layer in sorted(f.qkv) for x in f.qkv[layer]]]) \
+        == BERT_STUDENT_OUTPUTS
+
+
+def tiny_llama(tied: bool = False, layers: int = 4) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                        tie_word_embeddings=tied, bos_token_id=None, eos_token_id=None)).eval()
+
+
+def tiny_gpt2(layers: int = 4) -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=32, n_layer=layers, n_head=4, n_positions=64,
+                                      bos_token_id=None, eos_token_id=None)).eval()
+
+
+@pytest.mark.parametrize("make", [lambda: tiny_llama(False), lambda: tiny_llama(True), tiny_gpt2],
+                         ids=["llama", "llama-tied", "gpt2"])
+def test_decoder_student_copies_layers_norm_and_head(make):
+    teacher = make()
+    family = family_of_model(teacher)
+    assert family.causal and family.name in ("llama", "gpt2")
+    student = build(TruncatedSettings(num_layers=2), BuildInputs(arch=None, teacher=teacher,
+                                                                 init=resolve_init([2, 4], 4, 2), num_labels=2,
+                                                                 label_names=[])).eval()
+    t_layers, s_layers = family.layers(teacher), family.layers(student)
+    assert len(s_layers) == 2
+    for i, t in enumerate([2, 4]):
+        t_state = t_layers[t - 1].state_dict()
+        for key, value in s_layers[i].state_dict().items():
+            assert torch.equal(value, t_state[key]), key
+    norm = family.final_norm
+    assert torch.equal(getattr(student.base_model, norm).weight, getattr(teacher.base_model, norm).weight)
+    assert torch.equal(student.get_output_embeddings().weight, teacher.get_output_embeddings().weight)
+    tied = teacher.get_output_embeddings().weight is teacher.get_input_embeddings().weight
+    assert (student.get_output_embeddings().weight is student.get_input_embeddings().weight) == tied
+
+
+@pytest.mark.parametrize("make", [tiny_llama, tiny_gpt2], ids=["llama", "gpt2"])
+def test_bottom_decoder_student_reproduces_the_teachers_lower_layers_and_truncation_is_exact(make):
+    teacher = make()
+    student = build(TruncatedSettings(num_layers=2), BuildInputs(arch=None, teacher=teacher,
+                                                                 init=resolve_init("bottom", 4, 2), num_labels=2,
+                                                                 label_names=[])).eval()
+    ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        t_hidden = teacher(input_ids=ids, output_hidden_states=True).hidden_states
+        s_hidden = student(input_ids=ids, output_hidden_states=True).hidden_states
+        with truncated(teacher, 2):
+            cut = teacher(input_ids=ids, output_hidden_states=True).hidden_states
+    assert len(family_of_model(teacher).layers(teacher)) == 4  # restored
+    for i in range(2):  # the last entry of hidden_states is after the final norm: compare the ones below
+        torch.testing.assert_close(s_hidden[i], t_hidden[i], rtol=0, atol=0)
+        torch.testing.assert_close(cut[i], t_hidden[i], rtol=0, atol=0)
+
+
+def test_attention_terms_are_refused_for_decoders_and_kept_for_encoders():
+    assert not ModelInfo.from_config(tiny_llama().config).qkv
+    assert not ModelInfo.from_config(tiny_gpt2().config).qkv
+    assert ModelInfo.from_config(BertConfig(hidden_size=32, num_attention_heads=4)).qkv
+    assert family_of(BertConfig()).name == "encoder"
+    with pytest.raises(TypeError, match="rotary"):
+        run_with_features(tiny_llama(), {"input_ids": torch.ones(1, 3, dtype=torch.long)}, hidden=False,
+                          qkv_layers=[1])
