@@ -21,7 +21,7 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["FAMILIES", "Family", "family_named", "family_of", "family_of_model"]
+__all__ = ["FAMILIES", "Family", "family_named", "family_of", "family_of_model", "is_causal_type"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,12 @@ def family_named(name: str) -> Family:
 def family_of(config: Any) -> Family | None:
     """The family of a transformers config (by `model_type`); None for a model no family describes (BiLSTM)."""
     return _BY_TYPE.get(str(getattr(config, "model_type", "")))
+
+
+def is_causal_type(model_type: str) -> bool:
+    """Whether `model_type` (a config's) is a decoder LM family."""
+    family = _BY_TYPE.get(str(model_type))
+    return family is not None and family.causal
 
 
 def family_of_model(model: nn.Module) -> Family:

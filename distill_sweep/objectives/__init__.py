@@ -6,13 +6,14 @@ Public API: ``build_objective``, ``IntermediateObjective``, ``prediction_loss``,
     hid_cls, hid_seq            hidden.py       (MSE of [CLS] / all valid tokens, learnable W_h)
     hid_cls_contrast            contrastive.py  (CoDIR: CRD-NCE or InfoNCE with a training-set memory bank)
     att_mse, att_kl, val_kl     attention.py    (pre-softmax MSE, attention KL, MiniLM value-relation KL)
+    fkl, rkl, gjsd              causal.py       (next-token forward / reverse KL, generalised JSD: decoder LMs)
 
 To add a term: write a function ``fn(x: LossInputs) -> Tensor`` (or an ``nn.Module`` class taking a
 ``TermSpec``) decorated with ``@register_term("name", hidden=..., qkv=...)`` in a module imported below,
 and a conf/objective/<name>.yaml with ``terms: {name: 1.0}``.
 """
 
-from . import attention, contrastive, cosine, hidden, pkd, relations  # noqa: F401  (import registers the terms)
+from . import attention, causal, contrastive, cosine, hidden, pkd, relations  # noqa: F401  (import registers the terms)
 from .core import (
     STAGE_KINDS,
     IntermediateObjective,
