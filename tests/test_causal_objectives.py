@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from test_families import tiny_llama
 
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
 from distill_sweep.objectives import build_objective, parse_objective
 from distill_sweep.objectives.causal import IGNORE, causal_kd
-from test_families import tiny_llama
 
 KINDS = ["fkl", "rkl", "gjsd"]
 
