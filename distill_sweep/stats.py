@@ -1,5 +1,6 @@
-"""Statistics over the frames of `distill_sweep.store`: aggregation, paired t-tests, Holm, grid status,
-curves. Pure functions: no printing, no files.
+"""Statistics over the frames of `distill_sweep.store`: aggregation, bootstrap confidence intervals, paired
+t-tests with Holm, effect sizes, almost stochastic order (ASO), seeds needed, grid status, curves. Pure
+functions: no printing, no files.
 
 Decisions (see also results/paper/README.md):
 - std is over seeds with ddof=1 by default (the paper does not say); n is reported per cell.
@@ -8,6 +9,16 @@ Decisions (see also results/paper/README.md):
   pairs of one table (one family per table); pairs with fewer than 2 pairs or zero-variance differences
   have no p and stay out of the correction. A test on fewer than 3 pairs (under 2 degrees of freedom)
   gets a p, with a caution: at 2 seeds the same comparison can read p=0.02 and at 3 seeds p=0.10.
+- Confidence intervals are percentile bootstraps of the mean (a cell's seeds; a pair's matched differences),
+  seeded so a report is reproducible; n = 1 has none, zero variance gives the point itself.
+- Effect size: Cohen's d_z, the mean difference over the std of the differences (paired); not Hedges' g,
+  whose small-sample factor is 0 at n = 2.
+- ASO (Dror et al. 2019, as deepsig 1.2 computes it, vectorised): eps_min that A is better than B; A is
+  called almost stochastically better when eps_min < ASO_THRESHOLD. The Bonferroni correction sets the
+  confidence level to 1 - alpha / m (deepsig's `num_comparisons` raises it to 1 - alpha + alpha / m, the
+  same only at m = 2; passing deepsig `confidence_level=1 - alpha / m` gives ours).
+- Seeds needed: the pairs a two-sided paired t-test needs for 80% power at alpha to detect the observed
+  d_z (statsmodels' TTestPower), divided by the tasks a comparison pools (pairs are (task, seed)).
 """
 
 from __future__ import annotations
@@ -27,6 +38,14 @@ from distill_sweep.store import norm_spec
 
 ROW: tuple[str, ...] = ("system", "init_label")  # a table row's key in the scores frame
 MIN_RELIABLE_PAIRS = 3  # below this a paired t-test has under 2 degrees of freedom
+CONFIDENCE = 0.95  # of every confidence interval
+RESAMPLES = 10_000  # bootstrap resamples per interval
+BOOT_SEED = 0  # the bootstrap's and ASO's random seed: the same store gives the same report
+POWER = 0.8  # the power "seeds needed" is computed for
+ASO_THRESHOLD = 0.2  # eps_min below this: A almost stochastically better than B (Ulmer et al. 2022's advice)
+ASO_ITERATIONS = 1000  # deepsig's default bootstrap iterations
+ASO_DT = 0.005  # deepsig's default integration step over the quantiles
+MAX_SEEDS = 10_000  # seeds needed above this are reported as this (a difference too small to chase)
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -130,12 +149,15 @@ def paired_tests(
 
     Levels are taken in `levels` order, groups in `group_order` (one `within` column; by default the
     paper's objective order when grouping by objective). Holm correction over the testable tests
-    returned (one family). Columns: within..., a, b, n, mean_a, mean_b, mean_diff, t, p, p_holm,
-    significant, significant_holm, testable, few_pairs, note.
+    returned (one family); ASO's Bonferroni over the pairs with at least 2 matched pairs (the same family).
+    Columns: within..., a, b, n, tasks (pooled), mean_a, mean_b, mean_diff, ci_low, ci_high (bootstrap CI of
+    mean_diff), d (Cohen's d_z), t, p, p_holm, significant, significant_holm, testable, few_pairs,
+    aso_ab / aso_ba (eps_min that A / B is better), aso_better ("A", "B" or ""), seeds (seeds needed), note.
     """
     within = list(within)
-    cols = [*within, "a", "b", "n", "mean_a", "mean_b", "mean_diff", "t", "p", "p_holm",
-            "significant", "significant_holm", "testable", "few_pairs", "note"]
+    cols = [*within, "a", "b", "n", "tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d", "t", "p",
+            "p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba", "aso_better",
+            "seeds", "note"]
     if scores_df.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -157,22 +179,172 @@ def paired_tests(
             t, p, note = paired_ttest(both[a], both[b])
             if lacking:
                 note = f"no completed runs of {' and '.join(lacking)}"
+            lo, hi = paired_bootstrap_ci(both[a], both[b])
             rows.append({
                 **dict(zip(within, key, strict=True)), "a": a, "b": b, "n": len(both),
+                "tasks": both.index.get_level_values("task").nunique() if len(both) else 0,
                 "mean_a": float(both[a].mean()) if len(both) else math.nan,
                 "mean_b": float(both[b].mean()) if len(both) else math.nan,
                 "mean_diff": float((both[a] - both[b]).mean()) if len(both) else math.nan,
-                "t": t, "p": p, "note": note,
+                "ci_low": lo, "ci_high": hi, "d": cohens_dz(both[a], both[b]),
+                "t": t, "p": p, "note": note, "_both": both,
             })
-    derived = ("p_holm", "significant", "significant_holm", "testable", "few_pairs")
-    out = pd.DataFrame(rows, columns=[c for c in cols if c not in derived])
+    derived = ("p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
+               "aso_better", "seeds")
+    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in derived), "_both"])
     out["p_holm"] = holm(out["p"].to_numpy()) if len(out) else []
+    m = int((out["n"] >= 2).sum())  # ASO's Bonferroni family: every pair it is run on
+    asos = [(aso(*centred_by_task(both, r.a, r.b), alpha, m), aso(*centred_by_task(both, r.b, r.a), alpha, m))
+            if r.n >= 2 else (math.nan, math.nan) for r, both in zip(out.itertuples(), out["_both"], strict=True)]
+    out["aso_ab"] = [x for x, _ in asos]
+    out["aso_ba"] = [y for _, y in asos]
+    out["aso_better"] = ["A" if x < ASO_THRESHOLD else "B" if y < ASO_THRESHOLD else "" for x, y in asos]
+    out["seeds"] = [seeds_needed(d, int(k), alpha) for d, k in zip(out["d"], out["tasks"], strict=True)]
     # NaN p -> not significant (there is no evidence either way; the note says why).
     out["significant"] = out["p"] < alpha
     out["significant_holm"] = out["p_holm"] < alpha
     out["testable"] = out["p"].notna()
     out["few_pairs"] = out["testable"] & (out["n"] < MIN_RELIABLE_PAIRS)
     return out[cols]
+
+
+# ----------------------------------------------------------------------------- uncertainty and effect
+
+
+def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                 seed: int = BOOT_SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (resampling the values with replacement). NaNs for fewer
+    than 2 values; (v, v) when all values are v."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) < 2:
+        return math.nan, math.nan
+    if np.ptp(x) == 0.0:
+        return float(x[0]), float(x[0])
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE,
+                        resamples: int = RESAMPLES, seed: int = BOOT_SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(a - b), resampling matched pairs."""
+    return bootstrap_ci(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), confidence, resamples, seed)
+
+
+def cohens_dz(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cohen's d_z of paired samples: mean(a - b) / std(a - b, ddof=1) (= t / sqrt(n)). NaN for fewer than 2
+    pairs or no difference at all; +-inf when every difference is the same non-zero number (zero variance).
+    Not Hedges' g: its small-sample factor J(n - 1) is 0 at n = 2, which would hide every 2-seed effect."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(d) < 2:
+        return math.nan
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd <= 1e-12 * max(1.0, abs(mean)):
+        return math.nan if abs(mean) <= 1e-12 else math.copysign(math.inf, mean)
+    return mean / sd
+
+
+def seeds_needed(effect: float, units_per_seed: int = 1, alpha: float = 0.05, power: float = POWER) -> float:
+    """Seeds a two-sided paired t-test needs to detect a standardised difference `effect` (d_z) with
+    `power` at `alpha`: the fewest pairs whose power (statsmodels' TTestPower) reaches it, over
+    `units_per_seed` pairs per seed (the tasks a pooled comparison matches), rounded up. At least 2 pairs;
+    inf for no effect; NaN unknown; MAX_SEEDS at most."""
+    if math.isnan(effect) or units_per_seed < 1:
+        return math.nan
+    if effect == 0.0:
+        return math.inf
+    # statsmodels takes a second to import: only the report's statistics need it
+    from statsmodels.stats.power import TTestPower
+
+    def enough(pairs: int) -> bool:
+        if not math.isfinite(effect):  # zero-variance differences: any 2 pairs show them
+            return True
+        with np.errstate(all="ignore"):
+            got = float(TTestPower().power(effect_size=abs(effect), nobs=pairs, alpha=alpha, alternative="two-sided"))
+        if math.isnan(got):  # statsmodels' NaN at a large noncentrality: the same power from scipy's nct
+            df, nc = pairs - 1, abs(effect) * math.sqrt(pairs)
+            crit = sps.t.ppf(1.0 - alpha / 2.0, df)
+            got = float(np.nan_to_num(sps.nct.sf(crit, df, nc)) + np.nan_to_num(sps.nct.cdf(-crit, df, nc)))
+        return got >= power
+
+    # power grows with the pairs: search by doubling, then bisect (solve_power's root finder fails at
+    # large effects and tiny samples)
+    cap = MAX_SEEDS * units_per_seed
+    lo, hi = 1, 2  # enough(lo) is False (one pair has no t-test), enough(hi) to be found
+    while not enough(hi):
+        if hi >= cap:
+            return float(MAX_SEEDS)
+        lo, hi = hi, min(cap, 2 * hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return float(math.ceil(hi / units_per_seed))
+
+
+def _quantiles(sorted_scores: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The empirical quantile function deepsig uses (sorted[ceil(n t) - 1]) at `grid`, along the last axis."""
+    n = sorted_scores.shape[-1]
+    idx = np.clip(np.ceil(n * grid).astype(int) - 1, 0, n - 1)
+    return sorted_scores[..., idx]
+
+
+def _violation_ratio(f: np.ndarray, g: np.ndarray, dt: float) -> np.ndarray:
+    """deepsig's e_W2: the share of the squared Wasserstein distance where A's quantile is below B's."""
+    diff = g - f
+    total = np.sum(diff**2 * dt, axis=-1)
+    violated = np.where(f >= g, 0.0, diff)[..., 1:]
+    part = np.sum(violated**2 * dt, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total == 0.0, 0.5, part / np.where(total == 0.0, 1.0, total))
+
+
+def aso(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, comparisons: int = 1,
+        iterations: int = ASO_ITERATIONS, dt: float = ASO_DT, seed: int = BOOT_SEED) -> float:
+    """Almost stochastic order: eps_min, the upper bound of the violation ratio that A (higher = better)
+    is stochastically larger than B, at confidence 1 - alpha / comparisons (Bonferroni). deepsig 1.2's
+    algorithm in numpy: the violation ratio of the empirical quantile functions, its spread from
+    `iterations` bootstrap resamples, eps_min = clip(ratio - sigma / c * Phi^-1(alpha'), 0, 1). NaN
+    without scores on either side."""
+    x = np.sort(np.asarray(a, dtype=float))
+    y = np.sort(np.asarray(b, dtype=float))
+    if len(x) == 0 or len(y) == 0:
+        return math.nan
+    grid = np.arange(dt, 1, dt)
+    ratio = float(_violation_ratio(_quantiles(x, grid), _quantiles(y, grid), dt))
+    rng = np.random.default_rng(seed)
+    xs = np.sort(x[rng.integers(0, len(x), size=(iterations, len(x)))], axis=1)
+    ys = np.sort(y[rng.integers(0, len(y), size=(iterations, len(y)))], axis=1)
+    samples = _violation_ratio(_quantiles(xs, grid), _quantiles(ys, grid), dt)
+    const = math.sqrt(len(x) * len(y) / (len(x) + len(y)))
+    sigma = float(np.std(const * (samples - ratio)))
+    level = 1.0 - alpha / max(1, comparisons)
+    return float(np.clip(ratio - sigma / const * sps.norm.ppf(1.0 - level), 0.0, 1.0))
+
+
+def centred_by_task(frame: pd.DataFrame, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    """A wide (task, seed) x level frame's columns a and b, each task's mean over both subtracted: pooled
+    over tasks, ASO then compares the systems and not the tasks' different levels (shift-invariant within one
+    task)."""
+    codes, _ = pd.factorize(frame.index.get_level_values("task"))
+    x, y = frame[a].to_numpy(dtype=float), frame[b].to_numpy(dtype=float)
+    centre = (np.bincount(codes, x + y) / (2.0 * np.bincount(codes)))[codes]
+    return x - centre, y - centre
+
+
+def cell_intervals(scores_df: pd.DataFrame, by: Sequence[str] = ROW, confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Bootstrap CI of the mean over seeds per (by..., task): columns by..., task, ci_low, ci_high, n."""
+    by = list(by)
+    cols = [*by, "task", "ci_low", "ci_high", "n"]
+    if scores_df.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for key, grp in scores_df.groupby([*by, "task"], sort=False):
+        lo, hi = bootstrap_ci(grp["value"].to_numpy(), confidence)
+        rows.append((*key, lo, hi, len(grp)))
+    return pd.DataFrame(rows, columns=cols)
 
 
 # ----------------------------------------------------------------------------- grid status

@@ -205,3 +205,159 @@ def test_align_curves() -> None:
     # prediction epochs start after the longest intermediate stage of the task, for every objective
     assert list(out["x"]) == [1.0, 2.0, 3.0, 2.0, 3.0]
     assert set(out["boundary"]) == {1.5}
+
+
+# ----------------------------------------------------------------------------- uncertainty, effect, ASO, power
+
+
+def _exact_bootstrap_quantiles(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Every one of the n**n resamples once (the bootstrap distribution itself, no sampling), then the same
+    quantile rule: the number the Monte Carlo bootstrap estimates."""
+    import itertools
+
+    means = [float(np.mean(c)) for c in itertools.product(values, repeat=len(values))]
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(means, [tail, 1 - tail], method="inverted_cdf")  # the distribution's own quantiles
+    return float(lo), float(hi)
+
+
+def test_bootstrap_ci_n2_by_hand() -> None:
+    # resamples of (70, 80): 70 with probability 1/4, 75 with 1/2, 80 with 1/4 -> the 2.5% and 97.5%
+    # quantiles are the two values themselves
+    assert stats.bootstrap_ci([70.0, 80.0]) == pytest.approx((70.0, 80.0))
+    assert _exact_bootstrap_quantiles([70.0, 80.0]) == pytest.approx((70.0, 80.0))
+
+
+def test_bootstrap_ci_matches_the_exact_distribution_and_scipy() -> None:
+    values = [71.0, 74.5, 73.0, 79.0, 76.0]
+    lo, hi = stats.bootstrap_ci(values)
+    exact = _exact_bootstrap_quantiles(values)
+    assert lo == pytest.approx(exact[0], abs=0.1) and hi == pytest.approx(exact[1], abs=0.1)
+    ref = sps.bootstrap((np.array(values),), np.mean, method="percentile", n_resamples=10_000,
+                        random_state=np.random.default_rng(7)).confidence_interval
+    assert lo == pytest.approx(ref.low, abs=0.15) and hi == pytest.approx(ref.high, abs=0.15)
+    assert stats.bootstrap_ci(values) == (lo, hi)  # seeded: the same report twice
+    assert stats.bootstrap_ci(values, confidence=0.5)[1] < hi  # a narrower level, a narrower interval
+
+
+def test_bootstrap_ci_zero_variance_and_single_value() -> None:
+    assert stats.bootstrap_ci([81.5, 81.5, 81.5]) == (81.5, 81.5)
+    assert all(math.isnan(x) for x in stats.bootstrap_ci([81.5]))
+    assert all(math.isnan(x) for x in stats.bootstrap_ci([]))
+
+
+def test_paired_bootstrap_ci_resamples_pairs() -> None:
+    a, b = [80.0, 82.0, 85.0, 81.0], [78.0, 81.0, 82.0, 80.0]  # d = 2, 1, 3, 1
+    lo, hi = stats.paired_bootstrap_ci(a, b)
+    assert (lo, hi) == pytest.approx(_exact_bootstrap_quantiles([2.0, 1.0, 3.0, 1.0]), abs=0.1)
+    # unpaired, the spread of a and b would give a far wider interval than the differences' [1, 2.75]
+    assert hi - lo < 2.0
+    assert stats.paired_bootstrap_ci([5.0, 7.0], [4.0, 6.0]) == (1.0, 1.0)  # zero-variance differences
+
+
+def test_cohens_dz_by_hand_and_from_scipy_t() -> None:
+    # d = 1, 2, 3: mean 2, sd 1 -> d_z = 2
+    assert stats.cohens_dz([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == pytest.approx(2.0)
+    a, b = [80.0, 82.0, 85.0, 81.0], [78.0, 81.0, 82.0, 80.0]
+    t = sps.ttest_rel(a, b).statistic
+    assert stats.cohens_dz(a, b) == pytest.approx(t / math.sqrt(4))  # d_z = t / sqrt(n)
+
+
+def test_cohens_dz_n2_and_zero_variance() -> None:
+    # n = 2: d = 2, 3 -> mean 2.5, sd sqrt(0.5) (Hedges' g would be 0 here: J(1) = 0)
+    assert stats.cohens_dz([3.0, 5.0], [1.0, 2.0]) == pytest.approx(2.5 / math.sqrt(0.5))
+    assert stats.cohens_dz([3.0, 5.0], [2.0, 4.0]) == math.inf  # every difference +1
+    assert stats.cohens_dz([2.0, 4.0], [3.0, 5.0]) == -math.inf
+    assert math.isnan(stats.cohens_dz([3.0, 5.0], [3.0, 5.0]))  # no difference at all
+    assert math.isnan(stats.cohens_dz([3.0], [1.0]))
+
+
+def _power(d: float, n: int, alpha: float = 0.05) -> float:
+    """Two-sided paired t-test power from the noncentral t (scipy), independent of statsmodels."""
+    crit = sps.t.ppf(1 - alpha / 2, n - 1)
+    nc = d * math.sqrt(n)
+    return float(sps.nct.sf(crit, n - 1, nc) + sps.nct.cdf(-crit, n - 1, nc))
+
+
+@pytest.mark.parametrize(("d", "pairs"), [(0.5, 34), (0.8, 15), (1.0, 10)])
+def test_seeds_needed_textbook_values(d: float, pairs: int) -> None:
+    # G*Power's paired t-test sample sizes (two-sided, alpha 0.05, power 0.8), and the definition: the
+    # fewest pairs whose power reaches 0.8
+    assert stats.seeds_needed(d) == pairs
+    assert _power(d, pairs) >= 0.8 > _power(d, pairs - 1)
+
+
+def test_seeds_needed_pooled_over_tasks_and_edge_cases() -> None:
+    assert stats.seeds_needed(0.5, units_per_seed=7) == math.ceil(34 / 7)  # 7 tasks per seed
+    assert stats.seeds_needed(-0.5) == 34  # the sign does not matter (two-sided)
+    assert stats.seeds_needed(10.135) == 3  # statsmodels returns NaN power here; scipy's nct takes over
+    assert _power(10.135, 3) >= 0.8 > _power(10.135, 2)
+    assert stats.seeds_needed(math.inf) == 2  # zero-variance differences: the fewest pairs a test takes
+    assert stats.seeds_needed(0.0) == math.inf  # no difference: no number of seeds finds one
+    assert math.isnan(stats.seeds_needed(math.nan))
+    assert stats.seeds_needed(1e-6) == stats.MAX_SEEDS
+
+
+def test_aso_violation_ratio_equals_deepsig() -> None:
+    aso_mod = pytest.importorskip("deepsig.aso")
+    rng = np.random.default_rng(3)
+    for n_a, n_b in ((5, 5), (2, 2), (3, 7)):
+        a, b = rng.normal(80, 1, n_a), rng.normal(79.5, 1, n_b)
+        grid = np.arange(stats.ASO_DT, 1, stats.ASO_DT)
+        ours = stats._violation_ratio(stats._quantiles(np.sort(a), grid), stats._quantiles(np.sort(b), grid),
+                                      stats.ASO_DT)
+        assert float(ours) == pytest.approx(aso_mod.compute_violation_ratio(a, b, dt=stats.ASO_DT), abs=1e-12)
+
+
+def test_aso_eps_min_close_to_deepsig_with_bonferroni() -> None:
+    aso_mod = pytest.importorskip("deepsig.aso")
+    a = [80.1, 81.2, 79.5, 80.7, 80.9, 79.9]
+    b = [79.6, 80.8, 78.7, 80.1, 80.6, 80.0]
+    for m in (1, 6):
+        # Bonferroni: confidence 1 - alpha / m (deepsig's own num_comparisons raises it less for m > 2)
+        ref = aso_mod.aso(a, b, confidence_level=1 - 0.05 / m, num_bootstrap_iterations=300,
+                          show_progress=False, seed=1)
+        ours = np.mean([stats.aso(a, b, 0.05, m, seed=s) for s in range(5)])
+        assert ours == pytest.approx(ref, abs=0.05), m
+    assert stats.aso(a, b, 0.05, 6) >= stats.aso(a, b, 0.05, 1)  # more comparisons, a more cautious bound
+
+
+def test_aso_clear_order_n2_and_zero_variance() -> None:
+    assert stats.aso([90.0, 91.0, 92.0], [70.0, 71.0, 72.0]) == 0.0  # A always better: no violation
+    assert stats.aso([70.0, 71.0, 72.0], [90.0, 91.0, 92.0]) > 0.99  # (deepsig leaves the first quantile out)
+    assert stats.aso([90.0, 91.0], [70.0, 71.0]) == 0.0  # n = 2
+    assert stats.aso([3.0, 3.0], [3.0, 3.0]) == 0.5  # identical constants: deepsig's 0.5, no division by 0
+    assert math.isnan(stats.aso([], [1.0]))
+
+
+def test_paired_tests_add_ci_effect_aso_and_seeds() -> None:
+    a = [80.0, 82.0, 85.0, 81.0, 84.0, 83.0]
+    b = [78.0, 81.0, 82.0, 80.0, 81.0, 82.5]
+    rows = []
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        task, seed = ("rte", i) if i < 3 else ("toy", i - 3)
+        rows += [("att_kl", "4,8,12", task, seed, x), ("att_mse", "4,8,12", task, seed, y)]
+    row = stats.paired_tests(_scores_frame(rows), "objective", levels=["att_kl", "att_mse"]).iloc[0]
+    assert row["tasks"] == 2
+    assert (row["ci_low"], row["ci_high"]) == stats.paired_bootstrap_ci(a, b)
+    assert row["d"] == pytest.approx(stats.cohens_dz(a, b))
+    assert row["seeds"] == stats.seeds_needed(stats.cohens_dz(a, b), 2)
+    # ASO on the scores centred per task (each task's mean of both rows subtracted)
+    ca = [x - (np.mean(a[:3]) + np.mean(b[:3])) / 2 if i < 3 else x - (np.mean(a[3:]) + np.mean(b[3:])) / 2
+          for i, x in enumerate(a)]
+    cb = [y - (np.mean(a[:3]) + np.mean(b[:3])) / 2 if i < 3 else y - (np.mean(a[3:]) + np.mean(b[3:])) / 2
+          for i, y in enumerate(b)]
+    assert row["aso_ab"] == pytest.approx(stats.aso(ca, cb))
+    assert row["aso_ba"] == pytest.approx(stats.aso(cb, ca))
+    assert row["aso_better"] == ("A" if row["aso_ab"] < stats.ASO_THRESHOLD else "")
+
+
+def test_paired_tests_zero_variance_pair_keeps_its_statistics() -> None:
+    rows = []
+    for seed in range(3):
+        rows += [("att_kl", "4,8,12", "rte", seed, 80.0 + seed / 10), ("att_mse", "4,8,12", "rte", seed, 79.0 + seed / 10)]
+    row = stats.paired_tests(_scores_frame(rows), "objective").iloc[0]
+    assert not row["testable"] and "zero variance" in row["note"]
+    assert row["d"] == math.inf and row["seeds"] == 2
+    assert (row["ci_low"], row["ci_high"]) == (1.0, 1.0)
+    assert row["aso_ab"] == 0.0 and row["aso_better"] == "A"  # every A score above every B score
