@@ -2,11 +2,13 @@
 
 `task.augment=tinybert` is TinyBERT's augmentation (Jiao et al. 2020, its `data_augmentation.py`):
 
-* each text field is split into words (lower-cased words and punctuation); a candidate position is an
+* each text field is split into words (words and punctuation, their case kept); a candidate position is an
   alphabetic word outside a stop-word list;
 * a word that is ONE word piece of the MLM's tokenizer gets the masked LM's top K = 15 predictions, the
-  input being ``[CLS] sentence with the word masked [SEP] original sentence [SEP]``; pieces starting with
-  ``##`` (and special tokens) are dropped;
+  input being ``[CLS] sentence with the word masked [SEP] original sentence [SEP]``; of those, only pieces the
+  tokenizer reads as a whole word are kept, as text (`MLMCandidates.whole_word`: WordPiece's pieces without
+  ``##``, byte-level BPE's 'Ġ' pieces decoded, SentencePiece's '▁' pieces; never a sub-word continuation, a
+  bare byte or a special token);
 * a word of several pieces gets its K nearest neighbours by cosine in a word-embedding file (GloVe in the
   paper: `embeddings=<path>`, its first 100k words); without one, the MLM predicts the whole word masked as
   one mask token (our fallback: the original code has no path without GloVe);
@@ -43,7 +45,7 @@ from distill_sweep.settings import SEED_RANGE, as_dict, parse
 from distill_sweep.teacher_cache import waiting_lock
 
 log = logging.getLogger("distill_sweep")
-AUGMENT_VERSION = 1  # bump when the generated sentences change
+AUGMENT_VERSION = 2  # bump when the generated sentences change (2: case kept, candidates decoded to words)
 # TinyBERT's code: N per task (the paper: 20).
 SAMPLES_BY_TASK = {"cola": 30, "mrpc": 30, "rte": 30, "stsb": 30, "sst2": 20, "qnli": 20, "mnli": 10, "qqp": 10}
 DEFAULT_SAMPLES = 20
@@ -117,8 +119,8 @@ def mlm_source(settings: AugmentSettings, teacher: TeacherSettings) -> str:
 
 
 def check(settings: AugmentSettings, teacher: TeacherSettings) -> None:
-    """Refuse, from files alone, an augmentation that cannot run: no MLM, one without an MLM head, or a missing
-    embedding file (the dry run, which reads no file, does not call this)."""
+    """Refuse, from files alone, an augmentation that cannot run: no MLM, one without an MLM head, a tokenizer
+    without a mask token, or a missing embedding file (the dry run, which reads no file, does not call this)."""
     if settings.name != "tinybert":  # tang needs no model
         return
 
@@ -131,15 +133,30 @@ def check(settings: AugmentSettings, teacher: TeacherSettings) -> None:
     if has_mlm_head(config) is False:
         raise ConfigError(f"task.augment.mlm={source!r} is not a masked LM (its config.json names "
                           f"{config.architectures}): the augmenter needs its MLM head")
+    if load_mlm_tokenizer(source).mask_token is None:
+        raise ConfigError(f"task.augment.mlm={source!r}: its tokenizer has no mask token, so the augmenter cannot "
+                          "ask the MLM for a word")
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased words, numbers and punctuation marks, in order (BERT's basic tokenisation, roughly)."""
-    return _WORDS.findall(text.lower())
+def load_mlm_tokenizer(source: str) -> Any:
+    """The MLM's tokenizer (its files only); ConfigError when they cannot be read."""
+    from transformers import AutoTokenizer
+
+    path = model_source(source, "task.augment.mlm")
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(model_error_message(path, err, "task.augment.mlm")) from None
+
+
+def words(text: str, lowercase: bool = True) -> list[str]:
+    """Words, numbers and punctuation marks, in order (BERT's basic tokenisation, roughly); lower-cased unless
+    `lowercase` is false (TinyBERT's augmentation keeps the case, which a cased tokenizer reads)."""
+    return _WORDS.findall(text.lower() if lowercase else text)
 
 
 def is_candidate(word: str) -> bool:
-    return word.isalpha() and word not in STOP_WORDS
+    return word.isalpha() and word.lower() not in STOP_WORDS
 
 
 # ---------------------------------------------------------------------------------------- candidates
@@ -148,11 +165,11 @@ class MLMCandidates:
 
     def __init__(self, source: str, settings: AugmentSettings, device: Any = None) -> None:
         import torch
-        from transformers import AutoModelForMaskedLM, AutoTokenizer
+        from transformers import AutoModelForMaskedLM
 
+        self.tokenizer = load_mlm_tokenizer(source)
         path = model_source(source, "task.augment.mlm")
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.model = AutoModelForMaskedLM.from_pretrained(path).eval()
         except (OSError, ValueError) as err:
             raise ConfigError(model_error_message(path, err, "task.augment.mlm")) from None
@@ -160,14 +177,36 @@ class MLMCandidates:
         self.model.to(self.device)
         self.k, self.batch_size = settings.candidates, settings.batch_size
         self.neighbours = _EmbeddingNeighbours(settings) if settings.embeddings else None
-        self.special = set(self.tokenizer.all_special_tokens)
+        self.special = set(self.tokenizer.all_special_ids)
+        self._words: dict[int, str | None] = {}  # whole_word's answers by token id
+
+    def pieces(self, word: str) -> list[str]:
+        """The tokenizer's pieces of `word` as it stands inside a sentence (after a space: byte-level BPE
+        spells a word there with a leading 'Ġ')."""
+        return self.tokenizer.tokenize(" " + word)
+
+    def whole_word(self, token_id: int) -> str | None:
+        """The text of a vocabulary entry that the tokenizer reads as one whole word, else None.
+
+        The entry's text (its bytes or '▁' decoded, '##' left as is) must come back as this one entry: inside a
+        sentence ('Ġdull' -> 'dull') or at a text's start, where byte-level BPE spells the word without its
+        'Ġ' (then only when the word inside a sentence is one entry too). So WordPiece's '##' pieces, BPE's
+        continuation pieces, bare bytes and special tokens are never words.
+        """
+        if token_id not in self._words:
+            piece = self.tokenizer.convert_ids_to_tokens(token_id)
+            text = self.tokenizer.convert_tokens_to_string([piece]).strip()
+            inside = self.pieces(text) if text and not any(c.isspace() for c in text) else []
+            whole = len(inside) == 1 and (inside == [piece] or self.tokenizer.tokenize(text) == [piece])
+            self._words[token_id] = text if whole and token_id not in self.special else None
+        return self._words[token_id]
 
     def for_sentence(self, tokens: list[str], positions: list[int]) -> dict[int, list[str]]:
         """Candidates per position of `tokens` (only positions that have some)."""
         out: dict[int, list[str]] = {}
         to_mask = []
         for i in positions:
-            if self.neighbours is not None and len(self.tokenizer.tokenize(tokens[i])) > 1:
+            if self.neighbours is not None and len(self.pieces(tokens[i])) > 1:
                 found = self.neighbours.nearest(tokens[i], self.k)
                 if found:
                     out[i] = found
@@ -196,8 +235,8 @@ class MLMCandidates:
                 out.append([])
                 continue
             top = logits[row, where[0]].topk(self.k).indices.tolist()
-            pieces = self.tokenizer.convert_ids_to_tokens(top)
-            out.append([p for p in pieces if not p.startswith("##") and p not in self.special])
+            found = (self.whole_word(t) for t in top)
+            out.append(list(dict.fromkeys(w for w in found if w)))  # 'Ġdull' and 'dull' are one word
         return out
 
 
@@ -223,7 +262,7 @@ class _EmbeddingNeighbours:
         self.vocab, self.index = vocab, {w: i for i, w in enumerate(vocab)}
 
     def nearest(self, word: str, k: int) -> list[str]:
-        i = self.index.get(word)
+        i = self.index.get(word, self.index.get(word.lower()))  # GloVe's common files are lower-cased
         if i is None:
             return []
         order = np.argsort(-(self.matrix @ self.matrix[i]), kind="stable")
@@ -253,7 +292,8 @@ def augment_sentence(tokens: list[str], candidates: dict[int, list[str]], sample
 def augment_rows(rows: dict[str, list], fields: list[str], candidates: Callable[[list[str], list[int]],
                  dict[int, list[str]]], samples: int, p: float, seed: int, progress: bool = True
                  ) -> dict[str, list]:
-    """The augmented split (columns as `rows`): each example, then its variants, field by field."""
+    """The augmented split (columns as `rows`): each example, then its variants, field by field; words keep
+    their case (the MLM's tokenizer lower-cases them if it is uncased)."""
     from tqdm.auto import tqdm
 
     out: dict[str, list] = {k: [] for k in rows}
@@ -263,7 +303,7 @@ def augment_rows(rows: dict[str, list], fields: list[str], candidates: Callable[
         example = {k: rows[k][row] for k in rows}
         _append(out, example, row)
         for f, name in enumerate(fields):
-            tokens = words(str(example[name]))
+            tokens = words(str(example[name]), lowercase=False)
             found = candidates(tokens, [i for i, w in enumerate(tokens) if is_candidate(w)])
             rng = np.random.default_rng([seed, row, f])
             for sentence in augment_sentence(tokens, found, samples, p, rng):

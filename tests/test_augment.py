@@ -72,6 +72,127 @@ def test_mlm_candidates_are_at_most_k_whole_words(tmp_path: Path) -> None:
     assert all(0 < len(c) <= 5 and not any(w.startswith("##") or w in specials for w in c) for c in found.values())
 
 
+# ------------------------------------------------------------------- tokenizer families (byte-level BPE, cased)
+def _toy_texts(n: int = 64) -> dict[str, list]:
+    from distill_sweep.toy import generate_toy
+
+    return generate_toy(n, 8, 0)["train"].to_dict()
+
+
+def _random_mlm(directory: Path, tokenizer, family: str) -> Path:
+    """A random tiny masked LM of `tokenizer`'s vocabulary, saved with it (no hub: the vocabulary is trained
+    here on the toy text)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, RobertaConfig, RobertaForMaskedLM
+
+    torch.manual_seed(0)
+    size = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                intermediate_size=64, pad_token_id=tokenizer.pad_token_id)
+    model = (RobertaForMaskedLM(RobertaConfig(**size, max_position_embeddings=130)) if family == "roberta"
+             else BertForMaskedLM(BertConfig(**size, max_position_embeddings=128)))
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def _byte_level_bpe_mlm(directory: Path, texts: list[str]) -> tuple[Path, dict[str, int]]:
+    """RoBERTa's tokenizer class over a byte-level BPE trained on `texts`, and a random MLM of it."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=600, min_frequency=1, show_progress=False,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    directory.mkdir(parents=True)
+    vocab_file, merges_file = bpe.save_model(str(directory))
+    tokenizer = RobertaTokenizerFast(vocab_file, merges_file)  # positional: v4 and v5 name them differently
+    return _random_mlm(directory, tokenizer, "roberta"), json.loads(Path(vocab_file).read_text())
+
+
+def test_byte_level_bpe_rows_hold_only_real_words_of_its_vocabulary(tmp_path: Path) -> None:
+    rows = _toy_texts()
+    texts = [t for f in ("sentence1", "sentence2") for t in rows[f]]
+    mlm, vocab = _byte_level_bpe_mlm(tmp_path / "roberta", texts)
+    # The words of the vocabulary: its word-initial entries ('Ġ' = the space byte, which byte-level BPE puts
+    # before a word inside a sentence) without the 'Ġ'; the toy text is ASCII, whose bytes spell themselves.
+    real = {t[1:] for t in vocab if t.startswith("Ġ") and len(t) > 1}
+    source = MLMCandidates(str(mlm), AugmentSettings(name="tinybert", candidates=15))
+    some = {k: v[:6] for k, v in rows.items()}
+    out = augment_rows(some, ["sentence1", "sentence2"], source.for_sentence, samples=3, p=1.0, seed=0,
+                       progress=False)
+    changed = 0
+    for f in ("sentence1", "sentence2"):
+        for text, origin in zip(out[f], out["augmented_from"], strict=True):
+            original = some[f][origin].split(" ")
+            new = text.split(" ")
+            assert len(new) == len(original), (text, some[f][origin])  # one word for one word
+            for before, after in zip(original, new, strict=True):
+                assert after == before or after in real, (after, text)  # never 'Ġdull', a byte or a piece
+                changed += after != before
+    assert changed > 50  # the check above saw many replacements
+    # a word-initial piece is one word; a continuation piece, a bare byte, the space byte or a special never is
+    ids = source.tokenizer.convert_tokens_to_ids
+    assert source.whole_word(ids("Ġbland")) == "bland"
+    continuation = next(t for t in vocab if t.isalpha() and "Ġ" + t not in vocab)
+    assert [source.whole_word(ids(t)) for t in (continuation, "Ã", "Ġ", "<mask>")] == [None] * 4
+
+
+def _cased_wordpiece_mlm(directory: Path, texts: list[str]) -> Path:
+    """BERT's cased tokenizer class over a cased WordPiece trained on `texts`, and a random MLM of it."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    wordpiece.train_from_iterator(texts, vocab_size=400, min_frequency=1, show_progress=False)
+    directory.mkdir(parents=True)
+    (vocab_file,) = wordpiece.save_model(str(directory))
+    return _random_mlm(directory, BertTokenizerFast(vocab_file, do_lower_case=False), "bert")
+
+
+def test_a_cased_wordpiece_tokenizer_gets_cased_text_and_cased_words(tmp_path: Path) -> None:
+    import torch
+
+    rows = _toy_texts()
+    for f in ("sentence1", "sentence2"):  # capitals where a cased model would see them: every third word
+        rows[f] = [" ".join(w.capitalize() if i % 3 == 0 else w for i, w in enumerate(t.split())) for t in rows[f]]
+    mlm = _cased_wordpiece_mlm(tmp_path / "bert", [t for f in ("sentence1", "sentence2") for t in rows[f]])
+    source = MLMCandidates(str(mlm), AugmentSettings(name="tinybert", candidates=3))
+    vocab = source.tokenizer.get_vocab()
+    assert "Soup" in vocab and "soup" in vocab and any(t.startswith("##") for t in vocab)
+    # The MLM's top predictions everywhere: 'Soup', then a '##' piece, then 'soup'
+    piece = next(t for t in vocab if t.startswith("##"))
+    bias = source.model.get_output_embeddings().bias
+    bias.data[[vocab["Soup"], vocab[piece], vocab["soup"]]] += torch.tensor([300.0, 200.0, 100.0])
+    assert source.for_sentence(["The", "Bed", "was", "ugly"], [1, 3]) == {1: ["Soup", "soup"], 3: ["Soup", "soup"]}
+    some = {k: v[:12] for k, v in rows.items()}
+    out = augment_rows(some, ["sentence1", "sentence2"], source.for_sentence, samples=4, p=0.5, seed=0,
+                       progress=False)
+    for f in ("sentence1", "sentence2"):
+        for text, origin in zip(out[f], out["augmented_from"], strict=True):
+            original = some[f][origin].split(" ")
+            for before, after in zip(original, text.split(" "), strict=True):
+                # a word that may not change ('The', 'not', ',') keeps its case; one that does is a cased word
+                assert after == before if not is_candidate(before) else after in (before, "Soup", "soup"), text
+    assert {"The", "Soup"} <= {w for t in out["sentence1"][1:] for w in t.split(" ")}
+
+
+def test_an_mlm_whose_tokenizer_has_no_mask_token_is_refused(tmp_path: Path) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    from distill_sweep.augment import check
+    from distill_sweep.errors import ConfigError
+    from distill_sweep.schema import TeacherSettings
+
+    mlm = save_toy_mlm(tmp_path / "mlm", tmp_path / "cache")
+    check(AugmentSettings(name="tinybert", mlm=str(mlm)), TeacherSettings(name="tiny"))  # the toy MLM passes
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(mlm))
+    bare = PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, unk_token="[UNK]",
+                                   pad_token="[PAD]")
+    bare.save_pretrained(str(mlm))
+    with pytest.raises(ConfigError, match="its tokenizer has no mask token"):
+        check(AugmentSettings(name="tinybert", mlm=str(mlm)), TeacherSettings(name="tiny"))
+
+
 def _job(tmp: Path, mlm: Path, *extra: str) -> dict:
     return run_job(compose_cfg([*FAST, "objective=vanilla_kd", "task.recipe.num_train=48", f"results_dir={tmp / 'r'}",
                                 f"cache_dir={tmp / 'cache'}", *extra,
