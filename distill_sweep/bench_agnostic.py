@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names.append(DENSE_ROW)
     losses[DENSE_ROW] = dense_baseline(student, teacher)
     steps[DENSE_ROW] = training_step(losses[DENSE_ROW], list(student.parameters()), opt_cfg, autocast)
-    described[DENSE_ROW] = "MLM, both heads over every position (before)"
+    described[DENSE_ROW] = "MLM, both heads over every position, also where the loss reads none (for comparison)"
 
     print(f"# distill_sweep bench_agnostic: torch {torch.__version__}, device {args.device}, threads "
           f"{torch.get_num_threads()}, {'bf16 autocast' if args.bf16 else 'fp32'}", file=sys.stderr)
