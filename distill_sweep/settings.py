@@ -3,7 +3,9 @@
 A wrong key, type or range is one `ConfigError` line naming the key, the value and what is allowed, raised
 when the job is validated (before anything is loaded or written), for every job of a sweep.
 
-Ranges live in the field's metadata: `field(default=3, metadata={"ge": 1})` (also `gt`, `le`, `lt`).
+Ranges live in the field's metadata: `field(default=3, metadata={"ge": 1})` (also `gt`, `le`, `lt`). A key
+added after configs were hashed says `UNHASHED_AT_DEFAULT` there: at its default it is left out of the config
+hash (`new_keys_at_default`), so the jobs hashed before it keep their hash.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from distill_sweep.errors import ConfigError
 T = TypeVar("T")
 # The range of every seed setting: NumPy's generators take seeds in [0, 2**32), torch's and Python's more.
 SEED_RANGE = {"ge": 0, "lt": 2**32}
+UNHASHED_AT_DEFAULT = {"unhashed_at_default": True}  # a field's metadata (merged with its bounds, if any)
 _BOUNDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
            "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
 
@@ -144,3 +147,9 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
 def as_dict(settings: Any) -> dict[str, Any]:
     """A settings dataclass as a plain dict (what records and config hashes hold)."""
     return dataclasses.asdict(settings)
+
+
+def new_keys_at_default(settings: Any) -> set[str]:
+    """The fields marked `UNHASHED_AT_DEFAULT` that are at their default (left out of the config hash)."""
+    return {f.name for f in dataclasses.fields(settings)
+            if f.metadata.get("unhashed_at_default") and getattr(settings, f.name) == f.default}

@@ -212,6 +212,45 @@ def test_schedules_left_out_of_the_hash_when_unset() -> None:
         "intermediate": "constant"}
 
 
+def _projection(overrides: list[str], d_s: int, d_t: int) -> torch.Tensor:
+    settings = parse_objective(plain(compose_cfg(["objective=tinybert", *overrides]).objective))
+    arch = {"num_attention_heads": 4, "num_hidden_layers": 1, "initializer_range": 0.02}
+    torch.manual_seed(0)
+    objective = build_objective(settings, student_config=SimpleNamespace(hidden_size=d_s, **arch),
+                                teacher_config=SimpleNamespace(hidden_size=d_t, **arch), layer_map=[(1, 1)],
+                                train_labels=None, num_labels=2)
+    return objective.terms["hid_seq"].proj.maps[0].weight.detach()
+
+
+def test_tinybert_projection_starts_at_the_identity_or_random_as_its_code() -> None:
+    w = _projection([], 64, 64)  # the default: the identity at equal widths
+    assert torch.equal(w, torch.eye(64))
+    random = _projection(["objective.terms.hid_seq.projection_init=random"], 64, 64)
+    # TinyBERT's init_bert_weights: normal(0, initializer_range = 0.02); 4096 draws put the std within 5%
+    assert abs(float(random.std()) - 0.02) < 0.001 and abs(float(random.mean())) < 0.001
+    wider = _projection(["objective.terms.hid_seq.projection_init=random"], 32, 64)
+    assert wider.shape == (64, 32) and abs(float(wider.std()) - 0.02) < 0.0015
+    # identity at unequal widths keeps nn.Linear's default: uniform(+-1/sqrt(32)), std 1/sqrt(96) = 0.102
+    assert abs(float(_projection([], 32, 64).std()) - 1 / math.sqrt(96)) < 0.01
+
+
+def test_projection_init_at_its_default_leaves_the_config_hash_alone(tmp_path: Path) -> None:
+    from distill_sweep.job import identify
+
+    def digest(*overrides: str) -> str:
+        return identify(compose_cfg([*FAST, "objective=tinybert", *overrides, f"results_dir={tmp_path}"])).digest
+
+    # at its default the key is not hashed (tests/test_earlier_records.py: a hid_seq job keeps its old hash)
+    settings = parse_objective(plain(compose_cfg(["objective=tinybert"]).objective))
+    assert settings.terms["hid_seq"].projection_init == "identity"
+    assert settings.to_dict()["terms"]["hid_seq"] == {"weight": 1.0, "projection": "linear", "shared_projection": True}
+    unset = digest("~objective.terms.hid_seq.projection_init")  # as configs were before the key existed
+    assert digest() == unset != digest("objective.terms.hid_seq.projection_init=random")
+    with pytest.raises(ConfigError, match="projection_init=random starts a W_h that .*projection=none does not"):
+        prepare(compose_cfg([*FAST, "objective=tinybert", "objective.terms.hid_seq.projection=none",
+                             "objective.terms.hid_seq.projection_init=random"]))
+
+
 def test_tinybert_prediction_stage_is_soft_ce_less_the_teacher_entropy() -> None:
     """alpha 1, T 1: KL(p_t || p_s) = soft CE - H(p_t); the entropy is constant in the student, so the
     gradients are TinyBERT's soft cross-entropy's (its code also divides by the classes: a constant factor)."""

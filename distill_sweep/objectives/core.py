@@ -23,7 +23,7 @@ from ..capture import Features, run_with_features
 from ..errors import ConfigError
 from ..loop import LossFn, model_inputs
 from ..model_info import ModelInfo
-from ..settings import as_dict, parse
+from ..settings import as_dict, new_keys_at_default, parse
 from .inputs import LossInputs, fp32_region
 from .prediction import prediction_loss
 from .registry import TERMS, TermSpec, available_terms
@@ -79,7 +79,8 @@ class ObjectiveSettings:
     def to_dict(self) -> dict[str, Any]:
         """Every setting, term defaults filled in (what the config hash and the record hold)."""
         out = as_dict(self)
-        out["terms"] = {name: as_dict(s) for name, s in self.terms.items()}
+        out["terms"] = {name: {k: v for k, v in as_dict(s).items() if k not in new_keys_at_default(s)}
+                        for name, s in self.terms.items()}
         if not self.schedules:  # the default: left out, so configs hashed before the setting existed keep their hash
             del out["schedules"]
         if self.kd_loss == "kl":  # the same for the default KD term

@@ -7,9 +7,10 @@ semantics over the elements it covers: mean over (examples x teacher hidden dims
 ``reference_compat: true``, which averages over every position like the reference code.
 
 W_h (the term setting ``projection: linear``) is a bias-free learnable map d_S -> d_T, one per pair or one
-shared (``shared_projection: true``).  It is initialised to the identity when the widths agree, so at the start
-the loss equals the reference code's projection-free MSE (default nn.Linear init otherwise);
-``projection: none`` drops it (refused when the widths differ).
+shared (``shared_projection: true``).  ``projection_init: identity`` (the default) starts it at the identity when
+the widths agree, so at the start the loss equals the projection-free MSE (default nn.Linear init otherwise);
+``projection_init: random`` starts it as TinyBERT's code does at any widths (``init_bert_weights``: normal,
+std = the student's ``initializer_range``).  ``projection: none`` drops it (refused when the widths differ).
 
 This is the paper's formula.  The reference code's Hid-CLS is PKD-style instead (L2-normalised [CLS]
 states, summed squared error, no W_h); its Hid-Seq matches ours with equal widths and padding included.
@@ -17,13 +18,15 @@ states, summed squared error, no W_h); its Hid-Seq matches ours with equal width
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from ..errors import ConfigError
+from ..settings import UNHASHED_AT_DEFAULT
 from .inputs import STUDENT, TEACHER, LossInputs
 from .registry import TermSettings, TermSpec, register_term
 
@@ -34,6 +37,14 @@ __all__ = ["HidCLS", "HidSeq", "HiddenProjections", "HiddenSettings", "projected
 class HiddenSettings(TermSettings):
     projection: Literal["linear", "none"] = "linear"  # learnable W_h, or none (equal widths only)
     shared_projection: bool = False  # one W_h for all hidden pairs instead of one per pair
+    # W_h's start: identity (at equal widths; nn.Linear's default init otherwise) or random (TinyBERT's code:
+    # normal with std = the student's initializer_range, at any widths)
+    projection_init: Literal["identity", "random"] = field(default="identity", metadata=UNHASHED_AT_DEFAULT)
+
+    def validate(self, where: str) -> None:
+        if self.projection == "none" and self.projection_init != "identity":
+            raise ConfigError(f"{where}.projection_init={self.projection_init} starts a W_h that "
+                              f"{where}.projection=none does not have")
 
 
 class HiddenProjections(nn.Module):
@@ -49,11 +60,15 @@ class HiddenProjections(nn.Module):
             self.maps = None
             return
         count = 1 if self.shared else self.n_pairs
+        random = spec.settings.projection_init == "random"
+        std = float(getattr(spec.student_config, "initializer_range", 0.02))  # (BERT's default)
         maps = []
         for _ in range(count):
             lin = nn.Linear(d_s, d_t, bias=False)
-            if d_s == d_t:
-                with torch.no_grad():
+            with torch.no_grad():
+                if random:
+                    lin.weight.normal_(0.0, std)
+                elif d_s == d_t:
                     lin.weight.copy_(torch.eye(d_t))
             maps.append(lin)
         self.maps = nn.ModuleList(maps)
