@@ -82,13 +82,12 @@ def check_overrides(argv: list[str]) -> str | None:
     """One line for overrides Hydra itself would refuse (their grammar, a sweep without -m, a key that is
     not in the config without `+`, an unknown hydra/ option), found by composing the config once.
 
-    Hydra reports these in several lines (exit 1); the sweep's jobs are composed again by the sweeper,
-    so a sweep is checked here with the first value of each swept key. For one job, the typed settings of the
-    top-level keys and of the task, teacher, optimizer and logger groups are checked here too: their typos
-    are refused in a second or less, before the training code (torch, transformers) is imported.
+    Hydra reports these in several lines (exit 1). The typed settings of the top-level keys and of the task,
+    teacher, optimizer and logger groups are checked here too, so their typos are refused in a second or less,
+    before the training code (torch, transformers) is imported: for one job, that job; for a sweep, each value
+    of each swept key (with the other keys at their first value; `_SWEEP_CHECKS` compositions at most). The
+    sweeper checks every job of the grid again, the parts' settings included, and names the job.
     """
-
-
     args = _hydra_args(argv)
     if args is None or any(getattr(args, name, None) for name in _NOT_A_RUN):
         return None
@@ -97,6 +96,7 @@ def check_overrides(argv: list[str]) -> str | None:
     except OverrideParseException as err:
         return f"{err.override}: {_one_line(err)}"
     single: list[str] = []
+    swept: list[tuple[int, str, list[str]]] = []  # (position in `single`, key, every value) per swept key
     for override in parsed:
         if not override.is_sweep_override():
             single.append(override.input_line)
@@ -109,22 +109,30 @@ def check_overrides(argv: list[str]) -> str | None:
             return (f"{override.input_line}: a comma list (or range) sweeps over values, which needs -m; for one "
                     f"value that contains commas, quote it: {key}='...'")
         try:
-            first = next(iter(override.sweep_string_iterator()))
+            values = list(override.sweep_string_iterator())
         except Exception:  # noqa: BLE001 - glob() needs Hydra's config loader: the sweeper checks it
             return None
-        single.append(f"{key}={first}")
-    try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose("config", overrides=single, return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as err:
-        return _one_line(err)
-    if args.multirun:  # the sweeper checks every job, and names the job in its message
-        return None
-    try:  # one job: the schema's own groups, before torch is loaded (the parts' settings: job.identify)
-        check_config(plain_config(cfg))
-    except ConfigError as err:
-        return str(err)
+        swept.append((len(single), key, values))
+        single.append(f"{key}={values[0]}")
+    jobs = [single]  # the first job, then one per further value of each swept key
+    for at, key, values in swept:
+        jobs += [[*single[:at], f"{key}={value}", *single[at + 1:]] for value in values[1:]]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        for overrides in jobs[:_SWEEP_CHECKS]:
+            try:
+                cfg = compose("config", overrides=overrides, return_hydra_config=True)
+            except (HydraException, OmegaConfBaseException) as err:
+                return _one_line(err)
+            try:  # the schema's own groups, before torch is loaded (the parts' settings: job.identify)
+                check_config(plain_config(cfg))
+            except ConfigError as err:
+                return str(err)
     return None
+
+
+# Compositions a sweep's command line is checked with here (each takes a few tens of milliseconds); a longer
+# sweep's remaining values are checked by the sweeper, with every job.
+_SWEEP_CHECKS = 64
 
 
 def _one_line(err: BaseException) -> str:

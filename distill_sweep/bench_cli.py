@@ -4,8 +4,8 @@ Times whole processes (wall clock, median of `--repeats`), the way a user waits 
 * `--help`;
 * planning the Table 3 grid (504 jobs) with `+dry_run=true`: composing and validating every job;
 * a no-op re-run: a small toy grid whose jobs are all complete is run again (nothing to train);
-* refusals of one job's bad setting: one of the schema's own groups (checked before torch is imported) and
-  one of a part's settings (an objective's, checked with the job).
+* refusals of a bad setting: one of the schema's own groups (checked before torch is imported), for one job and
+  in a sweep, and one of a part's settings (an objective's, checked with the job).
 Absolute seconds on a shared machine are noise: read them as orders of magnitude.
 """
 
@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "4 jobs in the grid, 4 already completed, 0 to run"))
         rows.append(_timed("refusal: a schema error (epochs=0)", [*TOY, "epochs=0", *store], work, args.repeats,
                            "epochs=0: must be >= 1", code=2))
+        rows.append(_timed("refusal: a schema error in a sweep (epochs=1,0 -m)", [*TOY, "epochs=1,0", *store, "-m"],
+                           work, args.repeats, "epochs=0: must be >= 1", code=2))
         rows.append(_timed("refusal: a part's setting (objective.alpha=7)", [*TOY, "objective.alpha=7", *store], work,
                            args.repeats, "objective.alpha=7", code=2))
     print(f"# distill_sweep bench_cli: wall seconds, median of {args.repeats} (min-max)")

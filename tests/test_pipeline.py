@@ -93,15 +93,17 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, shared_cache: Path
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize(("arg", "line"), [
-    ("epochs=0", "epochs=0: must be >= 1"),
-    ("optimizer.lr=-1", "optimizer.lr=-1: must be > 0.0"),
-    ("task.max_seq_length=1", "task.max_seq_length=1: must be >= 2"),
-    ("teacher.finetune.seed=abc", "teacher.finetune.seed='abc'"),
+@pytest.mark.parametrize(("args", "line"), [
+    (["epochs=0"], "epochs=0: must be >= 1"),
+    (["optimizer.lr=-1"], "optimizer.lr=-1: must be > 0.0"),
+    (["task.max_seq_length=1"], "task.max_seq_length=1: must be >= 2"),
+    (["teacher.finetune.seed=abc"], "teacher.finetune.seed='abc'"),
+    # a sweep: the bad value is not the first of its key, and another key is swept before it
+    (["seed=1,2", "epochs=1,2,0", "-m"], "epochs=0: must be >= 1"),
 ])
-def test_a_schema_error_is_refused_before_torch_is_imported(arg: str, line: str, tmp_path: Path) -> None:
+def test_a_schema_error_is_refused_before_torch_is_imported(args: list[str], line: str, tmp_path: Path) -> None:
     # -X importtime lists every module the process imported: torch must not be among them
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "distill_sweep", *FAST, arg,
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "distill_sweep", *FAST, *args,
                            f"results_dir={tmp_path / 'r'}"], cwd=tmp_path, capture_output=True, text=True)
     refusal = [x for x in proc.stderr.splitlines() if x.startswith("distill_sweep:")]
     assert proc.returncode == 2 and len(refusal) == 1 and refusal[0].startswith(f"distill_sweep: error: {line}"), \
