@@ -52,12 +52,12 @@ MAX_SEEDS = 10_000  # seeds needed above this are reported as this (a difference
 
 
 def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1) -> pd.DataFrame:
-    """Mean, std (with `ddof`) and n over seeds per (by..., task).
+    """Mean, std (with `ddof`), n and the bootstrap CI of the mean over seeds per (by..., task).
 
-    std is NaN when n <= ddof. Columns: by..., task, metric, mean, std, n.
+    std is NaN when n <= ddof, the CI when n < 2. Columns: by..., task, metric, mean, std, n, ci_low, ci_high.
     """
     by = list(by)
-    cols = [*by, "task", "metric", "mean", "std", "n"]
+    cols = [*by, "task", "metric", "mean", "std", "n", "ci_low", "ci_high"]
     if scores_df.empty:
         return pd.DataFrame(columns=cols)
 
@@ -67,6 +67,9 @@ def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1) -
     grouped = scores_df.groupby([*by, "task", "metric"], sort=False)["value"]
     agg = grouped.agg(mean="mean", std=std, n="count").reset_index()
     agg["n"] = agg["n"].astype(int)
+    intervals = [bootstrap_ci(v.to_numpy()) for _, v in grouped]  # the same groups, in the same order
+    agg["ci_low"] = [lo for lo, _ in intervals]
+    agg["ci_high"] = [hi for _, hi in intervals]
     return agg[cols]
 
 
@@ -332,19 +335,6 @@ def centred_by_task(frame: pd.DataFrame, a: str, b: str) -> tuple[np.ndarray, np
     x, y = frame[a].to_numpy(dtype=float), frame[b].to_numpy(dtype=float)
     centre = (np.bincount(codes, x + y) / (2.0 * np.bincount(codes)))[codes]
     return x - centre, y - centre
-
-
-def cell_intervals(scores_df: pd.DataFrame, by: Sequence[str] = ROW, confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Bootstrap CI of the mean over seeds per (by..., task): columns by..., task, ci_low, ci_high, n."""
-    by = list(by)
-    cols = [*by, "task", "ci_low", "ci_high", "n"]
-    if scores_df.empty:
-        return pd.DataFrame(columns=cols)
-    rows = []
-    for key, grp in scores_df.groupby([*by, "task"], sort=False):
-        lo, hi = bootstrap_ci(grp["value"].to_numpy(), confidence)
-        rows.append((*key, lo, hi, len(grp)))
-    return pd.DataFrame(rows, columns=cols)
 
 
 # ----------------------------------------------------------------------------- grid status

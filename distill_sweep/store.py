@@ -52,6 +52,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "teacher_dev", "student_id", "student_name",
     "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
     "init_label", "seed", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
+    "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
     "path", "task", "objective", "system", "init_label", "init_name", "seed", "config_hash", "stage",
@@ -124,6 +125,9 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
         "seed": rec.seed, "config_hash": rec.config_hash, "primary_metric": rec.primary_metric or "accuracy",
         "started_at": rec.started_at, "finished_at": rec.finished_at,
+        # for the HTML report's job list: the code's commit, cost, and "stage epoch" of the run's best epoch
+        "git_commit": rec.git_commit, "wall_time_s": rec.wall_time_s, "peak_memory_mb": rec.peak_memory_mb,
+        "best_epoch": f"{rec.best.get('stage')} {rec.best.get('epoch')}" if complete and rec.best else None,
     }
     row["primary"] = dev.get(row["primary_metric"], math.nan)
     row.update({f"dev.{k}": v for k, v in dev.items()})

@@ -76,3 +76,33 @@ class Tracker:
         warnings.warn(f"wandb {where} failed, tracking disabled for this job: {type(err).__name__}: {err}",
                       stacklevel=3)
         self.run = None
+
+
+def log_report(project: str, group: str, mode: str, run_dir: Path, name: str, files: list[Path]) -> str | None:
+    """The report as one wandb run of the sweep's group (job_type "report"): every CSV as a wandb.Table, every
+    PNG as an image, the HTML page as wandb.Html. Returns the run's directory; None (with a warning) when
+    wandb fails: a report is never lost to tracking."""
+    os.environ.setdefault("WANDB_SILENT", "true")
+    try:
+        import pandas as pd
+        import wandb
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run = wandb.init(project=project, group=group, job_type="report", name=name, mode=mode, dir=str(run_dir),
+                         reinit="finish_previous")
+        payload: dict[str, Any] = {}
+        for path in files:
+            key = path.stem
+            if path.suffix == ".csv":
+                payload[f"tables/{key}"] = wandb.Table(dataframe=pd.read_csv(path).astype(str))
+            elif path.suffix == ".png":
+                payload[f"plots/{key}"] = wandb.Image(str(path))
+            elif path.suffix == ".html":
+                payload["report"] = wandb.Html(path.read_text(encoding="utf-8"))
+        run.log(payload)
+        where = str(Path(run.dir).parent)
+        run.finish()
+        return where
+    except Exception as err:  # tracking must never cost the report
+        warnings.warn(f"wandb summary run failed: {type(err).__name__}: {err}", stacklevel=2)
+        return None

@@ -8,13 +8,14 @@ A system is (procedure, objective, teacher, student): see distill_sweep.store.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from distill_sweep import paper, stats, store
-from distill_sweep.report import layout_table, pretraining
+from distill_sweep.report import figures, layout_table, pretraining
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.render import (
@@ -85,10 +86,16 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
         _table_section(doc, files, table, opts)
         tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
         _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
+        if not tests.empty:
+            doc.figure('<div class="figures">' + figures.tests_matrix(
+                tests, [s for s in systems if s in set(tests["a"]) | set(tests["b"])], "Table 1", opts.alpha) + "</div>")
         if opts.paper:
             _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
         if not st.curves.empty:
             files["curves.png"] = ("plot", st.curves[st.curves["path"].isin(t1_paths)], table.title, systems, None)
+            doc.figure(f"<h2>Dev curves: {table.title}</h2><p>mean over seeds, band ±std; the dashed line "
+                       "separates the intermediate from the scored stage</p>"
+                       + figures.curve_figures(st.curves[st.curves["path"].isin(t1_paths)], systems, None))
 
     if "3" in opts.tables and not records.empty:
         agg = stats.aggregate(sc, ddof=opts.ddof)
@@ -99,16 +106,28 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
                                    group_order=systems)
         _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
                        ["system"], opts)
+        names = {(r.system, r.init): " / ".join(r.labels) for r in table.rows}
+        per_task = sc.assign(row=[names.get((s_, i), f"{s_} / {i}") for s_, i in zip(sc["system"], sc["init_label"],
+                                                                                       strict=True)])
+        matrices = figures.per_task_matrices(per_task, list(names.values()), opts.alpha)
+        if matrices:
+            doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; Holm and "
+                       "ASO's Bonferroni over each task's pairs</p>" + matrices)
         if opts.paper:
             _paper_section(doc, files, "3", paper_sc, opts, by_init=True)
         if not st.curves.empty and st.curves["init_label"].nunique() > 1:
             files["curves_inits.png"] = ("plot", st.curves, "dev curves per row and init", systems,
                                          store.init_order(records))
+            doc.figure("<h2>Dev curves per row and init</h2>"
+                       + figures.curve_figures(st.curves, systems, store.init_order(records)))
 
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)
     _jobs_sections(doc, st.records)
     _grid_section(doc, st.records, opts.preset)
+    counts_line = ", ".join(f"{n} {status}" for status, n in counts.items())
+    doc.figure(f"<h2>Jobs ({counts_line})</h2><p>every record, failed first; the link opens its result.json</p>"
+               + figures.jobs_table(st.records, lambda p: Path(os.path.relpath(p, opts.out_dir)).as_posix()))
     if st.skipped:
         doc.heading(f"Records left out ({len(st.skipped)})")
         _listing(doc, st.skipped)
@@ -120,9 +139,10 @@ def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOp
     doc.heading(table.title)
     headers, rows = table_rows(table, "terminal")
     _, md_rows = table_rows(table, "markdown")
-    doc.table(headers, rows, md_rows)
+    doc.table(headers, rows, md_rows, tips=figures.table_tips(table), css="report")
     for note in table_footnotes(table, opts.ddof, selection):
         doc.text(note)
+    doc.figure(figures.table_heatmaps(table, opts.baseline))
     files[f"{table.key}.md"] = render_markdown(table, opts.ddof, selection)
     files[f"{table.key}.tex"] = render_latex(table, opts.ddof, selection)
     files[f"{table.key}.csv"] = table_csv(table, opts.ddof, opts.which)
@@ -141,8 +161,19 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     doc.text("two-sided paired t-test (scipy.stats.ttest_rel) on scores matched by (task, seed), pooled "
              f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
              + (f"; not testable: {', '.join(untestable)}" if untestable else ""))
+    m_aso = int((tests["n"] >= 2).sum())
+    doc.text(f"95% CI: percentile bootstrap of mean(A-B) over the matched pairs ({stats.RESAMPLES} resamples, seeded); "
+             "d: Cohen's d_z (mean / std of the differences); ASO A>B, B>A: eps_min of almost stochastic order "
+             f"(Dror et al. 2019; on scores centred per task), Bonferroni over the {m_aso} pairs it ran on "
+             f"(confidence 1 - {opts.alpha}/{m_aso}), better when eps_min < {stats.ASO_THRESHOLD}; seeds: seeds per "
+             f"row a paired t-test needs for {stats.POWER:.0%} power at alpha={opts.alpha} to detect d (statsmodels)")
     headers, rows = tests_rows(tests, within)
     doc.table(headers, rows)
+    better = [f"{r['a']} over {r['b']}" if r["aso_better"] == "A" else f"{r['b']} over {r['a']}"
+              for r in records if r["aso_better"]]
+    doc.text(f"almost stochastically better (ASO eps_min < {stats.ASO_THRESHOLD}): " + (", ".join(
+        f"{' '.join(f'{r[w]}:' for w in within)} {b}".strip() for r, b in
+        zip([r for r in records if r["aso_better"]], better, strict=True)) or "none"))
     few = [f"{pair_name(r, within)} ({r['n']} pairs)" for r in testable if r["few_pairs"]]
     if few:
         doc.text(f"caution: {len(few)} test(s) rest on fewer than {stats.MIN_RELIABLE_PAIRS} pairs (under 2 "

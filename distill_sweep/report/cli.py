@@ -20,11 +20,14 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from distill_sweep.report.build import build_report
+from distill_sweep.report.html_page import header, render_html
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.plots import plot_curves, plot_speed_accuracy
 from distill_sweep.store import load_store
+from distill_sweep.tracking import log_report
 
 PROG = "distill_sweep.report"
+HTML_NAME = "report.html"
 USAGE = f"""usage: python -m {PROG} [results_dir] [key=value ...]
 
 Tables, paired t-tests, the paper comparison and dev curves from the result.json records under
@@ -46,7 +49,13 @@ results_dir; printed, and written to <results_dir>/tables/ (or out=DIR). Argumen
   alpha=0.05          significance level of the t-tests
   table1_init=skip    the init of Table 1 (a rule name, spec or layers)
   out=DIR             where to write the files (default: <results_dir>/tables)
-  paper_dir=DIR       the paper's CSVs (default: results/paper)"""
+  paper_dir=DIR       the paper's CSVs (default: results/paper)
+  format=all|html|text
+                      all (default): Markdown, LaTeX, CSV, PNG and report.html, one self-contained page with the
+                      CIs, heatmaps, test matrices, curves and jobs; html: report.html only; text: all but report.html
+  baseline=ROW        the row the HTML heatmap of differences compares with (default: no KD (fine-tuning))
+  wandb=true          also log the tables, plots and page to wandb as one summary run (wandb_mode=offline|online,
+                      wandb_group=NAME, default the results_dir)"""
 
 TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",
               "str | None": "a string or null"}
@@ -138,8 +147,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     report = doc.render(markdown=False)
-    files["report.md"] = doc.render(markdown=True)
+    files = {} if opts.format == "html" else {**files, "report.md": doc.render(markdown=True)}
+    if opts.format != "text":
+        files[HTML_NAME] = render_html(doc, f"distill_sweep report: {opts.results_dir}", header(opts, store.records))
     written = write_files(opts.out_dir, files)
     print(report)
     print(f"wrote {len(written)} files to {opts.out_dir}: " + ", ".join(p.name for p in written))
+    if opts.wandb:
+        where = log_report(project="distill_sweep", group=opts.wandb_group or opts.results_dir, mode=opts.wandb_mode,
+                           run_dir=opts.out_dir, name=f"report {opts.results_dir}", files=written)
+        print(f"wandb summary run ({opts.wandb_mode}): {where}" if where else "wandb summary run: not logged (see the "
+              "warning above)")
+    if opts.format != "text":
+        print(f"HTML report: {opts.out_dir / HTML_NAME}")
     return 0

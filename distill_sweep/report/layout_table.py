@@ -18,7 +18,7 @@ import pandas as pd
 from distill_sweep import paper, stats, store
 from distill_sweep.paper import column_metric, task_order
 from distill_sweep.report.layouts import Labels, Layout
-from distill_sweep.report.tables import Cell, Row, Table, mark_best
+from distill_sweep.report.tables import Cell, Row, Table, cell_of, mark_best
 
 Unit = tuple[str, str]  # (system, init_label): one row of the store's Table 3
 COMPARISON_COLUMNS = ["method", "row", "task", "n", "ours", "ours_std", "paper", "delta"]
@@ -121,7 +121,7 @@ def _row(layout: Layout, rows: Rows, labels: Labels, unit: Unit | None, cells: d
 
 def _cells(agg: pd.DataFrame, avgs: pd.DataFrame, name: str, tasks: list[str]) -> tuple[dict[str, Cell], str]:
     hits = {r.task: r for r in agg[agg["row"] == name].itertuples(index=False)}
-    cells = {t: Cell(float(hits[t].mean), float(hits[t].std), int(hits[t].n)) if t in hits else Cell() for t in tasks}
+    cells = {t: cell_of(hits[t]) if t in hits else Cell() for t in tasks}
     avg = avgs[avgs["row"] == name]
     if not avg.empty and not math.isnan(avg["avg"].iloc[0]):
         cells["avg"] = Cell(float(avg["avg"].iloc[0]), math.nan, 1)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from distill_sweep.paper import DEFAULT_PAPER_DIR, METRIC_MODES
 from distill_sweep.report.layouts import LAYOUT_CHOICES, PRESET_LAYOUTS
-from distill_sweep.store import WHICH_CHOICES
+from distill_sweep.store import NO_KD_LABEL, WHICH_CHOICES
 
 TABLE_CHOICES = ("1", "2", "3", "4", "all", *LAYOUT_CHOICES)  # layouts: other systems' tables (report.layouts)
+FORMAT_CHOICES = ("all", "html", "text")
+WANDB_MODES = ("offline", "online")
 
 
 class UsageError(ValueError):
@@ -29,6 +31,12 @@ class ReportOptions:
     table1_init: str = "skip"
     out: str | None = None  # default <results_dir>/tables
     paper_dir: str = str(DEFAULT_PAPER_DIR)
+    # what is written: all = Markdown, LaTeX, CSV, PNG and report.html; html = report.html only; text = all but it
+    format: str = "all"
+    baseline: str = NO_KD_LABEL  # the row the HTML heatmaps' differences are to (same init); absent: no such heatmap
+    wandb: bool = False  # also log the tables and plots to wandb as one summary run (job_type report)
+    wandb_mode: str = "offline"  # offline (no network; `wandb sync` later) | online
+    wandb_group: str | None = None  # the wandb group of the summary run (default: the results_dir)
 
     @property
     def tables(self) -> list[str]:
@@ -53,7 +61,8 @@ class ReportOptions:
 
     def check(self) -> None:
         """Values the types alone do not restrict; raises UsageError."""
-        for key, choices in (("table", TABLE_CHOICES), ("metric", METRIC_MODES), ("which", WHICH_CHOICES)):
+        for key, choices in (("table", TABLE_CHOICES), ("metric", METRIC_MODES), ("which", WHICH_CHOICES),
+                             ("format", FORMAT_CHOICES), ("wandb_mode", WANDB_MODES)):
             if getattr(self, key) not in choices:
                 raise UsageError(f"{key} must be one of {'|'.join(choices)}, got {getattr(self, key)!r}")
         if self.ddof < 0:

@@ -27,7 +27,7 @@ from distill_sweep.paper import (
     task_label,
     task_order,
 )
-from distill_sweep.report.tables import Cell, Row, Table, mark_best
+from distill_sweep.report.tables import Cell, Row, Table, cell_of, mark_best
 
 STUDENT = "distilled"  # the student type of a fine-tune job that follows a distillation (students/distilled.py)
 SOURCE_PROCEDURE = "task_agnostic"
@@ -114,7 +114,7 @@ def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: 
         cells = {}
         for task in tasks:
             hit = cell_index.get((label, init, task))
-            cells[task] = Cell(hit.mean, hit.std, int(hit.n)) if hit is not None else Cell()
+            cells[task] = cell_of(hit) if hit is not None else Cell()
         avg = avg_index[(label, init)]
         cells["avg"] = Cell(float(avg.avg), math.nan, 1) if not math.isnan(avg.avg) else Cell()
         table.rows.append(Row(labels=(label, init) if by_init else (label,), group=label if by_init else "",

@@ -55,7 +55,8 @@ def table_rows(table: Table, style: str) -> tuple[list[str], list[list[str]]]:
 def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
     """`selection` says which epoch the scores come from (store.WHICH_TEXT)."""
     notes = [f"mean±std over seeds (std with ddof={ddof}), (n) = runs per cell; dev scores: {selection}; "
-             "best per column marked" + (" within each row group" if len(table.row_headers) > 1 else "")]
+             "best per column marked" + (" within each row group" if len(table.row_headers) > 1 else "")
+             + "; each cell's 95% bootstrap CI of the mean is in the CSV (ci_low, ci_high) and report.html"]
     reasons = sorted({r.avg_reason for r in table.rows if r.avg_reason})
     if reasons:
         n = len(table.avg_tasks)
@@ -107,7 +108,8 @@ def table_csv(table: Table, ddof: int, which: str) -> pd.DataFrame:
             out.append({"row": row.system, "procedure": row.procedure, "objective": row.objective,
                         "teacher": row.teacher, "student": row.student, "init": row.init, "task": task,
                         "metric": table.metrics.get(task, ""), "mean": c.mean if c.present else math.nan,
-                        "std": c.std, "n": c.n if task != "avg" else None, "best": c.bold, "ddof": ddof,
+                        "std": c.std, "n": c.n if task != "avg" else None, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                        "best": c.bold, "ddof": ddof,
                         "which": which, "note": row.avg_reason if task == "avg" else ""})
     frame = pd.DataFrame(out)
     if not frame.empty:
@@ -121,13 +123,30 @@ def fmt_p(value: float) -> str:
     return f"{value:.2e}" if value < 1e-3 else f"{value:.4f}"
 
 
+def fmt_ci(low: float, high: float, digits: int = 2) -> str:
+    return "nan" if math.isnan(low) else f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def fmt_seeds(seeds: float) -> str:
+    """Seeds needed: "never" where no difference was observed; "nan" unknown."""
+    if math.isnan(seeds):
+        return "nan"
+    return "never" if math.isinf(seeds) else f"{int(seeds)}"
+
+
+def fmt_num(value: float, spec: str) -> str:
+    return "nan" if math.isnan(value) else format(value, spec)
+
+
 def tests_rows(tests: pd.DataFrame, within: Sequence[str]) -> tuple[list[str], list[list[str]]]:
-    headers = [*within, "A", "B", "n pairs", "mean(A-B)", "t", "p", "p (Holm)", "note"]
+    headers = [*within, "A", "B", "n pairs", "mean(A-B)", "95% CI", "d", "t", "p", "p (Holm)", "ASO A>B", "ASO B>A",
+               "seeds", "note"]
     rows = []
     for r in tests.to_dict("records"):
-        rows.append([*(str(r[w]) for w in within), r["a"], r["b"], str(r["n"]),
-                     "nan" if math.isnan(r["mean_diff"]) else f"{r['mean_diff']:+.2f}",
-                     "nan" if math.isnan(r["t"]) else f"{r['t']:.2f}", fmt_p(r["p"]), fmt_p(r["p_holm"]), r["note"]])
+        rows.append([*(str(r[w]) for w in within), r["a"], r["b"], str(r["n"]), fmt_num(r["mean_diff"], "+.2f"),
+                     fmt_ci(r["ci_low"], r["ci_high"]), fmt_num(r["d"], ".2f"), fmt_num(r["t"], ".2f"), fmt_p(r["p"]),
+                     fmt_p(r["p_holm"]), fmt_num(r["aso_ab"], ".2f"), fmt_num(r["aso_ba"], ".2f"),
+                     fmt_seeds(r["seeds"]), r["note"]])
     return headers, rows
 
 
@@ -178,7 +197,8 @@ def method_comparison_rows(comp: pd.DataFrame, metrics: dict[str, str]) -> tuple
 
 
 class Doc:
-    """Collects the report once and renders it for the terminal (tabulate "simple") and Markdown."""
+    """Collects the report once and renders it for the terminal (tabulate "simple") and Markdown; the HTML
+    page (report.html_page) renders the same blocks plus the figures, which only it shows."""
 
     def __init__(self) -> None:
         self.blocks: list[tuple[str, Any]] = []
@@ -189,18 +209,26 @@ class Doc:
     def text(self, text: str) -> None:
         self.blocks.append(("p", text))
 
-    def table(self, headers: list[str], rows: list[list[str]], md_rows: list[list[str]] | None = None) -> None:
-        self.blocks.append(("t", (headers, rows, md_rows if md_rows is not None else rows)))
+    def table(self, headers: list[str], rows: list[list[str]], md_rows: list[list[str]] | None = None,
+              tips: list[list[str]] | None = None, css: str = "") -> None:
+        """`tips`: per-cell hover text of the HTML page (a cell's CI); `css`: its class there."""
+        self.blocks.append(("t", (headers, rows, md_rows if md_rows is not None else rows, tips, css)))
+
+    def figure(self, html: str) -> None:
+        """An HTML fragment (inline SVG, a details block) that only the HTML page shows."""
+        self.blocks.append(("f", html))
 
     def render(self, markdown: bool) -> str:
         out: list[str] = []
         for kind, payload in self.blocks:
+            if kind == "f":
+                continue
             if kind == "h":
                 out += ["", f"## {payload}" if markdown else f"== {payload} ==", ""]
             elif kind == "p":
                 out.append(payload + ("  " if markdown else ""))
             else:
-                headers, rows, md_rows = payload
+                headers, rows, md_rows, _, _ = payload
                 fmt = "pipe" if markdown else "simple"
                 if out and out[-1] != "":
                     out.append("")

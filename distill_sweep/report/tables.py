@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -18,10 +19,17 @@ class Cell:
     std: float = math.nan
     n: int = 0
     bold: bool = False
+    ci_low: float = math.nan  # the bootstrap CI of the mean over seeds (stats.bootstrap_ci)
+    ci_high: float = math.nan
 
     @property
     def present(self) -> bool:
         return self.n > 0 and not math.isnan(self.mean)
+
+
+def cell_of(hit: Any) -> Cell:
+    """A cell from a row of stats.aggregate (an itertuples row or a Series)."""
+    return Cell(float(hit.mean), float(hit.std), int(hit.n), ci_low=float(hit.ci_low), ci_high=float(hit.ci_high))
 
 
 @dataclass
@@ -94,7 +102,7 @@ def build_table(
             cells = {}
             for task in tasks:
                 hit = cell_index.get((system, init, task))
-                cells[task] = Cell(hit.mean, hit.std, int(hit.n)) if hit is not None else Cell()
+                cells[task] = cell_of(hit) if hit is not None else Cell()
             avg = avg_index.get((system, init))
             if avg is not None and not math.isnan(avg.avg):
                 cells["avg"], reason = Cell(float(avg.avg), math.nan, 1), ""

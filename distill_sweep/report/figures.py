@@ -1,0 +1,176 @@
+"""The HTML report's figures, from the report's own numbers: a heatmap per table, a matrix of the pairwise
+tests, dev curves per task, and the hover text of a table's cells (their confidence intervals)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from html import escape
+from typing import Any
+
+import pandas as pd
+
+from distill_sweep import stats
+from distill_sweep.paper import METRIC_ABBREV, task_label, task_order
+from distill_sweep.report import svg
+from distill_sweep.report.render import fmt_ci, fmt_p, fmt_seeds
+from distill_sweep.report.tables import Cell, Table
+
+
+def cell_tip(cell: Cell) -> str:
+    if not cell.present:
+        return f"no completed run (n = {cell.n})"
+    if math.isnan(cell.ci_low):
+        return f"mean {cell.mean:.2f}, n = {cell.n}: one run, no interval"
+    return (f"mean {cell.mean:.2f}, 95% bootstrap CI [{cell.ci_low:.2f}, {cell.ci_high:.2f}], "
+            f"std {cell.std:.2f}, n = {cell.n}")
+
+
+def table_tips(table: Table) -> list[list[str]]:
+    """Per cell of the rendered table (labels, tasks, Avg): the hover text of the HTML page."""
+    return [[*("" for _ in row.labels), *(cell_tip(row.cells[t]) for t in table.tasks),
+             "mean over the tasks' means" if row.cells["avg"].present else row.avg_reason]
+            for row in table.rows]
+
+
+def _row_name(labels: Sequence[str]) -> str:
+    return " / ".join(labels)
+
+
+def table_heatmaps(table: Table, baseline: str | None) -> str:
+    """The table's means coloured by score; and, when the table has `baseline` rows, each row's difference
+    to the baseline row of the same init (diverging colours)."""
+    cols = [*table.tasks, "avg"]
+    names = [task_label(t) if t != "avg" else "Avg" for t in cols]
+    rows = [_row_name(r.labels) for r in table.rows]
+    means = [[r.cells[t].mean if r.cells[t].present else math.nan for t in cols] for r in table.rows]
+    texts = [[f"{v:.1f}" if not math.isnan(v) else "—" for v in line] for line in means]
+    tips = [[f"{name} · {names[j]}: " + (cell_tip(r.cells[t]) if t != "avg" else
+                                         (f"Avg {r.cells[t].mean:.2f}" if r.cells[t].present else r.avg_reason))
+             for j, t in enumerate(cols)] for name, r in zip(rows, table.rows, strict=True)]
+    out = [svg.heatmap(rows, names, means, texts, tips, diverging=False, css="heatmap",
+                       legend=f"{table.title}: mean dev score (darker = higher); grey = no completed run")]
+    base = {r.init: r for r in table.rows if r.system == baseline}
+    if base:
+        deltas = [[(r.cells[t].mean - base[r.init].cells[t].mean) if r.init in base and r.cells[t].present
+                   and base[r.init].cells[t].present else math.nan for t in cols] for r in table.rows]
+        texts = [[f"{v:+.1f}" if not math.isnan(v) else "—" for v in line] for line in deltas]
+        tips = [[f"{name} · {names[j]}: {v:+.2f} vs {baseline}" if not math.isnan(v) else f"{name} · {names[j]}: —"
+                 for j, v in enumerate(line)] for name, line in zip(rows, deltas, strict=True)]
+        out.append(svg.heatmap(rows, names, deltas, texts, tips, diverging=True, css="heatmap delta",
+                               legend=f"difference to {baseline} at the same init (blue = better, red = worse)"))
+    return '<div class="figures">' + "".join(out) + "</div>"
+
+
+def test_tip(r: dict[str, Any]) -> str:
+    return (f"{r['a']} vs {r['b']}: n = {r['n']} pairs, mean(A-B) {r['mean_diff']:+.2f} "
+            f"{fmt_ci(r['ci_low'], r['ci_high'])}, d = {r['d']:.2f}, p = {fmt_p(r['p'])}, "
+            f"p (Holm) = {fmt_p(r['p_holm'])}, ASO eps_min A>B {r['aso_ab']:.2f} / B>A {r['aso_ba']:.2f}, "
+            f"seeds needed {fmt_seeds(r['seeds'])}" + (f"; {r['note']}" if r["note"] else ""))
+
+
+def tests_matrix(tests: pd.DataFrame, levels: Sequence[str], title: str, alpha: float) -> str:
+    """Rows x columns of the levels: colour = Cohen's d_z of row minus column; * = significant after Holm,
+    ▲ = the row almost stochastically better than the column (ASO, Bonferroni)."""
+    index = {(r["a"], r["b"]): (r, 1.0) for r in tests.to_dict("records")}
+    index.update({(r["b"], r["a"]): (r, -1.0) for r in tests.to_dict("records")})
+    values, texts, tips = [], [], []
+    for a in levels:
+        vline, tline, pline = [], [], []
+        for b in levels:
+            hit = index.get((a, b))
+            if a == b or hit is None:
+                vline.append(math.nan)
+                tline.append("" if a == b else "—")
+                pline.append(f"{a} vs {b}: not tested" if a != b else a)
+                continue
+            r, sign = hit
+            d = sign * r["d"]
+            mark = "*" if r["significant_holm"] else ""
+            mark += "▲" if r["aso_better"] == ("A" if sign > 0 else "B") else ""
+            vline.append(d)
+            shown = "nan" if math.isnan(d) else ("+∞" if d > 0 else "−∞") if math.isinf(d) else f"{d:+.1f}"
+            tline.append(shown + mark)
+            pline.append(test_tip(r))
+        values.append(vline)
+        texts.append(tline)
+        tips.append(pline)
+    legend = (f"{title}: colour = Cohen's d_z of row minus column; * = p < {alpha} after Holm; "
+              f"▲ = row almost stochastically better (ASO eps_min < {stats.ASO_THRESHOLD}, Bonferroni)")
+    return svg.heatmap(list(levels), list(levels), values, texts, tips, diverging=True, css="matrix", legend=legend)
+
+
+def per_task_matrices(scores: pd.DataFrame, row_order: Sequence[str], alpha: float) -> str:
+    """Table 3 per task: every pair of rows (objective and init) tested on the task's seeds, one Holm family
+    per task. `scores` has a `row` column."""
+    out = []
+    for task in task_order(scores["task"].unique()):
+        sub = scores[scores["task"] == task]
+        levels = [r for r in row_order if r in set(sub["row"])]
+        if len(levels) < 2:
+            continue
+        tests = stats.paired_tests(sub, "row", (), alpha, levels=levels)
+        out.append(tests_matrix(tests, levels, f"Table 3, {task_label(task)}", alpha))
+    return '<div class="figures">' + "".join(out) + "</div>" if out else ""
+
+
+def curve_figures(curves: pd.DataFrame, systems: Sequence[str], inits: Sequence[str] | None) -> str:
+    """Per task: the dev metric per epoch, mean over seeds with a +-std band, one line per row."""
+    by = ["system", "init_label"] if inits is not None else ["system"]
+    means = stats.curve_means(curves, by)
+    if means.empty:
+        return ""
+    present = set(means["system"])
+    systems = [s for s in systems if s in present] + sorted(present - set(systems))
+    colours = {s: svg.PALETTE[i % len(svg.PALETTE)] for i, s in enumerate(systems)}
+    levels: list[str | None] = list(inits) if inits is not None else [None]
+    dashes = {lab: svg.DASHES[i % len(svg.DASHES)] for i, lab in enumerate(levels)}
+    charts, keys = [], {}
+    for task in task_order(means["task"].unique()):
+        sub = means[means["task"] == task]
+        series = []
+        for system in systems:
+            for init in levels:
+                line = sub[sub["system"] == system]
+                if init is not None:
+                    line = line[line["init_label"] == init]
+                if line.empty:
+                    continue
+                label = system if init is None else f"{system} [{init}]"
+                series.append(svg.Series(label, line["x"].tolist(), line["mean"].tolist(),
+                                         line["std"].fillna(0.0).tolist(), colours[system], dashes[init]))
+                keys[label] = (label, colours[system], dashes[init])
+        boundary = sub["boundary"].dropna()
+        metric = str(sub["metric"].iloc[0])
+        charts.append(svg.line_chart(task_label(task), series, x_label="epoch (intermediate | scored stage)",
+                                     y_label=f"dev {METRIC_ABBREV.get(metric, metric)} (%)",
+                                     boundary=float(boundary.iloc[0]) if not boundary.empty else None))
+    return '<div class="figures">' + "".join(charts) + "</div>" + svg.legend(list(keys.values()))
+
+
+def jobs_table(records: pd.DataFrame, link: Callable[[str], str]) -> str:
+    """Every record: status, the job, its primary dev score, the first line of its error, a link to it."""
+    order = {"failed": 0, "running": 1, "completed": 2}
+    ranked = records.assign(_rank=records["status"].map(order).fillna(3)).sort_values(
+        ["_rank", "task", "system", "init_label", "seed"], kind="stable")
+    heads = ("status", "task", "row", "init", "seed", "dev (primary)", "best epoch", "teacher dev", "wall time",
+             "peak memory", "error", "record")
+    lines = ['<table class="jobs"><thead><tr>' + "".join(f"<th>{h}</th>" for h in heads) + "</tr></thead><tbody>"]
+    for r in ranked.to_dict("records"):
+        err = (str(r["error"] or "").strip().splitlines() or [""])[0]
+        teacher = (r.get("teacher_dev") or {}).get(r["primary_metric"])
+        cells = (r["status"], r["task"], r["system"] or r["objective"], r["init_label"], r["seed"],
+                 _num(r["primary"], 100.0, ".1f"), r.get("best_epoch") or "", _num(teacher, 100.0, ".1f"),
+                 _num(r.get("wall_time_s"), 1.0, ".0f", " s"), _num(r.get("peak_memory_mb"), 1.0, ".0f", " MB"), err)
+        lines.append(f'<tr class="{escape(str(r["status"]))}">' + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
+                     + f'<td><a href="{escape(link(r["path"]))}">result.json</a></td></tr>')
+    lines.append("</tbody></table>")
+    return "".join(lines)
+
+
+def _num(value: Any, scale: float, spec: str, unit: str = "") -> str:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return "" if math.isnan(v) else f"{v * scale:{spec}}{unit}"
