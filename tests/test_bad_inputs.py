@@ -167,7 +167,7 @@ class Refusal:
     names: tuple[str, ...]
     base: tuple[str, ...] = tuple(FAST)
     not_named: tuple[str, ...] = ()  # what the line must NOT say (e.g. blame the hub for a local path)
-    in_job: bool = False  # a sweep: "distill_sweep: error in job [...]"
+    in_job: bool = False  # refused by the sweeper, job by job: "distill_sweep: error in job [...]"
 
 
 @dataclass(frozen=True)
@@ -184,8 +184,11 @@ class Recovery:
 REFUSALS = [
     Refusal("epochs-word", ("epochs=abc",), ("epochs='abc'",)),
     Refusal("seed-word", ("seed=abc",), ("seed='abc'",)),
-    Refusal("seed-word-sweep", ("seed=abc", "-m"), ("seed='abc'",), in_job=True),
-    Refusal("one-bad-job-of-a-sweep", ("optimizer.lr=0.001,fast", "-m"), ("optimizer.lr='fast'",), in_job=True),
+    # a sweep's schema errors are refused by the command line's check, each swept value composed once
+    Refusal("seed-word-sweep", ("seed=abc", "-m"), ("seed='abc'",)),
+    Refusal("one-bad-job-of-a-sweep", ("optimizer.lr=0.001,fast", "-m"), ("optimizer.lr='fast'",)),
+    # a part's setting (an objective's) is checked with each job, by the sweeper
+    Refusal("part-setting-in-a-sweep", ("objective.alpha=0.5,7", "-m"), ("objective.alpha=7",), in_job=True),
     Refusal("sweep-without-m", ("optimizer.lr=0.001,fast",), ("optimizer.lr=0.001,fast", "-m")),
     Refusal("unknown-key-plus", ("+epoch=3",), ("epoch:", "unknown top-level key")),
     Refusal("unknown-key", ("epoch=3",), ("'epoch'", "+epoch=3")),
