@@ -43,7 +43,7 @@ from distill_sweep.models import (
 from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_objective
 from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
 from distill_sweep.schema import ConfigSettings, check_config
-from distill_sweep.settings import as_dict, parse
+from distill_sweep.settings import as_dict, new_keys_at_default, parse
 from distill_sweep.store_keys import teacher_specs
 from distill_sweep.students import StudentType, model_info, student_type
 from distill_sweep.teacher import check_ensemble
@@ -146,7 +146,7 @@ def identify(cfg: DictConfig) -> JobIdentity:
             raise ConfigError(f"teacher_outputs=store: {decision.reason}, so stored teacher outputs would be "
                               "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
     hashed = _hashed(config, objective, student if procedure.uses_student else None,
-                     reads_task=procedure_settings.reads_task)
+                     reads_task=procedure_settings.reads_task, unhashed=new_keys_at_default(procedure_settings))
     digest = results.digest(hashed)
     base = Path(results.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
@@ -252,10 +252,13 @@ def check_writable(path: Path, key: str) -> None:
         raise ConfigError(f"{key}={str(path)!r}: cannot create directories in {probe} ({err.strerror})") from None
 
 
-def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True
-            ) -> dict[str, Any]:
-    """The hashed config, each part in its checked form (defaults of term settings filled in)."""
+def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
+            unhashed: set[str] | None = None) -> dict[str, Any]:
+    """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
+    procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default)."""
     hashed = results.hashed_config(config)
+    if unhashed and isinstance(hashed.get("procedure"), dict):
+        hashed["procedure"] = {k: v for k, v in hashed["procedure"].items() if k not in unhashed}
     # A job reads either the task or a corpus (task_agnostic); the other is ignored, so not hashed.
     hashed.pop("corpus" if reads_task else "task", None)
     if student is None:  # a procedure that builds no student ignores it

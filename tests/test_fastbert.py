@@ -91,6 +91,66 @@ def test_flops_by_hand() -> None:
     assert flops_to_exit(n, 3, config, w) == 2 * (3 * layer + 2 * branch + head)
 
 
+def test_a_fastbert_teacher_head_is_a_branch_that_alone_learns_the_labels() -> None:
+    model = tiny_model()
+    own = EarlyExitModel(model, width=8, heads=2)
+    assert own.head is None and torch.equal(own.all_logits(BATCH)[-1], model(**BATCH).logits)
+    early = EarlyExitModel(tiny_model(), width=8, heads=2, teacher_head="fastbert").train()
+    assert type(early.head) is type(early.branches[0]) and early.head is not early.branches[-1]
+    last = early.all_logits(BATCH)[-1]
+    assert torch.equal(last, early.last_logits(BATCH)) and not torch.allclose(last, model(**BATCH).logits)
+    torch.nn.functional.cross_entropy(early.last_logits(BATCH), torch.tensor([0, 1, 2])).backward()
+    assert all(p.grad is not None for p in early.head.parameters())
+    assert all(p.grad is None for p in [*early.model.parameters(), *early.branches.parameters()])
+    # its cost at the last exit is a branch's, not the model's pooler and classifier
+    config = BertConfig(hidden_size=16, num_hidden_layers=3, intermediate_size=32, num_labels=3)
+    n, d, f, w, c = 5, 16, 32, 8, 3
+    layer = 4 * n * d * d + 2 * n * n * d + 2 * n * d * f
+    branch = n * d * w + (4 * n * w * w + 2 * n * n * w) + w * w + w * c
+    assert flops_to_exit(n, 3, config, w, fastbert_head=True) == 2 * (3 * layer + 3 * branch)
+
+
+def test_dropout_while_the_branches_learn_only_when_asked() -> None:
+    quiet = EarlyExitModel(tiny_model(), width=8, heads=2).train()  # the default: no dropout anywhere
+    assert not quiet.model.training and quiet.branches[0].attn.dropout == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(quiet.all_logits(BATCH), quiet.all_logits(BATCH), strict=True))
+    noisy = EarlyExitModel(tiny_model(), width=8, heads=2, teacher_head="fastbert", dropout=True).train()
+    # FastBERT's code: the frozen backbone in train mode (BERT's dropout 0.1), the branches' attention dropout
+    # at the backbone's attention_probs_dropout_prob
+    assert noisy.model.training and noisy.branches[0].attn.dropout == noisy.head.attn.dropout == 0.1
+    first, second = noisy.all_logits(BATCH), noisy.all_logits(BATCH)
+    assert not any(torch.equal(a, b) for a, b in zip(first, second, strict=True))  # every exit, the teacher's too
+    hidden, valid = torch.randn(3, 5, 16), BATCH["attention_mask"].bool()
+    assert not torch.equal(noisy.branches[0](hidden, valid), noisy.branches[0](hidden, valid))  # the branch's own
+    noisy.eval()  # evaluation runs without dropout
+    assert not noisy.model.training
+    assert all(torch.equal(a, b) for a, b in zip(noisy.all_logits(BATCH), noisy.all_logits(BATCH), strict=True))
+    loss = self_distillation_loss(noisy.train().all_logits(BATCH))
+    loss.backward()  # the backbone stays frozen in train mode
+    assert all(p.grad is None for p in [*noisy.model.parameters(), *noisy.head.parameters()])
+
+
+def test_fastbert_s_own_choices_run_and_leave_earlier_hashes_alone(tmp_path: Path, shared_cache: Path) -> None:
+    from distill_sweep.job import identify
+
+    base = [*FAST, "procedure=fastbert", "procedure.speeds=[0.0,1.0]", "max_steps_per_epoch=2", "epochs=1",
+            f"results_dir={tmp_path}", f"cache_dir={shared_cache}"]
+    record = run_job(compose_cfg([*base, "procedure.teacher_head=fastbert", "procedure.dropout=true"]))
+    assert record["status"] == "completed"
+    assert [e["stage"] for e in record["epochs"]] == ["teacher_head", "self_distill"]
+    assert record["config"]["procedure"]["teacher_head"] == "fastbert" and record["config"]["procedure"]["dropout"]
+    curve = record["early_exit"]  # the last exit is the fitted head's: its cost is a branch's
+    assert curve[0]["mean_exit_layer"] == 6.0 and curve[0]["full_flops"] == curve[0]["mean_flops"]
+
+    def digest(*overrides: str) -> str:
+        return identify(compose_cfg([*base, *overrides])).digest
+
+    # at their defaults the keys are not hashed (tests/test_earlier_records.py: a FastBERT job keeps its hash)
+    unset = digest("~procedure.teacher_head", "~procedure.dropout")
+    assert digest() == unset and len({unset, digest("procedure.teacher_head=fastbert"),
+                                      digest("procedure.dropout=true")}) == 3
+
+
 def test_bad_speeds_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"procedure.speeds=\[0.5, 1.5\]: every speed must be in \[0, 1\]"):
         prepare(compose_cfg([*FAST, "procedure=fastbert", "procedure.speeds=[0.5,1.5]"]))
