@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 
 from distill_sweep.data import collate, load_raw, load_task_data, make_loader, tokenize_splits
 from distill_sweep.errors import DataError
+from distill_sweep.paper import TASK_LABELS
 from distill_sweep.toy import build_toy_tokenizer
 
 TASKS = Path(__file__).resolve().parents[1] / "conf" / "task"
@@ -31,15 +32,34 @@ def tokenizer(tmp_path_factory):
     return build_toy_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
-def test_all_task_configs_are_consistent():
-    for path in sorted(TASKS.glob("*.yaml")):
-        cfg = OmegaConf.load(path)
-        assert cfg.name == path.stem
-        assert cfg.primary_metric in cfg.metrics
-        assert cfg.num_labels == (1 if cfg.is_regression else len(cfg.label_names))
+def task_config_problems(directory: Path) -> list[str]:
+    """What is wrong with the task configs in `directory`: a task the code knows (paper.TASK_LABELS: the GLUE
+    seven, STS-B and toy) without one, or one that disagrees with itself."""
+    found = {path.stem: OmegaConf.load(path) for path in sorted(directory.glob("*.yaml"))}
+    problems = [f"{name}: no config" for name in sorted(set(TASK_LABELS) - set(found))]
+    for stem, cfg in found.items():
+        rules = {"name is the file's": cfg.name == stem, "primary metric among the metrics": cfg.primary_metric in
+                 cfg.metrics, "num_labels": cfg.num_labels == (1 if cfg.is_regression else len(cfg.label_names))}
         if cfg.source == "glue":
-            assert set(cfg.tsv.files) == {"train", *cfg.dev_splits}
-            assert set(cfg.tsv.columns) == {*cfg.text_fields, "label"}
+            rules["a TSV file per split"] = set(cfg.tsv.files) == {"train", *cfg.dev_splits}
+            rules["a TSV column per field"] = set(cfg.tsv.columns) == {*cfg.text_fields, "label"}
+        problems += [f"{stem}: {rule}" for rule, ok in rules.items() if not ok]
+    return problems
+
+
+def test_all_task_configs_are_consistent():
+    assert task_config_problems(TASKS) == []
+
+
+def test_the_task_config_check_fails_on_an_empty_or_broken_directory(tmp_path):
+    assert task_config_problems(tmp_path) == [f"{name}: no config" for name in sorted(TASK_LABELS)]
+    for path in TASKS.glob("*.yaml"):
+        (tmp_path / path.name).write_text(path.read_text())
+    assert task_config_problems(tmp_path) == []
+    rte = OmegaConf.load(tmp_path / "rte.yaml")
+    rte.primary_metric, rte.tsv.columns = "f1", {"premise": 1, "label": 3}
+    OmegaConf.save(rte, tmp_path / "rte.yaml")
+    assert task_config_problems(tmp_path) == ["rte: primary metric among the metrics", "rte: a TSV column per field"]
 
 
 def test_rte_string_labels_and_unbalanced_quotes(tmp_path):
