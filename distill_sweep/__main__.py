@@ -166,7 +166,7 @@ def check_environment(argv: list[str]) -> str | None:
     args = _hydra_args(argv)
     # only a launch needs sbatch: not a dry run, nor printing the config (--cfg) or help
     launches = args is None or not (args.cfg or any(getattr(args, name, None) for name in _NOT_A_RUN))
-    dry_run = any(a.lstrip("+").lower() == "dry_run=true" for a in argv)
+    dry_run = any(a.lstrip("+").lower() in ("dry_run=true", "plan_seeds=true") for a in argv)
     if "hydra/launcher=slurm" in argv and launches and not dry_run and shutil.which("sbatch") is None:
         return ("hydra/launcher=slurm: no SLURM on this host (sbatch is not on PATH); run from a SLURM login "
                 "node, or use hydra/launcher=local or hydra/launcher=local_parallel")

@@ -338,7 +338,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         all_jobs = self.split_arguments(parser.parse_overrides(self._parse_config() + arguments), None)[0]
-        dry_run = bool(OmegaConf.select(self.config, "dry_run", default=False))
+        # +plan_seeds=true: the dry run, then the seeds each comparison needs from the pilot records (seed_plan)
+        plan_seeds = bool(OmegaConf.select(self.config, "plan_seeds", default=False))
+        dry_run = plan_seeds or bool(OmegaConf.select(self.config, "dry_run", default=False))
         loader = self.hydra_context.config_loader
 
         compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
@@ -403,6 +405,12 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                       f"seed {source.seed}]: tasks {','.join(grid.tasks)} x lr {','.join(map(str, grid.lrs))} x "
                       f"batch {','.join(map(str, grid.batch_sizes))} x seed {','.join(map(str, grid.seeds))}")
             print(estimate_cost([*configs, *(job.ident for job in then)], skipped))
+            if plan_seeds:
+                from distill_sweep.seed_plan import plan_text
+
+                planned = [{"task": i.task, "procedure": i.procedure.name, "objective": i.objective_name,
+                            "init": i.init_label, "seed": i.seed} for i, _ in distilled]
+                print(plan_text(self.config.results_dir, planned))
             return []
 
         initial_job_idx = 0

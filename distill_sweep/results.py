@@ -43,6 +43,7 @@ NOT_HASHED = (
     "threads",
     "log_every",
     "dry_run",
+    "plan_seeds",
     "prepare_only",
     "finetune_grid",  # the jobs a sweep runs after this one, not this job
     "teacher_outputs",  # store or live: the same numbers (to float tolerance, tested); the record says which

@@ -119,6 +119,8 @@ class RunSettings:
     # fine-tuned teachers, teacher-output stores, corpora, augmented splits, vocabularies
     cache_dir: str = "~/.cache/distill_sweep"
     dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (grid.py)
+    # `-m +plan_seeds=true`: the dry run, plus the seeds each comparison needs from a pilot (seed_plan.py)
+    plan_seeds: bool = False
     # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
     # then stop (no record), so the grid's jobs find both ready instead of queueing on one lock
     prepare_only: bool = False

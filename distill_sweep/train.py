@@ -166,7 +166,8 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    if OmegaConf.select(cfg, "dry_run", default=False) is True and not _is_multirun():
+    planning = any(OmegaConf.select(cfg, key, default=False) is True for key in ("dry_run", "plan_seeds"))
+    if planning and not _is_multirun():
         # only the sweeper plans; without -m the job itself would run
         print("distill_sweep: error: dry_run=true plans a sweep: add -m (one job is a sweep of one)", file=sys.stderr)
         sys.exit(2)
