@@ -207,6 +207,9 @@ def complete(ident: JobIdentity) -> Job:
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
     if ident.student_kind.uses_init:
         init = resolve_init(ident.settings.run.init, depth, k)
+        if init.name == "prune" and not ident.procedure_settings.prunes_layers:
+            raise ConfigError(f"init=prune chooses decoder layers by block importance when the job runs: "
+                              f"procedure=causal_lm only, not procedure={ident.procedure.name}")
     else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
         pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
         init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)

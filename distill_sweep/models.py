@@ -26,7 +26,7 @@ from distill_sweep.toy import build_toy_tokenizer
 
 # The paper's Table 3 initialisations, in its order.
 PAPER_INITS = {1: "skip", 2: "mixed", 3: "bottom"}
-NAMED_INITS = ("skip", "mixed", "bottom", "first", "random")
+NAMED_INITS = ("skip", "mixed", "bottom", "first", "random", "prune")
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class StudentInit:
     """A resolved `init`: what the user wrote, the rule it names, and the 1-based teacher layers."""
 
     spec: str
-    name: str  # skip | mixed | bottom | random | custom
+    name: str  # skip | mixed | bottom | random | prune | custom
     layers: list[int]  # teacher layers copied into student layers 1..k (random: [] copied)
     layer_map: list[tuple[int, int]]  # (student layer, teacher layer) pairs the objectives use
 
@@ -88,6 +88,8 @@ def resolve_init(spec: Any, teacher_layers: int, student_layers: int) -> Student
         layers = [1] + skip[1:]
     elif name in ("bottom", "first"):
         name, layers = "bottom", list(range(1, student_layers + 1))
+    elif name == "prune":  # chosen by block importance when the job runs (students/prune.py): skip stands in
+        layers = skip
     else:  # random: nothing copied but the embeddings; learns from the skip layers (the paper's rule)
         return StudentInit(text, "random", [], list(zip(range(1, student_layers + 1), skip)))
     return StudentInit(text, name, layers, list(zip(range(1, student_layers + 1), layers)))

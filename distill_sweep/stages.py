@@ -42,7 +42,7 @@ from distill_sweep.loop import (
 log = logging.getLogger("distill_sweep")
 # Offsets of the data-order seed per stage kind: each stage's epochs see their own shuffles.
 STAGE_SEED_OFFSET = {"finetune": 0, "intermediate": 100, "prediction": 200, "combined": 300, "self_distill": 400,
-                     "ptp": 500, "pretrain": 600, "teacher_head": 800}
+                     "ptp": 500, "pretrain": 600, "distill": 700, "teacher_head": 800}
 
 
 @dataclass

@@ -4,6 +4,7 @@
                  objective"s stages (the paper"s first half)
   finetune       the no-distillation baseline: the student trained on the task with cross-entropy only
   fastbert       FastBERT: early-exit branches self-distilled from the fine-tuned teacher"s last classifier
+  causal_lm      a decoder LM teacher into a smaller decoder on a corpus or instruction data (next-token terms)
   ptp            PEA-KD"s PTP: the student first learns 4 labels from the teacher"s predictions (right or
                  wrong x confident or not), then task_specific"s stages
 
@@ -14,7 +15,7 @@ builds a student (what it ignores is left out of the job"s hash); `settings` is 
 """
 
 # The registry is filled here, by the package that owns the procedures: each module registers itself.
-from . import fastbert, finetune, ptp, task_agnostic, task_specific  # noqa: F401
+from . import causal_lm, fastbert, finetune, ptp, task_agnostic, task_specific  # noqa: F401
 from .base import PROCEDURES, Procedure, ProcedureSettings, procedure_named, register_procedure
 
 __all__ = ["PROCEDURES", "Procedure", "ProcedureSettings", "procedure_named", "register_procedure"]

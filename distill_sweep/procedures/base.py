@@ -18,6 +18,7 @@ class ProcedureSettings:
     name: str  # the procedure (procedure=NAME sets it)
 
     reads_task: ClassVar[bool] = True  # its data is the task's (False: task_agnostic reads a corpus)
+    prunes_layers: ClassVar[bool] = False  # resolves init=prune when it runs (causal_lm: block importance)
 
     def own_task(self, corpus: Any) -> Any:
         """The task settings a procedure that reads no task describes itself with (None: the task's);

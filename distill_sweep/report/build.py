@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep import paper, stats, store
-from distill_sweep.report import figures, layout_table, pretraining
+from distill_sweep.report import decoder, figures, layout_table, pretraining
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.render import (
@@ -44,7 +44,8 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
     """The whole report as a Doc plus the artefacts to write (name -> str | DataFrame | plot tuple)."""
     # distillations on a corpus and the fine-tuning of their students have Tables 2 and 4 of their own
     own = pretraining.is_own(st.records)
-    records = st.records[~own]
+    decoders = decoder.is_own(st.records)  # students of decoder LMs: the decoder table of their own
+    records = st.records[~own & ~decoders]
     doc = Doc()
     files: dict[str, Any] = {}
     counts = store.status_counts(st.records)
@@ -72,6 +73,8 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
             _layout_section(doc, files, LAYOUTS[key], records, opts)
     if own.any():
         _pretraining_sections(doc, files, st.records[own], opts)
+    if decoders.any():
+        _decoder_sections(doc, files, st.records[decoders], opts)
     if "1" in opts.tables and not records.empty:
         t1_records, t1_note = store.select_init(records, opts.table1_init)
         t1_paths = set(t1_records["path"])
@@ -327,6 +330,28 @@ def _grid_section(doc: Doc, records: pd.DataFrame, preset: str | None) -> None:
              f"{len(missing)} missing ({n_running} of them running, {len(missing) - n_running} not started)")
     _listing(doc, [f"{'running' if k is not None else 'missing'}: {_job_line(j)}" for j, k in zip(missing, keys, strict=True)]
              + [f"failed: {_job_line(j)}" for j in failed])
+
+
+def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, opts: ReportOptions) -> None:
+    """The decoder tables (distill_sweep.report.decoder): objective x init with perplexity, t-tests vs fkl."""
+    frame = decoder.runs(records)
+    if frame.empty:
+        doc.heading("Decoder distillation")
+        doc.text(f"{len(records)} causal_lm record(s), none completed yet")
+        return
+    for i, (title, headers, rows, test_headers, tests, teacher) in enumerate(decoder.tables(frame, opts.ddof,
+                                                                                             opts.alpha)):
+        doc.heading(title)
+        doc.text(teacher)
+        doc.table(headers, rows)
+        doc.text(f"final epoch's dev values, mean±std over seeds (ddof={opts.ddof}), (n) = runs; perplexity: lower "
+                 "is better")
+        if tests:
+            doc.table(test_headers, tests)
+            doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init; Holm over "
+                     f"this table's tests, * below alpha={opts.alpha}")
+        files[f"decoder{i + 1}.csv"] = pd.DataFrame(rows, columns=headers)
+    files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev"])
 
 
 def _pretraining_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, opts: ReportOptions) -> None:

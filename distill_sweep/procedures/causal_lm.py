@@ -1,0 +1,277 @@
+"""Distillation of decoder LMs (`procedure=causal_lm`): a causal-LM teacher into a shallower or narrower student.
+
+Data (`procedure.data`): the `corpus` group (packed sequences, every next token a target) or instruction data
+(`procedure.instructions`: prompt/response pairs, the loss on the response tokens); see causal_data.py. The
+teacher is a decoder LM (families.py: Llama-shaped, GPT-2): a tiny one built from `teacher.config` is first
+trained on the training sequences (causal_teacher.py, cached per sweep). The student is `student=truncated`
+(teacher layers copied per `init`, with `init=prune` choosing them by block importance on a calibration slice,
+students/prune.py; embeddings, final norm and LM head copied) or `student=fresh`.
+
+ONE stage, `distill`, whose loss is the objective's terms summed (their `stages` are not read): the next-token
+terms fkl / rkl / gjsd (objectives/causal.py) and hidden-state terms on the mapped layers (hid_seq, ...), plus
+`ce_weight` x the next-token cross-entropy on the data's targets. Attention terms are refused for decoders
+(families.py says why). With `teacher_top_k: k` the teacher's k largest logits per target position come from
+the teacher-output store (causal_store.py: values + indices, built once per teacher and data) and the teacher
+does not run during training.
+
+Dev metrics: next-token accuracy on the held-out targets (`token_accuracy`, the primary metric: it picks the
+best epoch, higher is better), `perplexity` (exp of the mean target NLL) and, for classification-style
+instruction data, `choice_accuracy` (the next-token choice among the choices' first tokens).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from distill_sweep.capture import Features
+from distill_sweep.causal_data import CausalData, InstructionSettings, from_corpus, from_instructions
+from distill_sweep.causal_store import open_or_build_topk
+from distill_sweep.causal_teacher import (
+    CHOICE,
+    PRIMARY,
+    lm_evaluator,
+    next_token_ce,
+    trained_teacher,
+    unigram_baseline,
+)
+from distill_sweep.context import RunContext
+from distill_sweep.corpus import CorpusSettings
+from distill_sweep.errors import ConfigError
+from distill_sweep.families import FAMILIES, family_of_model, is_causal_type
+from distill_sweep.loop import LossFn, seed_everything
+from distill_sweep.mapping import map_spec, resolve_map
+from distill_sweep.models import StudentInit
+from distill_sweep.objectives import TERMS, build_objective
+from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS, TOPK_INDICES, TOPK_VALUES
+from distill_sweep.schema import RecipeSettings, TaskSettings
+from distill_sweep.settings import as_dict, parse
+from distill_sweep.stages import Stage, StageDriver, epoch_seed
+from distill_sweep.students import BuildInputs
+from distill_sweep.students.prune import block_importance, prune_layers
+from distill_sweep.teacher import check_beats_baseline
+
+from .base import ProcedureSettings, register_procedure
+from .common import train_student
+from .task_agnostic import stage_plan
+
+STAGE = "distill"
+STUDENTS = ("truncated", "fresh")  # the student types built for decoders
+
+
+@dataclass
+class CausalLMSettings(ProcedureSettings):
+    data: Literal["corpus", "instructions"] = "corpus"  # what it distils on: the corpus group or instructions
+    # prompt/response pairs (data=instructions): toy, a local JSONL file or a hub dataset
+    instructions: InstructionSettings = field(default_factory=InstructionSettings)
+    # data=instructions: tokens per sequence, [BOS] and [EOS] included (the corpus has its own max_seq_length)
+    max_seq_length: int = field(default=64, metadata={"ge": 4})
+    batch_size: int = field(default=16, metadata={"ge": 1})  # sequences per step
+    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the training sequences (unless max_steps)
+    max_steps: int | None = field(default=None, metadata={"ge": 1})  # steps in all (null: by epochs)
+    lr: float = field(default=1e-3, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
+    # warmup share, unless optimizer.warmup_ratio is set
+    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
+    # weight of the next-token cross-entropy on the data's targets, added to the objective's terms
+    ce_weight: float = field(default=0.0, metadata={"ge": 0.0})
+    # a teacher built from teacher.config is first trained this many steps on the training sequences (0: random)
+    teacher_steps: int = field(default=400, metadata={"ge": 0})
+    teacher_lr: float = field(default=3e-3, metadata={"gt": 0.0})  # its learning rate
+    # distil from the teacher's k largest logits per position, stored once (null: the full logits, live)
+    teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
+    # init=prune: training sequences the block importance is computed on
+    calibration: int = field(default=64, metadata={"ge": 1})
+
+    reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
+    prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
+
+    def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
+        """The job's task in the data's terms: causal_<corpus or instructions name>, scored by token accuracy."""
+        if self.data == "corpus":
+            if corpus is None:
+                raise ConfigError("procedure=causal_lm data=corpus needs a corpus (corpus=toy|text_files|...)")
+            self.corpus = parse(CorpusSettings, corpus, "corpus")
+            name, length = self.corpus.name, self.corpus.max_seq_length
+        else:
+            name, length = self.instructions.name, self.max_seq_length
+        metrics = [PRIMARY, "perplexity", "nll"]
+        if self.data == "instructions" and self.instructions.choice_words():
+            metrics.append(CHOICE)
+        return TaskSettings(name=f"causal_{name}", source="toy", num_labels=2, primary_metric=PRIMARY,
+                            metrics=metrics, max_seq_length=length, recipe=RecipeSettings(lr=self.lr))
+
+    def check_job(self, job: Any) -> None:
+        """Rules over the whole job, from configs alone (ConfigError, one line)."""
+        teacher = job.settings.teacher
+        model_type = str(getattr(job.teacher_arch, "model_type", ""))
+        if not is_causal_type(model_type):
+            known = ", ".join(t for f in FAMILIES.values() if f.causal for t in f.model_types)
+            raise ConfigError(f"procedure=causal_lm distils a decoder LM ({known}): teacher={teacher.name} is a "
+                              f"{model_type} model (try teacher=tiny_llama or teacher=tiny_gpt2)")
+        if teacher.finetuned_path or teacher.ensemble:
+            raise ConfigError("procedure=causal_lm takes one decoder teacher: teacher.finetuned_path and "
+                              "teacher.ensemble do not apply")
+        if job.student_kind.name not in STUDENTS:
+            raise ConfigError(f"student={job.student_kind.name} is not built for decoders: procedure=causal_lm takes "
+                              f"student={' or student='.join(STUDENTS)}")
+        if job.settings.optimizer.batch_size is not None:
+            raise ConfigError("procedure=causal_lm takes its batch from procedure.batch_size: leave "
+                              "optimizer.batch_size null")
+        terms = list(job.objective.terms) if job.objective is not None else []
+        if not terms and not self.ce_weight:
+            raise ConfigError(f"objective={job.objective_name} has no terms for procedure=causal_lm: use fkl, rkl, "
+                              "gjsd (or hid_seq) terms, or procedure.ce_weight > 0")
+        if self.teacher_top_k is not None:
+            live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
+            if live:
+                raise ConfigError(f"procedure.teacher_top_k stores the teacher's logits so that it need not run, but "
+                                  f"term {live[0]} reads its hidden states: use it with fkl/rkl/gjsd terms only")
+            if self.teacher_top_k > int(job.teacher_arch.vocab_size):
+                raise ConfigError(f"procedure.teacher_top_k={self.teacher_top_k} is larger than the vocabulary "
+                                  f"({job.teacher_arch.vocab_size})")
+        qkv = [t for t in terms if TERMS[t].uses_qkv]
+        if qkv:  # check_compatible refuses them too; this says why
+            family = FAMILIES["llama" if model_type != "gpt2" else "gpt2"]
+            raise ConfigError(f"objective term {qkv[0]}: {family.qkv_refusal}")
+
+
+# ------------------------------------------------------------------------------------------------- loss
+def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_weight: float,
+                 stored: Any | None) -> LossFn:
+    """The objective's terms (teacher features live, or its top-k logits from the store) + ce_weight x CE."""
+
+    def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+        batch = dict(batch)
+        parts: dict[str, float] = {}
+        total: Tensor | None = None
+        if terms is not None:
+            if stored is not None:
+                batch[TOPK_VALUES], batch[TOPK_INDICES] = stored.gather(batch)
+                t = Features(logits=None, hidden_states=None)  # the teacher's side is the stored top-k alone
+            else:
+                with torch.no_grad():
+                    t = terms.features(teacher, batch, "teacher")
+            s = terms.features(student, batch, "student")
+            total, parts = terms(s, t, batch)
+            logits = s.logits
+        else:
+            logits = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        if ce_weight:
+            ce = next_token_ce(logits, batch["labels"])
+            parts["ce"] = float(ce.detach())
+            total = ce_weight * ce if total is None else total + ce_weight * ce
+        assert total is not None
+        return total, parts
+
+    return loss_fn
+
+
+# ----------------------------------------------------------------------------------------------- the run
+@dataclass
+class CausalContext(RunContext):
+    """The run context over decoder data: the driver reads its batches and scores next-token metrics."""
+
+    causal: CausalData | None = None
+
+    def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
+               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
+        run, data = self.job.settings.run, self.causal
+        assert data is not None
+        batch = self.job.procedure_settings.batch_size
+
+        def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
+            return data.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
+
+        return StageDriver(model=model, state=state, train_size=len(data.train) // batch * batch, loader=batches,
+                           dev_loaders={"validation": lambda: data.dev_batches(run.eval_batch_size)},
+                           metrics=None, device=self.device, precision=self.precision,
+                           optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint, key=key, history=history,
+                           every_steps=run.checkpoint.every_steps, log_every=run.log_every,
+                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label,
+                           evaluate_fn=lm_evaluator(data))
+
+
+def load_data(ctx: RunContext, settings: CausalLMSettings) -> CausalData:
+    if settings.data == "corpus":
+        return from_corpus(settings.corpus, ctx.tokenizer, ctx.cache_dir)
+    return from_instructions(settings.instructions, ctx.tokenizer, settings.max_seq_length)
+
+
+def student_init(ctx: RunContext, teacher: nn.Module, data: CausalData, settings: CausalLMSettings
+                 ) -> tuple[StudentInit, list[tuple[int, int]], dict[str, Any] | None]:
+    """The job's init and layer map; init=prune's layers chosen now, by block importance on the calibration
+    slice (the first `calibration` training sequences)."""
+    job = ctx.job
+    if job.init.name != "prune":
+        return job.init, job.layer_map, None
+    rows = min(settings.calibration, len(data.train))
+    calib = (data.batch(data.train, torch.arange(s, min(s + 32, rows)).numpy()) for s in range(0, rows, 32))
+    scores = block_importance(teacher, calib, ctx.device)
+    k = len(job.init.layers)
+    layers = prune_layers(scores, k)
+    init = StudentInit(job.init.spec, "prune", layers, list(zip(range(1, k + 1), layers)))
+    layer_map = job.layer_map
+    if map_spec(job.settings.run.map) == "init":
+        layer_map = resolve_map("init", init, len(scores), k)
+    return init, layer_map, {"scores": [round(s, 6) for s in scores], "layers": layers, "calibration": rows,
+                             "score": "block influence: 1 - cos(layer input, layer output), mean over real tokens"}
+
+
+@register_procedure("causal_lm", distils=True, settings=CausalLMSettings)
+def run(ctx: RunContext) -> None:
+    job, record = ctx.job, ctx.record
+    settings: CausalLMSettings = job.procedure_settings
+    assert job.objective is not None
+    data = load_data(ctx, settings)
+    if len(data.train) < settings.batch_size:
+        raise ConfigError(f"{data.name} has {len(data.train)} training sequences, fewer than one batch "
+                          f"(procedure.batch_size={settings.batch_size})")
+    teacher, teacher_info = trained_teacher(
+        job.settings.teacher, data, len(ctx.tokenizer), steps=settings.teacher_steps, lr=settings.teacher_lr,
+        batch_size=settings.batch_size, cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision)
+    evaluate = lm_evaluator(data)
+    dev = {"validation": lambda: data.dev_batches(job.settings.run.eval_batch_size)}
+    record["teacher"].update(source=teacher_info["source"], path=teacher_info.get("path"),
+                             dev=evaluate(teacher, dev, None, ctx.device, ctx.precision))
+    baseline = unigram_baseline(data)
+    record["teacher"]["majority_baseline"] = baseline
+    check_beats_baseline(ctx, record["teacher"]["dev"], baseline, "the unigram baseline (the dev targets' most "
+                         "frequent token, always)")
+    init, layer_map, pruned = student_init(ctx, teacher, data, settings)
+    seed_everything(job.seed)
+    arch = job.student_kind.describe(job.student, teacher.config)
+    student = job.student_kind.build(job.student, BuildInputs(arch=arch, teacher=teacher, init=init, num_labels=2,
+                                                              label_names=[])).to(ctx.device)
+    terms = build_objective(job.objective, student_config=student.config, teacher_config=teacher.config,
+                            layer_map=layer_map, train_labels=None, num_labels=2)
+    stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
+    if settings.teacher_top_k is not None:
+        stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
+                                    device=ctx.device, precision=ctx.precision, group=job.teacher.key)
+        store_info = {"mode": "store", "top_k": settings.teacher_top_k, **stored.describe()}
+    record["teacher_outputs"] = store_info
+    modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
+    params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
+    batches_per_epoch = len(data.train) // settings.batch_size
+    epochs, cap = stage_plan(settings, batches_per_epoch, job.settings.run)  # type: ignore[arg-type]
+    opt = job.settings.optimizer
+    stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
+                  settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
+                  distill_loss(student, teacher, terms, settings.ce_weight, stored), params, max_steps_per_epoch=cap)
+    record["config"]["task"] = None  # ignored: the job reads its own data
+    record["init"].update(layers=list(init.layers))
+    record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(data.dev))
+    record["causal_lm"] = {
+        "data": data.info, "teacher": teacher_info, "family": family_of_model(teacher).name, "layer_map": layer_map,
+        "prune": pruned, "epochs": epochs, "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
+        "student_parameters": sum(p.numel() for p in student.parameters()),
+        "teacher_parameters": sum(p.numel() for p in teacher.parameters()), "settings": as_dict(settings)}
+    cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=data)
+    train_student(cctx, student, [stage], modules)
+
