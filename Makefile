@@ -42,7 +42,7 @@ docs: install
 # Each bench prints its tables and writes them as JSON (machine, date, commit) for the docs' Benchmarks pages.
 BENCH_DATA ?= docs/benchmarks/data
 bench: install
-	$(BIN)/python -m distill_sweep.bench --threads 1 --sps --bilstm --json $(BENCH_DATA)/step.json
+	$(BIN)/python -m distill_sweep.bench --threads 1 --sps --bilstm --decoder --json $(BENCH_DATA)/step.json
 	$(BIN)/python -m distill_sweep.bench_cli --json $(BENCH_DATA)/cli.json
 	$(BIN)/python -m distill_sweep.bench_sweep --json $(BENCH_DATA)/sweep.json
 	$(BIN)/python -m distill_sweep.bench_ddp --json $(BENCH_DATA)/ddp.json

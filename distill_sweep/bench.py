@@ -313,6 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "logit-MSE prediction loss, against the truncated student's vanilla KD step")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc malloc as it is (training jobs keep freed memory; see allocator.py)")
+    p.add_argument("--decoder", action="store_true",
+                   help="add a table: the decoder objectives' steps (procedure=causal_lm, a Llama teacher of the same "
+                   "shape with grouped-query attention) against the plain forward-KL step")
     args = p.parse_args(argv)
     conf_dir = args.conf_dir or objective_conf_dir()
     names = [n.strip() for n in args.objectives.split(",") if n.strip()]
@@ -472,7 +475,95 @@ def main(argv: Sequence[str] | None = None) -> int:
         "backward on features captured beforehand (median, one per repeat): the part of the step the "
         "objective adds, measured without a whole step's exposure to other load on the machine."
     )
+    if args.decoder:
+        decoder_table(args, make_step, clock)
     return 0
+
+
+DECODER_OBJECTIVES = ("fkl", "rkl", "gjsd", "fkl_hid_seq")
+TOPK_ROW, TOPK = "fkl@top-32", 32  # forward KL from the teacher's stored top-32 logits: the teacher does not run
+
+
+def decoder_table(args: argparse.Namespace, make_step: Callable[..., Any], clock: Callable[[], float]) -> None:
+    """The decoder objectives' distillation steps (procedures.causal_lm.distill_loss, the job's own loss) against
+    the plain forward-KL step, paired and rotated as the encoder table; printed as a second table."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from .models import resolve_init
+    from .procedures.causal_lm import distill_loss
+    from .students.base import BuildInputs
+    from .students.truncated import TruncatedSettings
+    from .students.truncated import build as build_truncated
+
+    kv = args.heads // 2 if args.heads % 2 == 0 else args.heads
+    config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
+                         num_hidden_layers=args.teacher_layers, num_attention_heads=args.heads,
+                         num_key_value_heads=kv, max_position_embeddings=max(512, args.seq),
+                         bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    torch.manual_seed(0)
+    teacher = LlamaForCausalLM(config).to(args.device).eval()
+    init = resolve_init("skip", args.teacher_layers, args.student_layers)
+    student = build_truncated(TruncatedSettings(num_layers=args.student_layers),
+                              BuildInputs(arch=None, teacher=teacher, init=init, num_labels=2, label_names=[]))
+    student = student.to(args.device).train()
+    batches = []
+    for b in make_batches(args, 4, 10_000):
+        labels = torch.full_like(b["input_ids"], -100)
+        labels[:, :-1] = torch.where(b["attention_mask"][:, 1:].bool(), b["input_ids"][:, 1:], -100)
+        batches.append({"input_ids": b["input_ids"], "attention_mask": b["attention_mask"], "labels": labels,
+                        "idx": torch.arange(len(batches), len(batches) + 1).repeat(args.batch)})
+    tops = {}
+    with torch.no_grad():
+        for i, b in enumerate(batches):
+            top = teacher(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits.topk(TOPK, dim=-1)
+            tops[i] = (top.values, top.indices)
+
+    class Stored:  # the batch's stored top-k (causal_store.TopKStore.gather), here held in memory
+        def gather(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+            return tops[int(batch["idx"][0])]
+
+    conf_dir = args.conf_dir or objective_conf_dir()
+    layer_map = init.layer_map
+
+    def step_of(name: str, stored: Any = None) -> Callable[[dict[str, Tensor]], None]:
+        terms = build_objective(load_objective_cfg(name, conf_dir), student_config=student.config,
+                                teacher_config=teacher.config, layer_map=layer_map, train_labels=None, num_labels=2)
+        assert terms is not None
+        terms = terms.to(args.device).train()
+        return make_step(distill_loss(student, teacher, terms, 0.0, stored),
+                         list(student.parameters()) + list(terms.parameters()))
+
+    baseline = step_of("fkl")
+    steps = {name: step_of(name) for name in DECODER_OBJECTIVES}
+    steps[TOPK_ROW] = step_of("fkl", Stored())
+    it = _cycle(batches)
+    for fn in [baseline, *steps.values()]:
+        fn(next(it))  # warm-up
+    names = list(steps)
+    base, times, ratios = [], {n: [] for n in names}, {n: [] for n in names}
+    for r in range(args.repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            tb = _time_steps(baseline, it, args.steps, args.device, clock)
+            to = _time_steps(steps[name], it, args.steps, args.device, clock)
+            base.append(tb)
+            times[name].append(to)
+            ratios[name].append(to / tb)
+    tb_med = statistics.median(base)
+    print(f"\nDecoder step speed (procedure=causal_lm): Llama teacher {args.teacher_layers}L x {args.hidden} "
+          f"({args.heads} query / {kv} key-value heads), truncated student {args.student_layers}L (skip "
+          f"{init.layers}), vocab {args.vocab}, batch {args.batch}, seq {args.seq}, {args.device}, median of "
+          f"{args.repeats} paired repeats.\nBaseline (teacher forward + student step with plain forward KL, "
+          f"T = 1): {tb_med * 1e3:.0f} ms/step.\n")
+    print("| decoder objective | terms | ms/step | step ratio vs forward KL (median) | ratio range |")
+    print("|---|---|---:|---:|---:|")
+    for name in names:
+        label = "fkl, teacher's top-32 logits stored" if name == TOPK_ROW else \
+            "+".join(load_objective_cfg(name, conf_dir).terms)
+        rat = statistics.median(ratios[name])
+        print(f"| {name} | {label} | {statistics.median(times[name]) * 1e3:.0f} | {rat:.3f} | "
+              f"{min(ratios[name]):.3f}-{max(ratios[name]):.3f} |")
+    print(f"\n`fkl` runs the baseline's own code (the noise floor); `{TOPK_ROW}` reads the stored top-k instead of "
+          "running the teacher.")
 
 
 if __name__ == "__main__":

@@ -19,15 +19,18 @@ class ModelInfo:
     hidden_states: bool = True  # all hidden states (embeddings first) can be captured
     qkv: bool = True  # per-layer query/key/value projections can be captured (BERT-family encoders)
     model_type: str = "bert"
+    qkv_refusal: str = ""  # why q/k/v are not captured for its family (families.py), when they are not
 
     @classmethod
     def from_config(cls, config: Any, *, qkv: bool = True, hidden_states: bool = True) -> ModelInfo:
         """From a transformers config (BERT family: q/k/v hooks apply; a decoder family's are not captured)."""
         family = family_of(config)
-        qkv = qkv and (family is None or family.attention is not None)
+        hooked = family is None or family.attention is not None
+        qkv = qkv and hooked
         return cls(num_layers=int(config.num_hidden_layers), hidden_size=int(config.hidden_size),
                    num_heads=int(config.num_attention_heads), qkv=qkv and hidden_states, hidden_states=hidden_states,
-                   model_type=str(getattr(config, "model_type", "bert")))
+                   model_type=str(getattr(config, "model_type", "bert")),
+                   qkv_refusal="" if hooked else family.qkv_refusal)
 
 
 def require_equal_widths(term: str, states: str, student: ModelInfo, teacher: ModelInfo) -> None:

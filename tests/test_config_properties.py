@@ -30,6 +30,7 @@ from distill_sweep.corpus import CorpusSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job import prepare
 from distill_sweep.objectives import TERMS
+from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS
 from distill_sweep.procedures import PROCEDURES
 from distill_sweep.schema import LoggerSettings, OptimizerSettings, RunSettings, TaskSettings, TeacherSettings
 from distill_sweep.students import STUDENTS
@@ -37,6 +38,7 @@ from distill_sweep.students import STUDENTS
 EXAMPLES = settings(max_examples=4, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 AGNOSTIC = ["procedure=task_agnostic", "teacher=tiny_mlm", "optimizer.batch_size=null"]
+DECODER = ["procedure=causal_lm", "teacher=tiny_llama", "optimizer.batch_size=null"]  # decoder LMs (causal_lm)
 # Keys whose value is free text or a structure another check owns (named, so the list is the whole story):
 # paths and names (any string is a value), raw model/architecture blocks checked by transformers' own config
 # class, the layer init/map (tests/test_parts.py and test_models.py), the run's planning flags.
@@ -44,7 +46,8 @@ FREE = {"results_dir", "cache_dir", "device", "init", "map", "dry_run", "prepare
         "name", "hub_id", "hub_config", "data_dir", "tsv", "dev_splits", "text_fields", "label_names",
         "metrics", "primary_metric", "name_or_path", "finetuned_path", "tokenizer", "config", "ensemble",
         "attn_implementation", "project", "entity", "dir", "augment", "mlm", "embeddings", "path", "paths",
-        "source", "text_field", "also", "hub_split", "thresholds", "corpus", "kd", "source_hash"}
+        "source", "text_field", "also", "hub_split", "thresholds", "corpus", "kd", "source_hash",
+        "prompt_field", "response_field", "choices", "split"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ def all_keys() -> list[Key]:
     keys += _leaves(CorpusSettings, "corpus", tuple(AGNOSTIC))
     for name, procedure in sorted(PROCEDURES.items()):
         base = tuple(AGNOSTIC) if name == "task_agnostic" else (f"procedure={name}",)
+        if name == "causal_lm":
+            base = tuple(DECODER) + ("objective=fkl",)
         if name == "ptp":
             base += ("+procedure.thresholds.toy={correct: 0.9, wrong: 0.65}", "objective=pkd", "student=sps2")
         keys += _leaves(procedure.settings, "procedure", base)
@@ -117,7 +122,9 @@ def all_keys() -> list[Key]:
     for name, spec in sorted(TERMS.items()):
         # relation heads that divide the tiny teacher's width (64), as the preset for tiny models sets them
         fit = ("objective.terms.rel_kl.relation_heads=16",) if name == "rel_kl" else ()
-        keys += _leaves(spec.settings, f"objective.terms.{name}", (f"objective={_objective_with(name)}", *fit))
+        decoder = tuple(DECODER) if name in NEXT_TOKEN_TERMS else ()  # next-token terms: decoder LMs only
+        keys += _leaves(spec.settings, f"objective.terms.{name}", (*decoder, f"objective={_objective_with(name)}",
+                                                                    *fit))
     return keys
 
 

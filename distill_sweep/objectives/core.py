@@ -103,8 +103,9 @@ def check_compatible(settings: ObjectiveSettings, student: ModelInfo, teacher: M
             if info.uses_hidden and not model.hidden_states:
                 raise ConfigError(f"objective term {name!r} needs hidden states, which the {side} does not provide")
             if info.uses_qkv and not model.qkv:
+                why = f": {model.qkv_refusal}" if model.qkv_refusal else ""
                 raise ConfigError(f"objective term {name!r} needs per-layer query/key/value, which the {side} "
-                                  "does not provide")
+                                  f"does not provide{why}")
         if info.uses_qkv and info.same_heads and student.num_heads != teacher.num_heads:
             raise ConfigError(
                 f"objective term {name!r} compares attention heads one to one: the student has "

@@ -48,7 +48,7 @@ from distill_sweep.families import FAMILIES, family_of_model, is_causal_type
 from distill_sweep.loop import LossFn, seed_everything
 from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.models import StudentInit
-from distill_sweep.objectives import TERMS, build_objective
+from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS, TOPK_INDICES, TOPK_VALUES
 from distill_sweep.schema import RecipeSettings, TaskSettings
 from distill_sweep.settings import as_dict, parse
@@ -135,10 +135,6 @@ class CausalLMSettings(ProcedureSettings):
             if self.teacher_top_k > int(job.teacher_arch.vocab_size):
                 raise ConfigError(f"procedure.teacher_top_k={self.teacher_top_k} is larger than the vocabulary "
                                   f"({job.teacher_arch.vocab_size})")
-        qkv = [t for t in terms if TERMS[t].uses_qkv]
-        if qkv:  # check_compatible refuses them too; this says why
-            family = FAMILIES["llama" if model_type != "gpt2" else "gpt2"]
-            raise ConfigError(f"objective term {qkv[0]}: {family.qkv_refusal}")
 
 
 # ------------------------------------------------------------------------------------------------- loss

@@ -1,0 +1,133 @@
+"""procedure=causal_lm: its data layout, block importance, the top-k store, refusals, and a small sweep end to end
+(records, the teacher cache, the store built once, the report's decoder table)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import compose_cfg, records, run_cli
+from test_families import tiny_llama
+
+from distill_sweep.causal_data import IGNORE, InstructionSettings, from_instructions
+from distill_sweep.causal_store import open_or_build_topk
+from distill_sweep.errors import ConfigError
+from distill_sweep.job import prepare
+from distill_sweep.students.prune import block_importance, prune_layers
+from distill_sweep.toy import build_toy_tokenizer
+
+FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",
+        "procedure.epochs=1", "max_steps_per_epoch=4", "student.num_layers=2"]
+
+
+def test_instruction_sequences_predict_only_the_response_and_eos(tmp_path: Path, shared_cache: Path):
+    tok = build_toy_tokenizer(shared_cache)
+    path = tmp_path / "pairs.jsonl"
+    rows = [{"q": "the soup was good", "a": "good"}, {"q": "the tea was cold and the bed was dirty", "a": "bad"},
+            {"q": "the view was nice", "a": "but"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    settings = InstructionSettings(name="pairs", source="jsonl", path=str(path), prompt_field="q", response_field="a",
+                                   dev_examples=1, choices=["good", "but", "bad"])
+    data = from_instructions(settings, tok, max_seq_length=16)
+    assert len(data.dev) == 1 and len(data.train) == 2
+    batch = data.batch(data.train, np.array([0, 1]))
+    ids, labels, mask = batch["input_ids"], batch["labels"], batch["attention_mask"]
+    words = ["the", "tea", "was", "cold", "and", "the", "bed", "was", "dirty"]
+    ids_of = tok.convert_tokens_to_ids
+    # row 0 is the 2nd pair: [CLS] prompt(9) bad [SEP]; targets: "bad" (predicted at the last prompt token) and [SEP]
+    assert ids[0, :12].tolist() == [tok.cls_token_id, *ids_of(words), ids_of("bad"), tok.sep_token_id]
+    want = [IGNORE] * 9 + [ids_of("bad"), tok.sep_token_id, IGNORE]
+    assert labels[0, :12].tolist() == want
+    # row 1 (the 3rd pair) is shorter: right padding, nothing predicted there
+    assert mask[1].tolist() == [1] * 7 + [0] * 5 and (labels[1, 6:] == IGNORE).all()
+    assert labels[1, 4].item() == ids_of("but") and labels[1, 5].item() == tok.sep_token_id
+    assert data.train.choice.tolist() == [2, 1] and data.choice_ids == ids_of(["good", "but", "bad"])
+
+
+def test_block_importance_drops_a_layer_that_does_nothing():
+    model = tiny_llama(layers=4)
+    with torch.no_grad():  # layer 3 adds nothing to its residual stream: its output is its input
+        model.model.layers[2].self_attn.o_proj.weight.zero_()
+        model.model.layers[2].mlp.down_proj.weight.zero_()
+    ids = torch.randint(1, 50, (3, 6), generator=torch.Generator().manual_seed(0))
+    scores = block_importance(model, [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}], torch.device("cpu"))
+    assert scores[2] == pytest.approx(0.0, abs=1e-6) and min(scores[:2] + scores[3:]) > 1e-3
+    assert prune_layers(scores, 3) == [1, 2, 4]
+    assert prune_layers([0.5, 0.1, 0.5, 0.2], 2) == [1, 3]  # ties: the lower layer first; kept in order
+
+
+def test_topk_store_holds_the_teachers_top_logits_and_gathers_by_row(tmp_path: Path, shared_cache: Path):
+    tok = build_toy_tokenizer(shared_cache)
+    data = from_instructions(InstructionSettings(num_examples=40, dev_examples=8), tok, max_seq_length=48)
+    teacher = tiny_llama()
+    teacher.resize_token_embeddings(len(tok))
+    store = open_or_build_topk(teacher, data, 5, cache_dir=tmp_path, device=torch.device("cpu"), precision="fp32",
+                               group={"t": 1})
+    assert store.built
+    batch = data.batch(data.train, np.array([3, 17, 30]))
+    values, indices = store.gather(batch)
+    with torch.no_grad():
+        top = teacher(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.topk(5, -1)
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(values[real], top.values[real], rtol=1e-5, atol=1e-5)
+    assert torch.equal(indices[real], top.indices[real])
+    again = open_or_build_topk(teacher, data, 5, cache_dir=tmp_path, device=torch.device("cpu"), precision="fp32",
+                               group={"t": 1})
+    assert not again.built and again.key == store.key
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["objective=att_kl"], "needs per-layer query/key/value, which the student does not provide: rotary"),
+    (["teacher=tiny", "objective=fkl"], "next-token distributions of decoder LMs"),
+    (["objective=fkl_hid_seq", "procedure.teacher_top_k=4"], "term hid_seq reads its hidden states"),
+    (["objective=vanilla_kd"], "objective=vanilla_kd has no terms for procedure=causal_lm"),
+    (["student=sps", "student.num_layers=4", "student.shared_layers=1"], "student=sps is not built for decoders"),
+    (["procedure=task_specific", "teacher=tiny", "task=toy", "init=prune"], "init=prune chooses decoder layers"),
+    (["procedure.data=instructions", "procedure.instructions.source=jsonl"], "path is required for source=jsonl"),
+])
+def test_refused_in_one_line_before_any_work(overrides, message, tmp_path: Path):
+    base = FAST if not overrides[0].startswith("procedure=") else ["logger=none", "student.num_layers=2"]
+    cfg = compose_cfg([*base, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c", *overrides])
+    with pytest.raises(ConfigError, match=message):
+        prepare(cfg)
+    assert not (tmp_path / "r").exists()
+
+
+def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path, shared_cache: Path):
+    """fkl and gjsd from the stored top-k, init prune, 2 seeds; the teacher is trained once, the store built once,
+    and the report prints the decoder table with its t-tests."""
+    results = tmp_path / "results"
+    proc = run_cli(["-m", *FAST, "procedure.teacher_top_k=6", "objective=fkl,gjsd", "init=prune", "seed=1,2",
+                    f"results_dir={results}", f"cache_dir={shared_cache}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = records(results)
+    assert len(recs) == 4 and {r["status"] for r in recs} == {"completed"}
+    for r in recs:
+        assert r["procedure"] == "causal_lm" and r["init"]["name"] == "prune"
+        prune = r["causal_lm"]["prune"]
+        assert r["init"]["layers"] == prune["layers"] == prune_layers(prune["scores"], 2)
+        assert r["teacher_outputs"]["mode"] == "store"
+        assert {"token_accuracy", "perplexity"} <= set(r["final"]["dev"])
+        assert r["teacher"]["dev"]["token_accuracy"] > r["teacher"]["majority_baseline"]["token_accuracy"]
+    teachers = {r["causal_lm"]["teacher"]["path"] for r in recs}
+    assert len(teachers) == 1  # one teacher for the sweep
+    assert sorted(r["teacher_outputs"]["built"] for r in recs) == [False, False, False, True]
+    report = run_cli([str(results)], cwd=tmp_path, module="distill_sweep.report")
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "Decoder distillation" in report.stdout and "gjsd vs fkl" in report.stdout
+    assert "Table 3" not in report.stdout  # decoder records stay out of the encoder tables
+
+
+def test_step_bench_has_decoder_rows(capsys: pytest.CaptureFixture[str]):
+    from distill_sweep import bench
+
+    tiny = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-layers", "1", "--vocab", "64",
+            "--seq", "16", "--batch", "2", "--repeats", "2", "--default-malloc"]
+    assert bench.main(["--objectives", "vanilla_kd", *tiny, "--decoder"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split("|")[1].strip() for line in out.split("Decoder step speed")[1].splitlines()
+            if line.startswith("| ") and not line.startswith("| decoder objective")]
+    assert rows == ["fkl", "rkl", "gjsd", "fkl_hid_seq", "fkl@top-32"]
