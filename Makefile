@@ -47,6 +47,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench_sweep --json $(BENCH_DATA)/sweep.json
 	$(BIN)/python -m distill_sweep.bench_ddp --json $(BENCH_DATA)/ddp.json
 	$(BIN)/python -m distill_sweep.bench_agnostic --json $(BENCH_DATA)/agnostic.json
+	$(BIN)/python -m distill_sweep.bench_report --json $(BENCH_DATA)/report.json
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

@@ -23,6 +23,7 @@ Decisions (see also results/paper/README.md):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from itertools import combinations
@@ -176,29 +177,33 @@ def paired_tests(
         present = list(wide.columns)
         order = [lv for lv in levels if lv in present] if levels else present
         order += [lv for lv in present if lv not in order]
+        columns = {lv: wide[lv].to_numpy(dtype=float) for lv in present}  # numpy: hundreds of pairs per table
+        task_codes, _ = pd.factorize(wide.index.get_level_values("task"))
         for a, b in combinations(order, 2) if pairs is None else pairs:
             lacking = [lv for lv in dict.fromkeys((a, b)) if lv not in present]
-            both = wide[[a, b]].dropna() if not lacking else pd.DataFrame({a: [], b: []}, dtype=float)
-            t, p, note = paired_ttest(both[a], both[b])
+            x, y, codes = (np.empty(0),) * 3
+            if not lacking:
+                both = ~np.isnan(columns[a]) & ~np.isnan(columns[b])
+                x, y, codes = columns[a][both], columns[b][both], task_codes[both]
+            t, p, note = paired_ttest(x, y)
             if lacking:
                 note = f"no completed runs of {' and '.join(lacking)}"
-            lo, hi = paired_bootstrap_ci(both[a], both[b])
+            lo, hi = paired_bootstrap_ci(x, y)
             rows.append({
-                **dict(zip(within, key, strict=True)), "a": a, "b": b, "n": len(both),
-                "tasks": both.index.get_level_values("task").nunique() if len(both) else 0,
-                "mean_a": float(both[a].mean()) if len(both) else math.nan,
-                "mean_b": float(both[b].mean()) if len(both) else math.nan,
-                "mean_diff": float((both[a] - both[b]).mean()) if len(both) else math.nan,
-                "ci_low": lo, "ci_high": hi, "d": cohens_dz(both[a], both[b]),
-                "t": t, "p": p, "note": note, "_both": both,
+                **dict(zip(within, key, strict=True)), "a": a, "b": b, "n": len(x), "tasks": len(set(codes)),
+                "mean_a": float(x.mean()) if len(x) else math.nan,
+                "mean_b": float(y.mean()) if len(x) else math.nan,
+                "mean_diff": float((x - y).mean()) if len(x) else math.nan,
+                "ci_low": lo, "ci_high": hi, "d": cohens_dz(x, y), "t": t, "p": p, "note": note,
+                "_pairs": (codes, x, y),
             })
     derived = ("p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
                "aso_better", "seeds")
-    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in derived), "_both"])
+    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in derived), "_pairs"])
     out["p_holm"] = holm(out["p"].to_numpy()) if len(out) else []
     m = int((out["n"] >= 2).sum())  # ASO's Bonferroni family: every pair it is run on
-    asos = [(aso(*centred_by_task(both, r.a, r.b), alpha, m), aso(*centred_by_task(both, r.b, r.a), alpha, m))
-            if r.n >= 2 else (math.nan, math.nan) for r, both in zip(out.itertuples(), out["_both"], strict=True)]
+    asos = [aso_both(*centred_by_task(*matched), alpha, m) if len(matched[1]) >= 2 else (math.nan, math.nan)
+            for matched in out["_pairs"]]
     out["aso_ab"] = [x for x, _ in asos]
     out["aso_ba"] = [y for _, y in asos]
     out["aso_better"] = ["A" if x < ASO_THRESHOLD else "B" if y < ASO_THRESHOLD else "" for x, y in asos]
@@ -287,52 +292,67 @@ def seeds_needed(effect: float, units_per_seed: int = 1, alpha: float = 0.05, po
     return float(math.ceil(hi / units_per_seed))
 
 
-def _quantiles(sorted_scores: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """The empirical quantile function deepsig uses (sorted[ceil(n t) - 1]) at `grid`, along the last axis."""
-    n = sorted_scores.shape[-1]
-    idx = np.clip(np.ceil(n * grid).astype(int) - 1, 0, n - 1)
-    return sorted_scores[..., idx]
+@functools.lru_cache(maxsize=256)
+def _segments(n_a: int, n_b: int, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """deepsig's integration grid t = dt, 2 dt, ... < 1, grouped: its empirical quantile functions
+    (sorted[ceil(n t) - 1]) are constant between jumps, so the grid's sums are sums over the (index in A,
+    index in B) pairs it visits, each weighted by dt times its grid points (the violation part leaves the first
+    grid point out, as deepsig does). Returns (A's indices, B's indices, total weights, violation weights)."""
+    grid = np.arange(dt, 1, dt)
+    ia = np.clip(np.ceil(n_a * grid).astype(int) - 1, 0, n_a - 1)
+    ib = np.clip(np.ceil(n_b * grid).astype(int) - 1, 0, n_b - 1)
+    keys, inverse = np.unique(ia * n_b + ib, return_inverse=True)
+    total = np.bincount(inverse, minlength=len(keys)) * dt
+    violation = np.bincount(inverse[1:], minlength=len(keys)) * dt
+    return keys // n_b, keys % n_b, total, violation
 
 
-def _violation_ratio(f: np.ndarray, g: np.ndarray, dt: float) -> np.ndarray:
-    """deepsig's e_W2: the share of the squared Wasserstein distance where A's quantile is below B's."""
-    diff = g - f
-    total = np.sum(diff**2 * dt, axis=-1)
-    violated = np.where(f >= g, 0.0, diff)[..., 1:]
-    part = np.sum(violated**2 * dt, axis=-1)
+def _violation_ratio(f: np.ndarray, g: np.ndarray, total_w: np.ndarray, violation_w: np.ndarray) -> np.ndarray:
+    """deepsig's e_W2 from the quantiles at the grid's segments: the share of the squared Wasserstein
+    distance where A's quantile is below B's (0.5 when the distance is 0)."""
+    diff2 = (g - f) ** 2
+    total = diff2 @ total_w
+    part = np.where(f >= g, 0.0, diff2) @ violation_w
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(total == 0.0, 0.5, part / np.where(total == 0.0, 1.0, total))
 
 
-def aso(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, comparisons: int = 1,
-        iterations: int = ASO_ITERATIONS, dt: float = ASO_DT, seed: int = BOOT_SEED) -> float:
-    """Almost stochastic order: eps_min, the upper bound of the violation ratio that A (higher = better)
-    is stochastically larger than B, at confidence 1 - alpha / comparisons (Bonferroni). deepsig 1.2's
-    algorithm in numpy: the violation ratio of the empirical quantile functions, its spread from
-    `iterations` bootstrap resamples, eps_min = clip(ratio - sigma / c * Phi^-1(alpha'), 0, 1). NaN
-    without scores on either side."""
+def aso_both(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, comparisons: int = 1,
+             iterations: int = ASO_ITERATIONS, dt: float = ASO_DT, seed: int = BOOT_SEED) -> tuple[float, float]:
+    """Almost stochastic order both ways: (eps_min that A is better than B, eps_min that B is better than A),
+    at confidence 1 - alpha / comparisons (Bonferroni), higher scores better. deepsig 1.2's algorithm in
+    numpy: the violation ratio of the empirical quantile functions, its spread over `iterations` bootstrap
+    resamples (the same resamples for both ways), eps_min = clip(ratio - sigma / c * Phi^-1(alpha'), 0, 1)
+    with c = sqrt(n_a n_b / (n_a + n_b)). NaNs without scores on either side."""
     x = np.sort(np.asarray(a, dtype=float))
     y = np.sort(np.asarray(b, dtype=float))
     if len(x) == 0 or len(y) == 0:
-        return math.nan
-    grid = np.arange(dt, 1, dt)
-    ratio = float(_violation_ratio(_quantiles(x, grid), _quantiles(y, grid), dt))
+        return math.nan, math.nan
+    ia, ib, total_w, violation_w = _segments(len(x), len(y), dt)
     rng = np.random.default_rng(seed)
-    xs = np.sort(x[rng.integers(0, len(x), size=(iterations, len(x)))], axis=1)
-    ys = np.sort(y[rng.integers(0, len(y), size=(iterations, len(y)))], axis=1)
-    samples = _violation_ratio(_quantiles(xs, grid), _quantiles(ys, grid), dt)
+    xs = np.sort(x[rng.integers(0, len(x), size=(iterations, len(x)))], axis=1)[:, ia]
+    ys = np.sort(y[rng.integers(0, len(y), size=(iterations, len(y)))], axis=1)[:, ib]
     const = math.sqrt(len(x) * len(y) / (len(x) + len(y)))
-    sigma = float(np.std(const * (samples - ratio)))
-    level = 1.0 - alpha / max(1, comparisons)
-    return float(np.clip(ratio - sigma / const * sps.norm.ppf(1.0 - level), 0.0, 1.0))
+    margin = sps.norm.ppf(alpha / max(1, comparisons)) / const  # Phi^-1(1 - level) < 0
+    out = []
+    for f, g, fs, gs in ((x[ia], y[ib], xs, ys), (y[ib], x[ia], ys, xs)):
+        ratio = float(_violation_ratio(f, g, total_w, violation_w))
+        sigma = float(np.std(const * (_violation_ratio(fs, gs, total_w, violation_w) - ratio)))
+        out.append(float(np.clip(ratio - sigma * margin, 0.0, 1.0)))
+    return out[0], out[1]
 
 
-def centred_by_task(frame: pd.DataFrame, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-    """A wide (task, seed) x level frame's columns a and b, each task's mean over both subtracted: pooled
-    over tasks, ASO then compares the systems and not the tasks' different levels (shift-invariant within one
-    task)."""
-    codes, _ = pd.factorize(frame.index.get_level_values("task"))
-    x, y = frame[a].to_numpy(dtype=float), frame[b].to_numpy(dtype=float)
+def aso(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, comparisons: int = 1,
+        iterations: int = ASO_ITERATIONS, dt: float = ASO_DT, seed: int = BOOT_SEED) -> float:
+    """eps_min that A is almost stochastically better than B (see `aso_both`); below ASO_THRESHOLD: better."""
+    return aso_both(a, b, alpha, comparisons, iterations, dt, seed)[0]
+
+
+def centred_by_task(codes: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Matched scores x, y with each task's mean over both subtracted (`codes`: the pairs' task codes): pooled
+    over tasks, ASO then compares the two rows and not the tasks' different levels (one task: no change, ASO is
+    shift-invariant)."""
+    _, codes = np.unique(codes, return_inverse=True)
     centre = (np.bincount(codes, x + y) / (2.0 * np.bincount(codes)))[codes]
     return x - centre, y - centre
 

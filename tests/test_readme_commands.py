@@ -158,7 +158,7 @@ def test_extraction_finds_blocks_continuations_inline_code_and_comments(tmp_path
 @dataclass
 class Run:
     command: Command
-    kind: str  # real | plan | print | report | bench | bench_cli | bench_sweep | bench_ddp | bench_agnostic | example
+    kind: str  # real | plan | print | report | bench | bench_cli | bench_sweep | bench_ddp | bench_agnostic | bench_report | example
     #   | schematic
     argv: list[str] = field(default_factory=list)
     cwd: Path = Path()
@@ -210,6 +210,8 @@ def plan(command: Command, work: Path) -> Run:
         return Run(command, "bench_ddp", [*python, *args, "--documents", "60"])
     if module == "distill_sweep.bench_agnostic":  # tiny models, one objective
         return Run(command, "bench_agnostic", [*python, *args, "--objectives", "att_mse", *TINY_AGNOSTIC])
+    if module == "distill_sweep.bench_report":  # a small store, one repeat
+        return Run(command, "bench_report", [*python, *args, "--jobs", "40", "--repeats", "1"])
     assert module == "distill_sweep", f"{command.where}: no rule for module {module} (add one to this test)"
     if _missing_group_option(args):
         return Run(command, "example")
@@ -270,7 +272,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[R
                   "control", [sys.executable, "-m", "distill_sweep", "experiment=paper_table3", "-m", "+dry_run=true",
                               "task=rtee"])
     first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_cli", "bench_sweep", "bench_ddp",
-                                              "bench_agnostic")] + [control]
+                                              "bench_agnostic", "bench_report")] + [control]
     first.sort(key=lambda r: r.kind != "real")  # the longest first
     with PreloadedPython(work / "logs", env) as python:
         for batch in (first, [r for r in planned if r.kind == "report"]):
@@ -307,6 +309,8 @@ def test_every_command_runs_as_written(runs: list[Run]) -> None:
                 ok = ok and "| 2 |" in proc.stdout
             elif run.kind == "bench_agnostic":
                 ok = ok and "| att_mse |" in proc.stdout
+            elif run.kind == "bench_report":
+                ok = ok and "| the report command, whole process" in proc.stdout
             elif run.kind == "bench_sweep":
                 ok = ok and "| sweep CPU-seconds" in proc.stdout and "in 1/1 pairs" in proc.stdout
             elif run.kind in ("print", "report"):

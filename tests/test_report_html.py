@@ -139,3 +139,18 @@ def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
             browser.close()
     assert errors == []
     assert (tmp_path / "report.png").stat().st_size > 10_000  # the screenshot, kept in the test's tmp_path
+
+
+def test_bench_report_writes_its_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from distill_sweep import bench_report
+
+    assert bench_report.synthetic_store(tmp_path / "s", 23) == 23  # stops at the count asked for
+    assert len(list((tmp_path / "s").rglob("result.json"))) == 23
+    out = tmp_path / "report.json"
+    assert bench_report.main(["--jobs", "40", "--repeats", "1", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = next(b["table"]["rows"] for b in data["blocks"] if "table" in b)
+    assert rows[0][0].startswith("the report command") and float(rows[0][1]) > 0
+    assert "synthetic 40-job store" in capsys.readouterr().out
