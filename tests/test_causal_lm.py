@@ -131,3 +131,29 @@ def test_step_bench_has_decoder_rows(capsys: pytest.CaptureFixture[str]):
     rows = [line.split("|")[1].strip() for line in out.split("Decoder step speed")[1].splitlines()
             if line.startswith("| ") and not line.startswith("| decoder objective")]
     assert rows == ["fkl", "rkl", "gjsd", "fkl_hid_seq", "fkl@top-32"]
+
+
+def test_dev_metrics_equal_a_row_by_row_computation(shared_cache: Path):
+    """token accuracy, perplexity and the next-token choice of padded dev batches = each sequence alone."""
+    from distill_sweep.causal_teacher import lm_evaluator
+
+    tok = build_toy_tokenizer(shared_cache)
+    data = from_instructions(InstructionSettings(num_examples=30, dev_examples=10), tok, max_seq_length=48)
+    model = tiny_llama()
+    model.resize_token_embeddings(len(tok))
+    got = lm_evaluator(data)(model, {"validation": lambda: data.dev_batches(4)}, None, torch.device("cpu"), "fp32")
+    nll, right, count, chosen = 0.0, 0, 0, 0
+    with torch.no_grad():
+        for i in range(len(data.dev)):
+            n, first = int(data.dev.lengths[i]), int(data.dev.first_target[i])
+            ids = torch.as_tensor(data.dev.ids[i, :n])[None]
+            logp = torch.log_softmax(model(input_ids=ids).logits[0], -1)
+            for t in range(first - 1, n - 1):  # position t predicts token t + 1
+                nll -= float(logp[t, ids[0, t + 1]])
+                right += int(logp[t].argmax() == ids[0, t + 1])
+                count += 1
+            choice = int(logp[first - 1, data.choice_ids].argmax())
+            chosen += int(choice == int(data.dev.choice[i]))
+    assert got["token_accuracy"] == pytest.approx(right / count)
+    assert got["perplexity"] == pytest.approx(float(np.exp(nll / count)), rel=1e-5)
+    assert got["choice_accuracy"] == pytest.approx(chosen / len(data.dev))

@@ -118,3 +118,22 @@ def test_attention_terms_are_refused_for_decoders_and_kept_for_encoders():
     with pytest.raises(TypeError, match="rotary"):
         run_with_features(tiny_llama(), {"input_ids": torch.ones(1, 3, dtype=torch.long)}, hidden=False,
                           qkv_layers=[1])
+
+
+@pytest.mark.parametrize("make", [tiny_llama, tiny_gpt2], ids=["llama", "gpt2"])
+def test_fresh_decoder_student_is_a_causal_lm_of_its_own_shape(make):
+    from distill_sweep.students.fresh import FreshSettings
+    from distill_sweep.students.fresh import build as build_fresh
+    from distill_sweep.students.fresh import describe as describe_fresh
+
+    teacher = make()
+    settings = FreshSettings(num_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=48)
+    arch = describe_fresh(settings, teacher.config)
+    student = build_fresh(settings, BuildInputs(arch=arch, teacher=teacher, init=resolve_init("random", 4, 2),
+                                                num_labels=2, label_names=[]))
+    assert type(student) is type(teacher) and len(family_of_model(student).layers(student)) == 2
+    assert student.config.num_attention_heads == 2
+    assert getattr(student.config, "num_key_value_heads", 2) == 2  # plain multi-head attention
+    assert torch.equal(student.get_input_embeddings().weight, teacher.get_input_embeddings().weight)  # same width
+    out = student(input_ids=torch.tensor([[1, 2, 3]])).logits
+    assert out.shape == (1, 3, 50)
