@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from distill_sweep.disk import writing
+
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
 
@@ -35,18 +37,46 @@ def save_checkpoint(path: Path, state: dict[str, Any], *, keep_previous: bool = 
     keep_previous: keep the checkpoint being replaced as `checkpoint.prev.pt`, so a newest file that
     later proves unreadable costs one checkpoint interval instead of the whole job. It doubles the disk
     used, and whoever deletes the checkpoint should use `remove_checkpoint` so no `.prev` is left behind.
+    A write that fails (a full disk, an I/O error) raises DiskWriteError naming `path`; the checkpoint already
+    there is left as it was.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        if keep_previous and path.exists():
-            _keep_as_previous(path)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    kept = f"the previous {path.name} is intact" if path.exists() else "no checkpoint was written"
+    with writing(path, kept):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as raw:
+                f = _KeepsWriteError(raw)
+                try:
+                    torch.save(state, f)  # type: ignore[arg-type]
+                except RuntimeError as err:
+                    # torch reports its file's write error as "unexpected pos ...": the OSError is the news
+                    raise (f.error or err) from err
+                raw.flush()
+                os.fsync(raw.fileno())  # on disk before it replaces the last good checkpoint
+            if keep_previous and path.exists():
+                _keep_as_previous(path)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class _KeepsWriteError:
+    """A file for torch.save that remembers the OSError of a failed write (torch turns it into a RuntimeError)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.error = f, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 def _keep_as_previous(path: Path) -> None:

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from distill_sweep.data import _honour_offline_env, _tokenizer_hash, go_offline_if_hub_unreachable
+from distill_sweep.disk import reserve, writing
 from distill_sweep.errors import ConfigError
 from distill_sweep.settings import SEED_RANGE
 from distill_sweep.toy import NOUNS, _part, _vocab_hash
@@ -50,6 +51,8 @@ CACHE_VERSION = "1"
 IGNORE = -100  # label of a position that is not predicted
 BUILDS = {"count": 0}  # caches built by this process (tests check that a re-run builds none)
 BINARY_PROBE = 8192
+# what a build that cannot write leaves (_build): its temporary directory is removed, other corpora are untouched
+BUILD_KEPT = "the corpus cache was not built and nothing of it is left; the next job that reads it builds it"
 
 
 @dataclass
@@ -394,14 +397,17 @@ def _build(settings: CorpusSettings, tokenizer: Any, special: dict[str, Any], pa
 
     log.info("building corpus %s (tokenise, pack to %d, mask) into %s", settings.name, settings.max_seq_length,
              path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    with writing(path, BUILD_KEPT):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
     try:
         rows = {name: _RowWriter(tmp / f"{name}.raw", settings.max_seq_length, int(special["pad"]))
                 for name in ("dev", "train")}
         n_docs, batch = 0, []
 
         def flush() -> None:
+            if not batch:  # a number of documents that is a multiple of 1000: the tokenizer refuses an empty list
+                return
             for pieces in tokenizer(batch, add_special_tokens=False)["input_ids"]:
                 target = "dev" if flushed[0] < settings.dev_documents else "train"  # documents in stream order
                 flushed[0] += 1
@@ -424,7 +430,8 @@ def _build(settings: CorpusSettings, tokenizer: Any, special: dict[str, Any], pa
         sizes = {}
         for name, writer in rows.items():  # dev first (see above)
             ids, lengths = writer.read()
-            np.save(tmp / f"{name}_lengths.npy", lengths)
+            with writing(tmp / f"{name}_lengths.npy", BUILD_KEPT):
+                np.save(tmp / f"{name}_lengths.npy", lengths)
             if name == "train" and settings.masking == "dynamic":
                 _copy_npy(tmp / f"{name}_ids_unmasked.npy", ids)
             else:
@@ -435,14 +442,18 @@ def _build(settings: CorpusSettings, tokenizer: Any, special: dict[str, Any], pa
         meta = {"documents": n_docs, "train_sequences": sizes["train"]["sequences"],
                 "train_tokens": sizes["train"]["tokens"], "dev_sequences": sizes["dev"]["sequences"],
                 "dev_tokens": sizes["dev"]["tokens"], "settings": asdict(settings)}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        with writing(tmp / "meta.json", BUILD_KEPT):
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # nothing half-built is left behind
         raise
     try:
         os.replace(tmp, path)
-    except OSError:  # another job renamed its identical copy first
+    except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        if not (path / "meta.json").exists():  # else another job renamed its identical copy first
+            with writing(path, BUILD_KEPT):
+                raise err
     BUILDS["count"] += 1
 
 
@@ -454,7 +465,8 @@ class _RowWriter:
 
     def __init__(self, path: Path, width: int, pad: int) -> None:
         self.path, self.width, self.pad = path, width, pad
-        self.file = open(path, "wb")  # noqa: SIM115  (closed by close())
+        with writing(path, BUILD_KEPT):
+            self.file = open(path, "wb")  # noqa: SIM115  (closed by close())
         self.pending: list[list[int]] = []
         self.lengths: list[np.ndarray] = []
         self.count = 0
@@ -468,7 +480,8 @@ class _RowWriter:
         block = np.full((len(self.pending), self.width), self.pad, dtype=np.int32)
         for i, row in enumerate(self.pending):
             block[i, :len(row)] = row
-        self.file.write(block.tobytes())
+        with writing(self.path, BUILD_KEPT):
+            self.file.write(block.tobytes())
         self.lengths.append(np.array([len(r) for r in self.pending], dtype=np.int32))
         self.count += len(self.pending)
         self.pending = []
@@ -476,7 +489,8 @@ class _RowWriter:
     def close(self) -> None:
         if self.pending:
             self._write()
-        self.file.close()
+        with writing(self.path, BUILD_KEPT):
+            self.file.close()
 
     def read(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids (N, width), memory-mapped; lengths (N,))."""
@@ -488,27 +502,39 @@ class _RowWriter:
 
 def _copy_npy(target: Path, ids: np.ndarray) -> None:
     if not len(ids):  # a memory map of nothing cannot be opened
-        np.save(target, np.asarray(ids))
+        with writing(target, BUILD_KEPT):
+            np.save(target, np.asarray(ids))
         return
-    out = np.lib.format.open_memmap(target, mode="w+", dtype=np.int32, shape=ids.shape)
+    out = _array(target, ids.shape)
     for start in range(0, len(ids), CHUNK_ROWS):
         out[start:start + CHUNK_ROWS] = ids[start:start + CHUNK_ROWS]
-    out.flush()
+    with writing(target, BUILD_KEPT):
+        out.flush()
+
+
+def _array(file: Path, shape: tuple[int, ...]) -> np.memmap:
+    """A new int32 .npy array memory-mapped for writing, its blocks reserved (a full disk: DiskWriteError now,
+    not SIGBUS while it is filled)."""
+    with writing(file, BUILD_KEPT):
+        array = np.lib.format.open_memmap(file, mode="w+", dtype=np.int32, shape=shape)
+        reserve(file)
+    return array
 
 
 def _mask_npy(ids_path: Path, labels_path: Path, ids: np.ndarray, lengths: np.ndarray, rng: np.random.Generator,
               settings: CorpusSettings, special: dict[str, Any]) -> None:
     """Static masks, chunk by chunk: mask_tokens draws row by row, so the chunks give the whole split's masks."""
     if not len(ids):
-        np.save(ids_path, np.asarray(ids))
-        np.save(labels_path, np.asarray(ids))
+        for file in (ids_path, labels_path):
+            with writing(file, BUILD_KEPT):
+                np.save(file, np.asarray(ids))
         return
-    masked = np.lib.format.open_memmap(ids_path, mode="w+", dtype=np.int32, shape=ids.shape)
-    labels = np.lib.format.open_memmap(labels_path, mode="w+", dtype=np.int32, shape=ids.shape)
+    masked, labels = _array(ids_path, ids.shape), _array(labels_path, ids.shape)
     for start in range(0, len(ids), CHUNK_ROWS):
         stop = start + CHUNK_ROWS
         chunk_ids, chunk_labels = mask_tokens(np.asarray(ids[start:stop]), lengths[start:stop], rng, settings,
                                               special["mask"], special["random"])
         masked[start:stop], labels[start:stop] = chunk_ids, chunk_labels
-    masked.flush()
-    labels.flush()
+    for array in (masked, labels):
+        with writing(array.filename, BUILD_KEPT):
+            array.flush()

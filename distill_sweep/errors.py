@@ -7,3 +7,8 @@ class ConfigError(ValueError):
 
 class DataError(ConfigError):
     """A missing, unreachable or malformed data source."""
+
+
+class DiskWriteError(RuntimeError):
+    """A file could not be written (a full disk, an I/O error): one line naming the file and what is kept, exit
+    code 1. Not an OSError on purpose: handlers that tolerate a missing or unreadable file must not swallow it."""

@@ -23,9 +23,9 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distill_sweep import chain, results
+from distill_sweep import chain, job_lock, results
 from distill_sweep.config_space import CONF_DIR, GROUPS, group_options
-from distill_sweep.errors import ConfigError
+from distill_sweep.errors import ConfigError, DiskWriteError
 
 # Hydra loads this module (through the sweeper plugin) at every start, `--help` and the command line's
 # refusals included: the modules that import torch or transformers (job, models, distributed and the parts)
@@ -444,21 +444,50 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if failed:
             total = len(todo) + len(then)
             print(f"distill_sweep: {len(failed)} of {total} jobs failed (see their result.json)", file=sys.stderr)
-            _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
+            try:
+                _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
+            except DiskWriteError as err:  # a full disk: the file, in one line (as for one job)
+                print(f"distill_sweep: error: {err}", file=sys.stderr)
+                sys.exit(1)
         return returns
 
     def _launch_all(self, todo: list[list[str]], idents: list[Any], initial_job_idx: int,
                     sources: list[Any] | None = None) -> tuple[list[Any], int]:
-        """Launch `todo` in batches of max_batch_size; (the launchers' returns per batch, the next job index)."""
-        self.overrides = list(self.split_overrides_to_chunks(todo, self.max_batch_size)) if todo else []
-        self.batch_index = 0
+        """Launch `todo` in batches of max_batch_size; (the launchers' returns per batch, the next job index).
+
+        A job that another process was running (its lock was held: job_lock) returns without running; once the
+        batches are done the sweep waits for those jobs' locks, and launches again any that their holder ended
+        without completing: the command ends with every job of its grid run, here or elsewhere, never by two
+        processes at once."""
+        from distill_sweep.job import find_completed
+
         returns = []
         with FinishedJobs(idents, sources=sources):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing
-            while not self.is_done():
-                batch = self.get_job_batch()
-                job_returns = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
-                # Unlike Hydra's basic sweeper, a failed job does not stop the following batches: its record
-                # says "failed"; the sweep exits 1 at the end if any job failed.
-                returns.append(job_returns)
-                initial_job_idx += len(batch)
+            while todo:
+                self.overrides = list(self.split_overrides_to_chunks(todo, self.max_batch_size))
+                self.batch_index = 0
+                launched = []
+                while not self.is_done():
+                    batch = self.get_job_batch()
+                    job_returns = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+                    # Unlike Hydra's basic sweeper, a failed job does not stop the following batches: its record
+                    # says "failed"; the sweep exits 1 at the end if any job failed.
+                    returns.append(job_returns)
+                    launched += job_returns
+                    initial_job_idx += len(batch)
+                elsewhere = [i for i, ret in enumerate(launched)
+                             if ret.status.name == "COMPLETED" and ret.return_value == job_lock.LEFT_TO_HOLDER]
+                if not elsewhere:
+                    break
+                print(f"distill_sweep: {len(elsewhere)} job(s) of this grid are run by another process: waiting "
+                      "for them", flush=True)
+                for i in elsewhere:
+                    job_lock.wait_for(idents[i].out_dir)
+                # one its holder ended without completing (killed, or failed there) runs here, as it would in a
+                # sweep started after that process: resumed from its checkpoint, or again after a failure
+                again = [i for i in elsewhere if find_completed(idents[i]) is None]
+                if again:
+                    print(f"distill_sweep: {len(again)} of them ended there without completing: running them here",
+                          flush=True)
+                todo, idents = [todo[i] for i in again], [idents[i] for i in again]
         return returns, initial_job_idx

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from distill_sweep import results
 from distill_sweep.capture import run_with_features
 from distill_sweep.data import make_loader, teacher_fingerprint
+from distill_sweep.disk import reserve, writing
 from distill_sweep.loop import autocast, to_device
 from distill_sweep.objectives.registry import TERMS
 from distill_sweep.results import part_id, write_json_atomic
@@ -50,6 +51,8 @@ log = logging.getLogger("distill_sweep")
 STORE_VERSION = 1  # bump when building produces other numbers
 META = "meta.json"
 ARRAYS = ("logits", "rowcheck")
+# what a build that cannot write leaves (_build): its partial directory is removed, other stores are untouched
+BUILD_KEPT = "the store was not built and nothing of it is left; the next job that needs it builds it"
 
 
 class StoreMismatchError(RuntimeError):
@@ -242,10 +245,30 @@ def _arrays(key: dict[str, Any]) -> tuple[str, ...]:
 @torch.inference_mode()
 def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, precision: str, device: torch.device,
            batch_size: int, pad_token_id: int, cls_layers: list[int]) -> None:
-    start = time.perf_counter()
     partial = Path(f"{path}.partial")
+    try:
+        _write(model, train, path, partial, key, precision=precision, device=device, batch_size=batch_size,
+               pad_token_id=pad_token_id, cls_layers=cls_layers)
+    except Exception:  # a failed build (a full disk) leaves nothing; a kill leaves .partial for the next build
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def _array(file: Path, dtype: Any, shape: tuple[int, ...]) -> np.memmap:
+    """A new .npy array memory-mapped for writing, its blocks reserved (a full disk: DiskWriteError now, not
+    SIGBUS while it is filled)."""
+    with writing(file, BUILD_KEPT):
+        array = np.lib.format.open_memmap(file, mode="w+", dtype=dtype, shape=shape)
+        reserve(file)
+    return array
+
+
+def _write(model: nn.Module, train: Any, path: Path, partial: Path, key: dict[str, Any], *, precision: str,
+           device: torch.device, batch_size: int, pad_token_id: int, cls_layers: list[int]) -> None:
+    start = time.perf_counter()
     shutil.rmtree(partial, ignore_errors=True)  # what a killed build left
-    partial.mkdir(parents=True)
+    with writing(partial, BUILD_KEPT):
+        partial.mkdir(parents=True)
     loader = make_loader(train, batch_size, shuffle=False, seed=0, pad_token_id=pad_token_id, by_length=True)
     n, logits, rowcheck, cls = len(train), None, None, None
     filled = np.zeros(n, dtype=bool)
@@ -258,14 +281,11 @@ def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, pre
                 features = run_with_features(model, batch, hidden=bool(cls_layers), qkv_layers=[])
             out = features.logits.float()
             if logits is None:
-                logits = np.lib.format.open_memmap(partial / "logits.npy", mode="w+", dtype=np.float32,
-                                                   shape=(n, out.shape[-1]))
-                rowcheck = np.lib.format.open_memmap(partial / "rowcheck.npy", mode="w+", dtype=np.int64,
-                                                     shape=(n, 2))
+                logits = _array(partial / "logits.npy", np.float32, (n, out.shape[-1]))
+                rowcheck = _array(partial / "rowcheck.npy", np.int64, (n, 2))
                 if cls_layers:
                     width = features.hidden_states[0].shape[-1]
-                    cls = np.lib.format.open_memmap(partial / "cls.npy", mode="w+", dtype=np.float32,
-                                                    shape=(n, len(cls_layers), width))
+                    cls = _array(partial / "cls.npy", np.float32, (n, len(cls_layers), width))
             idx = batch["idx"].cpu().numpy()
             logits[idx] = out.cpu().numpy()
             if cls is not None:
@@ -279,13 +299,15 @@ def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, pre
         raise RuntimeError(f"teacher-output store build covered {int(filled.sum())} of {n} training rows")
     for array in (logits, rowcheck, cls):
         if array is not None:
-            array.flush()
+            with writing(array.filename, BUILD_KEPT):
+                array.flush()
     del logits, rowcheck, cls
     meta = {"key": key, "rows": n, "device": str(device), "built_at": dt.datetime.now(dt.timezone.utc).isoformat(),
             "build_seconds": round(time.perf_counter() - start, 3),
             "sha256": {name: _sha256(partial / f"{name}.npy") for name in ARRAYS}}
     write_json_atomic(partial / META, meta)
-    os.replace(partial, path)
+    with writing(path, BUILD_KEPT):
+        os.replace(partial, path)
     log.info("built the teacher-output store %s (%d rows, %.1fs)", path, n, meta["build_seconds"])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep import results
 from distill_sweep.config_space import CONF_DIR
-from distill_sweep.errors import ConfigError
+from distill_sweep.errors import ConfigError, DiskWriteError
+from distill_sweep.job_lock import LEFT_TO_HOLDER, JobLock, holder
 from distill_sweep.settings import as_dict
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 # torch, transformers and the parts are imported where a job runs: `--help` and the sweeper's start stay fast.
 
 log = logging.getLogger("distill_sweep")
+POLL_S = 5.0  # several ranks of a job waiting for its lock look again this often
 
 
 def _pkg_model_dir(package: str) -> str:
@@ -75,10 +78,44 @@ def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
         distributed.setup(resolve_device(job.settings.run.device))
         try:
             distributed.check_same(job.digest, "config hash")
-            return _run(job, config)
+            return _run_locked(job, config, wait=alone)
         finally:
             distributed.teardown()
-    return _run(job, config)
+    return _run_locked(job, config, wait=alone)
+
+
+def _run_locked(job: Job, config: dict[str, Any], wait: bool) -> dict[str, Any]:
+    """`_run` while holding the job's lock (job_lock): one process per job, whatever the number of commands
+    whose grids hold it. Held elsewhere, a job on its own (`wait`) waits for it, then finds the job completed
+    (or resumes it, if its holder ended without completing it); a job of a sweep leaves it to its holder and
+    returns {"left_to_holder": who holds it} (its sweeper waits for it at the end)."""
+    lock = JobLock(job.out_dir)
+    if not _take(lock, job, wait):
+        log.info("another process is running this job (%s holds %s): left to it", holder(lock.path), lock.path)
+        return {"left_to_holder": holder(lock.path)}
+    try:
+        return _run(job, config)
+    finally:
+        lock.release()  # (a no-op on the ranks that do not hold it)
+
+
+def _take(lock: JobLock, job: Job, wait: bool) -> bool:
+    """Rank 0 takes the lock; every rank learns whether it did. Several ranks agree once per POLL_S rather than
+    wait inside a collective (it would run into the process group's timeout)."""
+    from distill_sweep import distributed
+
+    if distributed.world().size <= 1:
+        return lock.acquire(wait)
+    from distill_sweep.loop import resolve_device
+
+    device = distributed.local_device(resolve_device(job.settings.run.device))
+    while True:
+        busy = distributed.any_rank(distributed.is_main() and not lock.acquire(wait=False), device)
+        if not busy:
+            return True
+        if not wait:
+            return False
+        time.sleep(POLL_S)
 
 
 def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +148,10 @@ def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
                       finished_at=results.now_iso())
         if write:
-            results.write_record(record_path, results.Record.from_dict(record))
+            try:
+                results.write_record(record_path, results.Record.from_dict(record))
+            except DiskWriteError as also:  # e.g. the disk that failed the job: the job's own error is the news
+                log.warning("the failed job's record could not be written either: %s", also)
         raise
     record.update(status="completed", finished_at=results.now_iso())
     if write:
@@ -177,11 +217,13 @@ def main(cfg: DictConfig) -> float | None:
                     "this runs the distillation only")
     try:
         record = run_job(cfg, alone=not _is_multirun())
-    except ConfigError as err:
+    except (ConfigError, DiskWriteError) as err:
         if _is_multirun():
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed
         print(f"distill_sweep: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(2 if isinstance(err, ConfigError) else 1)
+    if "left_to_holder" in record:
+        return LEFT_TO_HOLDER  # the sweeper waits for it (grid.py)
     best = record.get("best") or {}
     return (best.get("dev") or {}).get(record["primary_metric"])
 

@@ -1,0 +1,54 @@
+"""Writing files on a disk that may fill up or fail: one error naming the file, what was there before kept.
+
+Every store writes a new file beside the old one and renames it into place, so a write that fails leaves the
+previous state as it was; `writing` turns the failure (ENOSPC, EIO, EDQUOT, ...) into a `DiskWriteError` that
+says which file and what is kept, in place of an OSError that names neither (Python's own write errors carry no
+file name). Memory-mapped arrays reserve their blocks first (`reserve`): a page of a sparse file that the full
+disk cannot back kills the process with SIGBUS when it is written, with no error to report and nothing
+cleaned up.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from distill_sweep.errors import DiskWriteError
+
+# posix_fallocate's answers that mean "this file system cannot reserve", not "no space": the file is then
+# written as before, unreserved
+_NO_RESERVE = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS, errno.ENODEV, errno.ESPIPE}
+
+
+def problem(err: OSError) -> str:
+    """`No space left on device [ENOSPC]`: the OS's words and the errno's name."""
+    name = errno.errorcode.get(err.errno or 0)
+    words = err.strerror or str(err)
+    return f"{words} [{name}]" if name else words
+
+
+@contextmanager
+def writing(path: Path | str, kept: str) -> Iterator[None]:
+    """An OSError in the block becomes a DiskWriteError: `cannot write <path>: <problem>; <kept>`."""
+    try:
+        yield
+    except OSError as err:
+        raise DiskWriteError(f"cannot write {path}: {problem(err)}; {kept}") from err
+
+
+def reserve(path: Path | str) -> None:
+    """Allocate the disk blocks of the whole file at `path` (its current size) now, so that a full disk is an
+    OSError here rather than a SIGBUS when a memory map of it is written."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            os.posix_fallocate(fd, 0, size)
+    except OSError as err:
+        if err.errno not in _NO_RESERVE:
+            raise
+    finally:
+        os.close(fd)
