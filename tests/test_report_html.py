@@ -117,6 +117,7 @@ def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], timeout=20_000)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.set_default_timeout(5_000)  # a missing element fails in seconds, not Playwright's 30 s
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("request", lambda r: errors.append(f"fetched {r.url}") if not r.url.startswith("file:") else None)
