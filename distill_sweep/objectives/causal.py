@@ -21,6 +21,7 @@ them before the divergence is taken (TRL's GOLD trainer's rule for `top_k`); the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,8 +62,8 @@ def divergence(logp_s: Tensor, logp_t: Tensor, kind: Literal["fkl", "rkl", "gjsd
         return (logp_t.exp() * (logp_t - logp_s)).sum(-1)
     if kind == "rkl":
         return (logp_s.exp() * (logp_s - logp_t)).sum(-1)
-    log_m = torch.logsumexp(torch.stack([logp_t + torch.log(torch.tensor(beta)),
-                                         logp_s + torch.log(torch.tensor(1.0 - beta))]), dim=0)
+    # log M without materialising M (its small entries would underflow); logaddexp is one fused pass
+    log_m = torch.logaddexp(logp_t + math.log(beta), logp_s + math.log1p(-beta))
     kl_t = (logp_t.exp() * (logp_t - log_m)).sum(-1)
     kl_s = (logp_s.exp() * (logp_s - log_m)).sum(-1)
     return beta * kl_t + (1.0 - beta) * kl_s
