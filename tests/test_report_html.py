@@ -155,3 +155,22 @@ def test_bench_report_writes_its_figures(tmp_path: Path, capsys: pytest.CaptureF
     rows = next(b["table"]["rows"] for b in data["blocks"] if "table" in b)
     assert rows[0][0].startswith("the report command") and float(rows[0][1]) > 0
     assert "synthetic 40-job store" in capsys.readouterr().out
+
+
+def test_html_lists_the_preset_jobs_not_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    write_record(tmp_path, task="toy", seed=0)
+    write_record(tmp_path, task="toy", seed=2, status="running")
+    fake = types.ModuleType("distill_sweep.grid")
+    fake.expected_jobs = lambda name: [  # type: ignore[attr-defined]
+        {"task": "toy", "objective": "vanilla_kd", "init_spec": "1", "seed": s} for s in range(4)]
+    monkeypatch.setitem(sys.modules, "distill_sweep.grid", fake)
+    assert main([str(tmp_path), "preset=demo", "table=1", "format=html"]) == 0
+    html = (tmp_path / "tables" / "report.html").read_text(encoding="utf-8")
+    missing = re.findall(r'<tr class="missing">(.*?)</tr>', html)
+    seeds = sorted(re.findall(r"<td>(\d+)</td>$", row)[0] for row in missing)
+    assert seeds == ["1", "3"]  # seed 2 is running (in the jobs table), seed 0 completed
+    assert "2 job(s) of preset demo not started" in html
+    assert len(re.findall(r'<tr class="running">', html)) == 1

@@ -330,6 +330,9 @@ def _grid_section(doc: Doc, records: pd.DataFrame, preset: str | None) -> None:
              f"{len(missing)} missing ({n_running} of them running, {len(missing) - n_running} not started)")
     _listing(doc, [f"{'running' if k is not None else 'missing'}: {_job_line(j)}" for j, k in zip(missing, keys, strict=True)]
              + [f"failed: {_job_line(j)}" for j in failed])
+    not_started = [j for j, k in zip(missing, keys, strict=True) if k is None]
+    if not_started:  # the HTML page lists them all (the text above stops at MAX_LISTED)
+        doc.figure(figures.missing_table(not_started, preset))
 
 
 def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, opts: ReportOptions) -> None:

@@ -174,3 +174,15 @@ def _num(value: Any, scale: float, spec: str, unit: str = "") -> str:
     except (TypeError, ValueError):
         return ""
     return "" if math.isnan(v) else f"{v * scale:{spec}}{unit}"
+
+
+def missing_table(jobs: list[dict[str, Any]], preset: str) -> str:
+    """The jobs of a preset's grid that have no record yet: task, objective, init, seed."""
+    lines = [f"<details open><summary>{len(jobs)} job(s) of preset {escape(preset)} not started</summary>"
+             '<table class="jobs"><thead><tr><th>status</th><th>task</th><th>procedure</th><th>objective</th>'
+             "<th>init</th><th>seed</th></tr></thead><tbody>"]
+    for j in jobs:
+        cells = ("missing", j.get("task"), j.get("procedure", ""), j.get("objective"), j.get("init_spec"), j.get("seed"))
+        lines.append('<tr class="missing">' + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+    lines.append("</tbody></table></details>")
+    return "".join(lines)

@@ -25,7 +25,7 @@ padding:0 1em;color:#222}
 h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.8em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.6em 0}th,td{border:1px solid #ddd;padding:2px 7px;text-align:left}
 th{background:#f4f4f4}td[title]{cursor:help}table.report td[title]:hover{background:#fff6d5}
-tr.failed td{background:#fde8e8}tr.running td{background:#fff8e1}
+tr.failed td{background:#fde8e8}tr.running td{background:#fff8e1}tr.missing td{background:#eef1f5}
 p{margin:.25em 0}.header{background:#f7f9fc;border:1px solid #dde5f0;padding:.6em 1em;border-radius:4px}
 .figures{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start;margin:.6em 0}
 .legend{display:flex;flex-wrap:wrap;gap:12px;font-size:12px}.legend svg{vertical-align:middle;margin-right:3px}
