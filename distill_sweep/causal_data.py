@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from distill_sweep.corpus import IGNORE, CorpusSettings, load_corpus
+from distill_sweep.corpus import IGNORE, CorpusSettings, documents, identity, load_corpus
 from distill_sweep.data import go_offline_if_hub_unreachable
 from distill_sweep.errors import ConfigError
 from distill_sweep.settings import SEED_RANGE
@@ -129,7 +129,10 @@ class CausalData:
 # ------------------------------------------------------------------------------------------- the corpus
 def from_corpus(settings: CorpusSettings, tokenizer: Any, cache_dir: Path) -> CausalData:
     """The packed corpus (corpus.py's cache), unmasked: the masked splits carry the original token in their
-    labels wherever they replaced one."""
+    labels wherever they replaced one. A tokenizer without the [CLS]/[SEP]/[MASK] tokens the cache packs with
+    (a decoder's, usually) gets the same documents packed in memory with its own BOS/EOS (`packed_in_memory`)."""
+    if any(getattr(tokenizer, f"{k}_token_id", None) is None for k in ("cls", "sep", "mask")):
+        return packed_in_memory(settings, tokenizer)
     corpus = load_corpus(settings, tokenizer, cache_dir)
 
     def unmasked(split: Any) -> Sequences:
@@ -143,6 +146,36 @@ def from_corpus(settings: CorpusSettings, tokenizer: Any, cache_dir: Path) -> Ca
 
     return CausalData(f"causal_{settings.name}", unmasked(corpus.train), unmasked(corpus.dev),
                       int(tokenizer.pad_token_id), [], {"source": "corpus", **corpus.describe()})
+
+
+def packed_in_memory(settings: CorpusSettings, tokenizer: Any) -> CausalData:
+    """The corpus' documents (the same order and dev split as the cache) cut into [BOS] pieces [EOS] sequences of
+    `max_seq_length`, held in memory: for a corpus a decoder's tokenizer reads, of the size a job can hold."""
+    bos, eos, pad = special_tokens(tokenizer)
+    width = settings.max_seq_length - 2
+    dev: list[list[int]] = []
+    train: list[list[int]] = []
+    for n, text in enumerate(documents(settings)):
+        pieces = tokenizer(text, add_special_tokens=False)["input_ids"]
+        rows = [[bos, *pieces[i:i + width], eos] for i in range(0, len(pieces), width)]
+        (dev if n < settings.dev_documents else train).extend(rows)
+    if not train:
+        raise ConfigError(f"corpus={settings.name} has nothing to train on after its dev_documents="
+                          f"{settings.dev_documents}")
+
+    def split(rows: list[list[int]]) -> Sequences:
+        ids = np.full((len(rows), settings.max_seq_length), pad, dtype=np.int64)
+        for i, row in enumerate(rows):
+            ids[i, :len(row)] = row
+        n = len(rows)
+        return Sequences(ids, np.array([len(r) for r in rows], dtype=np.int64), np.ones(n, dtype=np.int64),
+                         np.full(n, -1, dtype=np.int64))
+
+    key = hashlib.sha256(json.dumps([identity(settings), asdict(settings), tokenizer.name_or_path, len(tokenizer)],
+                                    sort_keys=True, default=str).encode()).hexdigest()[:16]
+    info = {"source": "corpus", "name": settings.name, "packing": "in memory, [BOS] ... [EOS]", "key": key,
+            "train_sequences": len(train), "dev_sequences": len(dev)}
+    return CausalData(f"causal_{settings.name}", split(train), split(dev), pad, [], info)
 
 
 # ------------------------------------------------------------------------------------------ instructions

@@ -157,3 +157,26 @@ def test_dev_metrics_equal_a_row_by_row_computation(shared_cache: Path):
     assert got["token_accuracy"] == pytest.approx(right / count)
     assert got["perplexity"] == pytest.approx(float(np.exp(nll / count)), rel=1e-5)
     assert got["choice_accuracy"] == pytest.approx(chosen / len(data.dev))
+
+
+def test_a_decoder_tokenizer_packs_the_corpus_in_memory_as_the_cache_does(tmp_path: Path, shared_cache: Path):
+    """A tokenizer with BOS/EOS but no [CLS]/[SEP]/[MASK] (a decoder's) packs the same documents in memory; with
+    BOS/EOS on the toy tokenizer's [CLS]/[SEP] ids it gives exactly the cache path's unmasked sequences."""
+    from transformers import PreTrainedTokenizerFast
+
+    from distill_sweep.causal_data import from_corpus
+    from distill_sweep.corpus import CorpusSettings
+    from distill_sweep.toy import _build_backend
+
+    settings = CorpusSettings(name="toy", source="toy", num_documents=40, dev_documents=5, max_seq_length=32)
+    toy = build_toy_tokenizer(shared_cache)
+    cached = from_corpus(settings, toy, tmp_path)
+    decoder_tok = PreTrainedTokenizerFast(tokenizer_object=_build_backend(), unk_token="[UNK]", pad_token="[PAD]",
+                                          bos_token="[CLS]", eos_token="[SEP]")
+    assert decoder_tok.cls_token_id is None and decoder_tok.mask_token_id is None
+    memory = from_corpus(settings, decoder_tok, tmp_path)
+    assert memory.info["packing"].startswith("in memory")
+    for a, b in ((cached.train, memory.train), (cached.dev, memory.dev)):
+        assert np.array_equal(a.lengths, b.lengths)
+        for i in range(len(a)):
+            assert np.array_equal(a.ids[i, :a.lengths[i]], b.ids[i, :b.lengths[i]])
