@@ -60,7 +60,9 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[
     low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
     left = 12 + CHAR_W * max((len(r) for r in rows), default=4)
     top = 16 + CHAR_W * max((len(c) for c in cols), default=4) * 0.75  # column labels turned 45 degrees
-    width, height = left + CELL_W * len(cols) + 10, top + CELL_H * len(rows) + 6
+    # the last column's label, turned 45 degrees, reaches past the grid's right edge
+    width = left + CELL_W * len(cols) + 10 + CHAR_W * max((len(c) for c in cols), default=4) * 0.75
+    height = top + CELL_H * len(rows) + 6
     out = [f'<svg class="{escape(css)}" xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
            f'role="img" aria-label="{escape(legend)}">']
     for j, col in enumerate(cols):
