@@ -29,6 +29,7 @@ from distill_sweep.config_space import default_choices
 from distill_sweep.data import check_files
 from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
+from distill_sweep.families import is_causal_type
 from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.model_info import ModelInfo
 from distill_sweep.models import (
@@ -190,6 +191,9 @@ def complete(ident: JobIdentity) -> Job:
     for key in ("results_dir", "cache_dir"):
         check_writable(results.absolute(getattr(ident.settings.run, key)), key)
     teacher_arch = teacher_config(teacher, task.num_labels)
+    if is_causal_type(str(getattr(teacher_arch, "model_type", ""))) and not ident.procedure_settings.decoders:
+        raise ConfigError(f"teacher={teacher.name} is a decoder LM ({teacher_arch.model_type}): "
+                          f"procedure={ident.procedure.name} distils encoders; use procedure=causal_lm")
     tokenizer_source(teacher)
     check_ensemble(teacher, ident.members, task, ident.procedure, ident.objective, teacher_arch)
     if task.augment.name != "none":

@@ -86,6 +86,7 @@ def test_topk_store_holds_the_teachers_top_logits_and_gathers_by_row(tmp_path: P
     (["objective=vanilla_kd"], "objective=vanilla_kd has no terms for procedure=causal_lm"),
     (["student=sps", "student.num_layers=4", "student.shared_layers=1"], "student=sps is not built for decoders"),
     (["procedure=task_specific", "teacher=tiny", "task=toy", "init=prune"], "init=prune chooses decoder layers"),
+    (["procedure=task_specific", "teacher=tiny_llama", "task=toy"], "is a decoder LM .llama.: procedure=task_specific"),
     (["procedure.data=instructions", "procedure.instructions.source=jsonl"], "path is required for source=jsonl"),
 ])
 def test_refused_in_one_line_before_any_work(overrides, message, tmp_path: Path):

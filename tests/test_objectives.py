@@ -31,6 +31,9 @@ INTERMEDIATE = ["hid_cls", "hid_seq", "att_mse", "att_kl", "val_kl"]
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+DECODER_OBJECTIVES = ("fkl", "rkl", "gjsd", "fkl_hid_seq")
+
+
 def arch(hidden: int, heads: int, layers: int) -> SimpleNamespace:
     return SimpleNamespace(hidden_size=hidden, num_attention_heads=heads, num_hidden_layers=layers)
 
@@ -525,17 +528,19 @@ def test_registry_and_yaml_files() -> None:
     # every file, named: an added or renamed objective updates this test
     assert names == {"vanilla_kd", "hid_cls", "hid_seq", "hid_cls_contrast", "att_mse", "att_kl", "val_kl",
                      "att_mse_hid_seq", "att_kl_hid_seq", "att_kl_val_kl", "pkd", "tinybert", "rel_kl", "distilbert",
-                     "logit_mse"}
+                     "logit_mse", "fkl", "rkl", "gjsd", "fkl_hid_seq"}
     for name in sorted(names):
         cfg = compose_cfg([f"objective={name}"]).objective  # as a job composes it: base + the variant
         assert cfg.name == name
         assert {"name", "stages", "terms", "alpha", "temperature", "reference_compat"} <= set(cfg.keys())
         # equal widths (48: MiniLMv2's 48 relation heads divide it), 2 student layers (PKD compares
         # student layers 1..k-1): every term can run
+        # the next-token terms (objectives/causal.py) read decoder LMs only
+        model = SimpleNamespace(**vars(arch(48, 2, 2)), model_type="llama" if name in DECODER_OBJECTIVES else "bert")
         obj = build_objective(
             plain(cfg),
-            student_config=arch(48, 2, 2),
-            teacher_config=arch(48, 2, 2),
+            student_config=model,
+            teacher_config=model,
             layer_map=[(1, 1), (2, 2)],
             train_labels=torch.tensor([0, 1, 0, 1]),
             num_labels=2,

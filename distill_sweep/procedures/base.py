@@ -19,6 +19,7 @@ class ProcedureSettings:
 
     reads_task: ClassVar[bool] = True  # its data is the task's (False: task_agnostic reads a corpus)
     prunes_layers: ClassVar[bool] = False  # resolves init=prune when it runs (causal_lm: block importance)
+    decoders: ClassVar[bool] = False  # distils decoder-LM teachers (causal_lm); others refuse them
 
     def own_task(self, corpus: Any) -> Any:
         """The task settings a procedure that reads no task describes itself with (None: the task's);

@@ -90,6 +90,7 @@ class CausalLMSettings(ProcedureSettings):
 
     reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
     prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
+    decoders = True  # its teacher is a decoder LM (families.py)
 
     def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
         """The job's task in the data's terms: causal_<corpus or instructions name>, scored by token accuracy."""
