@@ -203,3 +203,36 @@ def test_terms_run_in_an_objective_and_are_refused_for_encoders():
     with pytest.raises(ConfigError, match="decoder LMs: the student is a bert model"):
         build_objective(objective, student_config=bert, teacher_config=teacher.config, layer_map=[(1, 1)],
                         train_labels=None, num_labels=2)
+
+
+def test_hidden_terms_run_on_decoders_with_their_causal_mask():
+    """fkl + hid_seq on a Llama teacher and a truncated student: the objective's own capture, gradients reach the
+    student (and its projections), and what sits in the padded positions changes nothing."""
+    from distill_sweep.models import resolve_init
+    from distill_sweep.students.base import BuildInputs
+    from distill_sweep.students.truncated import TruncatedSettings, build
+
+    teacher = tiny_llama()
+    init = resolve_init("skip", 4, 2)
+    student = build(TruncatedSettings(num_layers=2), BuildInputs(arch=None, teacher=teacher, init=init, num_labels=2,
+                                                                 label_names=[]))
+    objective = parse_objective({"name": "fkl_hid_seq", "stages": ["intermediate"],
+                                 "terms": {"fkl": 1.0, "hid_seq": {"weight": 1.0, "projection": "linear"}}})
+    terms = build_objective(objective, student_config=student.config, teacher_config=teacher.config,
+                            layer_map=init.layer_map, train_labels=None, num_labels=2)
+
+    def loss(pad_id):
+        ids = torch.tensor([[3, 7, 9, 11, 4], [5, 6, 2, pad_id, pad_id]])
+        mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+        labels = torch.tensor([[7, 9, 11, 4, IGNORE], [6, 2, IGNORE, IGNORE, IGNORE]])
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        with torch.no_grad():
+            t = terms.features(teacher, batch, "teacher")
+        return terms(terms.features(student, batch, "student"), t, batch)
+
+    (total, parts), (other, _) = loss(0), loss(33)
+    assert set(parts) == {"fkl", "hid_seq"} and parts["hid_seq"] > 0
+    torch.testing.assert_close(total, other, rtol=1e-5, atol=1e-6)
+    total.backward()
+    assert all(p.grad is not None for p in terms.parameters())
+    assert student.model.layers[0].mlp.down_proj.weight.grad.abs().sum() > 0
