@@ -120,6 +120,7 @@ def _take(lock: JobLock, job: Job, wait: bool) -> bool:
 
 def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from distill_sweep import distributed
+    from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
     from distill_sweep.context import RunContext
     from distill_sweep.job import adopt_legacy_checkpoint, find_completed
 
@@ -156,6 +157,9 @@ def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     record.update(status="completed", finished_at=results.now_iso())
     if write:
         results.write_record(record_path, results.Record.from_dict(record))
+        if not job.settings.run.checkpoint.keep:  # only now: a completed record that cannot be written (a full
+            # disk) leaves the job to resume from its last checkpoint
+            remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
     best, primary = record["best"], job.settings.task.primary_metric
     what = job.objective_name if job.objective is not None else job.procedure.name
     log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", job.task,

@@ -298,9 +298,11 @@ def test_a_job_whose_completed_record_cannot_be_written_completes_on_the_next_ru
         run_job(cfg)
     (before,) = records(tmp_path / "r")
     assert before["status"] == "running"  # the record written at the start, whole
+    assert list((tmp_path / "r").rglob(CHECKPOINT))  # and the last checkpoint: the work is not lost
     monkeypatch.undo()
     record = run_job(cfg)
-    assert record["status"] == "completed" and record["attempts"] == 2
+    assert record["status"] == "completed" and record["attempts"] == 2 and record["resumed"] == 1
+    assert not list((tmp_path / "r").rglob(CHECKPOINT))
 
 
 def test_a_checkpoint_write_that_fails_part_way_keeps_the_previous_checkpoint(tmp_path: Path,

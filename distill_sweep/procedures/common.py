@@ -8,8 +8,8 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedModel
 
-from distill_sweep import distributed, teacher_outputs
-from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
+from distill_sweep import teacher_outputs
+from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.context import RunContext
 from distill_sweep.loop import seed_everything
 from distill_sweep.objectives import IntermediateObjective
@@ -88,9 +88,7 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     primary = job.settings.task.primary_metric
     tracker.summary({f"best/{primary}": record["best"]["dev"][primary],
                      f"final/{primary}": record["final"]["dev"][primary]})
-    tracker.finish()
-    if not job.settings.run.checkpoint.keep and distributed.is_main():
-        remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
+    tracker.finish()  # (the checkpoint is removed once the completed record is written: train._run)
 
 
 def run_name(job: Any) -> str:
