@@ -110,11 +110,13 @@ def test_the_same_sweep_started_twice_at_once_runs_every_job_once(tmp_path: Path
 
 def test_the_report_never_reads_a_record_half_written(tmp_path: Path) -> None:
     """A writer rewrites a large record as fast as it can while the report's reader reads the store: it only ever
-    sees whole records. The control writes the same record in place (open, write) and is caught torn."""
+    sees whole records. The control dumps the same record into the file itself and is caught torn (about 39 reads
+    in 40)."""
     record = json.loads(json.dumps(_a_record(), default=str))
 
-    def in_place(path: Path, data: dict) -> None:
-        path.write_text(json.dumps(data, indent=2))
+    def in_place(path: Path, data: dict) -> None:  # json.dump into the file itself: torn while it writes
+        with open(path, "w") as f:
+            json.dump(data, f, indent=2)
 
     def torn_reads(write) -> int:
         path = tmp_path / write.__name__ / "toy" / "vanilla_kd" / "init-1" / "seed-1" / "abc" / results.RECORD
@@ -192,11 +194,14 @@ def test_a_job_run_on_its_own_waits_for_the_process_running_it(tmp_path: Path, c
     thread = threading.Thread(target=lambda: result.update(run_job(cfg, alone=True)))
     with caplog.at_level(logging.INFO, logger="distill_sweep"):
         thread.start()
-        time.sleep(1.0)
-        assert thread.is_alive()  # waiting for the lock
+        deadline = time.monotonic() + 60
+        while "waiting for" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert thread.is_alive() and "another process is running this job" in caplog.text  # it waits ...
         mine.release()
         thread.join(timeout=60)
-    assert "waiting for" in caplog.text and "another process is running this job" in caplog.text
+    assert not thread.is_alive()  # ... until the lock is free
     assert result["finished_at"] == first["finished_at"]  # then found it completed: not run again
 
 
