@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from distill_sweep import distributed
 from distill_sweep.capture import Features
 from distill_sweep.causal_data import CausalData, InstructionSettings, from_corpus, from_instructions
 from distill_sweep.causal_store import open_or_build_topk
@@ -43,6 +44,7 @@ from distill_sweep.causal_teacher import (
 )
 from distill_sweep.context import RunContext
 from distill_sweep.corpus import CorpusSettings
+from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import FAMILIES, family_of_model, is_causal_type
 from distill_sweep.loop import LossFn, seed_everything
@@ -59,7 +61,7 @@ from distill_sweep.teacher import check_beats_baseline
 
 from .base import ProcedureSettings, register_procedure
 from .common import train_student
-from .task_agnostic import stage_plan
+from .task_agnostic import accumulated, rank_slice, stage_plan
 
 STAGE = "distill"
 STUDENTS = ("truncated", "fresh")  # the student types built for decoders
@@ -89,6 +91,12 @@ class CausalLMSettings(ProcedureSettings):
     calibration: int = field(default=64, metadata={"ge": 1})
 
     reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
+
+    def validate(self, where: str) -> None:
+        ranks = requested_size()
+        if self.batch_size % ranks:
+            raise ConfigError(f"{where}.batch_size={self.batch_size} is not a multiple of the {ranks} processes (each "
+                              "takes an equal slice of every batch)")
     prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
     decoders = True  # its teacher is a decoder LM (families.py)
 
@@ -178,12 +186,13 @@ class CausalContext(RunContext):
 
     def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
                history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
-        run, data = self.job.settings.run, self.causal
+        run, data, world = self.job.settings.run, self.causal, distributed.world()
         assert data is not None
         batch = self.job.procedure_settings.batch_size
 
         def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
-            return data.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
+            full = data.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
+            return full if world.size == 1 else (rank_slice(b, world) for b in full)
 
         return StageDriver(model=model, state=state, train_size=len(data.train) // batch * batch, loader=batches,
                            dev_loaders={"validation": lambda: data.dev_batches(run.eval_batch_size)},
@@ -220,18 +229,21 @@ def student_init(ctx: RunContext, teacher: nn.Module, data: CausalData, settings
                              "score": "block influence: 1 - cos(layer input, layer output), mean over real tokens"}
 
 
-@register_procedure("causal_lm", distils=True, settings=CausalLMSettings)
+@register_procedure("causal_lm", distils=True, settings=CausalLMSettings, data_parallel=True)
 def run(ctx: RunContext) -> None:
     job, record = ctx.job, ctx.record
     settings: CausalLMSettings = job.procedure_settings
     assert job.objective is not None
-    data = load_data(ctx, settings)
+    world = distributed.world()
+    with distributed.main_first():  # one corpus cache, one teacher, one store: rank 0 builds, the others read
+        data = load_data(ctx, settings)
     if len(data.train) < settings.batch_size:
         raise ConfigError(f"{data.name} has {len(data.train)} training sequences, fewer than one batch "
                           f"(procedure.batch_size={settings.batch_size})")
-    teacher, teacher_info = trained_teacher(
-        job.settings.teacher, data, len(ctx.tokenizer), steps=settings.teacher_steps, lr=settings.teacher_lr,
-        batch_size=settings.batch_size, cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision)
+    with distributed.main_first():
+        teacher, teacher_info = trained_teacher(
+            job.settings.teacher, data, len(ctx.tokenizer), steps=settings.teacher_steps, lr=settings.teacher_lr,
+            batch_size=settings.batch_size, cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision)
     evaluate = lm_evaluator(data)
     dev = {"validation": lambda: data.dev_batches(job.settings.run.eval_batch_size)}
     record["teacher"].update(source=teacher_info["source"], path=teacher_info.get("path"),
@@ -249,8 +261,9 @@ def run(ctx: RunContext) -> None:
                             layer_map=layer_map, train_labels=None, num_labels=2)
     stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
     if settings.teacher_top_k is not None:
-        stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
-                                    device=ctx.device, precision=ctx.precision, group=job.teacher.key)
+        with distributed.main_first():
+            stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
+                                        device=ctx.device, precision=ctx.precision, group=job.teacher.key)
         store_info = {"mode": "store", "top_k": settings.teacher_top_k, **stored.describe()}
     record["teacher_outputs"] = store_info
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
@@ -260,13 +273,15 @@ def run(ctx: RunContext) -> None:
     opt = job.settings.optimizer
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
-                  distill_loss(student, teacher, terms, settings.ce_weight, stored), params, max_steps_per_epoch=cap)
+                  # several processes: each its slice, gradients averaged over ranks (one process: the loss itself)
+                  accumulated(distill_loss(student, teacher, terms, settings.ce_weight, stored), params,
+                              settings.batch_size // world.size), params, max_steps_per_epoch=cap)
     record["config"]["task"] = None  # ignored: the job reads its own data
     record["init"].update(layers=list(init.layers))
     record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(data.dev))
     record["causal_lm"] = {
         "data": data.info, "teacher": teacher_info, "family": family_of_model(teacher).name, "layer_map": layer_map,
-        "prune": pruned, "epochs": epochs, "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
+        "prune": pruned, "ranks": world.size, "epochs": epochs, "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
         "student_parameters": sum(p.numel() for p in student.parameters()),
         "teacher_parameters": sum(p.numel() for p in teacher.parameters()), "settings": as_dict(settings)}
     cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=data)
