@@ -102,19 +102,24 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     teachers: set[Path] = set()
     unsized = 0  # jobs whose data size is not known before they read it (a corpus without a step budget)
     corpus_jobs, corpus_tokens = 0, 0
+    decoder_jobs, decoder_tokens = 0, 0  # causal-LM students (their teachers' own training is not counted)
     forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
     builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
     for ident in jobs:
         s = ident.settings
         if not ident.procedure_settings.reads_task:
             steps = getattr(ident.procedure_settings, "max_steps", None)
-            if s.run.epochs and s.run.max_steps_per_epoch:  # the smoke-run caps bound it
-                steps = min(steps or math.inf, s.run.epochs * s.run.max_steps_per_epoch)
+            epochs = min(s.run.epochs or math.inf, getattr(ident.procedure_settings, "epochs", None) or math.inf)
+            if s.run.max_steps_per_epoch and epochs < math.inf:  # the smoke-run caps bound it
+                steps = min(steps or math.inf, epochs * s.run.max_steps_per_epoch)
             if steps is None:
                 unsized += 1
+                continue
+            tokens = int(steps) * ident.procedure_settings.sequences_per_step() * s.task.max_seq_length
+            if ident.procedure_settings.decoders:
+                decoder_jobs, decoder_tokens = decoder_jobs + 1, decoder_tokens + tokens
             else:
-                corpus_jobs += 1
-                corpus_tokens += int(steps) * ident.procedure_settings.global_batch * s.task.max_seq_length
+                corpus_jobs, corpus_tokens = corpus_jobs + 1, corpus_tokens + tokens
             continue
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
         size = min(size, s.task.train_size or size)
@@ -162,6 +167,9 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         line += (f"; {corpus_jobs} task-agnostic job(s): {corpus_tokens:.3g} training tokens, ~"
                  f"{PAPER_A100_HOURS * corpus_tokens / PAPER_TOKENS:.3g} A100-hours at the paper's 58 per "
                  "student of 100k x 1024 x 128 tokens (BERT-base -> 6 layers; other sizes scale with their FLOPs)")
+    if decoder_jobs:
+        line += (f"; {decoder_jobs} decoder job(s): {decoder_tokens:.3g} student training tokens (the teachers' "
+                 "own training not counted)")
     if unsized:
         line += (f"; {unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
                  "procedure.max_steps gives a count)")

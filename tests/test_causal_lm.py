@@ -122,6 +122,18 @@ def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path, s
     assert "Table 3" not in report.stdout  # decoder records stay out of the encoder tables
 
 
+def test_dry_run_counts_the_decoder_students_training_tokens(tmp_path: Path):
+    """The dry run's cost of decoder jobs: steps x sequences per step x sequence length, per job (by hand: the
+    smoke caps give epochs x max_steps_per_epoch steps; the toy corpus' sequences are 32 tokens)."""
+    proc = run_cli(["-m", "+dry_run=true", *FAST, "procedure.batch_size=8", "corpus=toy", "corpus.max_seq_length=32",
+                    "objective=fkl,rkl", "seed=1,2,3", f"results_dir={tmp_path / 'r'}",
+                    f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs, steps, batch, length = 6, 1 * 4, 8, 32  # procedure.epochs=1 x max_steps_per_epoch=4
+    assert f"{jobs} decoder job(s): {jobs * steps * batch * length:.3g} student training tokens" in proc.stdout
+    assert not (tmp_path / "r").exists()
+
+
 def test_step_bench_has_decoder_rows(capsys: pytest.CaptureFixture[str]):
     from distill_sweep import bench
 

@@ -32,6 +32,11 @@ class ProcedureSettings:
     def check_job(self, job: Any) -> None:
         """Rules over the whole prepared job (model configs read), before any work."""
 
+    def sequences_per_step(self) -> int:
+        """Sequences per update over all processes, for a procedure that reads no task (the dry run counts its
+        training tokens as steps x this x the sequence length)."""
+        raise NotImplementedError(f"procedure {self.name} reads the task: its cost is counted in task examples")
+
     def pre_stage_epochs(self, stage_epochs: int) -> int:
         """Epochs of a stage the procedure runs before the objective's (the dry run's cost counts them)."""
         return 0

@@ -100,6 +100,9 @@ class CausalLMSettings(ProcedureSettings):
     prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
     decoders = True  # its teacher is a decoder LM (families.py)
 
+    def sequences_per_step(self) -> int:
+        return self.batch_size
+
     def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
         """The job's task in the data's terms: causal_<corpus or instructions name>, scored by token accuracy."""
         if self.data == "corpus":

@@ -105,6 +105,9 @@ class TaskAgnosticSettings(ProcedureSettings):
                               f"{self.micro_batch} x {ranks} process(es) (global batch = micro-batch x accumulation "
                               "steps x processes)")
 
+    def sequences_per_step(self) -> int:
+        return self.global_batch
+
     def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
         """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by
         the dev MLM accuracy."""
