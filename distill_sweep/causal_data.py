@@ -4,7 +4,7 @@ Two sources:
 * the `corpus` group (corpus.py's packed cache, read unmasked): every token of a packed sequence after its
   first is a target, so the loss covers all non-padding next-token predictions;
 * instruction data: prompt/response pairs (`procedure.instructions`: a local JSONL file of objects with
-  `prompt_field` and `response_field`, a hub dataset id, or `toy`: the toy task's reviews as prompts with the
+  `prompt_field` and `response_field`, a local Parquet file with those columns, a hub dataset id, or `toy`: the toy task's reviews as prompts with the
   label as an in-vocabulary word as the response). A sequence is [BOS] prompt response [EOS]; only the
   response's tokens and the [EOS] are targets (the loss on the response). With `choices` (classification-style
   data) the dev slice is also scored by the next-token choice: the choice whose first token the model ranks
@@ -41,9 +41,10 @@ class InstructionSettings:
     """Prompt/response pairs (procedure.instructions)."""
 
     name: str = "toy_instructions"  # the data's name (the record's task is causal_NAME)
-    # toy: generated from the toy task; jsonl: a local file; hub: a hub dataset id
-    source: Literal["toy", "jsonl", "hub"] = "toy"
-    path: str | None = None  # jsonl: the .jsonl file, one {prompt, response} object per line
+    # toy: generated from the toy task; jsonl or parquet: a local file; hub: a hub dataset id
+    source: Literal["toy", "jsonl", "parquet", "hub"] = "toy"
+    # jsonl: the .jsonl file, one {prompt, response} object per line; parquet: the .parquet file with those columns
+    path: str | None = None
     hub_id: str | None = None  # hub: the dataset id
     hub_config: str | None = None  # hub: the dataset's config
     split: str = "train"  # hub: the split read
@@ -59,9 +60,10 @@ class InstructionSettings:
     seed: int = field(default=0, metadata=SEED_RANGE)  # toy only: the generator's seed
 
     def validate(self, where: str) -> None:
-        if self.source == "jsonl" and not self.path:
-            raise ConfigError(f"{where}.path is required for source=jsonl (a .jsonl file of prompt/response objects)")
-        if self.source == "jsonl" and not Path(str(self.path)).expanduser().is_file():
+        if self.source in ("jsonl", "parquet") and not self.path:
+            raise ConfigError(f"{where}.path is required for source={self.source} (a .{self.source} file of "
+                              "prompt/response pairs)")
+        if self.source in ("jsonl", "parquet") and not Path(str(self.path)).expanduser().is_file():
             raise ConfigError(f"{where}.path={self.path!r}: no such file")
         if self.source == "hub" and not self.hub_id:
             raise ConfigError(f"{where}.hub_id is required for source=hub")
@@ -207,6 +209,16 @@ def read_pairs(settings: InstructionSettings) -> list[tuple[str, str]]:
                 except (ValueError, KeyError, TypeError) as err:
                     raise ConfigError(f"procedure.instructions.path={settings.path!r} line {n}: not a JSON object "
                                       f"with {settings.prompt_field!r} and {settings.response_field!r} ({err})") from None
+    elif settings.source == "parquet":
+        import pyarrow.parquet as pq  # a parquet file only (datasets' own dependency)
+
+        fields = [settings.prompt_field, settings.response_field]
+        try:
+            table = pq.read_table(Path(str(settings.path)).expanduser(), columns=fields)
+        except (OSError, KeyError, ValueError) as err:  # not parquet, or a column missing (pyarrow says which)
+            raise ConfigError(f"procedure.instructions.path={settings.path!r}: not a Parquet file with columns "
+                              f"{fields[0]!r} and {fields[1]!r} ({str(err).splitlines()[0]})") from None
+        pairs = [(str(p), str(r)) for p, r in zip(*(table.column(f).to_pylist() for f in fields), strict=True)]
     else:
         from datasets import load_dataset  # a hub dataset only
 

@@ -47,6 +47,26 @@ def test_instruction_sequences_predict_only_the_response_and_eos(tmp_path: Path,
     assert data.train.choice.tolist() == [2, 1] and data.choice_ids == ids_of(["good", "but", "bad"])
 
 
+def test_parquet_instructions_read_as_the_same_pairs_as_jsonl(tmp_path: Path):
+    import pandas as pd
+
+    from distill_sweep.causal_data import read_pairs
+
+    rows = [{"q": f"prompt {i}", "a": f"answer {i}", "other": i} for i in range(5)]
+    (tmp_path / "pairs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    pd.DataFrame(rows).to_parquet(tmp_path / "pairs.parquet")
+    common = dict(prompt_field="q", response_field="a", dev_examples=1)
+    want = [(r["q"], r["a"]) for r in rows]
+    assert read_pairs(InstructionSettings(source="jsonl", path=str(tmp_path / "pairs.jsonl"), **common)) == want
+    assert read_pairs(InstructionSettings(source="parquet", path=str(tmp_path / "pairs.parquet"), **common)) == want
+    # a missing column, and a file that is not Parquet: one line naming the columns
+    for path, fields in ((tmp_path / "pairs.parquet", dict(prompt_field="question", response_field="a")),
+                         (tmp_path / "pairs.jsonl", dict(prompt_field="q", response_field="a"))):
+        with pytest.raises(ConfigError, match="not a Parquet file with columns") as err:
+            read_pairs(InstructionSettings(source="parquet", path=str(path), dev_examples=1, **fields))
+        assert "\n" not in str(err.value)
+
+
 def test_block_importance_drops_a_layer_that_does_nothing():
     model = tiny_llama(layers=4)
     with torch.no_grad():  # layer 3 adds nothing to its residual stream: its output is its input
@@ -88,6 +108,8 @@ def test_topk_store_holds_the_teachers_top_logits_and_gathers_by_row(tmp_path: P
     (["procedure=task_specific", "teacher=tiny", "task=toy", "init=prune"], "init=prune chooses decoder layers"),
     (["procedure=task_specific", "teacher=tiny_llama", "task=toy"], "is a decoder LM .llama.: procedure=task_specific"),
     (["procedure.data=instructions", "procedure.instructions.source=jsonl"], "path is required for source=jsonl"),
+    (["procedure.data=instructions", "procedure.instructions.source=parquet", "procedure.instructions.path=/nonexistent"],
+     "no such file"),
 ])
 def test_refused_in_one_line_before_any_work(overrides, message, tmp_path: Path):
     base = FAST if not overrides[0].startswith("procedure=") else ["logger=none", "student.num_layers=2"]
