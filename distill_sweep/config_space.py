@@ -29,6 +29,15 @@ def default_choices() -> dict[str, str]:
             for group, option in entry.items() if group in GROUPS}
 
 
+@cache
+def option_defaults(group: str, option: str) -> dict[str, str]:
+    """The group options that an option's own defaults list chooses, by group (conf/procedure/causal_lm.yaml:
+    `- /corpus@_global_.corpus: toy` -> {"corpus": "toy"})."""
+    config = yaml.safe_load((Path(CONF_DIR) / group / f"{option}.yaml").read_text()) or {}
+    return {key.lstrip("/").split("@")[0]: str(value) for entry in config.get("defaults", [])
+            if isinstance(entry, dict) for key, value in entry.items()}
+
+
 def check_group_choices(argv: list[str]) -> str | None:
     """One line naming an unknown config-group option (`task=nosuch`), checked before Hydra starts.
 

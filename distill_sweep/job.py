@@ -25,7 +25,7 @@ from distill_sweep.augment import check as check_augment
 from distill_sweep.augment import parse_augment
 from distill_sweep.checkpoint import CHECKPOINT, save_checkpoint
 from distill_sweep.composed import plain_config
-from distill_sweep.config_space import default_choices
+from distill_sweep.config_space import default_choices, option_defaults
 from distill_sweep.data import check_files
 from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
@@ -147,7 +147,8 @@ def identify(cfg: DictConfig) -> JobIdentity:
             raise ConfigError(f"teacher_outputs=store: {decision.reason}, so stored teacher outputs would be "
                               "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
     hashed = _hashed(config, objective, student if procedure.uses_student else None,
-                     reads_task=procedure_settings.reads_task, unhashed=new_keys_at_default(procedure_settings))
+                     reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
+                     unhashed=new_keys_at_default(procedure_settings))
     digest = results.digest(hashed)
     base = Path(results.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
@@ -171,8 +172,12 @@ def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: A
         for key, default in (("init", DEFAULT_INIT), ("map", "init")):
             if init_spec(config.get(key, default)) != init_spec(default):
                 out.append(f"{key}={init_spec(config[key])} (procedure={procedure.name} trains no student)")
-    if procedure_settings.reads_task and config.get("corpus") is not None:
-        out.append(f"corpus={config['corpus'].get('name')} (procedure={procedure.name} reads the task, not a corpus)")
+    corpus = (config.get("corpus") or {}).get("name")
+    if procedure_settings.reads_task and corpus is not None:
+        out.append(f"corpus={corpus} (procedure={procedure.name} reads the task, not a corpus)")
+    elif not procedure_settings.reads_corpus() and corpus not in (None, option_defaults("procedure", procedure.name)
+                                                                  .get("corpus")):
+        out.append(f"corpus={corpus} (procedure={procedure.name} reads no corpus with these procedure settings)")
     return out
 
 
@@ -260,14 +265,18 @@ def check_writable(path: Path, key: str) -> None:
 
 
 def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
-            unhashed: set[str] | None = None) -> dict[str, Any]:
+            reads_corpus: bool = False, unhashed: set[str] | None = None) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
     procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default)."""
     hashed = results.hashed_config(config)
     if unhashed and isinstance(hashed.get("procedure"), dict):
         hashed["procedure"] = {k: v for k, v in hashed["procedure"].items() if k not in unhashed}
-    # A job reads either the task or a corpus (task_agnostic); the other is ignored, so not hashed.
-    hashed.pop("corpus" if reads_task else "task", None)
+    # A job reads the task or a corpus (task_agnostic), or neither (causal_lm's instructions): what it does not
+    # read is ignored, so not hashed.
+    if not reads_task:
+        hashed.pop("task", None)
+    if not reads_corpus:
+        hashed.pop("corpus", None)
     if student is None:  # a procedure that builds no student ignores it
         for key in ("student", "init", "map"):
             hashed.pop(key, None)

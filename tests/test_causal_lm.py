@@ -67,6 +67,21 @@ def test_parquet_instructions_read_as_the_same_pairs_as_jsonl(tmp_path: Path):
         assert "\n" not in str(err.value)
 
 
+def test_instruction_jobs_ignore_the_corpus(tmp_path: Path):
+    """data=instructions reads no corpus: the corpus is out of the job's hash, and a corpus chosen on the command
+    line (not the procedure's default) is named as ignored; data=corpus hashes it."""
+    from distill_sweep.job import identify
+
+    base = [*FAST, "procedure.data=instructions", f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"]
+    plain = identify(compose_cfg(base))
+    other = identify(compose_cfg([*base, "corpus.max_seq_length=48"]))
+    assert plain.digest == other.digest and plain.ignored == []
+    chosen = identify(compose_cfg([*base, "corpus=wikitext103"]))
+    assert chosen.ignored == ["corpus=wikitext103 (procedure=causal_lm reads no corpus with these procedure settings)"]
+    on_corpus = [*FAST, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"]
+    assert identify(compose_cfg(on_corpus)).digest != identify(compose_cfg([*on_corpus, "corpus.max_seq_length=48"])).digest
+
+
 def test_block_importance_drops_a_layer_that_does_nothing():
     model = tiny_llama(layers=4)
     with torch.no_grad():  # layer 3 adds nothing to its residual stream: its output is its input

@@ -21,6 +21,10 @@ class ProcedureSettings:
     prunes_layers: ClassVar[bool] = False  # resolves init=prune when it runs (causal_lm: block importance)
     decoders: ClassVar[bool] = False  # distils decoder-LM teachers (causal_lm); others refuse them
 
+    def reads_corpus(self) -> bool:
+        """Whether its data is the corpus group (else the corpus is ignored, and left out of the job's hash)."""
+        return not self.reads_task
+
     def own_task(self, corpus: Any) -> Any:
         """The task settings a procedure that reads no task describes itself with (None: the task's);
         `corpus`: the corpus group as composed (plain containers), None when the config has none."""

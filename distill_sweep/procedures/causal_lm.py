@@ -103,6 +103,9 @@ class CausalLMSettings(ProcedureSettings):
     def sequences_per_step(self) -> int:
         return self.batch_size
 
+    def reads_corpus(self) -> bool:
+        return self.data == "corpus"  # instructions: the corpus its defaults list composes is not read
+
     def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
         """The job's task in the data's terms: causal_<corpus or instructions name>, scored by token accuracy."""
         if self.data == "corpus":
