@@ -123,6 +123,8 @@ def test_topk_store_holds_the_teachers_top_logits_and_gathers_by_row(tmp_path: P
     (["procedure=task_specific", "teacher=tiny", "task=toy", "init=prune"], "init=prune chooses decoder layers"),
     (["procedure=task_specific", "teacher=tiny_llama", "task=toy"], "is a decoder LM .llama.: procedure=task_specific"),
     (["procedure.data=instructions", "procedure.instructions.source=jsonl"], "path is required for source=jsonl"),
+    # the tiny teacher's vocabulary is the toy tokenizer's 68 tokens, not its config class' default (32000)
+    (["objective=fkl", "procedure.teacher_top_k=69"], r"teacher_top_k=69 is larger than the vocabulary \(68\)"),
     (["procedure.data=instructions", "procedure.instructions.source=parquet", "procedure.instructions.path=/nonexistent"],
      "no such file"),
 ])

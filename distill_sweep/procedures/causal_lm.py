@@ -49,7 +49,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.families import FAMILIES, family_of_model, is_causal_type
 from distill_sweep.loop import LossFn, seed_everything
 from distill_sweep.mapping import map_spec, resolve_map
-from distill_sweep.models import StudentInit
+from distill_sweep.models import StudentInit, tokenizer_source
 from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS, TOPK_INDICES, TOPK_VALUES
 from distill_sweep.schema import RecipeSettings, TaskSettings
@@ -58,6 +58,7 @@ from distill_sweep.stages import Stage, StageDriver, epoch_seed
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
 from distill_sweep.teacher import check_beats_baseline
+from distill_sweep.toy import vocabulary
 
 from .base import ProcedureSettings, register_procedure
 from .common import train_student
@@ -147,9 +148,12 @@ class CausalLMSettings(ProcedureSettings):
             if live:
                 raise ConfigError(f"procedure.teacher_top_k stores the teacher's logits so that it need not run, but "
                                   f"term {live[0]} reads its hidden states: use it with fkl/rkl/gjsd terms only")
-            if self.teacher_top_k > int(job.teacher_arch.vocab_size):
+            # a teacher built from its config with the toy tokenizer gets the toy vocabulary (trained_teacher)
+            toy = teacher.name_or_path is None and tokenizer_source(teacher) == "toy"
+            vocab = len(vocabulary()) if toy else int(job.teacher_arch.vocab_size)
+            if self.teacher_top_k > vocab:
                 raise ConfigError(f"procedure.teacher_top_k={self.teacher_top_k} is larger than the vocabulary "
-                                  f"({job.teacher_arch.vocab_size})")
+                                  f"({vocab})")
 
 
 # ------------------------------------------------------------------------------------------------- loss
