@@ -38,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 
 from distill_sweep.data import _content_hash
+from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import has_mlm_head, model_error_message, model_source, read_model_config
 from distill_sweep.schema import TaskSettings, TeacherSettings
@@ -444,8 +445,12 @@ def augmented_train(train: Any, task_settings: TaskSettings, teacher: TeacherSet
             else:
                 rows = tang_rows(train.to_dict(), fields, settings, samples_for(settings, task), mask_token)
             partial = target.with_name(f"{target.name}.partial")
-            Dataset.from_dict(rows).to_parquet(str(partial))
-            os.replace(partial, target)
+            try:
+                with writing(target, "no augmented split was stored: the next run builds it again"):
+                    Dataset.from_dict(rows).to_parquet(str(partial))
+                    os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)  # what a failed write left (after the rename, nothing is there)
             built = True
             log.info("augmented split %s: %d rows (%.1fs)", target, len(rows["augmented_from"]),
                      time.perf_counter() - start)

@@ -25,6 +25,7 @@ import torch
 from datasets import Dataset
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, SequentialSampler
 
+from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError, DataError
 from distill_sweep.toy import generate_toy
 
@@ -562,16 +563,17 @@ def tokenize_splits(
             teacher_key, key = key, hashlib.sha256("|".join([*parts, words.digest]).encode()).hexdigest()[:20]
             TEACHER_FINGERPRINTS[key] = teacher_key
         cache_file = out_dir / f"{task_name}-{split}-{key}.arrow"
-        out[split] = ds.map(
-            encode,
-            batched=True,
-            with_indices=True,
-            remove_columns=ds.column_names,
-            cache_file_name=str(cache_file),
-            load_from_cache_file=True,
-            new_fingerprint=key,
-            desc=f"tokenize {task_name}/{split}",
-        )
+        with writing(cache_file, "no tokenised split was stored: the next run tokenises it again"):
+            out[split] = ds.map(
+                encode,
+                batched=True,
+                with_indices=True,
+                remove_columns=ds.column_names,
+                cache_file_name=str(cache_file),
+                load_from_cache_file=True,
+                new_fingerprint=key,
+                desc=f"tokenize {task_name}/{split}",
+            )
     return out
 
 

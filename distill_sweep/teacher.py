@@ -21,6 +21,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.context import RunContext
+from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import cross_entropy_loss, evaluate, seed_everything
 from distill_sweep.metrics import majority_baseline
@@ -174,8 +175,9 @@ def _finetune(ctx: RunContext, out_dir: Path, settings: TeacherSettings) -> dict
     driver = ctx.driver(model=model, state={"model": model}, checkpoint=out_dir / CHECKPOINT, key=out_dir.name,
                         history=history, seed=ft["seed"], label="teacher ", train=data.teacher_train)
     driver.run([stage])
-    model.save_pretrained(out_dir)
-    ctx.tokenizer.save_pretrained(out_dir)
+    with writing(out_dir, f"its {CHECKPOINT} is kept: the next run saves the teacher from it"):
+        model.save_pretrained(out_dir)
+        ctx.tokenizer.save_pretrained(out_dir)
     (out_dir / CHECKPOINT).unlink(missing_ok=True)
     return history[-1]["dev"]
 

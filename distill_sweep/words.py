@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from distill_sweep.data import _content_hash
+from distill_sweep.disk import writing
 from distill_sweep.teacher_cache import waiting_lock
 
 log = logging.getLogger(__name__)
@@ -121,9 +122,12 @@ def load_or_build(train: Any, fields: Sequence[str], cache_dir: str | os.PathLik
         vocab = WordVocab.build(texts, fields=fields, min_count=min_count, max_size=max_size, lowercase=lowercase,
                                 key=key)
         fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w") as f:
-            json.dump(vocab.to_json(), f)
-        os.replace(tmp, path)  # readers never see a half-written file
+        try:
+            with writing(path, "no vocabulary was stored: the next run builds it again"), os.fdopen(fd, "w") as f:
+                json.dump(vocab.to_json(), f)
+            os.replace(tmp, path)  # readers never see a half-written file
+        finally:
+            Path(tmp).unlink(missing_ok=True)  # what a failed write left (after the rename, nothing is there)
         log.info("word vocabulary of %s: %d words -> %s", task, len(vocab), path)
     return vocab, path
 

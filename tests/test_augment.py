@@ -284,3 +284,29 @@ def _tang_job(tmp: Path, *extra: str) -> dict:
     overrides = [*FAST, "objective=vanilla_kd", "task.recipe.num_train=48", f"results_dir={tmp / 'r'}",
                  f"cache_dir={tmp / 'cache'}", "task.augment=tang", *extra]
     return run_job(compose_cfg(overrides))
+
+
+def test_an_augmented_split_that_cannot_be_written_is_one_line_and_built_by_the_next_run(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    import errno
+    import os
+
+    from datasets import Dataset
+
+    from distill_sweep.errors import DiskWriteError
+
+    to_parquet = Dataset.to_parquet
+
+    def half_then_no_space(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"PAR1 half a file")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Dataset, "to_parquet", half_then_no_space)
+    with pytest.raises(DiskWriteError) as err:
+        _tang_job(tmp_path, "seed=1")
+    assert "\n" not in str(err.value) and str(err.value).endswith(
+        ".parquet: No space left on device [ENOSPC]; no augmented split was stored: the next run builds it again")
+    left = {p.name.split(".", 1)[1] for p in (tmp_path / "cache" / "augmented").rglob("*") if p.is_file()}
+    assert left == {"parquet.lock"}  # nothing half-written left (the lock file stays, as it always does)
+    monkeypatch.setattr(Dataset, "to_parquet", to_parquet)
+    assert _tang_job(tmp_path, "seed=1")["augment"]["built"] is True

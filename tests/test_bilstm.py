@@ -73,6 +73,32 @@ def test_word_vocabulary_on_fixed_sentences() -> None:
     assert vocab.digest != WordVocab.build(["a cat"], fields=["sentence"]).digest
 
 
+def test_a_vocabulary_that_cannot_be_written_is_one_line_and_built_by_the_next_run(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    import errno
+    import os
+
+    from distill_sweep import words
+    from distill_sweep.errors import DiskWriteError
+
+    train = Dataset.from_dict({"sentence": ["good food .", "bad food"], "label": [0, 1]})
+    dump = json.dump
+
+    def half_then_no_space(data, f, **kwargs) -> None:
+        f.write('{"words": ["[PAD]"')
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(words.json, "dump", half_then_no_space)
+    with pytest.raises(DiskWriteError) as err:
+        load_or_build(train, ["sentence"], tmp_path, "t")
+    assert "\n" not in str(err.value) and str(err.value).endswith(
+        ".json: No space left on device [ENOSPC]; no vocabulary was stored: the next run builds it again")
+    assert sorted(p.name for p in (tmp_path / "vocab").iterdir() if not p.name.endswith(".lock")) == []
+    monkeypatch.setattr(words.json, "dump", dump)
+    vocab, path = load_or_build(train, ["sentence"], tmp_path, "t")
+    assert path.is_file() and vocab.words == ["[PAD]", "[UNK]", "food", ".", "bad", "good"]
+
+
 def test_vocabulary_is_shared_through_the_cache_and_reads_vectors(tmp_path: Path) -> None:
     train = Dataset.from_dict({"sentence": ["good food .", "bad food"], "label": [0, 1]})
     first, path = load_or_build(train, ["sentence"], tmp_path, "t")

@@ -453,3 +453,49 @@ def test_a_full_disk_while_building_the_corpus_cache(tmp_path: Path, small_disk:
     for name in ("train", "dev"):
         assert np.array_equal(getattr(built, name).ids, getattr(roomy, name).ids)
         assert np.array_equal(getattr(built, name).labels, getattr(roomy, name).labels)
+
+
+def test_a_teacher_that_cannot_be_saved_is_saved_from_its_checkpoint_by_the_next_run(tmp_path: Path, monkeypatch,
+                                                                                    caplog) -> None:
+    from transformers import PreTrainedModel
+
+    cfg = compose_cfg([*JOB, "seed=3", f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"])
+
+    def no_space(self, *args, **kwargs) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", no_space)
+    with pytest.raises(DiskWriteError) as err:
+        run_job(cfg)
+    message = str(err.value)
+    assert "\n" not in message and ": No space left on device [ENOSPC]; its checkpoint.pt is kept" in message
+    (kept,) = list((tmp_path / "c").rglob(CHECKPOINT))  # the teacher's fine-tuning, at its end
+    monkeypatch.undo()
+    with caplog.at_level(logging.INFO, logger="distill_sweep"):
+        record = run_job(cfg)
+    assert record["status"] == "completed" and record["teacher"]["source"] == "trained" and not kept.exists()
+    # the fine-tuning went on from its checkpoint (its last epoch), not from the start
+    assert any(m.startswith(f"teacher resuming from {kept}") for m in caplog.messages), caplog.messages
+
+
+def test_a_full_disk_while_tokenising_is_one_line_and_the_next_run_tokenises(tmp_path: Path, small_disk: Path,
+                                                                             shared_cache: Path) -> None:
+    from distill_sweep.data import tokenize_splits
+    from distill_sweep.job import identify
+    from distill_sweep.toy import generate_toy
+
+    raw = {"train": generate_toy(4000, 10, seed=5)["train"]}
+    task = identify(compose_cfg([*JOB, f"results_dir={tmp_path}"])).settings.task  # the toy task
+    tokenizer = build_toy_tokenizer(shared_cache)
+    filler = _fill(small_disk, leave=64 * 1024)  # far less than 4000 tokenised rows
+    with pytest.raises(DiskWriteError) as err:
+        tokenize_splits(raw, tokenizer, task, small_disk)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"cannot write {small_disk / 'tokenized'}/toy-train-")
+    assert message.endswith(": No space left on device [ENOSPC]; no tokenised split was stored: the next run "
+                            "tokenises it again")
+    # no cache file under its name (datasets' own temp file may stay: it is never read)
+    assert not list((small_disk / "tokenized").glob("*.arrow"))
+    filler.unlink()
+    again = tokenize_splits(raw, tokenizer, task, small_disk)["train"]
+    assert len(again) == 4000 and again[0]["input_ids"][0] == tokenizer.cls_token_id

@@ -53,6 +53,7 @@ from distill_sweep.corpus import (
     sources,
     text_files,
 )
+from distill_sweep.disk import writing
 from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import LossFn, autocast, model_inputs, seed_everything, to_device
@@ -442,6 +443,7 @@ def run(ctx: RunContext) -> None:
     train_student(cctx, student, [stage], modules)
     out = job.out_dir / "student"
     if distributed.is_main():
-        student.save_pretrained(out)
-        ctx.tokenizer.save_pretrained(out)
+        with writing(out, "the job's checkpoint is kept: the next run resumes from it and saves the student"):
+            student.save_pretrained(out)
+            ctx.tokenizer.save_pretrained(out)
     record["student_dir"] = str(out)
