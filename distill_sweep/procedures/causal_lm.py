@@ -22,9 +22,8 @@ instruction data, `choice_accuracy` (the next-token choice among the choices' fi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -54,7 +53,7 @@ from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS, TOPK_INDICES, TOPK_VALUES
 from distill_sweep.schema import RecipeSettings, TaskSettings
 from distill_sweep.settings import as_dict, parse
-from distill_sweep.stages import Stage, StageDriver, epoch_seed
+from distill_sweep.stages import Stage, StageDriver
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
 from distill_sweep.teacher import check_beats_baseline
@@ -62,7 +61,7 @@ from distill_sweep.toy import vocabulary
 
 from .base import ProcedureSettings, register_procedure
 from .common import train_student
-from .task_agnostic import accumulated, rank_slice, stage_plan
+from .task_agnostic import accumulated, sequence_driver, stage_plan
 
 STAGE = "distill"
 STUDENTS = ("truncated", "fresh")  # the student types built for decoders
@@ -194,23 +193,10 @@ class CausalContext(RunContext):
 
     causal: CausalData | None = None
 
-    def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
-               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
-        run, data, world = self.job.settings.run, self.causal, distributed.world()
-        assert data is not None
-        batch = self.job.procedure_settings.batch_size
-
-        def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
-            full = data.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
-            return full if world.size == 1 else (rank_slice(b, world) for b in full)
-
-        return StageDriver(model=model, state=state, train_size=len(data.train) // batch * batch, loader=batches,
-                           dev_loaders={"validation": lambda: data.dev_batches(run.eval_batch_size)},
-                           metrics=None, device=self.device, precision=self.precision,
-                           optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint, key=key, history=history,
-                           every_steps=run.checkpoint.every_steps, log_every=run.log_every,
-                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label,
-                           evaluate_fn=lm_evaluator(data))
+    def driver(self, **driver_args: Any) -> StageDriver:
+        assert self.causal is not None
+        return sequence_driver(self, self.causal, self.job.procedure_settings.batch_size, lm_evaluator(self.causal),
+                               **driver_args)
 
 
 def load_data(ctx: RunContext, settings: CausalLMSettings) -> CausalData:

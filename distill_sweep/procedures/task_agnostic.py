@@ -341,22 +341,29 @@ class CorpusContext(RunContext):
 
     corpus: PackedCorpus | None = None
 
-    def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
-               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "") -> StageDriver:
-        run, corpus, world = self.job.settings.run, self.corpus, distributed.world()
-        assert corpus is not None
-        batch = self.job.procedure_settings.global_batch
+    def driver(self, **driver_args: Any) -> StageDriver:
+        assert self.corpus is not None
+        return sequence_driver(self, self.corpus, self.job.procedure_settings.global_batch, mlm_evaluate,
+                               **driver_args)
 
-        def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
-            global_batches = corpus.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
-            return global_batches if world.size == 1 else (rank_slice(b, world) for b in global_batches)
 
-        return StageDriver(model=model, state=state, train_size=len(corpus.train) // batch * batch, loader=batches,
-                           dev_loaders={"validation": lambda: corpus.dev_batches(run.eval_batch_size)},
-                           metrics=None, device=self.device, precision=self.precision,
-                           optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint, key=key, history=history,
-                           every_steps=run.checkpoint.every_steps, log_every=run.log_every,
-                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label, evaluate_fn=mlm_evaluate)
+def sequence_driver(ctx: RunContext, data: Any, batch: int, evaluate_fn: Callable[..., Any], *, model: nn.Module,
+                    state: dict[str, nn.Module], checkpoint: Path, key: str, history: list[dict[str, Any]], seed: int,
+                    tracker: Any = None, label: str = "") -> StageDriver:
+    """The stage driver over packed sequences (`data`: train/dev batches of a corpus or decoder data): global
+    batches of `batch` sequences, each rank reading its slice; dev scored by `evaluate_fn`."""
+    run, world = ctx.job.settings.run, distributed.world()
+
+    def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
+        global_batches = data.train_batches(stage.batch_size, epoch_seed(seed, stage.name, epoch))
+        return global_batches if world.size == 1 else (rank_slice(b, world) for b in global_batches)
+
+    return StageDriver(model=model, state=state, train_size=len(data.train) // batch * batch, loader=batches,
+                       dev_loaders={"validation": lambda: data.dev_batches(run.eval_batch_size)},
+                       metrics=None, device=ctx.device, precision=ctx.precision,
+                       optimizer_cfg=ctx.job.settings.optimizer, checkpoint=checkpoint, key=key, history=history,
+                       every_steps=run.checkpoint.every_steps, log_every=run.log_every,
+                       skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label, evaluate_fn=evaluate_fn)
 
 
 def rank_slice(batch: dict[str, Tensor], world: Any) -> dict[str, Tensor]:
