@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import combinations
 from typing import Any
 
@@ -426,3 +426,17 @@ def curve_means(curves: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.Dat
     out = grp["value"].agg(mean="mean", std="std", n="count").reset_index()
     extra = grp[["boundary", "metric"]].first().reset_index(drop=True)
     return pd.concat([out, extra], axis=1)
+
+
+
+def curve_lines(task_means: pd.DataFrame, systems: Sequence[str], inits: Sequence[str] | None
+                ) -> Iterator[tuple[str, str | None, str, pd.DataFrame]]:
+    """One task's curves (rows of `curve_means`) in table order: (system, init or None, label, its rows); a
+    system or init without rows is left out."""
+    for system in systems:
+        for init in list(inits) if inits is not None else [None]:
+            line = task_means[task_means["system"] == system]
+            if init is not None:
+                line = line[line["init_label"] == init]
+            if not line.empty:
+                yield system, init, system if init is None else f"{system} [{init}]", line

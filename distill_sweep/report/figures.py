@@ -129,17 +129,10 @@ def curve_figures(curves: pd.DataFrame, systems: Sequence[str], inits: Sequence[
     for task in task_order(means["task"].unique()):
         sub = means[means["task"] == task]
         series = []
-        for system in systems:
-            for init in levels:
-                line = sub[sub["system"] == system]
-                if init is not None:
-                    line = line[line["init_label"] == init]
-                if line.empty:
-                    continue
-                label = system if init is None else f"{system} [{init}]"
-                series.append(svg.Series(label, line["x"].tolist(), line["mean"].tolist(),
-                                         line["std"].fillna(0.0).tolist(), colours[system], dashes[init]))
-                keys[label] = (label, colours[system], dashes[init])
+        for system, init, label, line in stats.curve_lines(sub, systems, inits):
+            series.append(svg.Series(label, line["x"].tolist(), line["mean"].tolist(),
+                                     line["std"].fillna(0.0).tolist(), colours[system], dashes[init]))
+            keys[label] = (label, colours[system], dashes[init])
         boundary = sub["boundary"].dropna()
         metric = str(sub["metric"].iloc[0])
         charts.append(svg.line_chart(task_label(task), series, x_label="epoch (intermediate | scored stage)",

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep.paper import METRIC_ABBREV, task_label, task_order
-from distill_sweep.stats import curve_means
+from distill_sweep.stats import curve_lines, curve_means
 
 
 def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[str],
@@ -39,13 +39,7 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
     styles = {lab: ["-", "--", ":", "-."][i % 4] for i, lab in enumerate(levels)}
     for ax, task in zip(axes.flat, tasks, strict=False):
         sub = means[means["task"] == task]
-        for system, init in ((s, i) for s in systems for i in levels):  # legend in table order
-            line = sub[sub["system"] == system]
-            if init is not None:
-                line = line[line["init_label"] == init]
-            if line.empty:
-                continue
-            label = system if init is None else f"{system} [{init}]"
+        for system, init, label, line in curve_lines(sub, systems, inits):  # legend in table order
             ax.plot(line["x"], line["mean"], styles[init], color=colors[system], label=label, marker=".", lw=1.2)
             band = line["std"].fillna(0.0)
             ax.fill_between(line["x"], line["mean"] - band, line["mean"] + band, color=colors[system], alpha=0.12)
