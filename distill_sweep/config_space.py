@@ -33,7 +33,10 @@ def default_choices() -> dict[str, str]:
 def option_defaults(group: str, option: str) -> dict[str, str]:
     """The group options that an option's own defaults list chooses, by group (conf/procedure/causal_lm.yaml:
     `- /corpus@_global_.corpus: toy` -> {"corpus": "toy"})."""
-    config = yaml.safe_load((Path(CONF_DIR) / group / f"{option}.yaml").read_text()) or {}
+    path = Path(CONF_DIR) / group / f"{option}.yaml"
+    if not path.is_file():  # an option registered in code without a YAML here (a worked example's): no defaults
+        return {}
+    config = yaml.safe_load(path.read_text()) or {}
     return {key.lstrip("/").split("@")[0]: str(value) for entry in config.get("defaults", [])
             if isinstance(entry, dict) for key, value in entry.items()}
 

@@ -175,8 +175,8 @@ def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: A
     corpus = (config.get("corpus") or {}).get("name")
     if procedure_settings.reads_task and corpus is not None:
         out.append(f"corpus={corpus} (procedure={procedure.name} reads the task, not a corpus)")
-    elif not procedure_settings.reads_corpus() and corpus not in (None, option_defaults("procedure", procedure.name)
-                                                                  .get("corpus")):
+    elif (corpus is not None and not procedure_settings.reads_corpus()
+          and corpus != option_defaults("procedure", procedure.name).get("corpus")):
         out.append(f"corpus={corpus} (procedure={procedure.name} reads no corpus with these procedure settings)")
     return out
 
