@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from helpers import compose_cfg, records, run_cli
@@ -171,6 +172,28 @@ def test_dry_run_counts_the_decoder_students_training_tokens(tmp_path: Path):
     jobs, steps, batch, length = 6, 1 * 4, 8, 32  # procedure.epochs=1 x max_steps_per_epoch=4
     assert f"{jobs} decoder job(s): {jobs * steps * batch * length:.3g} student training tokens" in proc.stdout
     assert not (tmp_path / "r").exists()
+
+
+def test_decoder_tests_carry_the_ci_and_effect_size_of_the_difference():
+    """The decoder table's comparisons as the encoder tables': the paired bootstrap CI of the mean difference and
+    Cohen's d_z, worked by hand here on 3 seed pairs."""
+    from scipy import stats as sps
+
+    from distill_sweep.report import decoder
+
+    ppl = {("fkl", 1): 9.0, ("fkl", 2): 9.5, ("fkl", 3): 9.2, ("rkl", 1): 9.3, ("rkl", 2): 9.6, ("rkl", 3): 9.8}
+    frame = pd.DataFrame([{"setting": "s", "objective": o, "init": "skip", "layers": "2,4,6", "seed": s,
+                           "teacher_dev": {"perplexity": 8.0}, "perplexity": v, "token_accuracy": 0.3,
+                           "choice_accuracy": None} for (o, s), v in ppl.items()])
+    ((_, _, _, headers, tests, _),) = decoder.tables(frame, ddof=1, alpha=0.05)
+    row = dict(zip(headers, tests[0], strict=True))
+    diffs = np.array([0.3, 0.1, 0.6])  # rkl - fkl per seed
+    assert row["mean diff"] == f"{diffs.mean():+.3f}"
+    assert row["d"] == f"{diffs.mean() / diffs.std(ddof=1):.2f}"  # 0.333 / 0.252 = 1.32
+    # 3 pairs: the percentile interval lies within the smallest and largest difference, around the mean
+    lo, hi = (float(x.strip()) for x in row["95% CI"].strip("[]").split(","))
+    assert 0.1 <= lo < diffs.mean() < hi <= 0.6
+    assert row["t"] == f"{sps.ttest_rel([9.3, 9.6, 9.8], [9.0, 9.5, 9.2]).statistic:.2f}"
 
 
 def test_step_bench_has_decoder_rows(capsys: pytest.CaptureFixture[str]):

@@ -352,7 +352,8 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         if tests:
             doc.table(test_headers, tests)
             doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init; Holm over "
-                     f"this table's tests, * below alpha={opts.alpha}")
+                     f"this table's tests, * below alpha={opts.alpha}; 95% CI: percentile bootstrap of the mean "
+                     "difference over the seed pairs; d: Cohen's d_z")
         files[f"decoder{i + 1}.csv"] = pd.DataFrame(rows, columns=headers)
     files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev"])
 
