@@ -158,7 +158,7 @@ def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path, s
     assert sorted(r["teacher_outputs"]["built"] for r in recs) == [False, False, False, True]
     report = run_cli([str(results)], cwd=tmp_path, module="distill_sweep.report")
     assert report.returncode == 0, report.stderr[-2000:]
-    assert "Decoder distillation" in report.stdout and "gjsd vs fkl" in report.stdout
+    assert "Decoder distillation: causal_toy, teacher tiny_llama" in report.stdout and "gjsd vs fkl" in report.stdout
     assert "Table 3" not in report.stdout  # decoder records stay out of the encoder tables
 
 

@@ -40,7 +40,7 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
         teacher = rec.get("teacher") or {}
         layers = ",".join(str(x) for x in (rec.get("init") or {}).get("layers") or [])
         init = str(r["init_name"] or r["student_name"])
-        out.append({"setting": f"{r['task']}, teacher {r['teacher_name']} -> {r['student_name']} "
+        out.append({"setting": f"{rec.get('task', r['task'])}, teacher {r['teacher_name']} -> {r['student_name']} "
                                f"{r['student_layers']}L", "objective": str(r["objective"]),
                     "init": init, "layers": layers, "seed": int(r["seed"]),
                     "teacher_dev": teacher.get("dev") or {},
