@@ -42,7 +42,7 @@ DOCS = ROOT / "docs"
 CONF = ROOT / "conf"
 PYTHON = re.compile(r"^(?:\S*/)?python3? -m (distill_sweep\S*)")
 # values for the placeholders of the report synopsis (NAME, DIR), by key; None: leave the key out (its default)
-SYNOPSIS_VALUES = {"preset": "demo", "paper_dir": None, "out": "{work}/synopsis-out", "baseline": "vanilla_kd",
+SYNOPSIS_VALUES = {"preset": "demo", "paper_dir": None, "out": "{work}/synopsis-out", "baseline": None,
                    "wandb_group": "synopsis"}
 
 

@@ -174,3 +174,12 @@ def test_html_lists_the_preset_jobs_not_started(tmp_path: Path, monkeypatch: pyt
     assert seeds == ["1", "3"]  # seed 2 is running (in the jobs table), seed 0 completed
     assert "2 job(s) of preset demo not started" in html
     assert len(re.findall(r'<tr class="running">', html)) == 1
+
+
+def test_a_baseline_that_is_no_row_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _demo_like(tmp_path)
+    assert main([str(tmp_path), "baseline=vanila_kd"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("distill_sweep.report: error: baseline='vanila_kd' is not a row")
+    assert "vanilla_kd" in err[0] and not (tmp_path / "tables").exists()  # the rows it could be, nothing written
+    assert main([str(tmp_path), "baseline=vanilla_kd", "format=html"]) == 0  # a row that exists

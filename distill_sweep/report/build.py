@@ -65,6 +65,8 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
     for note in notes:
         doc.text(f"note: {note}")
     systems = store.system_order(records)
+    if opts.baseline != store.NO_KD_LABEL and opts.baseline not in systems:  # a chosen row must exist
+        raise UsageError(f"baseline={opts.baseline!r} is not a row of this report (rows: {', '.join(systems)})")
 
     for key in opts.layouts:  # other systems' own tables (a preset's, or table=<layout>) before the generic ones
         if key == EARLY_EXIT:
