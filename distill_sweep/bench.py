@@ -41,8 +41,8 @@ from torch import Tensor, nn
 
 from .allocator import keep_freed_memory
 from .capture import run_with_features
+from .inits import skip_layers
 from .loop import build_optimizer, linear_schedule, update_step
-from .models import skip_layers
 from .objectives import Objective, ObjectiveSettings, build_objective, parse_objective
 from .results import git_commit
 
@@ -489,7 +489,7 @@ def decoder_table(args: argparse.Namespace, make_step: Callable[..., Any], clock
     the plain forward-KL step, paired and rotated as the encoder table; printed as a second table."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from .models import resolve_init
+    from .inits import resolve_init
     from .procedures.causal_lm import distill_loss
     from .students.base import BuildInputs
     from .students.truncated import TruncatedSettings

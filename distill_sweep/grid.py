@@ -40,8 +40,8 @@ PAPER_A100_HOURS, PAPER_TOKENS = 58.0, 100_000 * 1024 * 128
 
 def job_identity(cfg: DictConfig) -> dict[str, Any]:
     """Who a job is and where its record lives, without loading anything (works offline)."""
+    from distill_sweep.inits import init_spec
     from distill_sweep.job import identify
-    from distill_sweep.models import init_spec
 
     ident = identify(cfg)
     return {"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
@@ -60,8 +60,8 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
     schema's), so that jobs differing only in teacher, student or layer map are told apart."""
     from hydra import compose, initialize_config_dir
 
+    from distill_sweep.inits import init_spec
     from distill_sweep.job import identify
-    from distill_sweep.models import init_spec
 
     known = group_options("experiment")
     if preset not in known:

@@ -30,17 +30,10 @@ from distill_sweep.data import check_files
 from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import is_causal_type
+from distill_sweep.inits import StudentInit, init_dirname, init_spec, resolve_init, skip_layers
 from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.model_info import ModelInfo
-from distill_sweep.models import (
-    StudentInit,
-    init_dirname,
-    init_spec,
-    resolve_init,
-    skip_layers,
-    teacher_config,
-    tokenizer_source,
-)
+from distill_sweep.models import teacher_config, tokenizer_source
 from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_objective
 from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
 from distill_sweep.schema import ConfigSettings, check_config

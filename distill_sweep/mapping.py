@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from distill_sweep.errors import ConfigError
-from distill_sweep.models import StudentInit, skip_layers
+from distill_sweep.inits import StudentInit, skip_layers
 
 MAP_RULES = ("init", "skip", "last", "uniform", "top")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from distill_sweep import bench
-from distill_sweep.models import skip_layers
+from distill_sweep.inits import skip_layers
 
 TINY = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-layers", "1", "--vocab", "64",
         "--seq", "16", "--batch", "2", "--repeats", "3", "--default-malloc"]

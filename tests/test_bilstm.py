@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.data import STUDENT_IDS, make_loader, tokenize_splits
+from distill_sweep.inits import StudentInit
 from distill_sweep.loop import model_inputs, predict
-from distill_sweep.models import StudentInit
 from distill_sweep.objectives import parse_objective, prediction_loss
 from distill_sweep.students import BuildInputs, student_type
 from distill_sweep.students.bilstm import BiLSTMClassifier, BiLSTMSettings, build, describe

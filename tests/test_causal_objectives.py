@@ -208,7 +208,7 @@ def test_terms_run_in_an_objective_and_are_refused_for_encoders():
 def test_hidden_terms_run_on_decoders_with_their_causal_mask():
     """fkl + hid_seq on a Llama teacher and a truncated student: the objective's own capture, gradients reach the
     student (and its projections), and what sits in the padded positions changes nothing."""
-    from distill_sweep.models import resolve_init
+    from distill_sweep.inits import resolve_init
     from distill_sweep.students.base import BuildInputs
     from distill_sweep.students.truncated import TruncatedSettings, build
 

@@ -17,8 +17,8 @@ from transformers import (
 
 from distill_sweep.capture import run_with_features, truncated
 from distill_sweep.families import family_of, family_of_model
+from distill_sweep.inits import resolve_init
 from distill_sweep.model_info import ModelInfo
-from distill_sweep.models import resolve_init
 from distill_sweep.students.base import BuildInputs
 from distill_sweep.students.truncated import TruncatedSettings, build
 

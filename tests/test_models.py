@@ -10,7 +10,7 @@ from transformers import (
 )
 
 from distill_sweep.errors import ConfigError
-from distill_sweep.models import StudentInit, init_dirname, resolve_init
+from distill_sweep.inits import StudentInit, init_dirname, resolve_init
 from distill_sweep.students import STUDENTS, BuildInputs
 
 

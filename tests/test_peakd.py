@@ -16,8 +16,8 @@ from transformers import BertConfig, BertForSequenceClassification
 from distill_sweep.capture import run_with_features
 from distill_sweep.checkpoint import CHECKPOINT
 from distill_sweep.errors import ConfigError
+from distill_sweep.inits import resolve_init
 from distill_sweep.job import identify, prepare
-from distill_sweep.models import resolve_init
 from distill_sweep.procedures.ptp import (
     PTP_CLASSES,
     Thresholds,

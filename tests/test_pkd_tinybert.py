@@ -14,10 +14,10 @@ from helpers import FAST, compose_cfg, plain, save_toy_student
 
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
+from distill_sweep.inits import resolve_init
 from distill_sweep.job import prepare
 from distill_sweep.mapping import resolve_map
 from distill_sweep.model_info import ModelInfo
-from distill_sweep.models import resolve_init
 from distill_sweep.objectives import (
     Objective,
     build_objective,

@@ -11,8 +11,8 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import ENCODER
+from distill_sweep.inits import StudentInit
 from distill_sweep.model_info import ModelInfo
-from distill_sweep.models import StudentInit
 
 # Model types whose encoder layers expose attention.self.{query,key,value} (what capture.py hooks).
 QKV_MODEL_TYPES = ENCODER.model_types
