@@ -17,9 +17,10 @@ for it (`qkv_refusal`) while hidden-state terms and the logits work as for the e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
+if TYPE_CHECKING:  # annotations only: the config checks read families before torch is imported
+    from torch import nn
 
 __all__ = ["FAMILIES", "Family", "family_named", "family_of", "family_of_model", "is_causal_type"]
 
