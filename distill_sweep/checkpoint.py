@@ -20,16 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from distill_sweep.checkpoint_files import previous_path
 from distill_sweep.disk import writing
 
 log = logging.getLogger(__name__)
-CHECKPOINT = "checkpoint.pt"
-
-
-def previous_path(path: Path) -> Path:
-    """Where `save_checkpoint(..., keep_previous=True)` keeps the checkpoint it replaced."""
-    return path.with_name(f"{path.stem}.prev{path.suffix}")
-
 
 def save_checkpoint(path: Path, state: dict[str, Any], *, keep_previous: bool = False) -> None:
     """torch.save to a temp file in the same directory, then rename over the old checkpoint.
@@ -91,15 +85,6 @@ def _keep_as_previous(path: Path) -> None:
     except OSError as err:  # a filesystem without hard links: go on without a previous checkpoint
         link.unlink(missing_ok=True)
         log.debug("cannot keep %s as %s: %s", path, prev, err)
-
-
-def remove_checkpoint(path: Path) -> None:
-    """Delete the checkpoint and the previous one kept beside it, if any, and the temp files of writes that a
-    kill (-9) cut short: nothing else cleans those up. Call it when no write of this checkpoint is under way."""
-    path.unlink(missing_ok=True)
-    previous_path(path).unlink(missing_ok=True)
-    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-        tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(

@@ -23,7 +23,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distill_sweep import chain, job_lock, results
+from distill_sweep import chain, job_lock, processes, results
 from distill_sweep.config_space import CONF_DIR, GROUPS, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError
 
@@ -340,7 +340,6 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from distill_sweep import distributed
         from distill_sweep.job import complete, find_completed, identify, prepare
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
@@ -354,7 +353,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
         # the grid's jobs are checked as the launcher will start them (several processes each on SLURM with
         # tasks_per_node or nodes > 1); the fine-tune jobs that follow run as one process each
-        with distributed.planned(processes_per_job(self.launcher)):
+        with processes.planned(processes_per_job(self.launcher)):
             todo, skipped, configs, seen = [], [], [], set()
             distilled: list[tuple[Any, list[str]]] = []  # every job of the grid (completed or not), for its chain
             duplicates = 0

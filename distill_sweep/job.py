@@ -23,11 +23,11 @@ from transformers import PretrainedConfig
 from distill_sweep import results
 from distill_sweep.augment import check as check_augment
 from distill_sweep.augment import parse_augment
-from distill_sweep.checkpoint import CHECKPOINT, save_checkpoint
+from distill_sweep.checkpoint import save_checkpoint
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.composed import plain_config
 from distill_sweep.config_space import default_choices, option_defaults
 from distill_sweep.data import check_files
-from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import is_causal_type
 from distill_sweep.inits import StudentInit, init_dirname, init_spec, resolve_init, skip_layers
@@ -36,6 +36,7 @@ from distill_sweep.model_info import ModelInfo
 from distill_sweep.models import teacher_config, tokenizer_source
 from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_objective
 from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
+from distill_sweep.processes import requested_size
 from distill_sweep.schema import ConfigSettings, check_config
 from distill_sweep.settings import as_dict, new_keys_at_default, parse
 from distill_sweep.store_keys import teacher_specs

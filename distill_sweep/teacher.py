@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.context import RunContext
 from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError

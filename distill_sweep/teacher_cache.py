@@ -24,7 +24,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
+from distill_sweep.checkpoint_files import CHECKPOINT, remove_checkpoint
 from distill_sweep.results import read_record, write_json_atomic
 from distill_sweep.schema import FinetuneSettings, RecipeSettings, TeacherSettings
 

@@ -21,6 +21,7 @@ from distill_sweep import results
 from distill_sweep.config_space import CONF_DIR
 from distill_sweep.errors import ConfigError, DiskWriteError
 from distill_sweep.job_lock import LEFT_TO_HOLDER, JobLock, holder
+from distill_sweep.processes import requested_size
 from distill_sweep.settings import as_dict
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
     assert isinstance(config, dict)
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job, config)
-    if distributed.requested_size() > 1:  # (job.identify refused a procedure that runs in one process)
+    if requested_size() > 1:  # (job.identify refused a procedure that runs in one process)
         from distill_sweep.loop import resolve_device
 
         distributed.setup(resolve_device(job.settings.run.device))
@@ -120,7 +121,7 @@ def _take(lock: JobLock, job: Job, wait: bool) -> bool:
 
 def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from distill_sweep import distributed
-    from distill_sweep.checkpoint import CHECKPOINT, remove_checkpoint
+    from distill_sweep.checkpoint_files import CHECKPOINT, remove_checkpoint
     from distill_sweep.context import RunContext
     from distill_sweep.job import adopt_legacy_checkpoint, find_completed
 

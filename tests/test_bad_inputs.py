@@ -25,7 +25,7 @@ from helpers import FAST, compose_cfg, records
 
 from distill_sweep import results
 from distill_sweep.__main__ import check_environment, check_overrides
-from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.errors import ConfigError
 from distill_sweep.job import identify, prepare
 from distill_sweep.train import run_job

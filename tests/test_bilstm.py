@@ -14,7 +14,7 @@ from datasets import Dataset
 from helpers import FAST, compose_cfg, plain, run_cli
 from omegaconf import OmegaConf
 
-from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.data import STUDENT_IDS, make_loader, tokenize_splits
 from distill_sweep.inits import StudentInit
 from distill_sweep.loop import model_inputs, predict

@@ -31,7 +31,8 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep import checkpoint as checkpoint_mod
 from distill_sweep import results, stages
-from distill_sweep.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
+from distill_sweep.checkpoint import load_checkpoint, save_checkpoint
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.corpus import CorpusSettings, load_corpus
 from distill_sweep.errors import DiskWriteError
 from distill_sweep.job_lock import LOCK, JobLock, held_elsewhere

@@ -19,7 +19,7 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 from distill_sweep import distributed
-from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.checkpoint_files import CHECKPOINT
 
 # dropout off: the 1-process run and the 2 ranks must draw nothing at random that the other does not
 AGNOSTIC = ["procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "corpus.num_documents=100",

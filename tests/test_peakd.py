@@ -14,7 +14,7 @@ from helpers import FAST, compose_cfg, run_cli
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.capture import run_with_features
-from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.errors import ConfigError
 from distill_sweep.inits import resolve_init
 from distill_sweep.job import identify, prepare

@@ -16,7 +16,8 @@ from helpers import FAST, compose_cfg, run_cli
 
 from distill_sweep import teacher_cache
 from distill_sweep.__main__ import overrides_first
-from distill_sweep.checkpoint import load_checkpoint, previous_path, remove_checkpoint, save_checkpoint
+from distill_sweep.checkpoint import load_checkpoint, save_checkpoint
+from distill_sweep.checkpoint_files import previous_path, remove_checkpoint
 from distill_sweep.job import identify
 from distill_sweep.teacher_cache import cached_teacher, entry_problem
 

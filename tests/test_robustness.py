@@ -14,7 +14,8 @@ import pytest
 import torch
 from helpers import FAST, ROOT, compose_cfg, records, run_cli
 
-from distill_sweep.checkpoint import CHECKPOINT, load_checkpoint
+from distill_sweep.checkpoint import load_checkpoint
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.errors import ConfigError
 from distill_sweep.job import prepare
 from distill_sweep.loop import NonFiniteLossError

@@ -43,7 +43,6 @@ from distill_sweep.causal_teacher import (
 )
 from distill_sweep.context import RunContext
 from distill_sweep.corpus import CorpusSettings
-from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import FAMILIES, family_of_model, is_causal_type
 from distill_sweep.inits import StudentInit
@@ -52,6 +51,7 @@ from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.models import tokenizer_source
 from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS, TOPK_INDICES, TOPK_VALUES
+from distill_sweep.processes import requested_size
 from distill_sweep.schema import RecipeSettings, TaskSettings
 from distill_sweep.settings import as_dict, parse
 from distill_sweep.stages import Stage, StageDriver

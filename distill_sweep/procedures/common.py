@@ -9,7 +9,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from distill_sweep import teacher_outputs
-from distill_sweep.checkpoint import CHECKPOINT
+from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.context import RunContext
 from distill_sweep.loop import seed_everything
 from distill_sweep.objectives import IntermediateObjective

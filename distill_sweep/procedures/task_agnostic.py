@@ -54,12 +54,12 @@ from distill_sweep.corpus import (
     text_files,
 )
 from distill_sweep.disk import writing
-from distill_sweep.distributed import requested_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import LossFn, autocast, model_inputs, seed_everything, to_device
 from distill_sweep.models import as_masked_lm, has_mlm_head, head_deferred, mlm_head
 from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.inputs import as_target, fp32_region
+from distill_sweep.processes import requested_size
 from distill_sweep.schema import RecipeSettings, TaskSettings
 from distill_sweep.settings import as_dict, parse
 from distill_sweep.stages import Stage, StageDriver, epoch_seed

@@ -1,0 +1,22 @@
+"""Where a job's checkpoint lives and how its files are removed (no torch: the job's and the teacher cache's
+bookkeeping read these before torch is imported; checkpoint.py writes and reads the files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def previous_path(path: Path) -> Path:
+    """Where `save_checkpoint(..., keep_previous=True)` keeps the checkpoint it replaced."""
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete the checkpoint and the previous one kept beside it, if any, and the temp files of writes that a
+    kill (-9) cut short: nothing else cleans those up. Call it when no write of this checkpoint is under way."""
+    path.unlink(missing_ok=True)
+    previous_path(path).unlink(missing_ok=True)
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        tmp.unlink(missing_ok=True)
