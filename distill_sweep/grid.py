@@ -95,8 +95,8 @@ def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> i
 def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
     """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
     throughput of records already completed. `jobs` are job identities (distill_sweep.job.identify)."""
+    from distill_sweep.outputs_plan import group_id, plan, prepared
     from distill_sweep.teacher_cache import META, finetune_settings
-    from distill_sweep.teacher_outputs import group_id, plan, prepared
 
     student = teacher = 0
     teachers: set[Path] = set()
@@ -182,7 +182,7 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
     their `overrides`) will read and that is not built yet, the first such job's overrides run with
     `prepare_only`: one job fine-tunes the teacher and builds the store while the others are not yet holding
     a GPU each, waiting on its lock."""
-    from distill_sweep.teacher_outputs import feature_tag, group_id, plan, prepared, stored_cls_layers
+    from distill_sweep.outputs_plan import feature_tag, group_id, plan, prepared, stored_cls_layers
 
     groups: dict[tuple[str, str, str], list[list[str]]] = {}
     for ident, ov in zip(jobs, overrides, strict=True):

@@ -35,6 +35,7 @@ from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.model_info import ModelInfo
 from distill_sweep.models import teacher_config, tokenizer_source
 from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_objective
+from distill_sweep.outputs_plan import plan
 from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
 from distill_sweep.processes import requested_size
 from distill_sweep.schema import ConfigSettings, check_config
@@ -43,7 +44,6 @@ from distill_sweep.store_keys import teacher_specs
 from distill_sweep.students import StudentType, model_info, student_type
 from distill_sweep.teacher import check_ensemble
 from distill_sweep.teacher_cache import TeacherSpec
-from distill_sweep.teacher_outputs import plan
 
 DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
 

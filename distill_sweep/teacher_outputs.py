@@ -30,7 +30,6 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +42,12 @@ from distill_sweep.capture import run_with_features
 from distill_sweep.data import make_loader, teacher_fingerprint
 from distill_sweep.disk import reserve, writing
 from distill_sweep.loop import autocast, to_device
-from distill_sweep.objectives.registry import TERMS
-from distill_sweep.results import part_id, write_json_atomic
-from distill_sweep.teacher_cache import TeacherSpec, waiting_lock
+from distill_sweep.outputs_plan import META, feature_tag, store_root
+from distill_sweep.results import write_json_atomic
+from distill_sweep.teacher_cache import waiting_lock
 
 log = logging.getLogger("distill_sweep")
 STORE_VERSION = 1  # bump when building produces other numbers
-META = "meta.json"
 ARRAYS = ("logits", "rowcheck")
 # what a build that cannot write leaves (_build): its partial directory is removed, other stores are untouched
 BUILD_KEPT = "the store was not built and nothing of it is left; the next job that needs it builds it"
@@ -57,56 +55,6 @@ BUILD_KEPT = "the store was not built and nothing of it is left; the next job th
 
 class StoreMismatchError(RuntimeError):
     """A batch's rows are not the rows the store was built from."""
-
-
-# ------------------------------------------------------------------------------------------------- plan
-@dataclass(frozen=True)
-class Plan:
-    """Whether a job reads the teacher's logits from the store, and if not, why."""
-
-    use_store: bool
-    reason: str | None  # why not (None when it does)
-
-
-def plan(setting: str, procedure: Any, objective: Any) -> Plan:
-    """`setting`: the job's `teacher_outputs`. The store is exact for procedures that distil from a frozen
-    teacher fine-tuned on the task's fixed training split, in stages that read its logits."""
-    if setting == "live":
-        return Plan(False, "teacher_outputs=live")
-    if not procedure.stores_teacher_outputs:
-        return Plan(False, f"procedure={procedure.name} does not distil from a frozen task teacher's logits "
-                           "on a fixed training split")
-    if objective is None or not {"prediction", "combined"} & set(objective.stages):
-        return Plan(False, "no stage of the objective reads the teacher's logits")
-    return Plan(True, None)
-
-
-def stored_cls_layers(objective: Any, layer_map: Any) -> list[int]:
-    """Teacher layers whose [CLS] states the store also holds for this job (0 = embeddings): those of the
-    mapped layers when every term of the objective reads only [CLS] states (Hid-CLS, its contrastive form,
-    PKD); then no stage runs the teacher at all. [] when a term reads more (whole sequences, q/k/v)."""
-    if objective is None or not objective.terms or not layer_map:
-        return []
-    if not all(TERMS[name].cls_only for name in objective.terms):
-        return []
-    return sorted({0, *(int(t) for _, t in layer_map)})
-
-
-def feature_tag(cls_layers: list[int]) -> str:
-    return "logits" if not cls_layers else "logits-cls" + "-".join(map(str, cls_layers))
-
-
-def group_id(teacher: TeacherSpec) -> str:
-    """The store's teacher and data as the config names them (no weights read): stores built from the same
-    config share this prefix, so the sweeper can tell which tasks already have one before launching."""
-    return part_id({"teacher": teacher.key, "finetuned_path": teacher.settings.finetuned_path})
-
-
-def prepared(teacher: TeacherSpec, task: str, cache_dir: Path, cls_layers: list[int] | None = None) -> bool:
-    """A finished store exists for this teacher and task data with these features (the sweeper skips its
-    build job)."""
-    where = store_root(cache_dir, task)
-    return any(where.glob(f"{group_id(teacher)}-{feature_tag(cls_layers or [])}-*/{META}"))
 
 
 # -------------------------------------------------------------------------------------------- row checks
@@ -145,10 +93,6 @@ def store_key(model: nn.Module, train: Any, precision: str, cls_layers: list[int
         "precision": precision,
         "features": ["logits", *(f"cls{layer}" for layer in cls_layers or [])],
     }
-
-
-def store_root(cache_dir: Path, task: str) -> Path:
-    return Path(cache_dir) / "teacher_outputs" / task
 
 
 # ------------------------------------------------------------------------------------------- the store

@@ -11,7 +11,7 @@ import pytest
 from helpers import ROOT, compose_cfg, run_cli
 
 from distill_sweep.job import find_completed, identify
-from distill_sweep.teacher_outputs import group_id
+from distill_sweep.outputs_plan import group_id
 from distill_sweep.train import run_job
 
 FIXTURES = ROOT / "tests" / "fixtures" / "v2"

@@ -8,7 +8,7 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedModel
 
-from distill_sweep import teacher_outputs
+from distill_sweep import outputs_plan, teacher_outputs
 from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.context import RunContext
 from distill_sweep.loop import seed_everything
@@ -36,17 +36,17 @@ def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTraine
 
 def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjective | None) -> TeacherView:
     """The frozen teacher as the job's losses read it: logits from the teacher-output store where that is
-    exact (teacher_outputs.plan), the teacher run only as deep as the terms read; the record says which."""
+    exact (outputs_plan.plan), the teacher run only as deep as the terms read; the record says which."""
     job = ctx.job
-    decision = teacher_outputs.plan(job.settings.run.teacher_outputs, job.procedure, job.objective)
+    decision = outputs_plan.plan(job.settings.run.teacher_outputs, job.procedure, job.objective)
     live = job.settings.run.teacher_outputs == "live"
     depth = terms.teacher_depth if terms is not None and not live else None
     info: dict[str, Any] = {"mode": "live", "reason": decision.reason, "depth": depth}
     store = None
     if decision.use_store:
-        cls_layers = teacher_outputs.stored_cls_layers(job.objective, job.layer_map)
+        cls_layers = outputs_plan.stored_cls_layers(job.objective, job.layer_map)
         store = teacher_outputs.open_or_build(
-            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=teacher_outputs.group_id(job.teacher),
+            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=outputs_plan.group_id(job.teacher),
             precision=ctx.precision, device=ctx.device, batch_size=job.settings.run.eval_batch_size,
             pad_token_id=int(ctx.tokenizer.pad_token_id), cls_layers=cls_layers)
         if cls_layers:
