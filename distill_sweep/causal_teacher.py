@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from distill_sweep.causal_data import CausalData
+from distill_sweep.causal_settings import CHOICE, PRIMARY
 from distill_sweep.corpus import IGNORE
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import autocast, model_inputs, seed_everything, to_device
@@ -37,8 +38,6 @@ from distill_sweep.schema import TeacherSettings
 
 log = logging.getLogger("distill_sweep")
 
-PRIMARY = "token_accuracy"  # next-token top-1 accuracy on the dev targets: higher is better, as the driver picks
-CHOICE = "choice_accuracy"  # classification-style data: the right choice ranked first after the prompt
 
 
 def load_causal_lm(teacher: TeacherSettings, vocab_size: int) -> PreTrainedModel:

@@ -124,7 +124,7 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
         size = min(size, s.task.train_size or size)
         if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
-            from distill_sweep.augment import samples_for
+            from distill_sweep.augment_settings import samples_for
 
             size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
         batch = s.optimizer.batch_size or s.task.recipe.batch_size

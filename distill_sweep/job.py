@@ -22,7 +22,7 @@ from transformers import PretrainedConfig
 
 from distill_sweep import results
 from distill_sweep.augment import check as check_augment
-from distill_sweep.augment import parse_augment
+from distill_sweep.augment_settings import parse_augment
 from distill_sweep.checkpoint import save_checkpoint
 from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.composed import plain_config

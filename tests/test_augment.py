@@ -10,7 +10,6 @@ import pytest
 from helpers import FAST, compose_cfg, run_cli, save_toy_mlm
 
 from distill_sweep.augment import (
-    AugmentSettings,
     MLMCandidates,
     _EmbeddingNeighbours,
     augment_rows,
@@ -18,6 +17,7 @@ from distill_sweep.augment import (
     is_candidate,
     words,
 )
+from distill_sweep.augment_settings import AugmentSettings
 from distill_sweep.train import run_job
 
 

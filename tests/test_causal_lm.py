@@ -13,7 +13,8 @@ import torch
 from helpers import compose_cfg, records, run_cli
 from test_families import tiny_llama
 
-from distill_sweep.causal_data import IGNORE, InstructionSettings, from_instructions
+from distill_sweep.causal_data import IGNORE, from_instructions
+from distill_sweep.causal_settings import InstructionSettings
 from distill_sweep.causal_store import open_or_build_topk
 from distill_sweep.errors import ConfigError
 from distill_sweep.job import prepare
@@ -240,7 +241,7 @@ def test_a_decoder_tokenizer_packs_the_corpus_in_memory_as_the_cache_does(tmp_pa
     from transformers import PreTrainedTokenizerFast
 
     from distill_sweep.causal_data import from_corpus
-    from distill_sweep.corpus import CorpusSettings
+    from distill_sweep.corpus_settings import CorpusSettings
     from distill_sweep.toy import _build_backend
 
     settings = CorpusSettings(name="toy", source="toy", num_documents=40, dev_documents=5, max_seq_length=32)

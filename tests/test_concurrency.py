@@ -33,7 +33,8 @@ from distill_sweep import checkpoint as checkpoint_mod
 from distill_sweep import results, stages
 from distill_sweep.checkpoint import load_checkpoint, save_checkpoint
 from distill_sweep.checkpoint_files import CHECKPOINT
-from distill_sweep.corpus import CorpusSettings, load_corpus
+from distill_sweep.corpus import load_corpus
+from distill_sweep.corpus_settings import CorpusSettings
 from distill_sweep.errors import DiskWriteError
 from distill_sweep.job_lock import LOCK, JobLock, held_elsewhere
 from distill_sweep.settings import parse
