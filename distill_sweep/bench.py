@@ -118,7 +118,8 @@ def make_sps_student(student: nn.Module, k: int) -> nn.Module:
 def make_bilstm_student(args: argparse.Namespace) -> nn.Module:
     """student=bilstm at its default sizes (300-d embeddings, 300 per direction, ReLU 400) over a word
     vocabulary of --vocab words, one sentence per row."""
-    from .students.bilstm import BiLSTMClassifier, BiLSTMSettings, describe
+    from .students.bilstm import BiLSTMClassifier, describe
+    from .students.settings import BiLSTMSettings
 
     return BiLSTMClassifier(describe(BiLSTMSettings(), None), args.vocab, 2, 1)  # type: ignore[arg-type]
 
@@ -492,7 +493,7 @@ def decoder_table(args: argparse.Namespace, make_step: Callable[..., Any], clock
     from .inits import resolve_init
     from .procedures.causal_lm import distill_loss
     from .students.base import BuildInputs
-    from .students.truncated import TruncatedSettings
+    from .students.settings import TruncatedSettings
     from .students.truncated import build as build_truncated
 
     kv = args.heads // 2 if args.heads % 2 == 0 else args.heads

@@ -79,12 +79,13 @@ class RunContext:
 
         def student_words(train: Any) -> Any:
             # the student's own tokenizer, from the original training split's text (one per sweep: cache_dir)
-            assert kind.tokenizer is not None
-            own["vocab"] = kind.tokenizer(job.student, train, list(job.settings.task.text_fields), cache_dir, job.task)
+            build_tokenizer = kind.tokenizer
+            assert build_tokenizer is not None
+            own["vocab"] = build_tokenizer(job.student, train, list(job.settings.task.text_fields), cache_dir, job.task)
             return own["vocab"]
 
         data = load_task_data(job.settings.task, tokenizer, cache_dir, augmented if augment.name != "none" else None,
-                              words=student_words if job.procedure.uses_student and kind.tokenizer else None)
+                              words=student_words if job.procedure.uses_student and kind.has_tokenizer else None)
         if info:
             record["augment"] = info
         if own:

@@ -20,7 +20,8 @@ from distill_sweep.inits import StudentInit
 from distill_sweep.loop import model_inputs, predict
 from distill_sweep.objectives import parse_objective, prediction_loss
 from distill_sweep.students import BuildInputs, student_type
-from distill_sweep.students.bilstm import BiLSTMClassifier, BiLSTMSettings, build, describe
+from distill_sweep.students.bilstm import BiLSTMClassifier, build, describe
+from distill_sweep.students.settings import BiLSTMSettings
 from distill_sweep.words import PAD_ID, UNK_ID, WordVocab, load_or_build, read_vectors
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -20,7 +20,8 @@ from distill_sweep.families import family_of, family_of_model
 from distill_sweep.inits import resolve_init
 from distill_sweep.model_info import ModelInfo
 from distill_sweep.students.base import BuildInputs
-from distill_sweep.students.truncated import TruncatedSettings, build
+from distill_sweep.students.settings import TruncatedSettings
+from distill_sweep.students.truncated import build
 
 # Digests taken with the code before the family seam existed (commit 7e39f04, this torch/transformers): a
 # truncated BERT student's weights, and its logits, hidden states and captured q/k/v on a fixed batch.
@@ -122,9 +123,9 @@ def test_attention_terms_are_refused_for_decoders_and_kept_for_encoders():
 
 @pytest.mark.parametrize("make", [tiny_llama, tiny_gpt2], ids=["llama", "gpt2"])
 def test_fresh_decoder_student_is_a_causal_lm_of_its_own_shape(make):
-    from distill_sweep.students.fresh import FreshSettings
     from distill_sweep.students.fresh import build as build_fresh
     from distill_sweep.students.fresh import describe as describe_fresh
+    from distill_sweep.students.settings import FreshSettings
 
     teacher = make()
     settings = FreshSettings(num_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=48)

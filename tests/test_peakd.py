@@ -27,10 +27,11 @@ from distill_sweep.procedures.ptp import (
     teacher_ptp_labels,
 )
 from distill_sweep.stages import StageDriver
-from distill_sweep.students import BuildInputs
-from distill_sweep.students.sps import SPS, SPSSettings
+from distill_sweep.students import BuildInputs, student_type
+from distill_sweep.students.settings import SPSSettings
 from distill_sweep.train import run_job
 
+SPS = student_type("sps")
 SHORT = [*FAST, "max_steps_per_epoch=4", "init=bottom", "map=skip"]
 
 

@@ -18,15 +18,20 @@ in-process with that page's code and YAML (tests/test_readme_commands.py::test_w
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
+import importlib.util
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import FAST, ROOT, records
@@ -363,15 +368,35 @@ class Example:
     def blocks(self, lang: str, first_line: str) -> list[str]:
         return [b for kind, b in BLOCK.findall(self.path.read_text()) if kind == lang and b.startswith(first_line)]
 
-    def run_code(self) -> None:
-        """Each Python block in the module its first line names (`# distill_sweep/students/truncated.py`), as
-        if appended to that module: with its names, and registering into its registries."""
+    @contextlib.contextmanager
+    def code_added(self) -> Iterator[None]:
+        """Each Python block run in the module its first line names (`# distill_sweep/students/settings.py`), as
+        if appended to that module: with its names, registering into its registries, and what it defines
+        importable from there (a registry may name code by module); a module that does not exist yet is made.
+        On exit the modules are as before (restoring the registries is the caller's)."""
         code = self.blocks("python", "# distill_sweep/")
         assert code, f"{self.command.where}: no Python block (# distill_sweep/...) for the example"
-        for block in code:
-            module = importlib.import_module(block.split()[1].removesuffix(".py").replace("/", "."))
-            namespace = vars(module) if self.group == "table" else dict(vars(module))
-            exec(compile(block, f"{self.command.where} ({module.__name__})", "exec"), namespace)  # noqa: S102
+        saved: list[tuple[str, dict[str, Any] | None]] = []  # module, its names before (None: made here)
+        try:
+            for block in code:
+                name = block.split()[1].removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+                module = sys.modules.get(name)
+                if module is None and importlib.util.find_spec(name) is None:  # a module the example adds
+                    module = sys.modules[name] = types.ModuleType(name)
+                    module.__package__ = name.rpartition(".")[0]
+                    saved.append((name, None))
+                else:
+                    module = importlib.import_module(name)
+                    saved.append((name, dict(vars(module))))
+                exec(compile(block, f"{self.command.where} ({name})", "exec"), vars(module))  # noqa: S102
+            yield
+        finally:
+            for name, before in reversed(saved):
+                if before is None:
+                    sys.modules.pop(name, None)
+                else:
+                    vars(sys.modules[name]).clear()
+                    vars(sys.modules[name]).update(before)
 
 
 def worked_examples() -> list[Example]:
@@ -444,12 +469,13 @@ def _run_group_example(example: Example, tmp_path: Path, shared_cache: Path, mon
     registries = (TERMS, STUDENTS, PROCEDURES)
     before = [set(registry) for registry in registries]
     try:
-        if group != "task":  # a task is its YAML alone
-            example.run_code()
-        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-            cfg = compose("config", overrides=[*command.args, *_fast_for(command.args),
-                                               f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
-        record = run_job(cfg)
+        with contextlib.ExitStack() as added:
+            if group != "task":  # a task is its YAML alone
+                added.enter_context(example.code_added())
+            with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+                cfg = compose("config", overrides=[*command.args, *_fast_for(command.args),
+                                                   f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
+            record = run_job(cfg)
     finally:  # the example's registrations must not outlive it
         for registry, names in zip(registries, before):
             for name in set(registry) - names:
@@ -468,10 +494,10 @@ def _run_table_example(example: Example, runs: list[Run], tmp_path: Path, capsys
     # old ones, would not catch in the tests that follow in this process
     saved_options = dict(vars(options))
     try:
-        example.run_code()
-        importlib.reload(options)  # as when the module is imported with the block in it
-        store = next(r for r in runs if r.kind == "real").cwd / "results"
-        code = cli.main([*example.command.args, str(store), f"out={tmp_path / 'tables'}"])
+        with example.code_added():
+            importlib.reload(options)  # as when the module is imported with the block in it
+            store = next(r for r in runs if r.kind == "real").cwd / "results"
+            code = cli.main([*example.command.args, str(store), f"out={tmp_path / 'tables'}"])
     finally:
         for name, value in saved.items():
             if isinstance(value, dict):

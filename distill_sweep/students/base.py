@@ -1,18 +1,22 @@
-"""The student type registry and the types every student type module declares (see the package's docstring)."""
+"""The student type registry and the types every student type declares (see the package's docstring).
 
+Torch-free: a `StudentType` names the module of its code, which is imported the first time a hook is used.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformers import PretrainedConfig, PreTrainedModel
-
+from distill_sweep import declared
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import ENCODER
 from distill_sweep.inits import StudentInit
 from distill_sweep.model_info import ModelInfo
+
+if TYPE_CHECKING:  # annotations only: the config checks run before transformers is imported
+    from transformers import PretrainedConfig, PreTrainedModel
 
 # Model types whose encoder layers expose attention.self.{query,key,value} (what capture.py hooks).
 QKV_MODEL_TYPES = ENCODER.model_types
@@ -32,26 +36,52 @@ class BuildInputs:
 
 @dataclass(frozen=True)
 class StudentType:
+    """A student type as the config checks see it: its settings and what it needs, declared without its code.
+
+    Its code is the module `code` names, imported the first time a job uses one of its hooks: `describe(settings,
+    teacher config)` (the student's architecture config, no weights loaded), `build(settings, BuildInputs)` (the
+    model, with a fresh classification head) and, where the declaration says it has them, `tokenizer` and
+    `locate`.
+    """
+
     name: str
     settings: type
-    describe: Callable[[Any, PretrainedConfig], PretrainedConfig]
-    build: Callable[[Any, BuildInputs], PreTrainedModel]
+    code: str  # the module holding describe and build (and tokenizer, locate), e.g. "distill_sweep.students.fresh"
     uses_init: bool  # initialised from teacher layers chosen by the top-level `init`
     needs_teacher_weights: bool  # build copies weights from the teacher (so finetune loads it)
-    # (settings, raw training split, text fields, cache dir, task name) -> the student's own tokenizer, whose
-    # ids the batches carry (data.STUDENT_IDS); None: the student reads the teacher's word pieces
-    tokenizer: Callable[[Any, Any, list[str], Any, str], Any] | None = None
     has_layers: bool = True  # transformer layers that intermediate-layer terms can be mapped to
     procedures: tuple[str, ...] | None = None  # the procedures it can run under (None: every one)
-    # (settings, results dir) -> the settings with the files another job wrote located (student=distilled);
-    # called when the job is prepared, after its config hash is taken
-    locate: Callable[[Any, Any], Any] | None = None
+    # its module's `tokenizer`: (settings, raw training split, text fields, cache dir, task name) -> the student's
+    # own tokenizer, whose ids the batches carry (data.STUDENT_IDS); without: it reads the teacher's word pieces
+    has_tokenizer: bool = False
+    # its module's `locate`: (settings, results dir) -> the settings with the files another job wrote located
+    # (student=distilled); called when the job is prepared, after its config hash is taken
+    has_locate: bool = False
+
+    @property
+    def describe(self) -> Callable[[Any, PretrainedConfig], PretrainedConfig]:
+        return declared.load(f"{self.code}:describe")
+
+    @property
+    def build(self) -> Callable[[Any, BuildInputs], PreTrainedModel]:
+        return declared.load(f"{self.code}:build")
+
+    @property
+    def tokenizer(self) -> Callable[[Any, Any, list[str], Any, str], Any] | None:
+        """The student's tokenizer builder, or None (it reads the teacher's word pieces); None imports nothing."""
+        return declared.load(f"{self.code}:tokenizer") if self.has_tokenizer else None
+
+    @property
+    def locate(self) -> Callable[[Any, Any], Any] | None:
+        """The hook that locates another job's files, or None (nothing to locate); None imports nothing."""
+        return declared.load(f"{self.code}:locate") if self.has_locate else None
 
 
 STUDENTS: dict[str, StudentType] = {}
 
 
 def register_student(kind: StudentType) -> StudentType:
+    """Add a declared student type to `STUDENTS` (students/declarations.py declares the package's own)."""
     if kind.name in STUDENTS:
         raise ValueError(f"student {kind.name!r} registered twice")
     STUDENTS[kind.name] = kind

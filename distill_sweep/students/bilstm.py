@@ -17,7 +17,6 @@ architecture config says it provides no hidden states or q/k/v to the objectives
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,32 +26,12 @@ from transformers import PretrainedConfig
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from distill_sweep.data import STUDENT_IDS
-from distill_sweep.errors import ConfigError
 from distill_sweep.words import load_or_build, read_vectors
 
-from .base import BuildInputs, StudentType, register_student
+from .base import BuildInputs
+from .settings import BiLSTMSettings
 
 log = logging.getLogger("distill_sweep")
-
-
-@dataclass
-class BiLSTMSettings:
-    name: str = "bilstm"  # the student type
-    embedding_dim: int = field(default=300, metadata={"ge": 1})  # Tang: 300-d word2vec
-    hidden_size: int = field(default=300, metadata={"ge": 1})  # per direction (Tang: 150 or 300, by dev score)
-    mlp_hidden: int = field(default=400, metadata={"ge": 1})  # the ReLU layer (Tang: 200 or 400, by dev score)
-    dropout: float = field(default=0.1, metadata={"ge": 0.0, "lt": 1.0})  # on the embeddings and the ReLU layer
-    min_count: int = field(default=1, metadata={"ge": 1})  # a training-set word needs this many occurrences
-    max_vocab: int | None = field(default=None, metadata={"ge": 3})  # most frequent words kept ([PAD], [UNK] incl.)
-    lowercase: bool = True  # lower-case the text before it is split into words
-    embeddings: str | None = None  # a local word2vec/GloVe text file of embedding_dim vectors (None: random)
-    # its learning rate when `optimizer.lr` is not set: a BiLSTM from random weights needs far more than the
-    # 1e-5..2e-5 of the GLUE recipes, which are for fine-tuning a pre-trained BERT
-    lr: float | None = field(default=1.0e-3, metadata={"gt": 0.0})
-
-    def validate(self, where: str) -> None:
-        if self.embeddings is not None and not Path(self.embeddings).expanduser().is_file():
-            raise ConfigError(f"{where}.embeddings={self.embeddings!r} is not a file (a word2vec/GloVe text file)")
 
 
 class BiLSTMConfig(PretrainedConfig):
@@ -137,8 +116,3 @@ def tokenizer(settings: BiLSTMSettings, train: Any, fields: list[str], cache_dir
     vocab, _ = load_or_build(train, fields, cache_dir, task, min_count=settings.min_count,
                              max_size=settings.max_vocab, lowercase=settings.lowercase)
     return vocab
-
-
-BILSTM = register_student(StudentType("bilstm", BiLSTMSettings, describe, build, uses_init=False,  # type: ignore[arg-type]
-                                      needs_teacher_weights=False, tokenizer=tokenizer, has_layers=False,
-                                      procedures=("task_specific", "finetune")))

@@ -9,10 +9,8 @@ loaded like `student=pretrained` (its encoder as saved, a fresh classification h
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from transformers import PretrainedConfig, PreTrainedModel
 
@@ -20,31 +18,11 @@ from distill_sweep import results
 from distill_sweep.errors import ConfigError
 from distill_sweep.models import read_model_config
 
-from .base import BuildInputs, StudentType, register_student
-from .pretrained import PretrainedSettings
+from .base import BuildInputs
 from .pretrained import build as build_pretrained
+from .settings import DistilledSettings, PretrainedSettings
 
 SOURCE_PROCEDURE = "task_agnostic"  # the procedure that saves a student for others to fine-tune
-MIN_HASH_CHARS = results.HASH_CHARS  # as many as a result directory's name holds
-
-
-@dataclass
-class DistilledSettings:
-    name: str = "distilled"  # the student type
-    source: str | None = None  # config hash of a completed task_agnostic job (its first >= 10 characters do)
-    attn_implementation: str = "sdpa"  # transformers' attention implementation
-    # filled in from `source` when the job is prepared (not settings: the config hash covers `source`)
-    student_dir: str | None = None
-    # filled in: the distillation's objective, init, teacher, corpus and result directory
-    distilled_from: dict[str, Any] | None = None
-
-    def validate(self, where: str) -> None:
-        if not self.source or not re.fullmatch(f"[0-9a-f]{{{MIN_HASH_CHARS},64}}", str(self.source)):
-            raise ConfigError(f"{where}.source={self.source!r}: expected the config hash of a completed "
-                              f"task_agnostic job ({MIN_HASH_CHARS} to 64 hex characters, as its result.json says)")
-        if self.student_dir is not None or self.distilled_from is not None:
-            raise ConfigError(f"{where}.student_dir and {where}.distilled_from are filled in from {where}.source: "
-                              "leave them unset")
 
 
 def find_source(source: str, results_dir: Path) -> tuple[Path, results.Record]:
@@ -97,7 +75,3 @@ def describe(settings: DistilledSettings, teacher: PretrainedConfig) -> Pretrain
 
 def build(settings: DistilledSettings, inputs: BuildInputs) -> PreTrainedModel:
     return build_pretrained(_as_pretrained(settings), inputs)
-
-
-DISTILLED = register_student(StudentType("distilled", DistilledSettings, describe, build, uses_init=False,
-                                         needs_teacher_weights=False, locate=locate))

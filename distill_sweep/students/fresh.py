@@ -5,7 +5,6 @@ randomly initialised; the embeddings are copied from the teacher when the widths
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 
 import torch
 from transformers import (
@@ -15,25 +14,10 @@ from transformers import (
     PreTrainedModel,
 )
 
-from distill_sweep.errors import ConfigError
 from distill_sweep.families import family_of
 
-from .base import BuildInputs, StudentType, register_student
-
-
-@dataclass
-class FreshSettings:
-    name: str = "fresh"  # the student type
-    num_layers: int = field(default=4, metadata={"ge": 1})  # encoder layers
-    hidden_size: int = field(default=312, metadata={"ge": 1})  # width
-    num_attention_heads: int = field(default=12, metadata={"ge": 1})  # attention heads
-    intermediate_size: int = field(default=1200, metadata={"ge": 1})  # feed-forward width
-    copy_embeddings: bool = True  # copy the teacher's embeddings when the widths match
-
-    def validate(self, where: str) -> None:
-        if self.hidden_size % self.num_attention_heads:
-            raise ConfigError(f"{where}.hidden_size={self.hidden_size} is not a multiple of "
-                              f"{where}.num_attention_heads={self.num_attention_heads}")
+from .base import BuildInputs
+from .settings import FreshSettings
 
 
 def describe(settings: FreshSettings, teacher: PretrainedConfig) -> PretrainedConfig:
@@ -67,7 +51,3 @@ def build(settings: FreshSettings, inputs: BuildInputs) -> PreTrainedModel:
             else:
                 student.base_model.embeddings.load_state_dict(teacher.base_model.embeddings.state_dict())
     return student
-
-
-FRESH = register_student(StudentType("fresh", FreshSettings, describe, build, uses_init=False,
-                                     needs_teacher_weights=True))

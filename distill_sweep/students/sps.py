@@ -22,7 +22,6 @@ position it serves (torch.save stores it once; load_state_dict refills it in pla
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
@@ -30,25 +29,9 @@ from transformers import PretrainedConfig, PreTrainedModel
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import family_of_model
 
-from .base import BuildInputs, StudentType, register_student
+from .base import BuildInputs
+from .settings import SPSSettings
 from .truncated import copy_backbone
-
-
-@dataclass
-class SPSSettings:
-    name: str = "sps"  # the student type
-    num_layers: int = field(default=3, metadata={"ge": 1})  # parameter layers k
-    shared_layers: int | None = None  # s: the top s layers run again after all k (null: all k, 2k positions)
-    swap_qk: bool = False  # SPS-2: the upper copies swap their Query and Key parameters
-
-    @property
-    def shared(self) -> int:
-        return self.num_layers if self.shared_layers is None else self.shared_layers
-
-    def validate(self, where: str) -> None:
-        if not 1 <= self.shared <= self.num_layers:  # the odd split: nothing to share, or more than there is
-            raise ConfigError(f"{where}.shared_layers={self.shared_layers}: must be 1..{where}.num_layers="
-                              f"{self.num_layers} (the top s of the student's layers run a second time)")
 
 
 def describe(settings: SPSSettings, teacher: PretrainedConfig) -> PretrainedConfig:
@@ -94,6 +77,3 @@ def upper_copy(lower: nn.Module, swap_qk: bool) -> nn.Module:
         if config is not None:
             memo[id(config)] = config
     return copy.deepcopy(lower, memo)
-
-
-SPS = register_student(StudentType("sps", SPSSettings, describe, build, uses_init=True, needs_teacher_weights=True))

@@ -9,21 +9,14 @@ head from the teacher (the head tied to the embeddings where the teacher ties th
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.families import family_of_model
 
-from .base import BuildInputs, StudentType, register_student
-
-
-@dataclass
-class TruncatedSettings:
-    name: str = "truncated"  # the student type
-    # layers, copied from the teacher layers that init names
-    num_layers: int = field(default=3, metadata={"ge": 1})
+from .base import BuildInputs
+from .settings import TruncatedSettings
 
 
 def describe(settings: TruncatedSettings, teacher: PretrainedConfig) -> PretrainedConfig:
@@ -65,7 +58,3 @@ def copy_backbone(teacher: PreTrainedModel, student: PreTrainedModel, layers: li
                 getattr(student_base, name).load_state_dict(child.state_dict())
         for i, layer in enumerate(layers):
             student_layers[i].load_state_dict(teacher_layers[layer - 1].state_dict())
-
-
-TRUNCATED = register_student(StudentType("truncated", TruncatedSettings, describe, build, uses_init=True,
-                                         needs_teacher_weights=True))
