@@ -43,7 +43,8 @@ from .allocator import keep_freed_memory
 from .capture import run_with_features
 from .inits import skip_layers
 from .loop import build_optimizer, linear_schedule, update_step
-from .objectives import Objective, ObjectiveSettings, build_objective, parse_objective
+from .objectives import ObjectiveSettings, parse_objective
+from .objectives.core import Objective, build_objective
 from .results import git_commit
 
 PAPER_OBJECTIVES = (

@@ -18,7 +18,8 @@ from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.data import STUDENT_IDS, make_loader, tokenize_splits
 from distill_sweep.inits import StudentInit
 from distill_sweep.loop import model_inputs, predict
-from distill_sweep.objectives import parse_objective, prediction_loss
+from distill_sweep.objectives import parse_objective
+from distill_sweep.objectives.prediction import prediction_loss
 from distill_sweep.students import BuildInputs, student_type
 from distill_sweep.students.bilstm import BiLSTMClassifier, build, describe
 from distill_sweep.students.settings import BiLSTMSettings

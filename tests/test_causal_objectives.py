@@ -12,8 +12,9 @@ from test_families import tiny_llama
 
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
-from distill_sweep.objectives import build_objective, parse_objective
+from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.causal import IGNORE, causal_kd
+from distill_sweep.objectives.core import build_objective
 
 KINDS = ["fkl", "rkl", "gjsd"]
 

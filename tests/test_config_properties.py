@@ -29,8 +29,7 @@ from distill_sweep.augment import AugmentSettings
 from distill_sweep.corpus import CorpusSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job import prepare
-from distill_sweep.objectives import TERMS
-from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS
+from distill_sweep.objectives import NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.procedures import PROCEDURES
 from distill_sweep.schema import LoggerSettings, OptimizerSettings, RunSettings, TaskSettings, TeacherSettings
 from distill_sweep.students import STUDENTS

@@ -195,7 +195,7 @@ def _is_key(parts: list[str], keys: list[tuple[list[str], bool]]) -> bool:
 
 
 def resolve(name: str) -> bool:
-    """`distill_sweep.x.y`, `module.attr` or `objectives/core.check_compatible`: importable and gettable."""
+    """`distill_sweep.x.y`, `module.attr` or `objectives/config.check_compatible`: importable and gettable."""
     parts = re.split(r"[./]", name.removeprefix("distill_sweep.").removeprefix("distill_sweep/").removesuffix("()"))
     for cut in range(len(parts), 0, -1):
         try:
@@ -249,7 +249,7 @@ def test_the_name_check_catches_names_that_no_code_defines() -> None:
              "teacher.no_such_key", "objectives/core.no_such_check"]
     right = ["loop.update_step", "distill_sweep.results.Record.from_dict", "distill_sweep/teacher_outputs.py",
              "teacher.finetune.seed", "student.settings.swap_qk", "torch.distributed", "result.json",
-             "objectives/core.check_compatible", "conf/objective/cls_cosine.yaml"]
+             "objectives/config.check_compatible", "conf/objective/cls_cosine.yaml"]
     assert missing_names(wrong + right, keys, created) == wrong
 
 

@@ -17,7 +17,7 @@ from torch import nn
 from distill_sweep import results
 from distill_sweep.errors import ConfigError
 from distill_sweep.job import identify, prepare
-from distill_sweep.objectives import prediction_loss
+from distill_sweep.objectives.prediction import prediction_loss
 from distill_sweep.schema import TeacherSettings, ensemble_members
 from distill_sweep.settings import parse
 from distill_sweep.teacher import EnsembleTeacher, student_source

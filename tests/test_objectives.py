@@ -18,9 +18,11 @@ from omegaconf import OmegaConf
 import distill_sweep.objectives.attention as attention
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
-from distill_sweep.objectives import TERMS, build_objective, prediction_loss
+from distill_sweep.objectives import TERMS
 from distill_sweep.objectives.attention import kl_attention_loss, mse_scores_sum, reference_kl_rows
+from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.hidden import projected_mse
+from distill_sweep.objectives.prediction import prediction_loss
 
 # Tiny tensors: one intra-op thread (conftest.one_thread).
 pytestmark = pytest.mark.usefixtures("one_thread")

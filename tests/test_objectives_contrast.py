@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from distill_sweep.capture import Features
-from distill_sweep.objectives import build_objective
 from distill_sweep.objectives.contrastive import NCE_EPS
+from distill_sweep.objectives.core import build_objective
 
 # Tiny tensors: one intra-op thread (conftest.one_thread).
 pytestmark = pytest.mark.usefixtures("one_thread")

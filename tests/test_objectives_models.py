@@ -10,7 +10,8 @@ from helpers import compose_cfg, plain
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.capture import run_with_features
-from distill_sweep.objectives import build_objective, prediction_loss
+from distill_sweep.objectives.core import build_objective
+from distill_sweep.objectives.prediction import prediction_loss
 
 # Tiny tensors: one intra-op thread (conftest.one_thread).
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -18,14 +18,10 @@ from distill_sweep.inits import resolve_init
 from distill_sweep.job import prepare
 from distill_sweep.mapping import resolve_map
 from distill_sweep.model_info import ModelInfo
-from distill_sweep.objectives import (
-    Objective,
-    build_objective,
-    check_compatible,
-    parse_objective,
-    prediction_loss,
-)
+from distill_sweep.objectives import check_compatible, parse_objective
+from distill_sweep.objectives.core import Objective, build_objective
 from distill_sweep.objectives.pkd import patience_pairs
+from distill_sweep.objectives.prediction import prediction_loss
 from distill_sweep.train import run_job
 
 SHORT = [*FAST, "max_steps_per_epoch=3"]

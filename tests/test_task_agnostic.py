@@ -84,7 +84,8 @@ def test_mlm_heads_run_only_where_the_loss_reads_them(positions: str) -> None:
     assert mlm_head(student) is student.cls  # the head is back after the forward
 
     # an objective of terms only (att_mse): no head runs at all
-    from distill_sweep.objectives import build_objective, parse_objective
+    from distill_sweep.objectives import parse_objective
+    from distill_sweep.objectives.core import build_objective
 
     settings = parse_objective(plain(compose_cfg(["objective=att_mse"]).objective))
     terms = build_objective(settings, student_config=student.config, teacher_config=teacher.config,

@@ -1,45 +1,44 @@
 """Distillation objectives of "How to Distill your BERT" (Wang et al., 2023), Section 3.
 
-Public API: ``build_objective``, ``IntermediateObjective``, ``prediction_loss``, plus the term registry
-(``register_term``, ``TERMS``).  Importing this package registers every term:
+This package's own names are what the config checks need, and import no torch: the objective's settings and
+checks (config.py), the declared terms (registry.py, which names each term's code) and their settings
+(term_settings.py). A term's code (hidden.py, attention.py, causal.py, ...) is imported when a job builds it.
 
-    hid_cls, hid_seq            hidden.py       (MSE of [CLS] / all valid tokens, learnable W_h)
-    hid_cls_contrast            contrastive.py  (CoDIR: CRD-NCE or InfoNCE with a training-set memory bank)
-    att_mse, att_kl, val_kl     attention.py    (pre-softmax MSE, attention KL, MiniLM value-relation KL)
-    fkl, rkl, gjsd              causal.py       (next-token forward / reverse KL, generalised JSD: decoder LMs)
+The runtime objective comes from its own modules: ``core.build_objective``, ``core.Objective``,
+``inputs.LossInputs``, ``prediction.prediction_loss``, ``spec.TermSpec``.
 
 To add a term: write a function ``fn(x: LossInputs) -> Tensor`` (or an ``nn.Module`` class taking a
-``TermSpec``) decorated with ``@register_term("name", hidden=..., qkv=...)`` in a module imported below,
-and a conf/objective/<name>.yaml with ``terms: {name: 1.0}``.
+``TermSpec``), declare it in registry.py with its flags and settings, and add a conf/objective/<name>.yaml
+with ``terms: {name: 1.0}`` (docs/guide/add-objective.md).
 """
 
-from . import attention, causal, contrastive, cosine, hidden, pkd, relations  # noqa: F401  (import registers the terms)
-from .core import (
-    STAGE_KINDS,
-    IntermediateObjective,
-    Objective,
-    ObjectiveSettings,
-    build_objective,
-    check_compatible,
-    parse_objective,
+from .config import STAGE_KINDS, ObjectiveSettings, check_compatible, parse_objective
+from .registry import NEXT_TOKEN_TERMS, TERMS, TermInfo, available_terms, declare
+from .term_settings import (
+    CausalKDSettings,
+    ContrastSettings,
+    GJSDSettings,
+    HiddenSettings,
+    PKDSettings,
+    RelationSettings,
+    TermSettings,
 )
-from .inputs import LossInputs
-from .prediction import prediction_loss
-from .registry import TERMS, TermSettings, TermSpec, available_terms, register_term
 
 __all__ = [
+    "NEXT_TOKEN_TERMS",
     "STAGE_KINDS",
     "TERMS",
-    "IntermediateObjective",
-    "LossInputs",
-    "Objective",
+    "CausalKDSettings",
+    "ContrastSettings",
+    "GJSDSettings",
+    "HiddenSettings",
     "ObjectiveSettings",
+    "PKDSettings",
+    "RelationSettings",
+    "TermInfo",
     "TermSettings",
-    "TermSpec",
     "available_terms",
-    "build_objective",
     "check_compatible",
+    "declare",
     "parse_objective",
-    "prediction_loss",
-    "register_term",
 ]

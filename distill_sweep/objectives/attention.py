@@ -41,7 +41,6 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import register_term
 
 __all__ = [
     "CPU_TILE_ELEMS",
@@ -328,7 +327,6 @@ def mse_scores_sum(
     )
 
 
-@register_term("att_mse", qkv=True)
 def att_mse(x: LossInputs) -> Tensor:
     """Att-MSE: MSE of pre-softmax attention scores, averaged over heads and valid (query, key) pairs."""
     valid = x.valid
@@ -482,7 +480,6 @@ def _row_weights(x: LossInputs, heads: int) -> Tensor:
     return rows / (rows.sum().clamp_min(1.0) * heads)
 
 
-@register_term("att_kl", qkv=True)
 def att_kl(x: LossInputs) -> Tensor:
     """Att-KL: KL(teacher || student) of attention distributions, per head and valid query row."""
     heads = x.student.num_heads
@@ -501,7 +498,6 @@ def att_kl(x: LossInputs) -> Tensor:
     return total
 
 
-@register_term("val_kl", qkv=True)
 def val_kl(x: LossInputs) -> Tensor:
     """Val-KL: KL(teacher || student) of MiniLM value relations softmax(V V^T / sqrt(d_head))."""
     w = _row_weights(x, x.student.num_heads)

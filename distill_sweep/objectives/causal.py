@@ -22,7 +22,6 @@ them before the divergence is taken (TRL's GOLD trainer's rule for `top_k`); the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -33,23 +32,11 @@ from ..errors import ConfigError
 from ..families import is_causal_type
 from ..model_info import ModelInfo
 from .inputs import LossInputs, as_target
-from .registry import TermSettings, register_term
 
-__all__ = ["CausalKDSettings", "GJSDSettings", "IGNORE", "causal_kd", "divergence"]
+__all__ = ["IGNORE", "causal_kd", "divergence"]
 
 IGNORE = -100  # a position that predicts nothing (corpus.IGNORE's value; objectives sit beside corpus.py)
 TOPK_VALUES, TOPK_INDICES = "teacher_topk_values", "teacher_topk_indices"
-
-
-@dataclass
-class CausalKDSettings(TermSettings):
-    temperature: float = field(default=1.0, metadata={"gt": 0.0})  # softmax temperature T (the loss is x T^2)
-
-
-@dataclass
-class GJSDSettings(CausalKDSettings):
-    # interpolation: 0 = forward KL, 1 = reverse KL, between: the mixture's JSD (0.5: symmetric JSD)
-    beta: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})
 
 
 def divergence(logp_s: Tensor, logp_t: Tensor, kind: Literal["fkl", "rkl", "gjsd"], beta: float = 0.5) -> Tensor:
@@ -102,7 +89,6 @@ def _term(x: LossInputs, kind: Literal["fkl", "rkl", "gjsd"], temperature: float
     return causal_kd(x.student.logits, _teacher(x), x.batch["labels"], kind=kind, temperature=temperature, beta=beta)
 
 
-@register_term("fkl", settings=CausalKDSettings)
 class ForwardKL(torch.nn.Module):
     """Forward KL(teacher || student) of the next-token distributions (causal LMs), x T^2."""
 
@@ -121,7 +107,6 @@ class ForwardKL(torch.nn.Module):
         return _term(x, "fkl", self.temperature)
 
 
-@register_term("rkl", settings=CausalKDSettings)
 class ReverseKL(ForwardKL):
     """Reverse KL(student || teacher) of the next-token distributions (causal LMs), x T^2."""
 
@@ -129,7 +114,6 @@ class ReverseKL(ForwardKL):
         return _term(x, "rkl", self.temperature)
 
 
-@register_term("gjsd", settings=GJSDSettings)
 class GeneralizedJSD(ForwardKL):
     """Generalised Jensen-Shannon divergence (beta) of the next-token distributions (causal LMs), x T^2."""
 
@@ -139,6 +123,3 @@ class GeneralizedJSD(ForwardKL):
 
     def forward(self, x: LossInputs) -> Tensor:
         return _term(x, "gjsd", self.temperature, self.beta)
-
-
-NEXT_TOKEN_TERMS = ("fkl", "rkl", "gjsd")  # terms that read the next-token logits (causal LMs only)

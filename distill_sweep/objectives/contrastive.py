@@ -32,8 +32,6 @@ Loss (the term setting ``loss``):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -41,9 +39,9 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import TermSettings, TermSpec, register_term
+from .spec import TermSpec
 
-__all__ = ["ContrastSettings", "HidCLSContrast", "info_nce_loss", "nce_loss"]
+__all__ = ["HidCLSContrast", "info_nce_loss", "nce_loss"]
 
 NCE_EPS = 1e-7
 
@@ -66,16 +64,6 @@ def info_nce_loss(anchor: Tensor, positive: Tensor, negatives: Tensor, temperatu
     return F.cross_entropy(logits, torch.zeros(anchor.shape[0], dtype=torch.long, device=anchor.device))
 
 
-@dataclass
-class ContrastSettings(TermSettings):
-    dim: int = field(default=128, metadata={"ge": 1})  # projection size of the [CLS] features
-    temperature: float = field(default=0.07, metadata={"gt": 0.0})  # tau of the contrastive softmax
-    momentum: float = field(default=0.5, metadata={"ge": 0.0, "lt": 1.0})  # memory-bank update momentum
-    num_negatives: int = field(default=100, metadata={"ge": 1})  # K, from examples with another label
-    loss: Literal["nce", "infonce"] = "nce"  # nce (CRD code, as the reference) | infonce (CoDIR's formula)
-
-
-@register_term("hid_cls_contrast", hidden=True, settings=ContrastSettings, cls_only=True)
 class HidCLSContrast(nn.Module):
     """Hid-CLS-Contrast: CoDIR contrastive [CLS] distillation with a training-set memory bank."""
 

@@ -15,12 +15,12 @@ from torch import Tensor, nn
 
 from ..model_info import ModelInfo, require_equal_widths
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import TermSettings, TermSpec, register_term
+from .spec import TermSpec
+from .term_settings import TermSettings
 
 __all__ = ["HidCos"]
 
 
-@register_term("hid_cos", hidden=True)
 class HidCos(nn.Module):
     """Hid-Cos (DistilBERT): mean over real tokens of 1 - cos(student state, teacher state), summed over pairs."""
 

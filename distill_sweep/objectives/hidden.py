@@ -18,33 +18,14 @@ states, summed squared error, no W_h); its Hid-Seq matches ours with equal width
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
-
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from ..errors import ConfigError
-from ..settings import UNHASHED_AT_DEFAULT
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import TermSettings, TermSpec, register_term
+from .spec import TermSpec
 
-__all__ = ["HidCLS", "HidSeq", "HiddenProjections", "HiddenSettings", "projected_mse"]
-
-
-@dataclass
-class HiddenSettings(TermSettings):
-    projection: Literal["linear", "none"] = "linear"  # learnable W_h, or none (equal widths only)
-    shared_projection: bool = False  # one W_h for all hidden pairs instead of one per pair
-    # W_h's start: identity (at equal widths; nn.Linear's default init otherwise) or random (TinyBERT's code:
-    # normal with std = the student's initializer_range, at any widths)
-    projection_init: Literal["identity", "random"] = field(default="identity", metadata=UNHASHED_AT_DEFAULT)
-
-    def validate(self, where: str) -> None:
-        if self.projection == "none" and self.projection_init != "identity":
-            raise ConfigError(f"{where}.projection_init={self.projection_init} starts a W_h that "
-                              f"{where}.projection=none does not have")
+__all__ = ["HidCLS", "HidSeq", "HiddenProjections", "projected_mse"]
 
 
 class HiddenProjections(nn.Module):
@@ -118,7 +99,6 @@ def projected_mse(h: Tensor, weight: Tensor | None, target: Tensor) -> Tensor:
     return _ProjectedMSE.apply(h.reshape(-1, h.shape[-1]), weight, target.reshape(-1, target.shape[-1]))
 
 
-@register_term("hid_cls", hidden=True, settings=HiddenSettings, cls_only=True)
 class HidCLS(nn.Module):
     """Hid-CLS: MSE between projected student and teacher [CLS] (first token) states, summed over pairs."""
 
@@ -144,7 +124,6 @@ class HidCLS(nn.Module):
         return total
 
 
-@register_term("hid_seq", hidden=True, settings=HiddenSettings)
 class HidSeq(HidCLS):
     """Hid-Seq: MSE between projected student and teacher states of all valid tokens, summed over pairs."""
 

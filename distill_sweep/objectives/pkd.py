@@ -14,7 +14,6 @@ predefined setting) was tuned for. Run in the `combined` stage: (1-a) CE + a T^2
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -22,16 +21,12 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from ..model_info import ModelInfo, require_equal_widths
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import TermSettings, TermSpec, register_term
+from .spec import TermSpec
+from .term_settings import PKDSettings
 
-__all__ = ["PKDSettings", "PatienceCLS", "patience_pairs"]
+__all__ = ["PatienceCLS", "patience_pairs"]
 
 NORM_EPS = 1e-12  # F.normalize's default, as PKD's code uses it
-
-
-@dataclass
-class PKDSettings(TermSettings):
-    normalize: bool = True  # L2-normalise each [CLS] vector first (PKD's --normalize_patience)
 
 
 def patience_pairs(layer_map: Sequence[tuple[int, int]], student_layers: int) -> tuple[tuple[int, int], ...]:
@@ -39,7 +34,6 @@ def patience_pairs(layer_map: Sequence[tuple[int, int]], student_layers: int) ->
     return tuple((int(s), int(t)) for s, t in layer_map if int(s) < student_layers)
 
 
-@register_term("pkd_cls", hidden=True, settings=PKDSettings, cls_only=True)
 class PatienceCLS(nn.Module):
     """PKD's patient loss: MSE of L2-normalised [CLS] states of student layers 1..k-1 and their teacher layers."""
 

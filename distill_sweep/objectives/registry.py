@@ -1,116 +1,114 @@
-"""Registry of intermediate-layer loss terms, each with its own typed settings.
+"""The intermediate-layer loss terms, declared by name: what the config checks need, without torch.
 
-A term is either a plain function ``fn(x: LossInputs) -> Tensor`` (no parameters, no state) or an
-``nn.Module`` subclass constructed as ``cls(spec: TermSpec)`` whose ``forward(x: LossInputs)`` returns a
-scalar.  Its settings are a dataclass extending ``TermSettings`` (``weight`` and whatever the term reads,
-e.g. ``projection``), checked when the job is validated.  Registering a term is a decorator; using it is
-one YAML in conf/objective/ naming it under ``terms`` (``terms: {hid_seq: {weight: 1.0}}``).
-Combinations (e.g. Att-MSE + Hid-Seq) are YAML only: the objective sums ``weight * term`` over its terms.
+A declaration gives a term's flags (what it reads from the student and the teacher), its settings dataclass
+(term_settings.py), a one-line description (the config reference's) and `target`, "module:attribute", the
+code: an ``nn.Module`` class built from a ``TermSpec`` or a loss function (spec.py). The code is imported
+when a job first builds the term (`TermInfo.factory`), so `objective.alpha=7` is refused before torch is.
+Using a term is one YAML in conf/objective/ naming it under ``terms`` (``terms: {hid_seq: {weight: 1.0}}``);
+combinations (e.g. Att-MSE + Hid-Seq) are YAML only: the objective sums ``weight * term`` over its terms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING
 
-from torch import Tensor, nn
+from ..declared import load
+from .term_settings import (
+    CausalKDSettings,
+    ContrastSettings,
+    GJSDSettings,
+    HiddenSettings,
+    PKDSettings,
+    RelationSettings,
+    TermSettings,
+)
 
-__all__ = ["TERMS", "FunctionTerm", "TermInfo", "TermSettings", "TermSpec", "available_terms", "register_term"]
+if TYPE_CHECKING:
+    from torch import nn
 
+    from .spec import TermSpec
 
-@dataclass
-class TermSettings:
-    """Settings every term has; a term with more extends this class."""
+__all__ = ["NEXT_TOKEN_TERMS", "TERMS", "TermInfo", "available_terms", "declare"]
 
-    weight: float = field(default=1.0, metadata={"ge": 0.0})  # the term's weight in its stage's loss
-
-
-@dataclass(frozen=True)
-class TermSpec:
-    """Everything a term may need at construction time."""
-
-    name: str
-    settings: Any  # the term's own settings (a TermSettings subclass instance)
-    student_config: Any  # hidden_size / num_attention_heads are read
-    teacher_config: Any
-    layer_map: tuple[tuple[int, int], ...]  # 1-based (student_layer, teacher_layer)
-    train_labels: Tensor | None = None
-    num_labels: int = 2
-    reference_compat: bool = False
-
-    @property
-    def student_hidden(self) -> int:
-        return int(self.student_config.hidden_size)
-
-    @property
-    def teacher_hidden(self) -> int:
-        return int(self.teacher_config.hidden_size)
-
-    @property
-    def hidden_pairs(self) -> tuple[tuple[int, int], ...]:
-        """Hidden-state pairs: the embedding outputs (0, 0) first, then the layer map."""
-        return ((0, 0), *self.layer_map)
+FACTORY_OF = "distill_sweep.objectives.spec:factory_of"  # torch: loaded with a term's code, never before
 
 
 @dataclass(frozen=True)
 class TermInfo:
-    name: str
-    factory: Callable[[TermSpec], nn.Module]
-    uses_hidden: bool
-    uses_qkv: bool
-    doc: str
+    """One term's declaration (an entry of `declare(...)` below)."""
+
+    name: str  # the key of `objective.terms`
+    target: str  # "module:attribute": the term's class or loss function
+    doc: str  # one line, for the config reference
+    _: KW_ONLY
+    uses_hidden: bool = False  # needs all hidden states of both models
+    uses_qkv: bool = False  # needs the q/k/v projections of the mapped layers
     settings: type = TermSettings
     same_heads: bool = True  # with uses_qkv: compares attention heads one to one (equal head counts)
     cls_only: bool = False  # with uses_hidden: reads only the first token's state of each mapped layer
+    next_token: bool = False  # reads only the next-token logits (decoder LMs): no hidden states, no q/k/v
+
+    @property
+    def factory(self) -> Callable[[TermSpec], nn.Module]:
+        """What builds the term from its TermSpec; imports its code (and torch) on first use. A class may carry
+        its own ``check_compatible`` rules (pkd.py), which `config.check_compatible` reads from here."""
+        return load(FACTORY_OF)(self.name, load(self.target))
 
 
 TERMS: dict[str, TermInfo] = {}
 
 
-class FunctionTerm(nn.Module):
-    """Adapter so a parameter-free loss function sits in the objective's ModuleDict like a class term."""
-
-    def __init__(self, fn: Callable[..., Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x: Any) -> Tensor:
-        return self.fn(x)
-
-    def extra_repr(self) -> str:
-        return self.fn.__name__
+def declare(*terms: TermInfo) -> None:
+    """Add terms to TERMS; a name declared twice is refused."""
+    for term in terms:
+        if term.name in TERMS:
+            raise ValueError(f"loss term {term.name!r} declared twice")
+        TERMS[term.name] = term
 
 
-def register_term(
-    name: str, *, hidden: bool = False, qkv: bool = False, same_heads: bool = True, settings: type = TermSettings,
-    cls_only: bool = False,
-) -> Callable[[Any], Any]:
-    """Register a loss term under ``name`` (the key used in ``objective.terms``).
+declare(
+    TermInfo("hid_cls", "distill_sweep.objectives.hidden:HidCLS",
+             "Hid-CLS: MSE between projected student and teacher [CLS] (first token) states, summed over pairs.",
+             uses_hidden=True, settings=HiddenSettings, cls_only=True),
+    TermInfo("hid_seq", "distill_sweep.objectives.hidden:HidSeq",
+             "Hid-Seq: MSE between projected student and teacher states of all valid tokens, summed over pairs.",
+             uses_hidden=True, settings=HiddenSettings),
+    TermInfo("hid_cos", "distill_sweep.objectives.cosine:HidCos",
+             "Hid-Cos (DistilBERT): mean over real tokens of 1 - cos(student state, teacher state), summed over "
+             "pairs.", uses_hidden=True),
+    TermInfo("hid_cls_contrast", "distill_sweep.objectives.contrastive:HidCLSContrast",
+             "Hid-CLS-Contrast: CoDIR contrastive [CLS] distillation with a training-set memory bank.",
+             uses_hidden=True, settings=ContrastSettings, cls_only=True),
+    TermInfo("pkd_cls", "distill_sweep.objectives.pkd:PatienceCLS",
+             "PKD's patient loss: MSE of L2-normalised [CLS] states of student layers 1..k-1 and their teacher "
+             "layers.", uses_hidden=True, settings=PKDSettings, cls_only=True),
+    TermInfo("att_mse", "distill_sweep.objectives.attention:att_mse",
+             "Att-MSE: MSE of pre-softmax attention scores, averaged over heads and valid (query, key) pairs.",
+             uses_qkv=True),
+    TermInfo("att_kl", "distill_sweep.objectives.attention:att_kl",
+             "Att-KL: KL(teacher || student) of attention distributions, per head and valid query row.",
+             uses_qkv=True),
+    TermInfo("val_kl", "distill_sweep.objectives.attention:val_kl",
+             "Val-KL: KL(teacher || student) of MiniLM value relations softmax(V V^T / sqrt(d_head)).",
+             uses_qkv=True),
+    TermInfo("rel_kl", "distill_sweep.objectives.relations:RelationKL",
+             "MiniLMv2 relations: KL(teacher || student) of Q-Q, K-K, V-V relations over A_r relation heads.",
+             uses_qkv=True, same_heads=False, settings=RelationSettings),
+    TermInfo("fkl", "distill_sweep.objectives.causal:ForwardKL",
+             "Forward KL(teacher || student) of the next-token distributions (causal LMs), x T^2.",
+             settings=CausalKDSettings, next_token=True),
+    TermInfo("rkl", "distill_sweep.objectives.causal:ReverseKL",
+             "Reverse KL(student || teacher) of the next-token distributions (causal LMs), x T^2.",
+             settings=CausalKDSettings, next_token=True),
+    TermInfo("gjsd", "distill_sweep.objectives.causal:GeneralizedJSD",
+             "Generalised Jensen-Shannon divergence (beta) of the next-token distributions (causal LMs), x T^2.",
+             settings=GJSDSettings, next_token=True),
+)
 
-    ``hidden``: needs all hidden states of both models; ``qkv``: needs q/k/v of the mapped layers, and,
-    unless ``same_heads=False`` (a term that regroups the projections itself), equal head counts in student
-    and teacher; ``settings``: its settings dataclass; ``cls_only``: of the hidden states it reads only the
-    first token's (then the teacher's can come from the teacher-output store).
-    """
-
-    def deco(obj: Any) -> Any:
-        if name in TERMS:
-            raise ValueError(f"loss term {name!r} registered twice")
-        if isinstance(obj, type) and issubclass(obj, nn.Module):
-            factory: Callable[[TermSpec], nn.Module] = obj
-        elif callable(obj):
-
-            def factory(_spec: TermSpec, fn: Callable[..., Tensor] = obj) -> nn.Module:
-                return FunctionTerm(fn)
-
-        else:  # pragma: no cover - programming error
-            raise TypeError(f"cannot register {obj!r} as a loss term")
-        doc = (obj.__doc__ or "").strip().splitlines()
-        TERMS[name] = TermInfo(name, factory, hidden, qkv, doc[0] if doc else "", settings, same_heads, cls_only)
-        return obj
-
-    return deco
+# terms that read the next-token logits (causal LMs only): a teacher's stored top-k logits serve them
+NEXT_TOKEN_TERMS = tuple(name for name, term in TERMS.items() if term.next_token)
 
 
 def available_terms() -> list[str]:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
 from torch import Tensor, nn
 
@@ -30,26 +28,12 @@ from ..errors import ConfigError
 from ..model_info import ModelInfo
 from .attention import kl_attention_loss
 from .inputs import STUDENT, TEACHER, LossInputs
-from .registry import TermSettings, TermSpec, register_term
+from .spec import TermSpec
+from .term_settings import RelationSettings
 
-__all__ = ["RELATIONS", "RelationKL", "RelationSettings", "common_divisors"]
+__all__ = ["RelationKL", "common_divisors"]
 
-Relation = Literal["qq", "kk", "vv", "qk", "kq", "qv", "vq", "kv", "vk"]
-RELATIONS: tuple[str, ...] = ("qq", "kk", "vv", "qk", "kq", "qv", "vq", "kv", "vk")
 _INDEX = {"q": 0, "k": 1, "v": 2}  # position in LossInputs.qkv's (q, k, v)
-
-
-@dataclass
-class RelationSettings(TermSettings):
-    relation_heads: int = field(default=48, metadata={"ge": 1})  # A_r: 48 for base teachers (MiniLMv2)
-    # the relations distilled, pairs of q, k, v (qk: the attention map)
-    relations: list[Relation] = field(default_factory=lambda: ["qq", "kk", "vv"])
-
-    def validate(self, where: str) -> None:
-        if not self.relations:
-            raise ConfigError(f"{where}.relations is empty: use some of {', '.join(RELATIONS)}")
-        if len(set(self.relations)) != len(self.relations):
-            raise ConfigError(f"{where}.relations={self.relations}: a relation appears twice")
 
 
 def common_divisors(*widths: int) -> list[int]:
@@ -57,7 +41,6 @@ def common_divisors(*widths: int) -> list[int]:
     return [d for d in range(1, g + 1) if g % d == 0]
 
 
-@register_term("rel_kl", qkv=True, same_heads=False, settings=RelationSettings)
 class RelationKL(nn.Module):
     """MiniLMv2 relations: KL(teacher || student) of Q-Q, K-K, V-V relations over A_r relation heads."""
 

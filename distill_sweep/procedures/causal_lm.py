@@ -49,8 +49,9 @@ from distill_sweep.inits import StudentInit
 from distill_sweep.loop import LossFn, seed_everything
 from distill_sweep.mapping import map_spec, resolve_map
 from distill_sweep.models import tokenizer_source
-from distill_sweep.objectives import build_objective
-from distill_sweep.objectives.causal import NEXT_TOKEN_TERMS, TOPK_INDICES, TOPK_VALUES
+from distill_sweep.objectives import NEXT_TOKEN_TERMS
+from distill_sweep.objectives.causal import TOPK_INDICES, TOPK_VALUES
+from distill_sweep.objectives.core import build_objective
 from distill_sweep.processes import requested_size
 from distill_sweep.schema import RecipeSettings, TaskSettings
 from distill_sweep.settings import as_dict, parse

@@ -12,7 +12,7 @@ from distill_sweep import outputs_plan, teacher_outputs
 from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.context import RunContext
 from distill_sweep.loop import seed_everything
-from distill_sweep.objectives import IntermediateObjective
+from distill_sweep.objectives.core import IntermediateObjective
 from distill_sweep.objectives.teacher import TeacherView
 from distill_sweep.stages import Stage
 from distill_sweep.students import BuildInputs

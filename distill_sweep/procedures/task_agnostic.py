@@ -57,7 +57,7 @@ from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError
 from distill_sweep.loop import LossFn, autocast, model_inputs, seed_everything, to_device
 from distill_sweep.models import as_masked_lm, has_mlm_head, head_deferred, mlm_head
-from distill_sweep.objectives import build_objective
+from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.inputs import as_target, fp32_region
 from distill_sweep.processes import requested_size
 from distill_sweep.schema import RecipeSettings, TaskSettings

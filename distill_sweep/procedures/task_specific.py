@@ -9,7 +9,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from distill_sweep.context import RunContext
-from distill_sweep.objectives import Objective, build_objective
+from distill_sweep.objectives.core import Objective, build_objective
 from distill_sweep.stages import Stage
 from distill_sweep.teacher import fine_tuned_teacher
 
