@@ -115,7 +115,8 @@ def saved_for_backward_mb(loss_fn: Callable[..., Any], batch: dict[str, Tensor],
 def main(argv: Sequence[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from .procedures.task_agnostic import KDForm, KDSettings, loss_parts, pretrain_loss
+    from .procedures.settings import KDSettings
+    from .procedures.task_agnostic import KDForm, loss_parts, pretrain_loss
 
     p = argparse.ArgumentParser(prog="python -m distill_sweep.bench_agnostic", description=__doc__.split("\n")[0])
     p.add_argument("--objectives", default=",".join(OBJECTIVES), help="comma-separated names")

@@ -37,8 +37,8 @@ from hydra import compose, initialize_config_dir
 from distill_sweep.bench import writes_json
 from distill_sweep.config_space import CONF_DIR
 from distill_sweep.data import LengthGroupedBatches, load_task_data, row_lengths
-from distill_sweep.job import prepare
 from distill_sweep.models import load_tokenizer
+from distill_sweep.prepare import prepare
 
 TEACHER = ["teacher=tiny", "teacher.config.num_hidden_layers=12", "teacher.config.hidden_size=128",
            "teacher.config.intermediate_size=256", "teacher.finetune.epochs=4"]

@@ -28,7 +28,7 @@ from distill_sweep.models import load_tokenizer
 from distill_sweep.stages import Stage, StageDriver, epoch_seed
 
 if TYPE_CHECKING:
-    from distill_sweep.job import Job  # annotations only: the job is orchestration, above this module
+    from distill_sweep.prepare import Job  # annotations only: the job is orchestration, above this module
 
 log = logging.getLogger("distill_sweep")
 

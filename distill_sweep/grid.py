@@ -24,12 +24,17 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distill_sweep import chain, job_lock, processes, results
+from distill_sweep.augment_settings import samples_for
 from distill_sweep.config_space import CONF_DIR, GROUPS, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError
+from distill_sweep.inits import init_spec
+from distill_sweep.job import find_completed, identify
+from distill_sweep.outputs_plan import feature_tag, group_id, plan, prepared, stored_cls_layers
+from distill_sweep.teacher_cache import META, finetune_settings
 
 # Hydra loads this module (through the sweeper plugin) at every start, `--help` and the command line's
-# refusals included: the modules that import torch or transformers (job, models, distributed and the parts)
-# are imported inside the functions that use them.
+# refusals included: prepare.py, which reads the models' configs (transformers, torch), is imported inside
+# the sweep that uses it; a job's identity (job.py) needs neither.
 
 log = logging.getLogger("distill_sweep")
 PROGRESS_EVERY_S = 5.0
@@ -40,8 +45,6 @@ PAPER_A100_HOURS, PAPER_TOKENS = 58.0, 100_000 * 1024 * 128
 
 def job_identity(cfg: DictConfig) -> dict[str, Any]:
     """Who a job is and where its record lives, without loading anything (works offline)."""
-    from distill_sweep.inits import init_spec
-    from distill_sweep.job import identify
 
     ident = identify(cfg)
     return {"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
@@ -60,8 +63,6 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
     schema's), so that jobs differing only in teacher, student or layer map are told apart."""
     from hydra import compose, initialize_config_dir
 
-    from distill_sweep.inits import init_spec
-    from distill_sweep.job import identify
 
     known = group_options("experiment")
     if preset not in known:
@@ -95,8 +96,6 @@ def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> i
 def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
     """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
     throughput of records already completed. `jobs` are job identities (distill_sweep.job.identify)."""
-    from distill_sweep.outputs_plan import group_id, plan, prepared
-    from distill_sweep.teacher_cache import META, finetune_settings
 
     student = teacher = 0
     teachers: set[Path] = set()
@@ -124,7 +123,6 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
         size = min(size, s.task.train_size or size)
         if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
-            from distill_sweep.augment_settings import samples_for
 
             size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
         batch = s.optimizer.batch_size or s.task.recipe.batch_size
@@ -182,7 +180,6 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
     their `overrides`) will read and that is not built yet, the first such job's overrides run with
     `prepare_only`: one job fine-tunes the teacher and builds the store while the others are not yet holding
     a GPU each, waiting on its lock."""
-    from distill_sweep.outputs_plan import feature_tag, group_id, plan, prepared, stored_cls_layers
 
     groups: dict[tuple[str, str, str], list[list[str]]] = {}
     for ident, ov in zip(jobs, overrides, strict=True):
@@ -340,7 +337,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from distill_sweep.job import complete, find_completed, identify, prepare
+        from distill_sweep.prepare import complete, prepare
 
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
@@ -466,7 +463,6 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         batches are done the sweep waits for those jobs' locks, and launches again any that their holder ended
         without completing: the command ends with every job of its grid run, here or elsewhere, never by two
         processes at once."""
-        from distill_sweep.job import find_completed
 
         returns = []
         with FinishedJobs(idents, sources=sources):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing

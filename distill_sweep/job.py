@@ -1,48 +1,37 @@
-"""A job's identity and validation, decided before any data or model is loaded.
+"""A job's identity, decided from the config alone, before torch or any data or model is loaded.
 
 This is where the composed config ends: `identify` turns it into typed settings (and the keys of the shared
 stores, taken from the config as composed), and every module below receives those, never the config.
 
-`identify` reads the config alone (typed settings, config hash, result directory): the sweeper calls it
-for every job of a grid, also in a dry run. `complete` adds what needs the models' configs (config.json
-only, never weights): depths, widths and head counts, the init and the layer map, and whether the
-objective can run on this student and teacher; `prepare` is both. Each raises `ConfigError` with one line.
+`identify` reads the config alone (typed settings with every part's own settings, the rules between the
+parts, config hash, result directory): the command line calls it before the training code is imported, so a
+config error is refused in well under a second; the sweeper calls it for every job of a grid, also in a dry
+run. prepare.py adds what needs the models' configs. Each raises `ConfigError` with one line.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
-from transformers import PretrainedConfig
 
 from distill_sweep import results
-from distill_sweep.augment import check as check_augment
 from distill_sweep.augment_settings import parse_augment
-from distill_sweep.checkpoint import save_checkpoint
-from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.composed import plain_config
 from distill_sweep.config_space import default_choices, option_defaults
-from distill_sweep.data import check_files
 from distill_sweep.errors import ConfigError
-from distill_sweep.families import is_causal_type
-from distill_sweep.inits import StudentInit, init_dirname, init_spec, resolve_init, skip_layers
-from distill_sweep.mapping import map_spec, resolve_map
-from distill_sweep.model_info import ModelInfo
-from distill_sweep.models import teacher_config, tokenizer_source
-from distill_sweep.objectives import ObjectiveSettings, check_compatible, parse_objective
+from distill_sweep.inits import init_dirname, init_spec
+from distill_sweep.mapping import map_spec
+from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.outputs_plan import plan
-from distill_sweep.procedures import PROCEDURES, Procedure, procedure_named
+from distill_sweep.procedures import Procedure, procedure_named
 from distill_sweep.processes import requested_size
 from distill_sweep.schema import ConfigSettings, check_config
 from distill_sweep.settings import as_dict, new_keys_at_default, parse
 from distill_sweep.store_keys import teacher_specs
-from distill_sweep.students import StudentType, model_info, student_type
-from distill_sweep.teacher import check_ensemble
+from distill_sweep.students import StudentType, student_type
 from distill_sweep.teacher_cache import TeacherSpec
 
 DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
@@ -80,23 +69,11 @@ class JobIdentity:
     def seed(self) -> int:
         return self.settings.run.seed
 
-
-@dataclass
-class Job(JobIdentity):
-    """A validated job."""
-
-    teacher_arch: PretrainedConfig = None  # type: ignore[assignment]
-    student_arch: PretrainedConfig = None  # type: ignore[assignment]
-    init: StudentInit = None  # type: ignore[assignment]
-    layer_map: list[tuple[int, int]] = None  # type: ignore[assignment]
-
-    @property
-    def teacher_info(self) -> ModelInfo:
-        return model_info(self.teacher_arch)
-
-    @property
-    def student_info(self) -> ModelInfo:
-        return model_info(self.student_arch)
+    def check_used(self) -> None:
+        """Refuse a job on its own that sets something its procedure would ignore (ConfigError, one line)."""
+        if self.ignored:
+            raise ConfigError(f"{self.ignored[0].replace(' (', ' is ignored: ', 1).rstrip(')')}; leave it out (or at "
+                              "its default) or choose a procedure that uses it")
 
 
 def identify(cfg: DictConfig) -> JobIdentity:
@@ -173,89 +150,6 @@ def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: A
           and corpus != option_defaults("procedure", procedure.name).get("corpus")):
         out.append(f"corpus={corpus} (procedure={procedure.name} reads no corpus with these procedure settings)")
     return out
-
-
-def prepare(cfg: DictConfig) -> Job:
-    """Validate the whole job (config.json files are read, weights never). Raises ConfigError."""
-    return complete(identify(cfg))
-
-
-def complete(ident: JobIdentity) -> Job:
-    """The identified job validated against the models' configs (config.json files, never weights)."""
-    task, teacher = ident.settings.task, ident.settings.teacher
-    if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
-        raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
-    if ident.procedure_settings.reads_task:
-        check_files(task)  # a missing, binary or wrong-column TSV is refused before a record is written
-    for key in ("results_dir", "cache_dir"):
-        check_writable(results.absolute(getattr(ident.settings.run, key)), key)
-    teacher_arch = teacher_config(teacher, task.num_labels)
-    if is_causal_type(str(getattr(teacher_arch, "model_type", ""))) and not ident.procedure_settings.decoders:
-        raise ConfigError(f"teacher={teacher.name} is a decoder LM ({teacher_arch.model_type}): "
-                          f"procedure={ident.procedure.name} distils encoders; use procedure=causal_lm")
-    tokenizer_source(teacher)
-    check_ensemble(teacher, ident.members, task, ident.procedure, ident.objective, teacher_arch)
-    if task.augment.name != "none":
-        if not ident.procedure_settings.reads_task or not ident.procedure.uses_student:
-            raise ConfigError(f"task.augment={task.augment.name} augments the training split a student distils on: "
-                              f"procedure={ident.procedure.name} trains no student on it")
-        check_augment(task.augment, teacher)
-    if not ident.procedure.uses_student:  # the procedure's model is the teacher itself (e.g. early exit)
-        _check_positions(task.max_seq_length, {"teacher": teacher_arch})
-        return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
-                   init=StudentInit("none", "none", [], []), layer_map=[])
-    if ident.student_kind.locate is not None:  # e.g. a distilled student, saved by another job of this store
-        ident.student = ident.student_kind.locate(ident.student, Path(results.absolute(ident.settings.run.results_dir)))
-    student_arch = ident.student_kind.describe(ident.student, teacher_arch)
-    depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
-    if ident.student_kind.uses_init:
-        init = resolve_init(ident.settings.run.init, depth, k)
-        if init.name == "prune" and not ident.procedure_settings.prunes_layers:
-            raise ConfigError(f"init=prune chooses decoder layers by block importance when the job runs: "
-                              f"procedure=causal_lm only, not procedure={ident.procedure.name}")
-    else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
-        pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
-        init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)
-    spec = ident.settings.run.map
-    if map_spec(spec) == "init" and getattr(ident.procedure_settings, "map", None) is not None:
-        spec = ident.procedure_settings.map  # the procedure's own default map (task_agnostic: top)
-    if ident.objective is not None and not init.layer_map and map_spec(spec) == "init":
-        raise ConfigError(f"the student has {k} layers and the teacher {depth}: choose a layer map (map=...)")
-    layer_map = resolve_map(spec, init, depth, k)
-    length_key = "task" if ident.procedure_settings.reads_task else "corpus"
-    _check_positions(task.max_seq_length, {"teacher": teacher_arch, "student": student_arch}, length_key)
-    if ident.objective is not None:
-        check_compatible(ident.objective, model_info(student_arch), model_info(teacher_arch), layer_map)
-    job = Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init, layer_map=layer_map)
-    ident.procedure_settings.check_job(job)  # e.g. task_agnostic: an MLM head, the corpus, the vocabulary
-    return job
-
-
-def _check_positions(max_seq_length: int, archs: dict[str, PretrainedConfig], key: str = "task") -> None:
-    for name, arch in archs.items():
-        positions = getattr(arch, "max_position_embeddings", None)
-        # RoBERTa's position ids start after the padding index: 2 positions are not usable
-        usable = positions - 2 if positions and getattr(arch, "model_type", "") == "roberta" else positions
-        if usable and max_seq_length > usable:
-            raise ConfigError(f"{key}.max_seq_length={max_seq_length} is longer than the {name}'s "
-                              f"{usable} positions (max_position_embeddings)")
-
-
-def check_writable(path: Path, key: str) -> None:
-    """`path` is, or can be made, a writable directory: a directory is created in it, or in its nearest
-    existing ancestor, and removed again (a read-only or virtual file system such as /proc refuses that,
-    where permission bits alone would not tell)."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        raise ConfigError(f"{key}={str(path)!r}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".distill_sweep-probe-", dir=probe))
-    except OSError as err:
-        raise ConfigError(f"{key}={str(path)!r}: cannot create directories in {probe} ({err.strerror})") from None
 
 
 def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
@@ -339,31 +233,4 @@ def find_completed(ident: JobIdentity) -> dict[str, Any] | None:
     return None
 
 
-def adopt_legacy_checkpoint(job: JobIdentity) -> Path | None:
-    """An unfinished job of the first schema continues here: its checkpoint moves into the job's directory
-    (re-keyed to today's config hash); its record and checkpoint there are renamed `*.migrated`."""
-    import torch
-
-    if (job.out_dir / CHECKPOINT).exists():
-        return None
-    for directory in job.legacy_dirs:
-        old = directory / CHECKPOINT
-        if not old.exists():
-            continue
-        try:
-            state = torch.load(old, map_location="cpu", weights_only=True)
-        except Exception:  # unreadable: leave it where it is, the job starts afresh
-            continue
-        if not str(state.get("config_hash", "")).startswith(directory.name):
-            continue
-        state["config_hash"] = job.digest
-        save_checkpoint(job.out_dir / CHECKPOINT, state)
-        for name in (CHECKPOINT, results.RECORD):
-            if (directory / name).exists():
-                (directory / name).rename(directory / f"{name}.migrated")
-        return directory
-    return None
-
-
-__all__ = ["PROCEDURES", "Job", "JobIdentity", "adopt_legacy_checkpoint", "complete", "find_completed", "identify",
-           "prepare"]
+__all__ = ["JobIdentity", "find_completed", "identify"]

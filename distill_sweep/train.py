@@ -18,14 +18,16 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep import results
+from distill_sweep.checkpoint_files import CHECKPOINT, remove_checkpoint
 from distill_sweep.config_space import CONF_DIR
 from distill_sweep.errors import ConfigError, DiskWriteError
+from distill_sweep.job import find_completed
 from distill_sweep.job_lock import LEFT_TO_HOLDER, JobLock, holder
 from distill_sweep.processes import requested_size
 from distill_sweep.settings import as_dict
 
 if TYPE_CHECKING:
-    from distill_sweep.job import Job
+    from distill_sweep.prepare import Job
 
 # torch, transformers and the parts are imported where a job runs: `--help` and the sweeper's start stay fast.
 
@@ -63,12 +65,11 @@ def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
     """Run (or skip, if already completed) one job; returns its record. `alone`: not one job of a sweep, so
     a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once)."""
     from distill_sweep import distributed
-    from distill_sweep.job import prepare
+    from distill_sweep.prepare import prepare
 
     job = prepare(cfg)  # the config's last stop: below, the job's typed settings
-    if alone and job.ignored:
-        raise ConfigError(f"{job.ignored[0].replace(' (', ' is ignored: ', 1).rstrip(')')}; leave it out (or at its "
-                          "default) or choose a procedure that uses it")
+    if alone:
+        job.check_used()
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     if job.settings.run.prepare_only:
@@ -121,9 +122,8 @@ def _take(lock: JobLock, job: Job, wait: bool) -> bool:
 
 def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     from distill_sweep import distributed
-    from distill_sweep.checkpoint_files import CHECKPOINT, remove_checkpoint
     from distill_sweep.context import RunContext
-    from distill_sweep.job import adopt_legacy_checkpoint, find_completed
+    from distill_sweep.prepare import adopt_legacy_checkpoint
 
     write = distributed.is_main()  # with several ranks only rank 0 writes
     done = find_completed(job)

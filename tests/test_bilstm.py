@@ -230,7 +230,7 @@ def test_the_architecture_offers_the_objectives_no_layer_features() -> None:
 # ------------------------------------------------------------------------------------------------- jobs
 def test_toy_job_end_to_end_and_its_checkpointed_student(tmp_path: Path, shared_cache: Path) -> None:
     from distill_sweep.context import RunContext
-    from distill_sweep.job import prepare
+    from distill_sweep.prepare import prepare
     from distill_sweep.procedures.common import build_student
     from distill_sweep.train import new_record, run_job
 

@@ -17,7 +17,7 @@ from distill_sweep.causal_data import IGNORE, from_instructions
 from distill_sweep.causal_settings import InstructionSettings
 from distill_sweep.causal_store import open_or_build_topk
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import prepare
+from distill_sweep.prepare import prepare
 from distill_sweep.students.prune import block_importance, prune_layers
 from distill_sweep.toy import build_toy_tokenizer
 

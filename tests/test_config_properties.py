@@ -25,11 +25,11 @@ from helpers import FAST, compose_cfg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distill_sweep.augment import AugmentSettings
-from distill_sweep.corpus import CorpusSettings
+from distill_sweep.augment_settings import AugmentSettings
+from distill_sweep.corpus_settings import CorpusSettings
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import prepare
 from distill_sweep.objectives import NEXT_TOKEN_TERMS, TERMS
+from distill_sweep.prepare import prepare
 from distill_sweep.procedures import PROCEDURES
 from distill_sweep.schema import LoggerSettings, OptimizerSettings, RunSettings, TaskSettings, TeacherSettings
 from distill_sweep.students import STUDENTS

@@ -16,8 +16,9 @@ from torch import nn
 
 from distill_sweep import results
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import identify, prepare
+from distill_sweep.job import identify
 from distill_sweep.objectives.prediction import prediction_loss
+from distill_sweep.prepare import prepare
 from distill_sweep.schema import TeacherSettings, ensemble_members
 from distill_sweep.settings import parse
 from distill_sweep.teacher import EnsembleTeacher, student_source

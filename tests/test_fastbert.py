@@ -19,7 +19,7 @@ from distill_sweep.early_exit import (
     uncertainty,
 )
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import prepare
+from distill_sweep.prepare import prepare
 from distill_sweep.train import run_job
 
 

@@ -2,7 +2,7 @@
 
 `make test` runs `lint-imports` on the package itself; these tests show that the same contracts fail on a
 copy of the package with one deliberately wrong import (upward, in a loop, or the composed config below
-orchestration), and that no import cycle exists at all (also
+orchestration, torch under a job's identity), and that no import cycle exists at all (also
 between a package and its own modules, which the sibling contract does not look at).
 """
 
@@ -33,7 +33,7 @@ def _lint_copy(tmp_path: Path, module: str, line: str) -> subprocess.CompletedPr
 def test_the_contracts_hold_on_the_package() -> None:
     proc = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
-    assert "3 kept, 0 broken" in proc.stdout
+    assert "4 kept, 0 broken" in proc.stdout
 
 
 def test_an_upward_import_breaks_the_layer_contract(tmp_path: Path) -> None:
@@ -55,6 +55,13 @@ def test_the_config_below_orchestration_breaks_the_one_config_form_contract(tmp_
     proc = _lint_copy(tmp_path, "teacher.py", "from omegaconf import DictConfig  # noqa: E402,F401")
     assert proc.returncode != 0
     assert "distill_sweep.teacher is not allowed to import omegaconf" in proc.stdout
+
+
+def test_torch_under_a_settings_module_breaks_the_identity_contract(tmp_path: Path) -> None:
+    # a student's settings module that imports torch would make every command-line check wait for it
+    proc = _lint_copy(tmp_path, "students/settings.py", "import torch  # noqa: E402,F401")
+    assert proc.returncode != 0
+    assert "distill_sweep.job is not allowed to import torch" in proc.stdout
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

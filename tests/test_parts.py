@@ -14,9 +14,10 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.grid import estimate_cost
-from distill_sweep.job import identify, prepare
+from distill_sweep.job import identify
 from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.core import Objective, build_objective
+from distill_sweep.prepare import prepare
 from distill_sweep.train import new_record, run_job
 
 FIXTURES = ROOT / "tests" / "fixtures" / "v1"

@@ -17,15 +17,16 @@ from distill_sweep.capture import run_with_features
 from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.errors import ConfigError
 from distill_sweep.inits import resolve_init
-from distill_sweep.job import identify, prepare
+from distill_sweep.job import identify
+from distill_sweep.prepare import prepare
 from distill_sweep.procedures.ptp import (
     PTP_CLASSES,
-    Thresholds,
     ptp_head,
     ptp_labels,
     ptp_loss,
     teacher_ptp_labels,
 )
+from distill_sweep.procedures.settings import Thresholds
 from distill_sweep.stages import StageDriver
 from distill_sweep.students import BuildInputs, student_type
 from distill_sweep.students.settings import SPSSettings

@@ -15,13 +15,13 @@ from helpers import FAST, compose_cfg, plain, save_toy_student
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
 from distill_sweep.inits import resolve_init
-from distill_sweep.job import prepare
 from distill_sweep.mapping import resolve_map
 from distill_sweep.model_info import ModelInfo
 from distill_sweep.objectives import check_compatible, parse_objective
 from distill_sweep.objectives.core import Objective, build_objective
 from distill_sweep.objectives.pkd import patience_pairs
 from distill_sweep.objectives.prediction import prediction_loss
+from distill_sweep.prepare import prepare
 from distill_sweep.train import run_job
 
 SHORT = [*FAST, "max_steps_per_epoch=3"]

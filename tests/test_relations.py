@@ -18,9 +18,9 @@ from helpers import FAST, compose_cfg
 
 from distill_sweep.capture import Features
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import prepare
 from distill_sweep.objectives import TERMS, parse_objective
 from distill_sweep.objectives.core import build_objective
+from distill_sweep.prepare import prepare
 from distill_sweep.train import run_job
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -17,8 +17,8 @@ from helpers import FAST, ROOT, compose_cfg, records, run_cli
 from distill_sweep.checkpoint import load_checkpoint
 from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import prepare
 from distill_sweep.loop import NonFiniteLossError
+from distill_sweep.prepare import prepare
 from distill_sweep.train import run_job
 
 RESUMABLE = [*FAST, "objective=att_kl_hid_seq", "epochs=2", "checkpoint.every_steps=2"]

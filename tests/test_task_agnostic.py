@@ -14,7 +14,8 @@ from helpers import compose_cfg, plain
 from safetensors.torch import load_file
 
 from distill_sweep import corpus as corpus_mod
-from distill_sweep.corpus import IGNORE, CorpusSettings, load_corpus, mask_tokens, pack
+from distill_sweep.corpus import IGNORE, load_corpus, mask_tokens, pack
+from distill_sweep.corpus_settings import CorpusSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.procedures.task_agnostic import accumulated, mlm_kd_loss
 from distill_sweep.settings import parse
@@ -236,7 +237,7 @@ def _student(record: dict) -> dict[str, torch.Tensor]:
 
 
 def test_job_completes_reuses_the_cache_and_resumes_exactly(tmp_path: Path, shared_cache: Path, monkeypatch) -> None:
-    from distill_sweep import job as job_mod
+    from distill_sweep import prepare as prepare_mod
     from distill_sweep.stages import StageDriver
 
     first = _run(["objective=att_mse", "checkpoint.keep=true"], tmp_path, shared_cache)
@@ -244,7 +245,7 @@ def test_job_completes_reuses_the_cache_and_resumes_exactly(tmp_path: Path, shar
     assert first["best"]["dev"]["mlm_accuracy"] >= 0 and first["task_agnostic"]["accumulation_steps"] == 2
     assert first["student"]["layer_map"] == [[2, 6]]  # map top: the last layer <-> the last layer
     # the saved student is what student=pretrained loads for the GLUE fine-tuning (configs checked)
-    job_mod.prepare(compose_cfg(["procedure=finetune", "task=toy", "teacher=tiny", "student=pretrained",
+    prepare_mod.prepare(compose_cfg(["procedure=finetune", "task=toy", "teacher=tiny", "student=pretrained",
                                  f"student.name_or_path={first['student_dir']}"]))
 
     builds = corpus_mod.BUILDS["count"]
@@ -286,7 +287,7 @@ def _model_dir(path: Path, vocab_size: int, arch: str) -> str:
 @pytest.mark.parametrize("case", ["classifier_teacher", "empty_folder", "no_text", "batch", "vocab", "labels",
                                   "hub_offline"])
 def test_bad_inputs_are_one_line_before_any_work(case: str, tmp_path: Path) -> None:
-    from distill_sweep.job import prepare
+    from distill_sweep.prepare import prepare
     from distill_sweep.train import run_job
 
     folder = tmp_path / "corpus"

@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from distill_sweep.declared import find, load
 from distill_sweep.errors import ConfigError
 
 
 @dataclass
 class ProcedureSettings:
-    """Settings of a procedure that has none but its name; a procedure with settings extends this and
-    overrides the hooks below where it differs (job.py, context.py and grid.py call them)."""
+    """Settings of a procedure that has none but its name; a procedure with settings extends this (in
+    settings.py) and overrides the hooks below where it differs (job.py, context.py and grid.py call them)."""
 
     name: str  # the procedure (procedure=NAME sets it)
 
@@ -33,9 +34,6 @@ class ProcedureSettings:
     def check_task(self, task: Any, where: str) -> None:
         """Rules that involve the job's task, checked with the config alone."""
 
-    def check_job(self, job: Any) -> None:
-        """Rules over the whole prepared job (model configs read), before any work."""
-
     def sequences_per_step(self) -> int:
         """Sequences per update over all processes, for a procedure that reads no task (the dry run counts its
         training tokens as steps x this x the sequence length)."""
@@ -48,8 +46,11 @@ class ProcedureSettings:
 
 @dataclass(frozen=True)
 class Procedure:
+    """A procedure as the registry declares it: its name, flags and settings; its code is
+    `distill_sweep.procedures.<name>`'s `run(ctx)` and optional `check_job(settings, job)`, imported when a job
+    first runs or is prepared (declared.py says why)."""
+
     name: str
-    run: Callable[[Any], None]
     distils: bool  # uses an objective (else `objective` is ignored, and left out of the job's hash)
     settings: type = ProcedureSettings
     uses_student: bool = True  # builds a student from `student=` (else `student`/`init`/`map` are ignored)
@@ -58,21 +59,30 @@ class Procedure:
     stores_teacher_outputs: bool = False
     data_parallel: bool = False  # runs on several processes (torchrun, SLURM tasks): distributed.py
 
+    @property
+    def module(self) -> str:
+        return f"distill_sweep.procedures.{self.name}"
+
+    @property
+    def run(self) -> Callable[[Any], None]:
+        return load(f"{self.module}:run")
+
+    def check_job(self, settings: Any, job: Any) -> None:
+        """The procedure's rules over the whole prepared job (model configs read), where it has any."""
+        check = find(f"{self.module}:check_job")
+        if check is not None:
+            check(settings, job)
+
 
 PROCEDURES: dict[str, Procedure] = {}
 
 
-def register_procedure(name: str, *, distils: bool, settings: type = ProcedureSettings, uses_student: bool = True,
-                       stores_teacher_outputs: bool = False, data_parallel: bool = False
-                       ) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
-    def deco(fn: Callable[[Any], None]) -> Callable[[Any], None]:
-        if name in PROCEDURES:
-            raise ValueError(f"procedure {name!r} registered twice")
-        PROCEDURES[name] = Procedure(name, fn, distils, settings, uses_student, stores_teacher_outputs,
-                                     data_parallel)
-        return fn
-
-    return deco
+def declare(procedure: Procedure) -> Procedure:
+    """Add `procedure` to the registry (procedures/__init__.py declares every procedure, its code unloaded)."""
+    if procedure.name in PROCEDURES:
+        raise ValueError(f"procedure {procedure.name!r} declared twice")
+    PROCEDURES[procedure.name] = procedure
+    return procedure
 
 
 def procedure_named(name: str) -> Procedure:

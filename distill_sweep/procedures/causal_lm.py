@@ -23,26 +23,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from distill_sweep import distributed
 from distill_sweep.capture import Features
-from distill_sweep.causal_data import CausalData, InstructionSettings, from_corpus, from_instructions
+from distill_sweep.causal_data import CausalData, from_corpus, from_instructions
 from distill_sweep.causal_store import open_or_build_topk
 from distill_sweep.causal_teacher import (
-    CHOICE,
-    PRIMARY,
     lm_evaluator,
     next_token_ce,
     trained_teacher,
     unigram_baseline,
 )
 from distill_sweep.context import RunContext
-from distill_sweep.corpus import CorpusSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import FAMILIES, family_of_model, is_causal_type
 from distill_sweep.inits import StudentInit
@@ -52,109 +49,54 @@ from distill_sweep.models import tokenizer_source
 from distill_sweep.objectives import NEXT_TOKEN_TERMS
 from distill_sweep.objectives.causal import TOPK_INDICES, TOPK_VALUES
 from distill_sweep.objectives.core import build_objective
-from distill_sweep.processes import requested_size
-from distill_sweep.schema import RecipeSettings, TaskSettings
-from distill_sweep.settings import as_dict, parse
+from distill_sweep.settings import as_dict
 from distill_sweep.stages import Stage, StageDriver
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
 from distill_sweep.teacher import check_beats_baseline
 from distill_sweep.toy import vocabulary
 
-from .base import ProcedureSettings, register_procedure
 from .common import train_student
+from .settings import CausalLMSettings
 from .task_agnostic import accumulated, sequence_driver, stage_plan
 
 STAGE = "distill"
 STUDENTS = ("truncated", "fresh")  # the student types built for decoders
 
 
-@dataclass
-class CausalLMSettings(ProcedureSettings):
-    data: Literal["corpus", "instructions"] = "corpus"  # what it distils on: the corpus group or instructions
-    # prompt/response pairs (data=instructions): toy, a local JSONL file or a hub dataset
-    instructions: InstructionSettings = field(default_factory=InstructionSettings)
-    # data=instructions: tokens per sequence, [BOS] and [EOS] included (the corpus has its own max_seq_length)
-    max_seq_length: int = field(default=64, metadata={"ge": 4})
-    batch_size: int = field(default=16, metadata={"ge": 1})  # sequences per step
-    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the training sequences (unless max_steps)
-    max_steps: int | None = field(default=None, metadata={"ge": 1})  # steps in all (null: by epochs)
-    lr: float = field(default=1e-3, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
-    # warmup share, unless optimizer.warmup_ratio is set
-    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    # weight of the next-token cross-entropy on the data's targets, added to the objective's terms
-    ce_weight: float = field(default=0.0, metadata={"ge": 0.0})
-    # a teacher built from teacher.config is first trained this many steps on the training sequences (0: random)
-    teacher_steps: int = field(default=400, metadata={"ge": 0})
-    teacher_lr: float = field(default=3e-3, metadata={"gt": 0.0})  # its learning rate
-    # distil from the teacher's k largest logits per position, stored once (null: the full logits, live)
-    teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
-    # init=prune: training sequences the block importance is computed on
-    calibration: int = field(default=64, metadata={"ge": 1})
-
-    reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
-
-    def validate(self, where: str) -> None:
-        ranks = requested_size()
-        if self.batch_size % ranks:
-            raise ConfigError(f"{where}.batch_size={self.batch_size} is not a multiple of the {ranks} processes (each "
-                              "takes an equal slice of every batch)")
-    prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
-    decoders = True  # its teacher is a decoder LM (families.py)
-
-    def sequences_per_step(self) -> int:
-        return self.batch_size
-
-    def reads_corpus(self) -> bool:
-        return self.data == "corpus"  # instructions: the corpus its defaults list composes is not read
-
-    def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
-        """The job's task in the data's terms: causal_<corpus or instructions name>, scored by token accuracy."""
-        if self.data == "corpus":
-            if corpus is None:
-                raise ConfigError("procedure=causal_lm data=corpus needs a corpus (corpus=toy|text_files|...)")
-            self.corpus = parse(CorpusSettings, corpus, "corpus")
-            name, length = self.corpus.name, self.corpus.max_seq_length
-        else:
-            name, length = self.instructions.name, self.max_seq_length
-        metrics = [PRIMARY, "perplexity", "nll"]
-        if self.data == "instructions" and self.instructions.choice_words():
-            metrics.append(CHOICE)
-        return TaskSettings(name=f"causal_{name}", source="toy", num_labels=2, primary_metric=PRIMARY,
-                            metrics=metrics, max_seq_length=length, recipe=RecipeSettings(lr=self.lr))
-
-    def check_job(self, job: Any) -> None:
-        """Rules over the whole job, from configs alone (ConfigError, one line)."""
-        teacher = job.settings.teacher
-        model_type = str(getattr(job.teacher_arch, "model_type", ""))
-        if not is_causal_type(model_type):
-            known = ", ".join(t for f in FAMILIES.values() if f.causal for t in f.model_types)
-            raise ConfigError(f"procedure=causal_lm distils a decoder LM ({known}): teacher={teacher.name} is a "
-                              f"{model_type} model (try teacher=tiny_llama or teacher=tiny_gpt2)")
-        if teacher.finetuned_path or teacher.ensemble:
-            raise ConfigError("procedure=causal_lm takes one decoder teacher: teacher.finetuned_path and "
-                              "teacher.ensemble do not apply")
-        if job.student_kind.name not in STUDENTS:
-            raise ConfigError(f"student={job.student_kind.name} is not built for decoders: procedure=causal_lm takes "
-                              f"student={' or student='.join(STUDENTS)}")
-        if job.settings.optimizer.batch_size is not None:
-            raise ConfigError("procedure=causal_lm takes its batch from procedure.batch_size: leave "
-                              "optimizer.batch_size null")
-        terms = list(job.objective.terms) if job.objective is not None else []
-        if not terms and not self.ce_weight:
-            raise ConfigError(f"objective={job.objective_name} has no terms for procedure=causal_lm: use fkl, rkl, "
-                              "gjsd (or hid_seq) terms, or procedure.ce_weight > 0")
-        if self.teacher_top_k is not None:
-            live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
-            if live:
-                raise ConfigError(f"procedure.teacher_top_k stores the teacher's logits so that it need not run, but "
-                                  f"term {live[0]} reads its hidden states: use it with fkl/rkl/gjsd terms only")
-            # a teacher built from its config with the toy tokenizer gets the toy vocabulary (trained_teacher)
-            toy = teacher.name_or_path is None and tokenizer_source(teacher) == "toy"
-            vocab = len(vocabulary()) if toy else int(job.teacher_arch.vocab_size)
-            if self.teacher_top_k > vocab:
-                raise ConfigError(f"procedure.teacher_top_k={self.teacher_top_k} is larger than the vocabulary "
-                                  f"({vocab})")
+# ------------------------------------------------------------------------------------------- the checks
+def check_job(settings: CausalLMSettings, job: Any) -> None:
+    """Rules over the whole job, from configs alone (ConfigError, one line)."""
+    teacher = job.settings.teacher
+    model_type = str(getattr(job.teacher_arch, "model_type", ""))
+    if not is_causal_type(model_type):
+        known = ", ".join(t for f in FAMILIES.values() if f.causal for t in f.model_types)
+        raise ConfigError(f"procedure=causal_lm distils a decoder LM ({known}): teacher={teacher.name} is a "
+                          f"{model_type} model (try teacher=tiny_llama or teacher=tiny_gpt2)")
+    if teacher.finetuned_path or teacher.ensemble:
+        raise ConfigError("procedure=causal_lm takes one decoder teacher: teacher.finetuned_path and "
+                          "teacher.ensemble do not apply")
+    if job.student_kind.name not in STUDENTS:
+        raise ConfigError(f"student={job.student_kind.name} is not built for decoders: procedure=causal_lm takes "
+                          f"student={' or student='.join(STUDENTS)}")
+    if job.settings.optimizer.batch_size is not None:
+        raise ConfigError("procedure=causal_lm takes its batch from procedure.batch_size: leave "
+                          "optimizer.batch_size null")
+    terms = list(job.objective.terms) if job.objective is not None else []
+    if not terms and not settings.ce_weight:
+        raise ConfigError(f"objective={job.objective_name} has no terms for procedure=causal_lm: use fkl, rkl, "
+                          "gjsd (or hid_seq) terms, or procedure.ce_weight > 0")
+    if settings.teacher_top_k is not None:
+        live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
+        if live:
+            raise ConfigError(f"procedure.teacher_top_k stores the teacher's logits so that it need not run, but "
+                              f"term {live[0]} reads its hidden states: use it with fkl/rkl/gjsd terms only")
+        # a teacher built from its config with the toy tokenizer gets the toy vocabulary (trained_teacher)
+        toy = teacher.name_or_path is None and tokenizer_source(teacher) == "toy"
+        vocab = len(vocabulary()) if toy else int(job.teacher_arch.vocab_size)
+        if settings.teacher_top_k > vocab:
+            raise ConfigError(f"procedure.teacher_top_k={settings.teacher_top_k} is larger than the vocabulary "
+                              f"({vocab})")
 
 
 # ------------------------------------------------------------------------------------------------- loss
@@ -227,7 +169,6 @@ def student_init(ctx: RunContext, teacher: nn.Module, data: CausalData, settings
                              "score": "block influence: 1 - cos(layer input, layer output), mean over real tokens"}
 
 
-@register_procedure("causal_lm", distils=True, settings=CausalLMSettings, data_parallel=True)
 def run(ctx: RunContext) -> None:
     job, record = ctx.job, ctx.record
     settings: CausalLMSettings = job.procedure_settings

@@ -12,11 +12,9 @@ from distill_sweep.context import RunContext
 from distill_sweep.loop import cross_entropy_loss
 from distill_sweep.teacher import fine_tuned_teacher
 
-from .base import register_procedure
 from .common import build_student, train_student
 
 
-@register_procedure("finetune", distils=False)
 def run(ctx: RunContext) -> None:
     job = ctx.job
     teacher = fine_tuned_teacher(ctx, guard=False) if job.student_kind.needs_teacher_weights else None

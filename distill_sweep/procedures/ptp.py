@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -29,42 +28,14 @@ from transformers import PreTrainedModel
 
 from distill_sweep.context import RunContext
 from distill_sweep.data import make_loader
-from distill_sweep.errors import ConfigError
 from distill_sweep.loop import Batch, LossFn, model_inputs, predict
-from distill_sweep.schema import TaskSettings
 from distill_sweep.teacher import fine_tuned_teacher
 
-from .base import ProcedureSettings, register_procedure
 from .common import build_student, train_student
+from .settings import PTPSettings, Thresholds
 from .task_specific import distillation_stages
 
 PTP_CLASSES = ("confidently_correct", "unconfidently_correct", "confidently_wrong", "unconfidently_wrong")
-
-
-@dataclass
-class Thresholds:
-    correct: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a correct prediction above this is confident
-    wrong: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a wrong prediction above this is confident
-
-
-@dataclass
-class PTPSettings(ProcedureSettings):
-    thresholds: dict[str, Thresholds] = field(default_factory=dict)  # by task name
-    epochs: int | None = field(default=None, metadata={"ge": 1})  # of the ptp stage (null: as every stage)
-
-    def pre_stage_epochs(self, stage_epochs: int) -> int:
-        """Epochs of the ptp stage, given the epochs every other stage runs (the dry run's cost counts them)."""
-        return self.epochs or stage_epochs
-
-    def check_task(self, task: TaskSettings, where: str) -> None:
-        """Rules that involve the job's task (job.identify calls this)."""
-        if task.is_regression:
-            raise ConfigError(f"procedure=ptp labels the teacher's predictions right or wrong: task={task.name} "
-                              "is a regression task")
-        if task.name not in self.thresholds:
-            raise ConfigError(f"{where}.thresholds has no entry for task={task.name} (it has: "
-                              f"{', '.join(sorted(self.thresholds)) or 'none'}); add e.g. "
-                              f"+{where}.thresholds.{task.name}={{correct:0.95,wrong:0.7}}")
 
 
 def ptp_labels(teacher_logits: Tensor, gold: Tensor, correct: float, wrong: float) -> Tensor:
@@ -133,7 +104,6 @@ def teacher_ptp_labels(ctx: RunContext, teacher: PreTrainedModel, thresholds: Th
     return table.to(ctx.device)
 
 
-@register_procedure("ptp", distils=True, settings=PTPSettings, stores_teacher_outputs=True)
 def run(ctx: RunContext) -> None:
     job = ctx.job
     settings: PTPSettings = job.procedure_settings

@@ -33,9 +33,9 @@ import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -46,12 +46,8 @@ from distill_sweep import distributed
 from distill_sweep.context import RunContext
 from distill_sweep.corpus import (
     IGNORE,
-    CorpusSettings,
     PackedCorpus,
     load_corpus,
-    parquet_files,
-    sources,
-    text_files,
 )
 from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError
@@ -59,98 +55,48 @@ from distill_sweep.loop import LossFn, autocast, model_inputs, seed_everything, 
 from distill_sweep.models import as_masked_lm, has_mlm_head, head_deferred, mlm_head
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.inputs import as_target, fp32_region
-from distill_sweep.processes import requested_size
-from distill_sweep.schema import RecipeSettings, TaskSettings
-from distill_sweep.settings import as_dict, parse
+from distill_sweep.settings import as_dict
 from distill_sweep.stages import Stage, StageDriver, epoch_seed
 from distill_sweep.students import BuildInputs
 from distill_sweep.teacher import check_beats_baseline, masked_lm_teacher
 from distill_sweep.toy import vocabulary
 
-from .base import ProcedureSettings, register_procedure
 from .common import train_student
+from .settings import MLM_ACCURACY, TaskAgnosticSettings
 
 STAGE = "pretrain"
-PRIMARY = "mlm_accuracy"
 # Terms that read the training set's class labels (a memory bank of classes): a corpus has none.
 LABELLED_TERMS = ("hid_cls_contrast",)
 
 
-@dataclass
-class KDSettings:
-    kd_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: objective.alpha
-    mlm_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: 1 - objective.alpha
-    positions: Literal["masked", "all"] = "masked"  # where the KL is averaged
-
-
-@dataclass
-class TaskAgnosticSettings(ProcedureSettings):
-    map: Any = "top"  # used when the top-level `map` is left at `init`
-    # sequences per update, over all processes (the paper: 1024)
-    global_batch: int = field(default=32, metadata={"ge": 1})
-    # sequences per forward; global_batch / micro_batch are accumulated per update
-    micro_batch: int = field(default=16, metadata={"ge": 1})
-    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the corpus (unless max_steps)
-    max_steps: int | None = field(default=None, metadata={"ge": 1})  # updates in all (null: by epochs)
-    lr: float = field(default=5e-4, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
-    # warmup share, unless optimizer.warmup_ratio is set
-    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    kd: KDSettings = field(default_factory=KDSettings)  # the KD term on the MLM logits
-
-    reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
-
-    def validate(self, where: str) -> None:
-        ranks = requested_size()
-        if self.global_batch % (self.micro_batch * ranks):
-            raise ConfigError(f"{where}.global_batch={self.global_batch} is not a multiple of {where}.micro_batch="
-                              f"{self.micro_batch} x {ranks} process(es) (global batch = micro-batch x accumulation "
-                              "steps x processes)")
-
-    def sequences_per_step(self) -> int:
-        return self.global_batch
-
-    def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
-        """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by
-        the dev MLM accuracy."""
-        if corpus is None:
-            raise ConfigError("procedure=task_agnostic needs a corpus (corpus=toy|text_files|wikitext103|...)")
-        self.corpus = parse(CorpusSettings, corpus, "corpus")
-        for src in sources(self.corpus):  # an empty folder, no text, no parquet column: refused first
-            if src.source == "text_files":
-                text_files(str(src.path))
-            elif src.source == "parquet":
-                parquet_files(str(src.path), src.text_field)
-        return TaskSettings(name=f"pretrain_{self.corpus.name}", source=self.corpus.source,  # type: ignore[arg-type]
-                            num_labels=2, primary_metric=PRIMARY, metrics=[PRIMARY, "mlm_loss"],
-                            max_seq_length=self.corpus.max_seq_length, recipe=RecipeSettings(lr=self.lr))
-
-    def check_job(self, job: Any) -> None:
-        """Rules over the whole job, from configs alone (ConfigError, one line)."""
-        teacher = job.settings.teacher
-        if teacher.finetuned_path or teacher.ensemble:
-            what = "teacher.finetuned_path (a fine-tuned classifier)" if teacher.finetuned_path else "teacher.ensemble"
-            raise ConfigError(f"procedure=task_agnostic distils a pre-trained teacher with its MLM head: {what} "
-                              "does not apply")
-        if has_mlm_head(job.teacher_arch) is False:
-            raise ConfigError(f"teacher={teacher.name} ({teacher.name_or_path}) has no MLM head (its config names "
-                              f"{', '.join(job.teacher_arch.architectures)}): task-agnostic distillation needs the "
-                              "pre-trained model with its MLM head")
-        if job.objective is not None:
-            labelled = [t for t in job.objective.terms if t in LABELLED_TERMS]
-            if labelled:
-                raise ConfigError(f"objective={job.objective.name}: term {labelled[0]} needs the class labels of a "
-                                  "task; procedure=task_agnostic learns from unlabelled text")
-        if job.settings.optimizer.batch_size is not None:
-            raise ConfigError("procedure=task_agnostic takes its batch from procedure.global_batch and "
-                              "procedure.micro_batch: leave optimizer.batch_size null")
-        if teacher.name_or_path is not None:
-            vocab = int(job.teacher_arch.vocab_size)
-        else:  # built from config: its vocabulary is the tokenizer's (known here for the toy one)
-            vocab = len(vocabulary()) if teacher.tokenizer == "toy" else None
-        student_vocab = int(job.student_arch.vocab_size)
-        if job.student_kind.name == "pretrained" and vocab is not None and student_vocab != vocab:
-            raise ConfigError(f"the student's vocabulary has {student_vocab} tokens and the teacher's {vocab}: "
-                              "distillation on the MLM logits needs one vocabulary")
+# ------------------------------------------------------------------------------------------- the checks
+def check_job(settings: TaskAgnosticSettings, job: Any) -> None:
+    """Rules over the whole job, from configs alone (ConfigError, one line)."""
+    teacher = job.settings.teacher
+    if teacher.finetuned_path or teacher.ensemble:
+        what = "teacher.finetuned_path (a fine-tuned classifier)" if teacher.finetuned_path else "teacher.ensemble"
+        raise ConfigError(f"procedure=task_agnostic distils a pre-trained teacher with its MLM head: {what} "
+                          "does not apply")
+    if has_mlm_head(job.teacher_arch) is False:
+        raise ConfigError(f"teacher={teacher.name} ({teacher.name_or_path}) has no MLM head (its config names "
+                          f"{', '.join(job.teacher_arch.architectures)}): task-agnostic distillation needs the "
+                          "pre-trained model with its MLM head")
+    if job.objective is not None:
+        labelled = [t for t in job.objective.terms if t in LABELLED_TERMS]
+        if labelled:
+            raise ConfigError(f"objective={job.objective.name}: term {labelled[0]} needs the class labels of a "
+                              "task; procedure=task_agnostic learns from unlabelled text")
+    if job.settings.optimizer.batch_size is not None:
+        raise ConfigError("procedure=task_agnostic takes its batch from procedure.global_batch and "
+                          "procedure.micro_batch: leave optimizer.batch_size null")
+    if teacher.name_or_path is not None:
+        vocab = int(job.teacher_arch.vocab_size)
+    else:  # built from config: its vocabulary is the tokenizer's (known here for the toy one)
+        vocab = len(vocabulary()) if teacher.tokenizer == "toy" else None
+    student_vocab = int(job.student_arch.vocab_size)
+    if job.student_kind.name == "pretrained" and vocab is not None and student_vocab != vocab:
+        raise ConfigError(f"the student's vocabulary has {student_vocab} tokens and the teacher's {vocab}: "
+                          "distillation on the MLM logits needs one vocabulary")
 
 
 # ----------------------------------------------------------------------------------------------- losses
@@ -320,7 +266,7 @@ def mlm_evaluate(model: PreTrainedModel, dev_loaders: dict[str, Callable[[], Ite
                 count += int(gold.numel())
     finally:
         model.train(was_training)
-    return {PRIMARY: correct / max(1, count), "mlm_loss": nll / max(1, count)}
+    return {MLM_ACCURACY: correct / max(1, count), "mlm_loss": nll / max(1, count)}
 
 
 def unigram_accuracy(dev_loaders: dict[str, Callable[[], Iterator[dict[str, Tensor]]]]) -> float:
@@ -405,7 +351,6 @@ def stage_plan(settings: TaskAgnosticSettings, batches_per_epoch: int, run: Any)
     return epochs, cap
 
 
-@register_procedure("task_agnostic", distils=True, settings=TaskAgnosticSettings, data_parallel=True)
 def run(ctx: RunContext) -> None:
     job, record = ctx.job, ctx.record
     settings: TaskAgnosticSettings = job.procedure_settings
@@ -421,7 +366,7 @@ def run(ctx: RunContext) -> None:
     run_settings = job.settings.run
     dev = {"validation": lambda: corpus.dev_batches(run_settings.eval_batch_size)}
     record["teacher"]["dev"] = mlm_evaluate(teacher, dev, None, ctx.device, ctx.precision)
-    baseline = {PRIMARY: unigram_accuracy(dev)}
+    baseline = {MLM_ACCURACY: unigram_accuracy(dev)}
     record["teacher"]["majority_baseline"] = baseline
     # a teacher no better than always predicting the most frequent token (random weights, a head that was
     # initialised when loaded) teaches nothing: refused before the student is built

@@ -13,11 +13,9 @@ from distill_sweep.objectives.core import Objective, build_objective
 from distill_sweep.stages import Stage
 from distill_sweep.teacher import fine_tuned_teacher
 
-from .base import register_procedure
 from .common import build_student, teacher_view, train_student
 
 
-@register_procedure("task_specific", distils=True, stores_teacher_outputs=True)
 def run(ctx: RunContext) -> None:
     teacher = fine_tuned_teacher(ctx, guard=True)
     student = build_student(ctx, teacher)

@@ -1,0 +1,184 @@
+"""The procedures' own settings (conf/procedure/<name>.yaml), with the rules they check from the config alone.
+
+No torch here: job.identify parses and checks these before the training code is imported. The rules that
+need the models' configs are each procedure module's `check_job` (prepare.py calls it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from distill_sweep.causal_settings import CHOICE, InstructionSettings
+from distill_sweep.causal_settings import PRIMARY as TOKEN_ACCURACY
+from distill_sweep.corpus_settings import CorpusSettings, parquet_files, sources, text_files
+from distill_sweep.errors import ConfigError
+from distill_sweep.processes import requested_size
+from distill_sweep.schema import RecipeSettings, TaskSettings
+from distill_sweep.settings import UNHASHED_AT_DEFAULT, parse
+
+from .base import ProcedureSettings
+
+MLM_ACCURACY = "mlm_accuracy"  # task_agnostic's primary metric: the student's dev MLM accuracy
+
+
+# ------------------------------------------------------------------------------------------ task_agnostic
+@dataclass
+class KDSettings:
+    kd_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: objective.alpha
+    mlm_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: 1 - objective.alpha
+    positions: Literal["masked", "all"] = "masked"  # where the KL is averaged
+
+
+@dataclass
+class TaskAgnosticSettings(ProcedureSettings):
+    map: Any = "top"  # used when the top-level `map` is left at `init`
+    # sequences per update, over all processes (the paper: 1024)
+    global_batch: int = field(default=32, metadata={"ge": 1})
+    # sequences per forward; global_batch / micro_batch are accumulated per update
+    micro_batch: int = field(default=16, metadata={"ge": 1})
+    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the corpus (unless max_steps)
+    max_steps: int | None = field(default=None, metadata={"ge": 1})  # updates in all (null: by epochs)
+    lr: float = field(default=5e-4, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
+    # warmup share, unless optimizer.warmup_ratio is set
+    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
+    kd: KDSettings = field(default_factory=KDSettings)  # the KD term on the MLM logits
+
+    reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
+
+    def validate(self, where: str) -> None:
+        ranks = requested_size()
+        if self.global_batch % (self.micro_batch * ranks):
+            raise ConfigError(f"{where}.global_batch={self.global_batch} is not a multiple of {where}.micro_batch="
+                              f"{self.micro_batch} x {ranks} process(es) (global batch = micro-batch x accumulation "
+                              "steps x processes)")
+
+    def sequences_per_step(self) -> int:
+        return self.global_batch
+
+    def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
+        """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by
+        the dev MLM accuracy."""
+        if corpus is None:
+            raise ConfigError("procedure=task_agnostic needs a corpus (corpus=toy|text_files|wikitext103|...)")
+        self.corpus = parse(CorpusSettings, corpus, "corpus")
+        for src in sources(self.corpus):  # an empty folder, no text, no parquet column: refused first
+            if src.source == "text_files":
+                text_files(str(src.path))
+            elif src.source == "parquet":
+                parquet_files(str(src.path), src.text_field)
+        return TaskSettings(name=f"pretrain_{self.corpus.name}", source=self.corpus.source,  # type: ignore[arg-type]
+                            num_labels=2, primary_metric=MLM_ACCURACY, metrics=[MLM_ACCURACY, "mlm_loss"],
+                            max_seq_length=self.corpus.max_seq_length, recipe=RecipeSettings(lr=self.lr))
+
+# ------------------------------------------------------------------------------------------ causal_lm
+@dataclass
+class CausalLMSettings(ProcedureSettings):
+    data: Literal["corpus", "instructions"] = "corpus"  # what it distils on: the corpus group or instructions
+    # prompt/response pairs (data=instructions): toy, a local JSONL file or a hub dataset
+    instructions: InstructionSettings = field(default_factory=InstructionSettings)
+    # data=instructions: tokens per sequence, [BOS] and [EOS] included (the corpus has its own max_seq_length)
+    max_seq_length: int = field(default=64, metadata={"ge": 4})
+    batch_size: int = field(default=16, metadata={"ge": 1})  # sequences per step
+    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the training sequences (unless max_steps)
+    max_steps: int | None = field(default=None, metadata={"ge": 1})  # steps in all (null: by epochs)
+    lr: float = field(default=1e-3, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
+    # warmup share, unless optimizer.warmup_ratio is set
+    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
+    # weight of the next-token cross-entropy on the data's targets, added to the objective's terms
+    ce_weight: float = field(default=0.0, metadata={"ge": 0.0})
+    # a teacher built from teacher.config is first trained this many steps on the training sequences (0: random)
+    teacher_steps: int = field(default=400, metadata={"ge": 0})
+    teacher_lr: float = field(default=3e-3, metadata={"gt": 0.0})  # its learning rate
+    # distil from the teacher's k largest logits per position, stored once (null: the full logits, live)
+    teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
+    # init=prune: training sequences the block importance is computed on
+    calibration: int = field(default=64, metadata={"ge": 1})
+
+    reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
+
+    def validate(self, where: str) -> None:
+        ranks = requested_size()
+        if self.batch_size % ranks:
+            raise ConfigError(f"{where}.batch_size={self.batch_size} is not a multiple of the {ranks} processes (each "
+                              "takes an equal slice of every batch)")
+    prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
+    decoders = True  # its teacher is a decoder LM (families.py)
+
+    def sequences_per_step(self) -> int:
+        return self.batch_size
+
+    def reads_corpus(self) -> bool:
+        return self.data == "corpus"  # instructions: the corpus its defaults list composes is not read
+
+    def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
+        """The job's task in the data's terms: causal_<corpus or instructions name>, scored by token accuracy."""
+        if self.data == "corpus":
+            if corpus is None:
+                raise ConfigError("procedure=causal_lm data=corpus needs a corpus (corpus=toy|text_files|...)")
+            self.corpus = parse(CorpusSettings, corpus, "corpus")
+            name, length = self.corpus.name, self.corpus.max_seq_length
+        else:
+            name, length = self.instructions.name, self.max_seq_length
+        metrics = [TOKEN_ACCURACY, "perplexity", "nll"]
+        if self.data == "instructions" and self.instructions.choice_words():
+            metrics.append(CHOICE)
+        return TaskSettings(name=f"causal_{name}", source="toy", num_labels=2, primary_metric=TOKEN_ACCURACY,
+                            metrics=metrics, max_seq_length=length, recipe=RecipeSettings(lr=self.lr))
+
+# ------------------------------------------------------------------------------------------- fastbert
+@dataclass
+class FastBERTSettings(ProcedureSettings):
+    branch_width: int = field(default=128, metadata={"ge": 1})  # width of each branch classifier
+    branch_heads: int = field(default=2, metadata={"ge": 1})  # self-attention heads of each branch
+    epochs: int = field(default=10, metadata={"ge": 1})  # of self-distillation (`epochs=` caps it for smoke runs)
+    lr_scale: float = field(default=10.0, metadata={"gt": 0.0})  # x the task's learning rate
+    # the speeds evaluated: entropy thresholds in [0, 1], 0 = the full model
+    speeds: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    eval_speed: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # the epochs' dev metrics
+    # the last layer's classifier, which teaches the branches: the model's own (model) or, as in FastBERT, one
+    # like the branches (fastbert), fitted to the labels on the frozen backbone first
+    teacher_head: Literal["model", "fastbert"] = field(default="model", metadata=UNHASHED_AT_DEFAULT)
+    # dropout while the branches learn: off, or as FastBERT's code trains (the frozen backbone in train mode,
+    # the branches' attention weights dropped at the backbone's attention_probs_dropout_prob)
+    dropout: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
+
+    def validate(self, where: str) -> None:
+        if self.branch_width % self.branch_heads:
+            raise ConfigError(f"{where}.branch_width={self.branch_width} is not a multiple of "
+                              f"{where}.branch_heads={self.branch_heads}")
+        bad = [s for s in self.speeds if not 0.0 <= s <= 1.0]
+        if bad or not self.speeds:
+            raise ConfigError(f"{where}.speeds={self.speeds}: every speed must be in [0, 1] (and at least one)")
+
+    def check_task(self, task: Any, where: str) -> None:
+        if task.is_regression:  # one output: no entropy to exit on, nothing for the branches to learn
+            raise ConfigError(f"procedure=fastbert exits on the entropy of class probabilities: task={task.name} "
+                              "is a regression task")
+
+# ------------------------------------------------------------------------------------------------ ptp
+@dataclass
+class Thresholds:
+    correct: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a correct prediction above this is confident
+    wrong: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a wrong prediction above this is confident
+
+
+@dataclass
+class PTPSettings(ProcedureSettings):
+    thresholds: dict[str, Thresholds] = field(default_factory=dict)  # by task name
+    epochs: int | None = field(default=None, metadata={"ge": 1})  # of the ptp stage (null: as every stage)
+
+    def pre_stage_epochs(self, stage_epochs: int) -> int:
+        """Epochs of the ptp stage, given the epochs every other stage runs (the dry run's cost counts them)."""
+        return self.epochs or stage_epochs
+
+    def check_task(self, task: TaskSettings, where: str) -> None:
+        """Rules that involve the job's task (job.identify calls this)."""
+        if task.is_regression:
+            raise ConfigError(f"procedure=ptp labels the teacher's predictions right or wrong: task={task.name} "
+                              "is a regression task")
+        if task.name not in self.thresholds:
+            raise ConfigError(f"{where}.thresholds has no entry for task={task.name} (it has: "
+                              f"{', '.join(sorted(self.thresholds)) or 'none'}); add e.g. "
+                              f"+{where}.thresholds.{task.name}={{correct:0.95,wrong:0.7}}")
