@@ -13,10 +13,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
-from distill_sweep.composed import plain_config
 from distill_sweep.config_space import CONF_DIR, check_group_choices
 from distill_sweep.errors import ConfigError
-from distill_sweep.schema import check_config
+from distill_sweep.job import identify
 from distill_sweep.train import main
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
@@ -82,11 +81,12 @@ def check_overrides(argv: list[str]) -> str | None:
     """One line for overrides Hydra itself would refuse (their grammar, a sweep without -m, a key that is
     not in the config without `+`, an unknown hydra/ option), found by composing the config once.
 
-    Hydra reports these in several lines (exit 1). The typed settings of the top-level keys and of the task,
-    teacher, optimizer and logger groups are checked here too, so their typos are refused in a second or less,
-    before the training code (torch, transformers) is imported: for one job, that job; for a sweep, each value
-    of each swept key (with the other keys at their first value; `_SWEEP_CHECKS` compositions at most). The
-    sweeper checks every job of the grid again, the parts' settings included, and names the job.
+    Hydra reports these in several lines (exit 1). The job's identity is checked here too (job.identify: the
+    typed settings of every key and group, the procedure's, student's and objective's own settings, and the
+    rules between them), so a typo is refused in a second or less, before the training code (torch,
+    transformers) is imported: for one job, that job; for a sweep, each value of each swept key (with the
+    other keys at their first value; `_SWEEP_CHECKS` compositions at most). The sweeper checks every job of
+    the grid again and names the job; what needs the models' configs is checked then too (prepare.py).
     """
     args = _hydra_args(argv)
     if args is None or any(getattr(args, name, None) for name in _NOT_A_RUN):
@@ -123,8 +123,10 @@ def check_overrides(argv: list[str]) -> str | None:
                 cfg = compose("config", overrides=overrides, return_hydra_config=True)
             except (HydraException, OmegaConfBaseException) as err:
                 return _one_line(err)
-            try:  # the schema's own groups, before torch is loaded (the parts' settings: job.identify)
-                check_config(plain_config(cfg))
+            try:  # the job's identity: every part's settings and the rules between them, before torch is loaded
+                job = identify(cfg)
+                if not args.multirun:  # a sweep's cross product runs a job with an ignored setting once
+                    job.check_used()
             except ConfigError as err:
                 return str(err)
     return None

@@ -4,8 +4,9 @@ Times whole processes (wall clock, median of `--repeats`), the way a user waits 
 * `--help`;
 * planning the Table 3 grid (504 jobs) with `+dry_run=true`: composing and validating every job;
 * a no-op re-run: a small toy grid whose jobs are all complete is run again (nothing to train);
-* refusals of a bad setting: one of the schema's own groups (checked before torch is imported), for one job and
-  in a sweep, and one of a part's settings (an objective's, checked with the job).
+* refusals of a bad setting, for one job and in a sweep: the schema's own groups, a part's own settings and a
+  rule between parts (job.identify, checked before torch is imported), and one that needs the models' configs
+  (prepare.py: transformers and torch are imported first).
 Absolute seconds on a shared machine are noise: read them as orders of magnitude.
 """
 
@@ -71,6 +72,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                            work, args.repeats, "epochs=0: must be >= 1", code=2))
         rows.append(_timed("refusal: a part's setting (objective.alpha=7)", [*TOY, "objective.alpha=7", *store], work,
                            args.repeats, "objective.alpha=7", code=2))
+        rows.append(_timed("refusal: a part's setting in a sweep (objective.alpha=0.5,7 -m)",
+                           [*TOY, "objective.alpha=0.5,7", *store, "-m"], work, args.repeats, "objective.alpha=7",
+                           code=2))
+        rows.append(_timed("refusal: a rule between parts (objective=att_mse student=bilstm)",
+                           [*TOY, "objective=att_mse", "student=bilstm", *store], work, args.repeats,
+                           "intermediate-layer terms", code=2))
+        rows.append(_timed("refusal: a rule on the models' configs (init=[1,2], a 3-layer student)",
+                           [*TOY, "init=[1,2]", *store], work, args.repeats, "names 2 teacher layers", code=2))
     print(f"# distill_sweep bench_cli: wall seconds, median of {args.repeats} (min-max)")
     print("| command | median s | range s |")
     print("|---|---:|---:|")

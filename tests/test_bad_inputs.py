@@ -27,7 +27,8 @@ from distill_sweep import results
 from distill_sweep.__main__ import check_environment, check_overrides
 from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import identify, prepare
+from distill_sweep.job import identify
+from distill_sweep.prepare import prepare
 from distill_sweep.train import run_job
 
 RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
@@ -187,8 +188,10 @@ REFUSALS = [
     # a sweep's schema errors are refused by the command line's check, each swept value composed once
     Refusal("seed-word-sweep", ("seed=abc", "-m"), ("seed='abc'",)),
     Refusal("one-bad-job-of-a-sweep", ("optimizer.lr=0.001,fast", "-m"), ("optimizer.lr='fast'",)),
-    # a part's setting (an objective's) is checked with each job, by the sweeper
-    Refusal("part-setting-in-a-sweep", ("objective.alpha=0.5,7", "-m"), ("objective.alpha=7",), in_job=True),
+    # a part's setting (an objective's) in a sweep: each swept value is checked before the sweep starts
+    Refusal("part-setting-in-a-sweep", ("objective.alpha=0.5,7", "-m"), ("objective.alpha=7",)),
+    # a rule on the models' configs is checked with each job, by the sweeper, which names the job
+    Refusal("models-rule-in-a-sweep", ("init=[1,2,3],[1,2]", "-m"), ("names 2 teacher layers",), in_job=True),
     Refusal("sweep-without-m", ("optimizer.lr=0.001,fast",), ("optimizer.lr=0.001,fast", "-m")),
     Refusal("unknown-key-plus", ("+epoch=3",), ("epoch:", "unknown top-level key")),
     Refusal("unknown-key", ("epoch=3",), ("'epoch'", "+epoch=3")),

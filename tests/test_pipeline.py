@@ -13,7 +13,7 @@ from helpers import FAST, ROOT, compose_cfg, records, run_cli
 
 from distill_sweep import results
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import prepare
+from distill_sweep.prepare import prepare
 from distill_sweep.train import run_job
 
 RECORD_KEYS = {
@@ -100,8 +100,15 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, shared_cache: Path
     (["teacher.finetune.seed=abc"], "teacher.finetune.seed='abc'"),
     # a sweep: the bad value is not the first of its key, and another key is swept before it
     (["seed=1,2", "epochs=1,2,0", "-m"], "epochs=0: must be >= 1"),
+    # the parts' own settings and the rules between the parts (job.identify), also in a sweep
+    (["objective.alpha=7"], "objective.alpha=7: must be <= 1.0"),
+    (["student.num_layers=0"], "student.num_layers=0: must be >= 1"),
+    (["procedure=fastbert", "procedure.branch_width=7"], "procedure.branch_width=7 is not a multiple of"),
+    (["objective=att_mse", "student=bilstm"], "objective=att_mse has intermediate-layer terms"),
+    (["procedure=finetune", "objective=att_mse"], "objective=att_mse is ignored: procedure=finetune does not"),
+    (["objective=vanilla_kd,att_mse", "objective.alpha=0.5,7", "-m"], "objective.alpha=7: must be <= 1.0"),
 ])
-def test_a_schema_error_is_refused_before_torch_is_imported(args: list[str], line: str, tmp_path: Path) -> None:
+def test_a_config_error_is_refused_before_torch_is_imported(args: list[str], line: str, tmp_path: Path) -> None:
     # -X importtime lists every module the process imported: torch must not be among them
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "distill_sweep", *FAST, *args,
                            f"results_dir={tmp_path / 'r'}"], cwd=tmp_path, capture_output=True, text=True)
