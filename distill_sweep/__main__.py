@@ -11,9 +11,11 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
+from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from distill_sweep.config_space import CONF_DIR, check_group_choices
+from distill_sweep.disk import room_problem
 from distill_sweep.errors import ConfigError
 from distill_sweep.job import identify
 from distill_sweep.train import main
@@ -118,11 +120,16 @@ def check_overrides(argv: list[str]) -> str | None:
     for at, key, values in swept:
         jobs += [[*single[:at], f"{key}={value}", *single[at + 1:]] for value in values[1:]]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        for overrides in jobs[:_SWEEP_CHECKS]:
+        for n, overrides in enumerate(jobs[:_SWEEP_CHECKS]):
             try:
                 cfg = compose("config", overrides=overrides, return_hydra_config=True)
             except (HydraException, OmegaConfBaseException) as err:
                 return _one_line(err)
+            if n == 0:  # where Hydra writes its own files first (a full disk stops it there with a traceback)
+                key = "hydra.sweep.dir" if args.multirun else "hydra.run.dir"
+                problem = room_problem(str(OmegaConf.select(cfg, key)))
+                if problem:
+                    return f"{key}={OmegaConf.select(cfg, key)}: {problem}; nothing was written"
             try:  # the job's identity: every part's settings and the rules between them, before torch is loaded
                 job = identify(cfg)
                 if not args.multirun:  # a sweep's cross product runs a job with an ignored setting once

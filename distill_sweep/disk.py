@@ -52,3 +52,25 @@ def reserve(path: Path | str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def room_problem(directory: Path | str, size: int = 64 * 1024) -> str | None:
+    """Why `size` bytes cannot be written where `directory` is (or would be created), or None: a file of that
+    size is written in its nearest existing folder and removed again. Hydra writes its run directory (config
+    copies, the job's log) before any job code runs; on a full disk it stops there with a traceback."""
+    probe = Path(directory).expanduser().absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return None  # not a folder: the job's own checks say so, naming the key
+    path = probe / f".distill_sweep-room-{os.getpid()}"
+    try:
+        with open(path, "wb") as f:
+            f.write(b"\0" * size)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        return f"cannot write in {probe}: {problem(err)}"
+    finally:
+        path.unlink(missing_ok=True)
+    return None

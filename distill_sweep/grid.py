@@ -446,13 +446,14 @@ class SkipCompletedSweeperImpl(BasicSweeper):
             returns += more
         failed = [r for batch in returns for r in batch if r.status.name == "FAILED"]
         if failed:
-            total = len(todo) + len(then)
-            print(f"distill_sweep: {len(failed)} of {total} jobs failed (see their result.json)", file=sys.stderr)
-            try:
-                _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
-            except DiskWriteError as err:  # a full disk: the file, in one line (as for one job)
-                print(f"distill_sweep: error: {err}", file=sys.stderr)
+            summary = f"{len(failed)} of {len(todo) + len(then)} jobs failed (see their result.json)"
+            # (Hydra's `return_value` prints its own "Error executing job" line before it re-raises)
+            first = failed[0]._return_value
+            if isinstance(first, DiskWriteError):  # a full disk: the file, in one line (as for one job)
+                print(f"distill_sweep: error: {summary}; the first: {first}", file=sys.stderr)
                 sys.exit(1)
+            print(f"distill_sweep: {summary}", file=sys.stderr)
+            _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
         return returns
 
     def _launch_all(self, todo: list[list[str]], idents: list[Any], initial_job_idx: int,

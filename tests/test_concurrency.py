@@ -363,22 +363,24 @@ def _free(disk: Path) -> int:
     return stat.f_bavail * stat.f_frsize
 
 
+@pytest.mark.parametrize("sweep", [False, True], ids=["one-job", "sweep"])
 def test_a_full_disk_while_checkpointing_is_one_line_and_the_job_resumes(tmp_path: Path, small_disk: Path,
-                                                                        cache: SimpleNamespace) -> None:
+                                                                        cache: SimpleNamespace, sweep: bool) -> None:
     """Room for the first checkpoint and half the second: the first is written, the second cannot be (its temp
     file fills the disk), the job stops with one line naming the checkpoint, which is the first one still; with space again
-    the job resumes from it and completes."""
+    the job resumes from it and completes. In a sweep the one line also says how many jobs failed."""
     out = small_disk / "r"
     args = [*JOB, "seed=10", "checkpoint.every_steps=2", f"results_dir={out}", f"cache_dir={cache.dir}"]
     first, second = cache.checkpoint_bytes[:2]
     filler = _fill(small_disk, leave=first + second // 2 + 64 * 1024)  # 64 kB: the record and the lock
-    run = run_cli(args, cwd=tmp_path)
+    run = run_cli([*args, "-m"] if sweep else args, cwd=tmp_path)
     assert run.returncode == 1, run.stderr[-3000:]
     (ckpt,) = out.rglob(CHECKPOINT)
     errors = [line for line in run.stderr.splitlines() if line.startswith("distill_sweep:")]
-    assert errors == [f"distill_sweep: error: cannot write {ckpt}: No space left on device [ENOSPC]; the previous "
-                      "checkpoint.pt is intact"], run.stderr[-3000:]
-    assert "Traceback" not in run.stderr
+    failed = "1 of 1 jobs failed (see their result.json); the first: " if sweep else ""
+    assert errors == [f"distill_sweep: error: {failed}cannot write {ckpt}: No space left on device [ENOSPC]; the "
+                      "previous checkpoint.pt is intact"], run.stderr[-3000:]
+    assert "Traceback" not in run.stderr and "Error executing job" not in run.stderr
     (record,) = records(out)
     assert record["status"] == "failed" and str(ckpt) in record["error"]
     state = load_checkpoint(ckpt, record["config_hash"])
@@ -388,6 +390,20 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_the_job_resumes(tmp_pat
     done = run_job(compose_cfg(args))
     assert done["status"] == "completed" and done["resumed"] == 1 and done["attempts"] == 2
 
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["one-job", "sweep"])
+def test_a_full_disk_where_hydra_writes_is_refused_in_one_line(tmp_path: Path, small_disk: Path, sweep: bool) -> None:
+    """Hydra writes its run (or sweep) directory before any job code runs; on a full disk it stopped there with a
+    traceback. The command line refuses it first, in one line, and writes nothing."""
+    _fill(small_disk, leave=16 * 1024)
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    args = [*JOB, f"{key}={small_disk / 'hydra'}", f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
+    run = run_cli([*args, "seed=1,2", "-m"] if sweep else args, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert run.stderr.splitlines() == [f"distill_sweep: error: {key}={small_disk / 'hydra'}: cannot write in "
+                                       f"{small_disk}: No space left on device [ENOSPC]; nothing was written"]
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"] and not (tmp_path / "r").exists()
 
 def _tiny_teacher() -> BertForSequenceClassification:
     torch.manual_seed(0)
