@@ -22,3 +22,10 @@ def find(target: str) -> Any | None:
     """As `load`, or None where the module has no such attribute (an optional hook)."""
     module, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module), attribute, None)
+
+
+def add(registry: dict[str, Any], name: str, entry: Any, kind: str) -> None:
+    """`entry` under `name` in `registry`; a name declared twice is a programming error, refused."""
+    if name in registry:
+        raise ValueError(f"{kind} {name!r} declared twice")
+    registry[name] = entry

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
-from ..declared import load
+from ..declared import add, load
 from .term_settings import (
     CausalKDSettings,
     ContrastSettings,
@@ -63,9 +63,7 @@ TERMS: dict[str, TermInfo] = {}
 def declare(*terms: TermInfo) -> None:
     """Add terms to TERMS; a name declared twice is refused."""
     for term in terms:
-        if term.name in TERMS:
-            raise ValueError(f"loss term {term.name!r} declared twice")
-        TERMS[term.name] = term
+        add(TERMS, term.name, term, "loss term")
 
 
 declare(

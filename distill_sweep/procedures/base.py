@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from distill_sweep.declared import find, load
+from distill_sweep.declared import add, find, load
 from distill_sweep.errors import ConfigError
 
 
@@ -79,9 +79,7 @@ PROCEDURES: dict[str, Procedure] = {}
 
 def declare(procedure: Procedure) -> Procedure:
     """Add `procedure` to the registry (procedures/__init__.py declares every procedure, its code unloaded)."""
-    if procedure.name in PROCEDURES:
-        raise ValueError(f"procedure {procedure.name!r} declared twice")
-    PROCEDURES[procedure.name] = procedure
+    add(PROCEDURES, procedure.name, procedure, "procedure")
     return procedure
 
 

@@ -82,9 +82,7 @@ STUDENTS: dict[str, StudentType] = {}
 
 def register_student(kind: StudentType) -> StudentType:
     """Add a declared student type to `STUDENTS` (students/declarations.py declares the package's own)."""
-    if kind.name in STUDENTS:
-        raise ValueError(f"student {kind.name!r} registered twice")
-    STUDENTS[kind.name] = kind
+    declared.add(STUDENTS, kind.name, kind, "student")
     return kind
 
 
