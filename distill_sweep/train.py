@@ -1,8 +1,8 @@
 """The entry point: `python -m distill_sweep [overrides]` runs one job (add `-m` to sweep).
 
-A job flows: job.prepare (typed settings, identity, init, layer map, objective vs student; no model
-loaded) -> the record is opened -> context.RunContext (device, data) -> the procedure's `run` (its models
-and stages, driven by stages.StageDriver) -> result.json completed (see distill_sweep.results).
+A job flows: prepare.prepare (job.identify's typed settings and identity, then init, layer map, objective vs
+student; no model loaded) -> the record is opened -> context.RunContext (device, data) -> the procedure's
+`run` (its models and stages, driven by stages.StageDriver) -> result.json completed (distill_sweep.results).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ corrupt file the tool finds is recovered.
 CLI cases run `python -m distill_sweep ...` with the user's argv, two at a time, all in one module fixture
 (each case is then its own test), in processes forked from an interpreter that has already imported the
 package (`PreloadedPython`); the kill -9 test runs fresh interpreters. Config-only cases call
-`job.prepare` in-process, which is what the CLI and the sweeper call for every job.
+`prepare.prepare` in-process, which is what the sweeper calls for every job (the CLI calls its first half,
+`job.identify`, before torch is imported).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def is_own(records: pd.DataFrame) -> pd.Series:
 def source_init(init: dict[str, Any]) -> str:
     """A distillation's init as the tables name it: random (no teacher layer copied), first, or its layers."""
     name, layers = str(init.get("name") or ""), list(init.get("layers") or [])
-    if name in ("first", "bottom"):  # the first k teacher layers (models.resolve_init names init=first "bottom")
+    if name in ("first", "bottom"):  # the first k teacher layers (inits.resolve_init names init=first "bottom")
         return "first"
     if not layers:
         return "random"
