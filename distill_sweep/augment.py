@@ -46,7 +46,7 @@ from distill_sweep.settings import as_dict
 from distill_sweep.teacher_cache import waiting_lock
 
 log = logging.getLogger("distill_sweep")
-AUGMENT_VERSION = 2  # bump when the generated sentences change (2: case kept, candidates decoded to words)
+AUGMENT_VERSION = 3  # bump when the generated sentences change (2: case kept, candidates decoded to words; 3: tang too)
 # The stop words TinyBERT's augmenter leaves alone (NLTK's English list, which its code copies).
 STOP_WORDS = frozenset("""
 i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself
@@ -323,7 +323,8 @@ def tang_rows(rows: dict[str, list], fields: list[str], settings: AugmentSetting
 
     tag = pos_tagger()
     n = len(rows[fields[0]])
-    tokens = {f: [words(str(t)) for t in rows[f]] for f in fields}
+    # the case kept, as for tinybert: a cased teacher (RoBERTa's) reads it; an uncased one lower-cases it itself
+    tokens = {f: [words(str(t), lowercase=False) for t in rows[f]] for f in fields}
     tags = {f: [tag(t) if t else [] for t in tokens[f]] for f in fields}
     vocab = words_by_pos([t for f in fields for t in tokens[f]], [t for f in fields for t in tags[f]])
     out: dict[str, list] = {k: [] for k in rows}

@@ -269,6 +269,19 @@ def test_tang_samples_per_example_without_repeats() -> None:
     assert out["label"] == [0] * len(first) + [1] * len(second)
 
 
+
+def test_tang_keeps_the_case_a_cased_teacher_reads() -> None:
+    from distill_sweep.augment import tang_rows
+
+    rows = {"sentence": ["The Staff at Luigi's was RUDE .", "Good food , nice staff ."], "label": [0, 1]}
+    out = tang_rows(rows, ["sentence"], AugmentSettings(name="tang"), 20, "[MASK]", progress=False)
+    cased = {w for s in rows["sentence"] for w in s.split()} | {"Luigi", "'", "s", "[MASK]"}
+    new = [s for s, origin in zip(out["sentence"], out["augmented_from"], strict=True) if s not in rows["sentence"]]
+    assert len(new) > 10
+    # every word of every sample is a word of the training set as written there (lower-casing made "the", "rude")
+    assert {w for s in new for w in s.split()} <= cased
+    assert any("RUDE" in s.split() or "The" in s.split() for s in new)
+
 def test_a_tang_job_needs_no_model_and_shares_its_split(tmp_path: Path) -> None:
     first = _tang_job(tmp_path, "seed=1")
     second = _tang_job(tmp_path, "seed=2")
