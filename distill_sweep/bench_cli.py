@@ -4,9 +4,9 @@ Times whole processes (wall clock, median of `--repeats`), the way a user waits 
 * `--help`;
 * planning the Table 3 grid (504 jobs) with `+dry_run=true`: composing and validating every job;
 * a no-op re-run: a small toy grid whose jobs are all complete is run again (nothing to train);
-* refusals of a bad setting, for one job and in a sweep: the schema's own groups, a part's own settings and a
-  rule between parts (job.identify, checked before torch is imported), and one that needs the models' configs
-  (prepare.py: transformers and torch are imported first).
+* refusals of a bad setting, for one job and in a sweep: the schema's own groups, a part's own settings, a
+  rule between parts and a layer rule on numbers the teacher's config states (job.identify, checked before
+  torch is imported), and one that needs transformers' configs (prepare.py: transformers and torch first).
 Absolute seconds on a shared machine are noise: read them as orders of magnitude.
 """
 
@@ -78,8 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(_timed("refusal: a rule between parts (objective=att_mse student=bilstm)",
                            [*TOY, "objective=att_mse", "student=bilstm", *store], work, args.repeats,
                            "intermediate-layer terms", code=2))
-        rows.append(_timed("refusal: a rule on the models' configs (init=[1,2], a 3-layer student)",
+        rows.append(_timed("refusal: a layer rule the teacher's config states (init=[1,2], a 3-layer student)",
                            [*TOY, "init=[1,2]", *store], work, args.repeats, "names 2 teacher layers", code=2))
+        rows.append(_timed("refusal: a rule on transformers' configs (objective=att_mse student=fresh: heads)",
+                           [*TOY, "objective=att_mse", "student=fresh", *store], work, args.repeats,
+                           "compares attention heads one to one", code=2))
     print(f"# distill_sweep bench_cli: wall seconds, median of {args.repeats} (min-max)")
     print("| command | median s | range s |")
     print("|---|---:|---:|")

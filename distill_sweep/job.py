@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from omegaconf import DictConfig
@@ -22,14 +23,16 @@ from distill_sweep.augment_settings import parse_augment
 from distill_sweep.composed import plain_config
 from distill_sweep.config_space import default_choices, option_defaults
 from distill_sweep.errors import ConfigError
-from distill_sweep.inits import init_dirname, init_spec
-from distill_sweep.mapping import map_spec
+from distill_sweep.inits import StudentInit, init_dirname, init_spec, resolve_init, skip_layers
+from distill_sweep.mapping import map_spec, resolve_map
+from distill_sweep.model_info import check_positions
 from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.outputs_plan import plan
 from distill_sweep.procedures import Procedure, procedure_named
 from distill_sweep.processes import requested_size
 from distill_sweep.schema import ConfigSettings, check_config
 from distill_sweep.settings import as_dict, new_keys_at_default, parse
+from distill_sweep.stated_config import DEPTH_KEYS, stated_int, stated_teacher_config
 from distill_sweep.store_keys import teacher_specs
 from distill_sweep.students import StudentType, student_type
 from distill_sweep.teacher_cache import TeacherSpec
@@ -126,8 +129,46 @@ def identify(cfg: DictConfig) -> JobIdentity:
     out_dir = results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
     legacy = [results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
               for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
-    return JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
-                       out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings))
+    ident = JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
+                        out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings))
+    _check_stated_shapes(ident)
+    return ident
+
+
+def layer_plan(ident: JobIdentity, depth: int, k: int) -> tuple[StudentInit, list[tuple[int, int]]]:
+    """The student's init and layer map, for a teacher of `depth` layers and a student of `k` (ConfigError)."""
+    if ident.student_kind.uses_init:
+        init = resolve_init(ident.settings.run.init, depth, k)
+        if init.name == "prune" and not ident.procedure_settings.prunes_layers:
+            raise ConfigError(f"init=prune chooses decoder layers by block importance when the job runs: "
+                              f"procedure=causal_lm only, not procedure={ident.procedure.name}")
+    else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
+        pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
+        init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)
+    spec = ident.settings.run.map
+    if map_spec(spec) == "init" and getattr(ident.procedure_settings, "map", None) is not None:
+        spec = ident.procedure_settings.map  # the procedure's own default map (task_agnostic: top)
+    if ident.objective is not None and not init.layer_map and map_spec(spec) == "init":
+        raise ConfigError(f"the student has {k} layers and the teacher {depth}: choose a layer map (map=...)")
+    return init, resolve_map(spec, init, depth, k)
+
+
+def _check_stated_shapes(ident: JobIdentity) -> None:
+    """The rules on the models' shapes (the init, the layer map, the sequence length), where the teacher's
+    config states the numbers (stated_config.py): refused here, before torch; prepare.complete checks them again
+    from transformers' configs, and everything a config does not state."""
+    teacher = stated_teacher_config(ident.settings.teacher)
+    if teacher is None:
+        return
+    length_key = "task" if ident.procedure_settings.reads_task else "corpus"
+    stated = SimpleNamespace(max_position_embeddings=stated_int(teacher, "max_position_embeddings"),
+                             model_type=teacher.get("model_type", ""))
+    # the student types stating their depth copy the teacher's positions (students/settings.py)
+    check_positions(ident.settings.task.max_seq_length, {"teacher": stated}, length_key)
+    depth = stated_int(teacher, *DEPTH_KEYS)
+    student_depth = getattr(ident.student, "stated_depth", None)
+    if ident.procedure.uses_student and depth is not None and student_depth is not None:
+        layer_plan(ident, depth, student_depth())
 
 
 def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: Any) -> list[str]:

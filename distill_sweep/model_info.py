@@ -39,3 +39,15 @@ def require_equal_widths(term: str, states: str, student: ModelInfo, teacher: Mo
         raise ConfigError(f"objective term {term!r} compares {states} without a projection: the student is "
                           f"{student.hidden_size} wide and the teacher {teacher.hidden_size}; use a student of "
                           "the teacher's width")
+
+
+def check_positions(max_seq_length: int, archs: dict[str, Any], key: str = "task") -> None:
+    """Refuse a sequence length longer than a model's usable positions (`archs`: name -> its config, read by
+    attribute; a config that does not state its positions is not checked)."""
+    for name, arch in archs.items():
+        positions = getattr(arch, "max_position_embeddings", None)
+        # RoBERTa's position ids start after the padding index: 2 positions are not usable
+        usable = positions - 2 if positions and getattr(arch, "model_type", "") == "roberta" else positions
+        if usable and max_seq_length > usable:
+            raise ConfigError(f"{key}.max_seq_length={max_seq_length} is longer than the {name}'s "
+                              f"{usable} positions (max_position_embeddings)")

@@ -24,10 +24,9 @@ from distill_sweep.checkpoint_files import CHECKPOINT
 from distill_sweep.data import check_files
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import is_causal_type
-from distill_sweep.inits import StudentInit, resolve_init, skip_layers
-from distill_sweep.job import JobIdentity, identify
-from distill_sweep.mapping import map_spec, resolve_map
-from distill_sweep.model_info import ModelInfo
+from distill_sweep.inits import StudentInit
+from distill_sweep.job import JobIdentity, identify, layer_plan
+from distill_sweep.model_info import ModelInfo, check_positions
 from distill_sweep.models import teacher_config, tokenizer_source
 from distill_sweep.objectives import check_compatible
 from distill_sweep.students import model_info
@@ -78,44 +77,21 @@ def complete(ident: JobIdentity) -> Job:
                               f"procedure={ident.procedure.name} trains no student on it")
         check_augment(task.augment, teacher)
     if not ident.procedure.uses_student:  # the procedure's model is the teacher itself (e.g. early exit)
-        _check_positions(task.max_seq_length, {"teacher": teacher_arch})
+        check_positions(task.max_seq_length, {"teacher": teacher_arch})
         return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
                    init=StudentInit("none", "none", [], []), layer_map=[])
     if ident.student_kind.locate is not None:  # e.g. a distilled student, saved by another job of this store
         ident.student = ident.student_kind.locate(ident.student, Path(results.absolute(ident.settings.run.results_dir)))
     student_arch = ident.student_kind.describe(ident.student, teacher_arch)
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
-    if ident.student_kind.uses_init:
-        init = resolve_init(ident.settings.run.init, depth, k)
-        if init.name == "prune" and not ident.procedure_settings.prunes_layers:
-            raise ConfigError(f"init=prune chooses decoder layers by block importance when the job runs: "
-                              f"procedure=causal_lm only, not procedure={ident.procedure.name}")
-    else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
-        pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
-        init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)
-    spec = ident.settings.run.map
-    if map_spec(spec) == "init" and getattr(ident.procedure_settings, "map", None) is not None:
-        spec = ident.procedure_settings.map  # the procedure's own default map (task_agnostic: top)
-    if ident.objective is not None and not init.layer_map and map_spec(spec) == "init":
-        raise ConfigError(f"the student has {k} layers and the teacher {depth}: choose a layer map (map=...)")
-    layer_map = resolve_map(spec, init, depth, k)
+    init, layer_map = layer_plan(ident, depth, k)
     length_key = "task" if ident.procedure_settings.reads_task else "corpus"
-    _check_positions(task.max_seq_length, {"teacher": teacher_arch, "student": student_arch}, length_key)
+    check_positions(task.max_seq_length, {"teacher": teacher_arch, "student": student_arch}, length_key)
     if ident.objective is not None:
         check_compatible(ident.objective, model_info(student_arch), model_info(teacher_arch), layer_map)
     job = Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init, layer_map=layer_map)
     ident.procedure.check_job(ident.procedure_settings, job)  # e.g. task_agnostic: an MLM head, the corpus, the vocabulary
     return job
-
-
-def _check_positions(max_seq_length: int, archs: dict[str, PretrainedConfig], key: str = "task") -> None:
-    for name, arch in archs.items():
-        positions = getattr(arch, "max_position_embeddings", None)
-        # RoBERTa's position ids start after the padding index: 2 positions are not usable
-        usable = positions - 2 if positions and getattr(arch, "model_type", "") == "roberta" else positions
-        if usable and max_seq_length > usable:
-            raise ConfigError(f"{key}.max_seq_length={max_seq_length} is longer than the {name}'s "
-                              f"{usable} positions (max_position_embeddings)")
 
 
 def check_writable(path: Path, key: str) -> None:

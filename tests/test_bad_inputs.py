@@ -191,8 +191,11 @@ REFUSALS = [
     Refusal("one-bad-job-of-a-sweep", ("optimizer.lr=0.001,fast", "-m"), ("optimizer.lr='fast'",)),
     # a part's setting (an objective's) in a sweep: each swept value is checked before the sweep starts
     Refusal("part-setting-in-a-sweep", ("objective.alpha=0.5,7", "-m"), ("objective.alpha=7",)),
-    # a rule on the models' configs is checked with each job, by the sweeper, which names the job
-    Refusal("models-rule-in-a-sweep", ("init=[1,2,3],[1,2]", "-m"), ("names 2 teacher layers",), in_job=True),
+    # a layer rule on numbers the teacher's config states (teacher=tiny), each swept value before the sweep
+    Refusal("layer-rule-in-a-sweep", ("init=[1,2,3],[1,2]", "-m"), ("init=[1, 2] names 2 teacher layers",)),
+    # a rule on transformers' configs (the student's heads) is checked with each job, by the sweeper, naming it
+    Refusal("models-rule-in-a-sweep", ("objective=vanilla_kd,att_mse", "student=fresh", "-m"),
+            ("objective=att_mse", "compares attention heads one to one"), in_job=True),
     Refusal("sweep-without-m", ("optimizer.lr=0.001,fast",), ("optimizer.lr=0.001,fast", "-m")),
     Refusal("unknown-key-plus", ("+epoch=3",), ("epoch:", "unknown top-level key")),
     Refusal("unknown-key", ("epoch=3",), ("'epoch'", "+epoch=3")),

@@ -94,11 +94,13 @@ def test_dry_run_plans_without_running(tmp_path: Path) -> None:
 
 def test_a_bad_job_in_a_sweep_stops_it_before_anything_runs(tmp_path: Path) -> None:
     out = tmp_path / "results"
-    proc = run_cli([*FAST, "init=1,[1,2]", f"results_dir={out}", f"cache_dir={tmp_path / 'c'}", "-m"],
-                   cwd=tmp_path, env={"PYTHONWARNINGS": "ignore"})
+    # (a rule transformers' configs decide: the sweeper checks every job before launching any, naming the job)
+    proc = run_cli([*FAST, "objective=vanilla_kd,att_mse", "student=fresh", f"results_dir={out}",
+                    f"cache_dir={tmp_path / 'c'}", "-m"], cwd=tmp_path, env={"PYTHONWARNINGS": "ignore"})
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("distill_sweep: error")]
-    assert len(errors) == 1 and "init=[1,2]" in errors[0] and "names 2 teacher layers" in errors[0]
+    assert len(errors) == 1 and errors[0].startswith("distill_sweep: error in job [") and "objective=att_mse" in errors[0]
+    assert "compares attention heads one to one" in errors[0]
     assert not out.exists() and not (tmp_path / "c").exists()
 
 

@@ -24,6 +24,10 @@ class TruncatedSettings:
     # layers, copied from the teacher layers that init names
     num_layers: int = field(default=3, metadata={"ge": 1})
 
+    def stated_depth(self) -> int:
+        """The student's layers, as describe() makes them (job.identify checks the init with it, before torch)."""
+        return self.num_layers
+
 
 @dataclass
 class FreshSettings:
@@ -33,6 +37,10 @@ class FreshSettings:
     num_attention_heads: int = field(default=12, metadata={"ge": 1})  # attention heads
     intermediate_size: int = field(default=1200, metadata={"ge": 1})  # feed-forward width
     copy_embeddings: bool = True  # copy the teacher's embeddings when the widths match
+
+    def stated_depth(self) -> int:
+        """The student's layers, as describe() makes them (job.identify checks the layer map with it)."""
+        return self.num_layers
 
     def validate(self, where: str) -> None:
         if self.hidden_size % self.num_attention_heads:
