@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 from distill_sweep.config_space import CONF_DIR, check_group_choices
 from distill_sweep.disk import room_problem
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import identify
+from distill_sweep.job import check_paths, identify
 from distill_sweep.train import main
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
@@ -87,8 +87,9 @@ def check_overrides(argv: list[str]) -> str | None:
     typed settings of every key and group, the procedure's, student's and objective's own settings, and the
     rules between them), so a typo is refused in a second or less, before the training code (torch,
     transformers) is imported: for one job, that job; for a sweep, each value of each swept key (with the
-    other keys at their first value; `_SWEEP_CHECKS` compositions at most). The sweeper checks every job of
-    the grid again and names the job; what needs the models' configs is checked then too (prepare.py).
+    other keys at their first value; `_SWEEP_CHECKS` compositions at most). A run's files and directories are
+    checked here too (job.check_paths: the task's TSVs, results_dir, cache_dir). The sweeper checks every job
+    of the grid again and names the job; what needs transformers' configs is checked then too (prepare.py).
     """
     args = _hydra_args(argv)
     if args is None or any(getattr(args, name, None) for name in _NOT_A_RUN):
@@ -134,6 +135,8 @@ def check_overrides(argv: list[str]) -> str | None:
                 job = identify(cfg)
                 if not args.multirun:  # a sweep's cross product runs a job with an ignored setting once
                     job.check_used()
+                if not (args.cfg or _plans(argv)):  # its files and directories, for a run (a plan reads none)
+                    check_paths(job)
             except ConfigError as err:
                 return str(err)
     return None
@@ -169,14 +172,18 @@ def _hydra_args(argv: list[str]) -> Any:
         return None
 
 
+def _plans(argv: list[str]) -> bool:
+    """A dry run (or a seed plan): the sweeper plans the grid and runs nothing."""
+    return any(a.lstrip("+").lower() in ("dry_run=true", "plan_seeds=true") for a in argv)
+
+
 def check_environment(argv: list[str]) -> str | None:
     """One line for an environment that cannot run what was asked (checked before Hydra starts)."""
 
     args = _hydra_args(argv)
     # only a launch needs sbatch: not a dry run, nor printing the config (--cfg) or help
     launches = args is None or not (args.cfg or any(getattr(args, name, None) for name in _NOT_A_RUN))
-    dry_run = any(a.lstrip("+").lower() in ("dry_run=true", "plan_seeds=true") for a in argv)
-    if "hydra/launcher=slurm" in argv and launches and not dry_run and shutil.which("sbatch") is None:
+    if "hydra/launcher=slurm" in argv and launches and not _plans(argv) and shutil.which("sbatch") is None:
         return ("hydra/launcher=slurm: no SLURM on this host (sbatch is not on PATH); run from a SLURM login "
                 "node, or use hydra/launcher=local or hydra/launcher=local_parallel")
     return None

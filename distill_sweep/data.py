@@ -27,6 +27,15 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sampler, S
 
 from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError, DataError
+from distill_sweep.task_files import (
+    column_index,
+    dev_splits,
+    get,
+    refuse_binary,
+    tsv_columns,
+    tsv_paths,
+    tsv_subdir,
+)
 from distill_sweep.toy import generate_toy
 
 log = logging.getLogger(__name__)
@@ -41,27 +50,17 @@ STUDENT_IDS = "student_ids_"
 
 
 # --------------------------------------------------------------------------------------------- config
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    """Attribute/key access that works for typed settings, dicts and SimpleNamespace alike."""
-    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
-
-
-def _dev_splits(task_cfg: Any) -> dict[str, str]:
-    dev = _get(task_cfg, "dev_splits") or {"validation": "validation"}
-    return {str(k): str(v) for k, v in dict(dev).items()}
-
-
 def _check_task_cfg(task_cfg: Any) -> None:
-    names = list(_get(task_cfg, "label_names") or [])
-    regression = bool(_get(task_cfg, "is_regression", False))
-    num_labels = int(_get(task_cfg, "num_labels"))
+    names = list(get(task_cfg, "label_names") or [])
+    regression = bool(get(task_cfg, "is_regression", False))
+    num_labels = int(get(task_cfg, "num_labels"))
     if regression and num_labels != 1:
         raise ConfigError(
-            f"task {_get(task_cfg, 'name')}: is_regression needs num_labels 1, got {num_labels}"
+            f"task {get(task_cfg, 'name')}: is_regression needs num_labels 1, got {num_labels}"
         )
     if not regression and len(names) != num_labels:
         raise ConfigError(
-            f"task {_get(task_cfg, 'name')}: num_labels {num_labels} but {len(names)} label_names {names}"
+            f"task {get(task_cfg, 'name')}: num_labels {num_labels} but {len(names)} label_names {names}"
         )
 
 
@@ -79,22 +78,22 @@ def load_raw(task_cfg: Any) -> dict[str, Dataset]:
 
 
 def _load_source(task_cfg: Any) -> dict[str, Dataset]:
-    source = _get(task_cfg, "source", "glue")
+    source = get(task_cfg, "source", "glue")
     if source == "toy":
-        recipe = _get(task_cfg, "recipe") or {}
+        recipe = get(task_cfg, "recipe") or {}
 
         def toy_key(key: str, default: int) -> int:
             # The contract lists these under the recipe; accept them at the task level too.
-            return int(_get(recipe, key, _get(task_cfg, key, default)))
+            return int(get(recipe, key, get(task_cfg, key, default)))
 
         splits = generate_toy(toy_key("num_train", 3000), toy_key("num_dev", 500), toy_key("seed", 0))
         out = {"train": splits["train"]}
-        for name in _dev_splits(task_cfg):
+        for name in dev_splits(task_cfg):
             out[name] = splits["validation"]
         return out
     if source != "glue":
         raise ConfigError(f"task.source must be 'glue' or 'toy', got {source!r}")
-    if _get(task_cfg, "data_dir"):
+    if get(task_cfg, "data_dir"):
         return _load_tsv(task_cfg)
     return _load_hub(task_cfg)
 
@@ -102,17 +101,17 @@ def _load_source(task_cfg: Any) -> dict[str, Dataset]:
 # ------------------------------------------------------------------------------------- pilot subsets
 def _subset_limits(task_cfg: Any) -> tuple[int | None, int | None, int]:
     """(max_train_samples, max_dev_samples, subset_seed), each checked: null or a positive integer."""
-    name = _get(task_cfg, "name")
+    name = get(task_cfg, "name")
     limits: list[int | None] = []
     for key in ("max_train_samples", "max_dev_samples"):
-        value = _get(task_cfg, key)
+        value = get(task_cfg, key)
         # bool is an int in Python; `true` here is a typo, not a size
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(
                 f"task.{key}={value!r} (task {name}): use a positive integer, or null for the whole split"
             )
         limits.append(value)
-    seed = _get(task_cfg, "subset_seed", 0)
+    seed = get(task_cfg, "subset_seed", 0)
     seed = 0 if seed is None else seed
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"task.subset_seed={seed!r} (task {name}): use an integer >= 0")
@@ -132,7 +131,7 @@ def _subset_splits(
             continue
         keep = np.sort(np.random.default_rng(seed).permutation(len(ds))[:limit])
         out[split] = ds.select(keep.tolist())
-        log.info("task %s: %s subset of %d/%d examples (subset_seed %d)", _get(task_cfg, "name"), split, limit,
+        log.info("task %s: %s subset of %d/%d examples (subset_seed %d)", get(task_cfg, "name"), split, limit,
                  len(ds), seed)
     return out
 
@@ -216,8 +215,8 @@ def go_offline_if_hub_unreachable(timeout: float = 3.0) -> str | None:
 def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
     import datasets
 
-    hub_id, hub_config = _get(task_cfg, "hub_id"), _get(task_cfg, "hub_config")
-    name = _get(task_cfg, "name")
+    hub_id, hub_config = get(task_cfg, "hub_id"), get(task_cfg, "hub_config")
+    name = get(task_cfg, "name")
     unreachable = go_offline_if_hub_unreachable()
     try:
         with _honour_offline_env():
@@ -231,17 +230,17 @@ def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
             why = f"{type(e).__name__}{': ' + first if first else ''}; the hub is unreachable or offline"
         raise DataError(
             f"cannot load {hub_id}/{hub_config} from the Hugging Face hub ({why}): use "
-            f"task.data_dir=/path/to/glue_data (local GLUE TSVs, e.g. .../{_tsv_subdir(task_cfg)}/train.tsv) "
+            f"task.data_dir=/path/to/glue_data (local GLUE TSVs, e.g. .../{tsv_subdir(task_cfg)}/train.tsv) "
             f"or `make demo` / task=toy"
         ) from e
     if unreachable:
         log.info("the Hugging Face hub is unreachable (%s): loaded %s/%s from the local cache", unreachable,
                  hub_id, hub_config)
-    fields = list(_get(task_cfg, "text_fields"))
-    regression = bool(_get(task_cfg, "is_regression", False))
-    label_names = list(_get(task_cfg, "label_names") or [])
+    fields = list(get(task_cfg, "text_fields"))
+    regression = bool(get(task_cfg, "is_regression", False))
+    label_names = list(get(task_cfg, "label_names") or [])
     out: dict[str, Dataset] = {}
-    wanted = {"train": "train", **_dev_splits(task_cfg)}
+    wanted = {"train": "train", **dev_splits(task_cfg)}
     for ours, theirs in wanted.items():
         if theirs not in dsd:
             raise DataError(
@@ -267,119 +266,16 @@ def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
 
 
 def _check_labels(labels: list, task_cfg: Any, where: str) -> None:
-    if bool(_get(task_cfg, "is_regression", False)):
+    if bool(get(task_cfg, "is_regression", False)):
         return
-    n = int(_get(task_cfg, "num_labels"))
+    n = int(get(task_cfg, "num_labels"))
     bad = sorted({y for y in labels if not (0 <= int(y) < n)})
     if bad:
         raise DataError(f"{where}: label ids {bad[:5]} outside 0..{n - 1} (unlabelled test split?)")
 
 
-def _tsv_subdir(task_cfg: Any) -> str:
-    tsv = _get(task_cfg, "tsv") or {}
-    return str(_get(tsv, "subdir") or str(_get(task_cfg, "name", "")).upper())
-
-
-def _find_tsv(task_cfg: Any, filename: str) -> Path:
-    root = Path(os.path.expanduser(str(_get(task_cfg, "data_dir"))))
-    candidates = [root / _tsv_subdir(task_cfg) / filename, root / filename]
-    for c in candidates:
-        if c.is_file():
-            return c
-    raise DataError(
-        f"task {_get(task_cfg, 'name')}: {filename} not found (looked for {candidates[0]} and {candidates[1]}); "
-        f"task.data_dir must hold the original GLUE TSVs"
-    )
-
-
-def _tsv_paths(task_cfg: Any) -> dict[str, Path]:
-    """The TSV file of every split under task.data_dir (DataError naming the file when one is missing)."""
-    tsv = _get(task_cfg, "tsv")
-    if not tsv:
-        raise ConfigError(f"task {_get(task_cfg, 'name')}: no tsv: block, cannot read task.data_dir")
-    files = dict(_get(tsv, "files"))
-    paths: dict[str, Path] = {}
-    for split in ["train", *_dev_splits(task_cfg)]:
-        if split not in files:
-            raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.files has no entry for split {split!r}")
-        paths[split] = _find_tsv(task_cfg, str(files[split]))
-    return paths
-
-
 def _load_tsv(task_cfg: Any) -> dict[str, Dataset]:
-    return {split: read_glue_tsv(path, task_cfg) for split, path in _tsv_paths(task_cfg).items()}
-
-
-def check_files(task_cfg: Any) -> None:
-    """What can be known of task.data_dir's TSVs from their first bytes, before a job starts: every file is
-    there, is text, and has the columns the task reads. Reads at most 8 KB and one line per file (the
-    rows themselves are checked when the job loads them)."""
-    if _get(task_cfg, "source", "glue") != "glue" or not _get(task_cfg, "data_dir"):
-        return
-    columns, header = _tsv_columns(task_cfg), bool(_get(_get(task_cfg, "tsv"), "header", True))
-    for path in _tsv_paths(task_cfg).values():
-        _refuse_binary(path)
-        if not header:
-            continue
-        try:
-            with open(path, "rb") as f:
-                first = f.readline(1 << 20).decode("utf-8-sig")  # the header row alone, as read_glue_tsv reads it
-        except UnicodeDecodeError:
-            raise DataError(f"{path}: the header row is not UTF-8 text; GLUE TSVs are UTF-8: re-save it as UTF-8"
-                            ) from None
-        except OSError as e:
-            raise DataError(f"{path}: cannot open ({e.strerror})") from e
-        head = next(csv.reader([first.rstrip("\r\n")], delimiter="\t", quoting=csv.QUOTE_NONE), None)
-        if not first or head is None:
-            raise DataError(f"{path}: empty file (expected a header row)")
-        _column_index(path, head, columns)
-
-
-def _tsv_columns(task_cfg: Any) -> dict[str, Any]:
-    """task.tsv.columns (our field -> file column name or 0-based position), with an entry for every field."""
-    columns = dict(_get(_get(task_cfg, "tsv"), "columns"))
-    for key in [*_get(task_cfg, "text_fields"), "label"]:
-        if key not in columns:
-            raise ConfigError(f"task {_get(task_cfg, 'name')}: tsv.columns has no entry for {key!r}")
-    return columns
-
-
-def _column_index(path: Path, head: list[str], columns: dict[str, Any]) -> dict[str, int]:
-    """Where each column is in a file whose header row is `head`."""
-    index: dict[str, int] = {}
-    for key, col in columns.items():
-        if isinstance(col, int):
-            index[key] = col
-        elif col in head:
-            index[key] = head.index(col)
-        else:
-            hint = " (comma-separated? GLUE files are tab-separated)" if len(head) == 1 and "," in head[0] else ""
-            raise DataError(f"{path}: missing column {col!r} (header has {_short(head)}){hint}")
-    return index
-
-
-# Leading bytes of compressed/archive files someone may pass instead of the TSV itself.
-_MAGIC = {b"\x1f\x8b": "gzip-compressed", b"PK\x03\x04": "a zip archive", b"BZh": "bzip2-compressed",
-          b"\xfd7zXZ": "xz-compressed"}
-
-
-def _refuse_binary(path: Path) -> None:
-    """A one-line DataError for files that are not text at all (decoding them would fail obscurely)."""
-    try:
-        with open(path, "rb") as f:
-            start = f.read(8192)
-    except OSError as e:
-        raise DataError(f"{path}: cannot open ({e.strerror})") from e
-    for magic, what in _MAGIC.items():
-        if start.startswith(magic):
-            raise DataError(f"{path}: {what}, not a TSV: extract it first (task.data_dir must hold plain .tsv files)")
-    if b"\x00" in start:
-        raise DataError(f"{path}: binary file (NUL bytes in its first 8 KB), not a UTF-8 GLUE TSV")
-
-
-def _short(values: list[str], limit: int = 120) -> str:
-    text = repr(values)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return {split: read_glue_tsv(path, task_cfg) for split, path in tsv_paths(task_cfg).items()}
 
 
 def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
@@ -391,15 +287,15 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
     and counted.
     """
     path = Path(path)
-    tsv = _get(task_cfg, "tsv")
-    fields = list(_get(task_cfg, "text_fields"))
-    columns = _tsv_columns(task_cfg)
-    header = bool(_get(tsv, "header", True))
-    label_type = str(_get(tsv, "label_type", "int"))
-    label_names = [str(x) for x in (_get(task_cfg, "label_names") or [])]
-    num_labels = int(_get(task_cfg, "num_labels"))
+    tsv = get(task_cfg, "tsv")
+    fields = list(get(task_cfg, "text_fields"))
+    columns = tsv_columns(task_cfg)
+    header = bool(get(tsv, "header", True))
+    label_type = str(get(tsv, "label_type", "int"))
+    label_names = [str(x) for x in (get(task_cfg, "label_names") or [])]
+    num_labels = int(get(task_cfg, "num_labels"))
 
-    _refuse_binary(path)
+    refuse_binary(path)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long MNLI parse-tree fields
     try:
         # utf-8-sig drops MRPC's BOM; QUOTE_NONE keeps quotes as plain characters, as GLUE intends.
@@ -414,7 +310,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
                 if head is None:
                     raise DataError(f"{path}: empty file (expected a header row)")
                 width = len(head)
-                index = _column_index(path, head, columns)
+                index = column_index(path, head, columns)
             else:
                 width = None  # header-less files are checked by the highest position we read
                 index = {key: int(col) for key, col in columns.items()}
@@ -471,7 +367,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
         if bad > _MAX_BAD_ROW_FRACTION * total:
             raise DataError(
                 f"{path}: {bad}/{total} rows have the wrong number of fields (first at line {first_bad}); "
-                f"not a GLUE {_get(task_cfg, 'name')} file?"
+                f"not a GLUE {get(task_cfg, 'name')} file?"
             )
         log.warning("%s: skipped %d/%d malformed rows (first at line %d)", path, bad, total, first_bad)
     from datasets import Features, Value
@@ -536,13 +432,13 @@ def tokenize_splits(
     Results are cached under ``cache_dir/tokenized/`` keyed by (data content, tokenizer, max length), so
     a second call with the same inputs loads the arrow file instead of tokenising again.
     """
-    fields = list(_get(task_cfg, "text_fields"))
-    max_len = int(_get(task_cfg, "max_seq_length", 128))
-    regression = bool(_get(task_cfg, "is_regression", False))
+    fields = list(get(task_cfg, "text_fields"))
+    max_len = int(get(task_cfg, "max_seq_length", 128))
+    regression = bool(get(task_cfg, "is_regression", False))
     tok_hash = _tokenizer_hash(tokenizer)
     out_dir = Path(cache_dir) / "tokenized"
     out_dir.mkdir(parents=True, exist_ok=True)
-    task_name = str(_get(task_cfg, "name", "task"))
+    task_name = str(get(task_cfg, "name", "task"))
 
     def encode(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         texts = [batch[f] for f in fields]
@@ -752,8 +648,8 @@ def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike,
     return TaskData(
         train=tok.get("train_augmented", tok["train"]),
         teacher_train=tok["train"],
-        dev={name: tok[name] for name in _dev_splits(task_cfg)},
-        label_names=[str(x) for x in (_get(task_cfg, "label_names") or [])],
-        num_labels=int(_get(task_cfg, "num_labels")),
-        is_regression=bool(_get(task_cfg, "is_regression", False)),
+        dev={name: tok[name] for name in dev_splits(task_cfg)},
+        label_names=[str(x) for x in (get(task_cfg, "label_names") or [])],
+        num_labels=int(get(task_cfg, "num_labels")),
+        is_regression=bool(get(task_cfg, "is_regression", False)),
     )

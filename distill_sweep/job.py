@@ -11,6 +11,8 @@ run. prepare.py adds what needs the models' configs. Each raises `ConfigError` w
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +37,7 @@ from distill_sweep.settings import as_dict, new_keys_at_default, parse
 from distill_sweep.stated_config import DEPTH_KEYS, stated_int, stated_teacher_config
 from distill_sweep.store_keys import teacher_specs
 from distill_sweep.students import StudentType, student_type
+from distill_sweep.task_files import check_files
 from distill_sweep.teacher_cache import TeacherSpec
 
 DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
@@ -169,6 +172,35 @@ def _check_stated_shapes(ident: JobIdentity) -> None:
     student_depth = getattr(ident.student, "stated_depth", None)
     if ident.procedure.uses_student and depth is not None and student_depth is not None:
         layer_plan(ident, depth, student_depth())
+
+
+def check_paths(ident: JobIdentity) -> None:
+    """The job's directories and its task's local files, from their first bytes: a missing, binary or
+    wrong-column TSV and a results or cache directory that cannot be made are refused before any work."""
+    task = ident.settings.task
+    if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
+        raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
+    if ident.procedure_settings.reads_task:
+        check_files(task)
+    for key in ("results_dir", "cache_dir"):
+        check_writable(results.absolute(getattr(ident.settings.run, key)), key)
+
+
+def check_writable(path: Path, key: str) -> None:
+    """`path` is, or can be made, a writable directory: a directory is created in it, or in its nearest
+    existing ancestor, and removed again (a read-only or virtual file system such as /proc refuses that,
+    where permission bits alone would not tell)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{key}={str(path)!r}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".distill_sweep-probe-", dir=probe))
+    except OSError as err:
+        raise ConfigError(f"{key}={str(path)!r}: cannot create directories in {probe} ({err.strerror})") from None
 
 
 def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: Any) -> list[str]:

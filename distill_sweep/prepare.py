@@ -8,8 +8,6 @@ so this module is apart from job.py, which the command line's checks import befo
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +19,10 @@ from distill_sweep import results
 from distill_sweep.augment import check as check_augment
 from distill_sweep.checkpoint import save_checkpoint
 from distill_sweep.checkpoint_files import CHECKPOINT
-from distill_sweep.data import check_files
 from distill_sweep.errors import ConfigError
 from distill_sweep.families import is_causal_type
 from distill_sweep.inits import StudentInit
-from distill_sweep.job import JobIdentity, identify, layer_plan
+from distill_sweep.job import JobIdentity, check_paths, identify, layer_plan
 from distill_sweep.model_info import ModelInfo, check_positions
 from distill_sweep.models import teacher_config, tokenizer_source
 from distill_sweep.objectives import check_compatible
@@ -59,12 +56,7 @@ def prepare(cfg: DictConfig) -> Job:
 def complete(ident: JobIdentity) -> Job:
     """The identified job validated against the models' configs (config.json files, never weights)."""
     task, teacher = ident.settings.task, ident.settings.teacher
-    if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
-        raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
-    if ident.procedure_settings.reads_task:
-        check_files(task)  # a missing, binary or wrong-column TSV is refused before a record is written
-    for key in ("results_dir", "cache_dir"):
-        check_writable(results.absolute(getattr(ident.settings.run, key)), key)
+    check_paths(ident)
     teacher_arch = teacher_config(teacher, task.num_labels)
     if is_causal_type(str(getattr(teacher_arch, "model_type", ""))) and not ident.procedure_settings.decoders:
         raise ConfigError(f"teacher={teacher.name} is a decoder LM ({teacher_arch.model_type}): "
@@ -92,23 +84,6 @@ def complete(ident: JobIdentity) -> Job:
     job = Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init, layer_map=layer_map)
     ident.procedure.check_job(ident.procedure_settings, job)  # e.g. task_agnostic: an MLM head, the corpus, the vocabulary
     return job
-
-
-def check_writable(path: Path, key: str) -> None:
-    """`path` is, or can be made, a writable directory: a directory is created in it, or in its nearest
-    existing ancestor, and removed again (a read-only or virtual file system such as /proc refuses that,
-    where permission bits alone would not tell)."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        raise ConfigError(f"{key}={str(path)!r}: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".distill_sweep-probe-", dir=probe))
-    except OSError as err:
-        raise ConfigError(f"{key}={str(path)!r}: cannot create directories in {probe} ({err.strerror})") from None
 
 
 def adopt_legacy_checkpoint(job: JobIdentity) -> Path | None:

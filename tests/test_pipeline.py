@@ -110,6 +110,9 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, shared_cache: Path
     # the layer and length rules on what the teacher's config states (teacher=tiny: 6 layers, 64 positions)
     (["init=[1,2]"], "init=[1, 2] names 2 teacher layers but the student has 3"),
     (["task.max_seq_length=100"], "task.max_seq_length=100 is longer than the teacher's 64 positions"),
+    # a run's files and directories (job.check_paths)
+    (["task.data_dir=/nonexistent-data"], "task.data_dir='/nonexistent-data' is not a directory"),
+    (["cache_dir=/proc/x"], "cache_dir='/proc/x': cannot create directories in /proc"),
 ])
 def test_a_config_error_is_refused_before_torch_is_imported(args: list[str], line: str, tmp_path: Path) -> None:
     # -X importtime lists every module the process imported: torch must not be among them
