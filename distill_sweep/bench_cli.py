@@ -5,8 +5,9 @@ Times whole processes (wall clock, median of `--repeats`), the way a user waits 
 * planning the Table 3 grid (504 jobs) with `+dry_run=true`: composing and validating every job;
 * a no-op re-run: a small toy grid whose jobs are all complete is run again (nothing to train);
 * refusals of a bad setting, for one job and in a sweep: the schema's own groups, a part's own settings, a
-  rule between parts and a layer rule on numbers the teacher's config states (job.identify, checked before
-  torch is imported), and one that needs transformers' configs (prepare.py: transformers and torch first).
+  rule between parts, a layer rule on numbers the teacher's config states (job.identify) and a task's files
+  (job.check_paths), all checked before torch is imported, and one that needs transformers' configs
+  (prepare.py: transformers and torch first).
 Absolute seconds on a shared machine are noise: read them as orders of magnitude.
 """
 
@@ -80,6 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "intermediate-layer terms", code=2))
         rows.append(_timed("refusal: a layer rule the teacher's config states (init=[1,2], a 3-layer student)",
                            [*TOY, "init=[1,2]", *store], work, args.repeats, "names 2 teacher layers", code=2))
+        (work / "glue").mkdir()  # a data folder without the task's TSVs
+        rows.append(_timed("refusal: a task's files (task.data_dir without the TSVs)",
+                           [*(a for a in TOY if not a.startswith("task")), "task=rte", "task.max_seq_length=64",
+                            f"task.data_dir={work / 'glue'}", *store],
+                           work, args.repeats, "train.tsv not found", code=2))
         rows.append(_timed("refusal: a rule on transformers' configs (objective=att_mse student=fresh: heads)",
                            [*TOY, "objective=att_mse", "student=fresh", *store], work, args.repeats,
                            "compares attention heads one to one", code=2))
