@@ -3,7 +3,8 @@
 A registry entry (a procedure, a student type, a loss term) says, without importing torch, what the config
 checks need: its settings dataclass and its flags. Its code is named by `target`, "module:attribute", and
 imported when a job first uses it. So `python -m distill_sweep objective.alpha=7` is refused in a fraction of
-a second instead of after the seconds torch and transformers take to import (tests/test_declared.py).
+a second instead of after the seconds torch and transformers take to import (tests/test_pipeline.py's
+before-torch test; each package's declarations are tested in tests/test_*_declarations.py).
 """
 
 from __future__ import annotations

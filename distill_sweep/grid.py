@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -45,7 +46,6 @@ PAPER_A100_HOURS, PAPER_TOKENS = 58.0, 100_000 * 1024 * 128
 
 def job_identity(cfg: DictConfig) -> dict[str, Any]:
     """Who a job is and where its record lives, without loading anything (works offline)."""
-
     ident = identify(cfg)
     return {"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
             "init_spec": init_spec(cfg.init), "seed": ident.seed, "config_hash": ident.digest, "dir": ident.out_dir}
@@ -61,9 +61,6 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
     """The jobs of an experiment preset's grid, for the report: task, procedure, objective, init_spec, seed,
     and `hashes`, the names of the result directories the job's record can be in (today's and the first
     schema's), so that jobs differing only in teacher, student or layer map are told apart."""
-    from hydra import compose, initialize_config_dir
-
-
     known = group_options("experiment")
     if preset not in known:
         raise ConfigError(f"unknown experiment preset {preset!r} (known: {', '.join(known)})")
@@ -96,7 +93,6 @@ def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> i
 def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
     """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
     throughput of records already completed. `jobs` are job identities (distill_sweep.job.identify)."""
-
     student = teacher = 0
     teachers: set[Path] = set()
     unsized = 0  # jobs whose data size is not known before they read it (a corpus without a step budget)
@@ -123,7 +119,6 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
         size = min(size, s.task.train_size or size)
         if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
-
             size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
         batch = s.optimizer.batch_size or s.task.recipe.batch_size
         n_stages = len(ident.objective.stages) if ident.objective is not None else 1
@@ -180,7 +175,6 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
     their `overrides`) will read and that is not built yet, the first such job's overrides run with
     `prepare_only`: one job fine-tunes the teacher and builds the store while the others are not yet holding
     a GPU each, waiting on its lock."""
-
     groups: dict[tuple[str, str, str], list[list[str]]] = {}
     for ident, ov in zip(jobs, overrides, strict=True):
         if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:

@@ -306,4 +306,4 @@ def find_completed(ident: JobIdentity) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["JobIdentity", "find_completed", "identify"]
+__all__ = ["JobIdentity", "check_paths", "check_writable", "find_completed", "identify", "layer_plan"]
