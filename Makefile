@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export WANDB_SILENT ?= true
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 
-.PHONY: install demo test docs bench tables lint clean
+.PHONY: install demo test test-fast docs bench tables lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,16 @@ demo: install
 test: install
 	$(BIN)/ruff check distill_sweep tests conf docs
 	$(BIN)/lint-imports
+	$(BIN)/lint-imports importlinter-runtime.toml
 	$(BIN)/python -m pytest -q -m "not slurm" -n 2
 	$(BIN)/python -m pytest -q -m slurm
+
+# The inner loop: lint, the import contracts and the tests not marked slow (no end-to-end runs, no SLURM).
+test-fast: install
+	$(BIN)/ruff check distill_sweep tests conf docs
+	$(BIN)/lint-imports
+	$(BIN)/lint-imports importlinter-runtime.toml
+	$(BIN)/python -m pytest -q -m "not slow and not slurm" -n 2
 
 # The documentation site (mkdocs.yml, docs/): built strictly and offline into site/; the config reference
 # and the benchmark tables are generated while it builds (docs/hooks/).
@@ -42,12 +50,12 @@ docs: install
 # Each bench prints its tables and writes them as JSON (machine, date, commit) for the docs' Benchmarks pages.
 BENCH_DATA ?= docs/benchmarks/data
 bench: install
-	$(BIN)/python -m distill_sweep.bench --threads 1 --sps --bilstm --decoder --json $(BENCH_DATA)/step.json
-	$(BIN)/python -m distill_sweep.bench_cli --json $(BENCH_DATA)/cli.json
-	$(BIN)/python -m distill_sweep.bench_sweep --json $(BENCH_DATA)/sweep.json
-	$(BIN)/python -m distill_sweep.bench_ddp --json $(BENCH_DATA)/ddp.json
-	$(BIN)/python -m distill_sweep.bench_agnostic --json $(BENCH_DATA)/agnostic.json
-	$(BIN)/python -m distill_sweep.bench_report --json $(BENCH_DATA)/report.json
+	$(BIN)/python -m distill_sweep.bench.step --threads 1 --sps --bilstm --decoder --json $(BENCH_DATA)/step.json
+	$(BIN)/python -m distill_sweep.bench.cli --json $(BENCH_DATA)/cli.json
+	$(BIN)/python -m distill_sweep.bench.sweep --json $(BENCH_DATA)/sweep.json
+	$(BIN)/python -m distill_sweep.bench.ddp --json $(BENCH_DATA)/ddp.json
+	$(BIN)/python -m distill_sweep.bench.agnostic --json $(BENCH_DATA)/agnostic.json
+	$(BIN)/python -m distill_sweep.bench.report --json $(BENCH_DATA)/report.json
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

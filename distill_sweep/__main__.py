@@ -14,11 +14,11 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from distill_sweep.config_space import CONF_DIR, check_group_choices
-from distill_sweep.disk import room_problem
+from distill_sweep.cli.run_job import main
+from distill_sweep.config.space import CONF_DIR, check_group_choices
 from distill_sweep.errors import ConfigError
-from distill_sweep.job import check_paths, identify
-from distill_sweep.train import main
+from distill_sweep.job.identity import check_paths, identify
+from distill_sweep.records.disk import room_problem
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
     from hydra._internal.utils import get_args_parser

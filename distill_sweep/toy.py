@@ -17,7 +17,7 @@ bag of words), so it cannot bind "not" to its adjective; 2+ layers can (a previo
 pooling signed polarities per segment). The label still correlates with the words, which gives the
 from-scratch models a learning signal from the first step (with every single word uninformative, small
 models stay at chance for thousands of steps), while a linear model on word counts stays well below what a
-multi-layer one reaches (tests/test_toy.py).
+multi-layer one reaches (tests/unit/data/test_toy.py).
 Labels are sampled balanced (rejection sampling), splits are deterministic by seed and disjoint.
 """
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from distill_sweep.config_space import CONF_DIR
+from distill_sweep.config.space import CONF_DIR
+from distill_sweep.records import record
+from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,3 +97,234 @@ def save_toy_mlm(directory: Path, cache: Path) -> Path:
     BertForMaskedLM(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def under_ci() -> bool:
+    """CI=true: what a test needs installed (the real MiniLM, Chromium, a mountable tmpfs) must be there."""
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
+def require(missing: str | None) -> None:
+    """Skip the test saying what is missing, or fail it under CI, where `make test` installs everything (a test
+    that quietly skips in CI proves nothing)."""
+    if missing is None:
+        return
+    if under_ci():
+        pytest.fail(f"cannot run under CI: {missing}")
+    pytest.skip(missing)
+
+
+def require_module(name: str, why: str) -> Any:
+    """The module `name`, imported; else `require`'s skip or CI failure naming `why`."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        require(f"{name} is not installed: {why}")
+
+
+V1_STORE = Path(__file__).resolve().parent / "fixtures" / "v1" / "store"
+
+
+def sha8(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def write_record(
+    root: Path,
+    task: str = "toy",
+    objective: str = "vanilla_kd",
+    init: str = "1",
+    seed: int = 0,
+    score: float | dict[str, float] = 0.8,
+    status: str = "completed",
+    error: str | None = None,
+    final: float | dict[str, float] | None = None,
+    epochs: list[dict[str, Any]] | None = None,
+    finished_at: str = "2026-11-22T01:00:00",
+    procedure: str = "task_specific",
+    teacher: str = "roberta_base",
+    teacher_layers: int = 12,
+    student_layers: int = 3,
+    student: str = "truncated",
+    student_settings: dict[str, Any] | None = None,
+    teacher_dev: dict[str, float] | None = None,
+) -> Path:
+    """Write one result.json (schema 2, via Record.to_dict) in the store layout.
+
+    `score` is the dev metric(s) of the first scored epoch, the best one (a float sets every metric);
+    `final` (default: score) those of the other epochs. `student_settings` are added to the student's
+    settings (e.g. swap_qk for SPS-2), `teacher_dev` is the teacher's recorded dev metrics (fractions).
+    """
+    if procedure == "finetune":
+        objective = "none"
+    inits = INIT_LAYERS.get((teacher_layers, student_layers), {})
+    name, layers = inits.get(init, ("custom", [int(x) for x in init.strip("[]").split(",")]))
+    primary = PRIMARY.get(task, "accuracy")
+
+    def dev(value: float | dict[str, float]) -> dict[str, float]:
+        if isinstance(value, dict):
+            return dict(value)
+        return {"accuracy": value, "f1": value, "mcc": value, "pearson": value}
+
+    best = dev(score)
+    last = dev(final if final is not None else score)
+    if epochs is None:
+        scored = "finetune" if procedure == "finetune" else "prediction"
+        stages = [scored] if objective in ("vanilla_kd", "none") else ["intermediate", scored]
+        epochs = [{"stage": stage, "epoch": e, "step": 10 * e, "train_loss": 1.0 / e,
+                   "dev": best if (stage, e) == (scored, 1) else last}
+                  for stage in stages for e in (1, 2)]
+    teacher_settings = {"name": teacher, "num_hidden_layers": teacher_layers}
+    config_hash = hashlib.sha256(repr((task, objective, init, seed, status, procedure, teacher, teacher_layers,
+                                       student, student_layers)
+                               + ((sorted((student_settings or {}).items()),) if student_settings else ())
+                               ).encode()).hexdigest()
+    done = status == "completed"
+    rec = Record(
+        task=task, objective=objective, seed=seed, status=status, procedure=procedure, error=error,
+        config_hash=config_hash, init=InitInfo(spec=init, name=name, layers=layers),
+        student=StudentInfo(name=student, num_layers=student_layers, hidden_size=32, num_heads=4,
+                            layer_map=[[i + 1, t] for i, t in enumerate(layers)],
+                            settings={"num_layers": student_layers, **(student_settings or {})}),
+        teacher=TeacherInfo.from_settings(teacher_settings, num_layers=teacher_layers, hidden_size=32,
+                                          source="trained", path="/tmp/t", dev=dict(teacher_dev or {})),
+        primary_metric=primary, epochs=epochs if done else [],
+        best={"stage": epochs[0]["stage"], "epoch": 1, "dev": best} if done else None,
+        final={"dev": last} if done else None, wall_time_s=1.0, samples_per_s=10.0, device="cpu",
+        config={"teacher": teacher_settings}, started_at="2026-11-22T00:00:00",
+        finished_at=finished_at if done else None,
+    )
+    part = "finetune" if procedure == "finetune" else objective
+    path = root / task / part / f"init-{init}" / f"seed-{seed}" / config_hash[:10] / "result.json"
+    record.write_record(path, rec)
+    return path
+
+
+def path_without_sbatch(tmp: Path) -> str:
+    """$PATH as it is, but with no sbatch: a directory holding one is replaced by a copy made of links to
+    everything else in it (this machine may have SLURM installed for the SLURM tests)."""
+    dirs = []
+    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if d and (Path(d) / "sbatch").exists():
+            shadow = tmp / f"path-{i}"
+            if not shadow.exists():
+                shadow.mkdir(parents=True)
+                for entry in Path(d).iterdir():
+                    if entry.name != "sbatch":
+                        (shadow / entry.name).symlink_to(entry)
+            d = str(shadow)
+        dirs.append(d)
+    path = os.pathsep.join(dirs)
+    assert shutil.which("sbatch", path=path) is None
+    return path
+
+
+class PreloadedPython:
+    """`python -m MODULE ARGS` as a fresh process would run it (runpy, a new `__main__`, its own exit code,
+    stdout and stderr), in a child forked from an interpreter that has already imported the package, two
+    at a time: a command costs its own work instead of the ~5 s of importing torch and transformers."""
+
+    def __init__(self, logs: Path, env: dict[str, str]) -> None:
+        self.logs, self.count, self.ready = logs, 0, False
+        logs.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=cli_env(**env), text=True, cwd=logs,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+
+    def __enter__(self) -> PreloadedPython:
+        return self  # it imports in the background until the first `run`
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def run(self, requests: list[tuple[list[str], Path]], timeout: int = 600
+            ) -> list[tuple[subprocess.CompletedProcess, float]]:
+        """[(["-m", module, *args], cwd)] -> [(the finished process, seconds)], in order."""
+        batch = []
+        for argv, cwd in requests:
+            self.count += 1
+            out = self.logs / str(self.count)
+            batch.append({"argv": [sys.executable, *argv], "cwd": str(cwd), "stdout": f"{out}.out",
+                          "stderr": f"{out}.err", "timeout": timeout})
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        while not self.ready and (line := self.proc.stdout.readline()):  # past anything an import printed
+            self.ready = line.strip() == "ready"
+        assert self.ready, "the interpreter for the commands did not start"
+        self.proc.stdin.write(json.dumps(batch) + "\n")
+        self.proc.stdin.flush()
+        return [(subprocess.CompletedProcess(req["argv"], code, Path(req["stdout"]).read_text(),
+                                             Path(req["stderr"]).read_text()), seconds)
+                for req, (code, seconds) in zip(batch, json.loads(self.proc.stdout.readline()))]
+
+
+TINY = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-layers", "1", "--vocab", "64",
+        "--seq", "16", "--batch", "2", "--repeats", "3", "--default-malloc"]
+
+
+TINY_AGNOSTIC = ["--hidden", "32", "--heads", "2", "--teacher-layers", "2", "--student-layers", "1", "--vocab", "64",
+                 "--seq", "16", "--batch", "2", "--repeats", "3"]
+
+
+# init spec -> (rule name, layers) for (teacher layers, student layers)
+INIT_LAYERS = {
+    (12, 3): {"1": ("skip", [4, 8, 12]), "2": ("mixed", [1, 8, 12]), "3": ("bottom", [1, 2, 3])},
+    (6, 3): {"1": ("skip", [2, 4, 6]), "2": ("mixed", [1, 4, 6]), "3": ("bottom", [1, 2, 3])},
+    (12, 6): {"1": ("skip", [2, 4, 6, 8, 10, 12]), "3": ("bottom", [1, 2, 3, 4, 5, 6])},
+}
+
+
+PRIMARY = {"mrpc": "f1", "qqp": "f1", "cola": "mcc", "stsb": "pearson"}
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", **extra}
+
+
+# ------------------------------------------------------------------------------ running the CLI, fast
+# The interpreter that forks the commands: it imports the package once, then for each batch runs every
+# request in a child of its own, two at a time. Hydra's plugins (the sweeper) are left for each child to
+# import: Hydra's plugin scan re-executes their modules.
+ZYGOTE = r"""
+import json, os, runpy, signal, sys, time
+import distill_sweep.cli.run_job, distill_sweep.job.identity, distill_sweep.training.context, distill_sweep.procedures
+import distill_sweep.report.cli, distill_sweep.bench.step
+
+def child(req):
+    os.chdir(req["cwd"])
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        os.dup2(os.open(req[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    signal.alarm(req["timeout"])
+    sys.argv = [req["argv"][2], *req["argv"][3:]]
+    code = 0
+    try:
+        runpy.run_module(req["argv"][2], run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+print("ready", flush=True)
+for line in sys.stdin:
+    batch, running, done = json.loads(line), {}, {}
+
+    def reap():
+        pid, status = os.wait()
+        i, started = running.pop(pid)
+        done[i] = [os.waitstatus_to_exitcode(status), round(time.monotonic() - started, 1)]
+
+    for i, req in enumerate(batch):
+        if len(running) == 2:
+            reap()
+        pid = os.fork()
+        if pid == 0:
+            child(req)
+        running[pid] = (i, time.monotonic())
+    while running:
+        reap()
+    print(json.dumps([done[i] for i in range(len(batch))]), flush=True)
+"""

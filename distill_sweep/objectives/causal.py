@@ -28,9 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from distill_sweep.models.families import is_causal_type
+from distill_sweep.models.model_info import ModelInfo
+
 from ..errors import ConfigError
-from ..families import is_causal_type
-from ..model_info import ModelInfo
 from .inputs import LossInputs, as_target
 
 __all__ = ["IGNORE", "causal_kd", "divergence"]

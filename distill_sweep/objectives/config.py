@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from distill_sweep.config.parse import as_dict, new_keys_at_default, parse
+from distill_sweep.models.model_info import ModelInfo
+
 from ..errors import ConfigError
-from ..model_info import ModelInfo
-from ..settings import as_dict, new_keys_at_default, parse
 from .registry import TERMS, available_terms
 
 __all__ = ["STAGE_KINDS", "ObjectiveSettings", "check_compatible", "parse_objective"]

@@ -18,10 +18,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..capture import Features, run_with_features
+from distill_sweep.models.capture import Features, run_with_features
+from distill_sweep.models.model_info import ModelInfo
+from distill_sweep.training.loop import LossFn, model_inputs
+
 from ..errors import ConfigError
-from ..loop import LossFn, model_inputs
-from ..model_info import ModelInfo
 from .config import ObjectiveSettings, check_compatible, parse_objective
 from .inputs import LossInputs, fp32_region
 from .prediction import prediction_loss

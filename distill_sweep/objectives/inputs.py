@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..capture import Features
+from distill_sweep.models.capture import Features
 
 __all__ = ["LossInputs", "as_target", "fp32_region"]
 

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from distill_sweep.models.model_info import ModelInfo, require_equal_widths
+
 from ..errors import ConfigError
-from ..model_info import ModelInfo, require_equal_widths
 from .inputs import STUDENT, TEACHER, LossInputs
 from .spec import TermSpec
 from .term_settings import PKDSettings

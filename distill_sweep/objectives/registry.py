@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
-from ..declared import add, load
+from distill_sweep.config.declared import add, load
+
 from .term_settings import (
     CausalKDSettings,
     ContrastSettings,

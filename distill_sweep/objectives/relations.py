@@ -24,8 +24,9 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from distill_sweep.models.model_info import ModelInfo
+
 from ..errors import ConfigError
-from ..model_info import ModelInfo
 from .attention import kl_attention_loss
 from .inputs import STUDENT, TEACHER, LossInputs
 from .spec import TermSpec

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..capture import Features, run_with_features
-from ..loop import model_inputs
+from distill_sweep.models.capture import Features, run_with_features
+from distill_sweep.training.loop import model_inputs
 
 
 class TeacherView:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from distill_sweep.config.parse import UNHASHED_AT_DEFAULT
+
 from ..errors import ConfigError
-from ..settings import UNHASHED_AT_DEFAULT
 
 __all__ = [
     "RELATIONS",

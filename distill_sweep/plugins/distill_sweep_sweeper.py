@@ -1,7 +1,7 @@
 """Registers the skip-completed sweeper with Hydra (imported as `hydra_plugins.distill_sweep_sweeper`)."""
 
-from distill_sweep.grid import SkipCompletedSweeperImpl
+from distill_sweep.sweep.sweeper import SkipCompletedSweeperImpl
 
 
 class SkipCompletedSweeper(SkipCompletedSweeperImpl):
-    """See distill_sweep.grid.SkipCompletedSweeperImpl."""
+    """See distill_sweep.sweep.sweeper.SkipCompletedSweeperImpl."""

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from distill_sweep.declared import add, find, load
+from distill_sweep.config.declared import add, find, load
 from distill_sweep.errors import ConfigError
 
 

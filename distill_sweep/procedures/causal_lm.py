@@ -29,32 +29,32 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from distill_sweep import distributed
-from distill_sweep.capture import Features
-from distill_sweep.causal_data import CausalData, from_corpus, from_instructions
-from distill_sweep.causal_store import open_or_build_topk
-from distill_sweep.causal_teacher import (
+from distill_sweep.config.parse import as_dict
+from distill_sweep.data.decoder import CausalData, from_corpus, from_instructions
+from distill_sweep.errors import ConfigError
+from distill_sweep.models.capture import Features
+from distill_sweep.models.families import FAMILIES, family_of_model, is_causal_type
+from distill_sweep.models.inits import StudentInit
+from distill_sweep.models.layer_map import map_spec, resolve_map
+from distill_sweep.models.loading import tokenizer_source
+from distill_sweep.objectives import NEXT_TOKEN_TERMS
+from distill_sweep.objectives.causal import TOPK_INDICES, TOPK_VALUES
+from distill_sweep.objectives.core import build_objective
+from distill_sweep.students import BuildInputs
+from distill_sweep.students.prune import block_importance, prune_layers
+from distill_sweep.teachers.decoder import (
     lm_evaluator,
     next_token_ce,
     trained_teacher,
     unigram_baseline,
 )
-from distill_sweep.context import RunContext
-from distill_sweep.errors import ConfigError
-from distill_sweep.families import FAMILIES, family_of_model, is_causal_type
-from distill_sweep.inits import StudentInit
-from distill_sweep.loop import LossFn, seed_everything
-from distill_sweep.mapping import map_spec, resolve_map
-from distill_sweep.models import tokenizer_source
-from distill_sweep.objectives import NEXT_TOKEN_TERMS
-from distill_sweep.objectives.causal import TOPK_INDICES, TOPK_VALUES
-from distill_sweep.objectives.core import build_objective
-from distill_sweep.settings import as_dict
-from distill_sweep.stages import Stage, StageDriver
-from distill_sweep.students import BuildInputs
-from distill_sweep.students.prune import block_importance, prune_layers
-from distill_sweep.teacher import check_beats_baseline
+from distill_sweep.teachers.decoder_topk_store import open_or_build_topk
+from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.toy import vocabulary
+from distill_sweep.training import distributed
+from distill_sweep.training.context import RunContext
+from distill_sweep.training.loop import LossFn, seed_everything
+from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
 from .settings import CausalLMSettings
@@ -225,4 +225,3 @@ def run(ctx: RunContext) -> None:
         "teacher_parameters": sum(p.numel() for p in teacher.parameters()), "settings": as_dict(settings)}
     cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=data)
     train_student(cctx, student, [stage], modules)
-

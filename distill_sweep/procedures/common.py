@@ -8,16 +8,16 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedModel
 
-from distill_sweep import outputs_plan, teacher_outputs
-from distill_sweep.checkpoint_files import CHECKPOINT
-from distill_sweep.context import RunContext
-from distill_sweep.loop import seed_everything
 from distill_sweep.objectives.core import IntermediateObjective
 from distill_sweep.objectives.teacher import TeacherView
-from distill_sweep.stages import Stage
 from distill_sweep.students import BuildInputs
-from distill_sweep.teacher import student_source
-from distill_sweep.tracking import Tracker
+from distill_sweep.teachers import output_plan, output_store
+from distill_sweep.teachers.finetuned import student_source
+from distill_sweep.training.checkpoint_files import CHECKPOINT
+from distill_sweep.training.context import RunContext
+from distill_sweep.training.loop import seed_everything
+from distill_sweep.training.stages import Stage
+from distill_sweep.training.tracking import Tracker
 
 log = logging.getLogger("distill_sweep")
 
@@ -38,15 +38,15 @@ def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjecti
     """The frozen teacher as the job's losses read it: logits from the teacher-output store where that is
     exact (outputs_plan.plan), the teacher run only as deep as the terms read; the record says which."""
     job = ctx.job
-    decision = outputs_plan.plan(job.settings.run.teacher_outputs, job.procedure, job.objective)
+    decision = output_plan.plan(job.settings.run.teacher_outputs, job.procedure, job.objective)
     live = job.settings.run.teacher_outputs == "live"
     depth = terms.teacher_depth if terms is not None and not live else None
     info: dict[str, Any] = {"mode": "live", "reason": decision.reason, "depth": depth}
     store = None
     if decision.use_store:
-        cls_layers = outputs_plan.stored_cls_layers(job.objective, job.layer_map)
-        store = teacher_outputs.open_or_build(
-            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=outputs_plan.group_id(job.teacher),
+        cls_layers = output_plan.stored_cls_layers(job.objective, job.layer_map)
+        store = output_store.open_or_build(
+            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=output_plan.group_id(job.teacher),
             precision=ctx.precision, device=ctx.device, batch_size=job.settings.run.eval_batch_size,
             pad_token_id=int(ctx.tokenizer.pad_token_id), cls_layers=cls_layers)
         if cls_layers:

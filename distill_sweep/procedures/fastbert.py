@@ -16,9 +16,9 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from distill_sweep.context import RunContext
-from distill_sweep.early_exit import EarlyExitModel, self_distillation_loss, speed_table
-from distill_sweep.teacher import fine_tuned_teacher
+from distill_sweep.teachers.early_exit import EarlyExitModel, self_distillation_loss, speed_table
+from distill_sweep.teachers.finetuned import fine_tuned_teacher
+from distill_sweep.training.context import RunContext
 
 from .common import train_student
 from .settings import FastBERTSettings

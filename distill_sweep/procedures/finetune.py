@@ -8,9 +8,9 @@ no teacher at all.
 
 from __future__ import annotations
 
-from distill_sweep.context import RunContext
-from distill_sweep.loop import cross_entropy_loss
-from distill_sweep.teacher import fine_tuned_teacher
+from distill_sweep.teachers.finetuned import fine_tuned_teacher
+from distill_sweep.training.context import RunContext
+from distill_sweep.training.loop import cross_entropy_loss
 
 from .common import build_student, train_student
 

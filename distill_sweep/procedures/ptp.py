@@ -26,10 +26,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 
-from distill_sweep.context import RunContext
-from distill_sweep.data import make_loader
-from distill_sweep.loop import Batch, LossFn, model_inputs, predict
-from distill_sweep.teacher import fine_tuned_teacher
+from distill_sweep.data.batching import make_loader
+from distill_sweep.teachers.finetuned import fine_tuned_teacher
+from distill_sweep.training.context import RunContext
+from distill_sweep.training.loop import Batch, LossFn, model_inputs, predict
 
 from .common import build_student, train_student
 from .settings import PTPSettings, Thresholds

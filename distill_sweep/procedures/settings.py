@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.causal_settings import CHOICE, InstructionSettings
-from distill_sweep.causal_settings import PRIMARY as TOKEN_ACCURACY
-from distill_sweep.corpus_settings import CorpusSettings, parquet_files, sources, text_files
+from distill_sweep.config.parse import UNHASHED_AT_DEFAULT, parse
+from distill_sweep.config.schema import RecipeSettings, TaskSettings
+from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, sources, text_files
+from distill_sweep.data.decoder_settings import CHOICE, InstructionSettings
+from distill_sweep.data.decoder_settings import PRIMARY as TOKEN_ACCURACY
 from distill_sweep.errors import ConfigError
-from distill_sweep.processes import requested_size
-from distill_sweep.schema import RecipeSettings, TaskSettings
-from distill_sweep.settings import UNHASHED_AT_DEFAULT, parse
+from distill_sweep.training.processes import requested_size
 
 from .base import ProcedureSettings
 

@@ -42,24 +42,24 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 
-from distill_sweep import distributed
-from distill_sweep.context import RunContext
-from distill_sweep.corpus import (
+from distill_sweep.config.parse import as_dict
+from distill_sweep.data.corpus import (
     IGNORE,
     PackedCorpus,
     load_corpus,
 )
-from distill_sweep.disk import writing
 from distill_sweep.errors import ConfigError
-from distill_sweep.loop import LossFn, autocast, model_inputs, seed_everything, to_device
-from distill_sweep.models import as_masked_lm, has_mlm_head, head_deferred, mlm_head
+from distill_sweep.models.loading import as_masked_lm, has_mlm_head, head_deferred, mlm_head
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.inputs import as_target, fp32_region
-from distill_sweep.settings import as_dict
-from distill_sweep.stages import Stage, StageDriver, epoch_seed
+from distill_sweep.records.disk import writing
 from distill_sweep.students import BuildInputs
-from distill_sweep.teacher import check_beats_baseline, masked_lm_teacher
+from distill_sweep.teachers.finetuned import check_beats_baseline, masked_lm_teacher
 from distill_sweep.toy import vocabulary
+from distill_sweep.training import distributed
+from distill_sweep.training.context import RunContext
+from distill_sweep.training.loop import LossFn, autocast, model_inputs, seed_everything, to_device
+from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
 
 from .common import train_student
 from .settings import MLM_ACCURACY, TaskAgnosticSettings

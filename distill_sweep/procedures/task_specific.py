@@ -8,10 +8,10 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from distill_sweep.context import RunContext
 from distill_sweep.objectives.core import Objective, build_objective
-from distill_sweep.stages import Stage
-from distill_sweep.teacher import fine_tuned_teacher
+from distill_sweep.teachers.finetuned import fine_tuned_teacher
+from distill_sweep.training.context import RunContext
+from distill_sweep.training.stages import Stage
 
 from .common import build_student, teacher_view, train_student
 

@@ -2,7 +2,7 @@
 
 Table 1 = one initialisation (default init name "skip": every k-th teacher layer, "4,8,12" for the
 paper's 12-layer teacher and 3-layer student), one row per system. Table 3 = rows system x init.
-A system is (procedure, objective, teacher, student): see distill_sweep.store.
+A system is (procedure, objective, teacher, student): see distill_sweep.analysis.frames.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep import paper, stats, store
+from distill_sweep.analysis import frames, paper, stats
 from distill_sweep.report import decoder, figures, layout_table, pretraining
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.options import ReportOptions, UsageError
@@ -37,10 +37,10 @@ MAX_LISTED = 30  # failed/running/missing jobs listed individually before "... a
 
 
 def selection_text(which: str) -> str:
-    return f"{store.WHICH_TEXT[which]} (which={which})"
+    return f"{frames.WHICH_TEXT[which]} (which={which})"
 
 
-def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, Any]]:
+def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, Any]]:
     """The whole report as a Doc plus the artefacts to write (name -> str | DataFrame | plot tuple)."""
     # distillations on a corpus and the fine-tuning of their students have Tables 2 and 4 of their own
     own = pretraining.is_own(st.records)
@@ -48,7 +48,7 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
     records = st.records[~own & ~decoders]
     doc = Doc()
     files: dict[str, Any] = {}
-    counts = store.status_counts(st.records)
+    counts = frames.status_counts(st.records)
     doc.heading(f"distill_sweep report: {opts.results_dir}")
     doc.text(f"jobs: {counts['completed']} completed, {counts['failed']} failed, {counts['running']} running "
              f"(running = started without a final status; a killed job stays 'running')"
@@ -57,15 +57,15 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
                    else "accuracy for all GLUE tasks, what the paper numbers are")
     doc.text(f"columns: metric={opts.metric} ({metric_text}); ddof={opts.ddof}; alpha={opts.alpha}")
     doc.text(f"epoch selection: {selection_text(opts.which)}")
-    for line in store.parts_legend(records):
+    for line in frames.parts_legend(records):
         doc.text(line)
 
-    sc, notes = store.scores(records, opts.metric)
-    paper_sc, _ = store.scores(records, "paper")
+    sc, notes = frames.scores(records, opts.metric)
+    paper_sc, _ = frames.scores(records, "paper")
     for note in notes:
         doc.text(f"note: {note}")
-    systems = store.system_order(records)
-    if opts.baseline != store.NO_KD_LABEL and opts.baseline not in systems:  # a chosen row must exist
+    systems = frames.system_order(records)
+    if opts.baseline != frames.NO_KD_LABEL and opts.baseline not in systems:  # a chosen row must exist
         raise UsageError(f"baseline={opts.baseline!r} is not a row of this report (rows: {', '.join(systems)})")
 
     for key in opts.layouts:  # other systems' own tables (a preset's, or table=<layout>) before the generic ones
@@ -78,7 +78,7 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
     if decoders.any():
         _decoder_sections(doc, files, st.records[decoders], opts)
     if "1" in opts.tables and not records.empty:
-        t1_records, t1_note = store.select_init(records, opts.table1_init)
+        t1_records, t1_note = frames.select_init(records, opts.table1_init)
         t1_paths = set(t1_records["path"])
         t1_sc = sc[sc["path"].isin(t1_paths)]
         agg = stats.aggregate(t1_sc, ddof=opts.ddof)
@@ -107,7 +107,7 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
         table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
                             stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
         _table_section(doc, files, table, opts)
-        tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=store.init_order(records),
+        tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=frames.init_order(records),
                                    group_order=systems)
         _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
                        ["system"], opts)
@@ -122,9 +122,9 @@ def build_report(opts: ReportOptions, st: store.Store) -> tuple[Doc, dict[str, A
             _paper_section(doc, files, "3", paper_sc, opts, by_init=True)
         if not st.curves.empty and st.curves["init_label"].nunique() > 1:
             files["curves_inits.png"] = ("plot", st.curves, "dev curves per row and init", systems,
-                                         store.init_order(records))
+                                         frames.init_order(records))
             doc.figure("<h2>Dev curves per row and init</h2>"
-                       + figures.curve_figures(st.curves, systems, store.init_order(records)))
+                       + figures.curve_figures(st.curves, systems, frames.init_order(records)))
 
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)
@@ -313,9 +313,9 @@ def _grid_section(doc: Doc, records: pd.DataFrame, preset: str | None) -> None:
         return
     doc.heading(f"Grid status versus preset {preset!r}")
     try:
-        from distill_sweep.grid import expected_jobs  # imports Hydra and the training code: only when asked
+        from distill_sweep.sweep.compose import expected_jobs
     except ImportError as exc:
-        doc.text(f"grid comparison skipped: distill_sweep.grid.expected_jobs is unavailable ({exc})")
+        doc.text(f"grid comparison skipped: distill_sweep.sweep.compose.expected_jobs is unavailable ({exc})")
         return
     try:
         expected = list(expected_jobs(preset))
@@ -362,7 +362,7 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
 
 def _pretraining_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, opts: ReportOptions) -> None:
     """Tables 2 and 4 (distill_sweep.report.pretraining), each beside the paper's numbers."""
-    sc, _ = store.scores(records, opts.metric)
+    sc, _ = frames.scores(records, opts.metric)
     best = pretraining.best_over_grid(pretraining.distilled_runs(records, sc))
     distilled = records[records["procedure"] == pretraining.SOURCE_PROCEDURE]
     if best.empty:

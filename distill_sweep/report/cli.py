@@ -19,11 +19,11 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from distill_sweep.analysis.frames import load_store
 from distill_sweep.report.build import build_report
 from distill_sweep.report.html_page import header, render_html
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.plots import plot_curves, plot_speed_accuracy
-from distill_sweep.store import load_store
 
 PROG = "distill_sweep.report"
 HTML_NAME = "report.html"
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {len(written)} files to {opts.out_dir}: " + ", ".join(p.name for p in written))
     if opts.wandb:
         # tracking imports torch (through distributed): only a report logged to wandb pays for it
-        from distill_sweep.tracking import log_report
+        from distill_sweep.training.tracking import log_report
 
         where = log_report(project="distill_sweep", group=opts.wandb_group or opts.results_dir, mode=opts.wandb_mode,
                            run_dir=opts.out_dir, name=f"report {opts.results_dir}", files=written)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from distill_sweep import stats
+from distill_sweep.analysis import stats
 
 PROCEDURE = "causal_lm"
 BASELINE = "fkl"  # the objective every other is tested against

@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep import stats
-from distill_sweep.paper import METRIC_ABBREV, task_label, task_order
+from distill_sweep.analysis import stats
+from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.report import svg
 from distill_sweep.report.render import fmt_ci, fmt_p, fmt_seeds
 from distill_sweep.report.tables import Cell, Table

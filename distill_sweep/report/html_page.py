@@ -11,12 +11,11 @@ import platform
 from dataclasses import asdict
 from datetime import datetime, timezone
 from html import escape
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from distill_sweep import results
+from distill_sweep.records import record
 from distill_sweep.report.render import Doc
 
 CSS = """
@@ -52,7 +51,7 @@ def header(opts: Any, records: pd.DataFrame) -> list[tuple[str, str]]:
     grid = "; ".join(f"{label} {', '.join(sorted({str(v) for v in records[col].dropna()}))}"
                      for label, col in GRID_COLUMNS if col in records and not records.empty)
     return [
-        ("report code", results.git_commit() or "unknown (not a git checkout)"),
+        ("report code", record.git_commit() or "unknown (not a git checkout)"),
         ("records' code", ", ".join(c[:12] for c in commits) or "not recorded"),
         ("sweep", f"{opts.results_dir}, {len(records)} records, preset {opts.preset or 'none'}: {grid}"),
         ("options", options),
@@ -108,9 +107,3 @@ def _bold(html: str) -> str:
             bold = not bold
         out.append(chunk)
     return "".join(out)
-
-
-def write_page(path: Path, html: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
-    return path

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep import paper, stats, store
-from distill_sweep.paper import column_metric, task_order
+from distill_sweep.analysis import frames, paper, stats
+from distill_sweep.analysis.paper import column_metric, task_order
 from distill_sweep.report.layouts import Labels, Layout
 from distill_sweep.report.tables import Cell, Row, Table, cell_of, mark_best
 
@@ -91,7 +91,7 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
     table = Table(key=layout.key, title=layout.title, row_headers=list(layout.row_headers), tasks=tasks,
                   metrics=metrics, notes=list(layout.notes), avg_tasks=layout.avg_tasks)
 
-    sc, notes = store.scores(mine, mode)
+    sc, notes = frames.scores(mine, mode)
     row_of = rows.row_of()
     sc = sc.assign(row=[row_of[u] for u in zip(sc["system"], sc["init_label"], strict=True)])
     agg = stats.aggregate(sc, by=("row",), ddof=ddof)

@@ -3,7 +3,7 @@
 A layout is selected by `table=<key>` or by `preset=<name>` with `table=all` (`PRESET_LAYOUTS`); it is
 built by `report.layout_table` into the same Table model as Tables 1 and 3. A record is one of a layout's
 rows when `classify` gives it labels (one per row header); the rows are the labels' (system, init) units
-of `distill_sweep.store`, so two setups that get the same labels (two teachers, two inits) stay apart.
+of `distill_sweep.analysis.frames`, so two setups that get the same labels (two teachers, two inits) stay apart.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from distill_sweep.paper import GLUE_TASKS, as_float
+from distill_sweep.analysis.paper import GLUE_TASKS, as_float
 
 Labels = tuple[str, ...]
 Pair = tuple[Labels, Labels]  # (row, the row it is tested against)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from distill_sweep.paper import DEFAULT_PAPER_DIR, METRIC_MODES
+from distill_sweep.analysis.frames import NO_KD_LABEL, WHICH_CHOICES
+from distill_sweep.analysis.paper import DEFAULT_PAPER_DIR, METRIC_MODES
 from distill_sweep.report.layouts import LAYOUT_CHOICES, PRESET_LAYOUTS
-from distill_sweep.store import NO_KD_LABEL, WHICH_CHOICES
 
 TABLE_CHOICES = ("1", "2", "3", "4", "all", *LAYOUT_CHOICES)  # layouts: other systems' tables (report.layouts)
 FORMAT_CHOICES = ("all", "html", "text")
@@ -23,7 +23,7 @@ class ReportOptions:
     results_dir: str = "results"
     table: str = "all"  # "1" | "2" | "3" | "4" | "all" | a layout (LAYOUT_CHOICES)
     metric: str = "header"  # column metrics: the paper's headers (MRPC F1, CoLA MCC) or "paper" (accuracy)
-    which: str = "best"  # which epoch a score comes from: see distill_sweep.store
+    which: str = "best"  # which epoch a score comes from: see distill_sweep.analysis.frames
     ddof: int = 1
     paper: bool = True
     preset: str | None = None

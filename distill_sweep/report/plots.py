@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.paper import METRIC_ABBREV, task_label, task_order
-from distill_sweep.stats import curve_lines, curve_means
+from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
+from distill_sweep.analysis.stats import curve_lines, curve_means
 
 
 def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[str],

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep import stats
-from distill_sweep.paper import (
+from distill_sweep.analysis import stats
+from distill_sweep.analysis.paper import (
     GLUE_TASKS,
     as_float,
     column_metric,

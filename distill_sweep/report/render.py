@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
-from distill_sweep.paper import GLUE_TASKS, METRIC_ABBREV, task_label, task_order
+from distill_sweep.analysis.paper import GLUE_TASKS, METRIC_ABBREV, task_label, task_order
 from distill_sweep.report.tables import Cell, Table
 
 MISSING = "—"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.paper import GLUE_TASKS, column_metric, task_order
-from distill_sweep.store import init_order, system_order
+from distill_sweep.analysis.frames import init_order, system_order
+from distill_sweep.analysis.paper import GLUE_TASKS, column_metric, task_order
 
 
 @dataclass

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from distill_sweep import declared
+from distill_sweep.config import declared
 from distill_sweep.errors import ConfigError
-from distill_sweep.families import ENCODER
-from distill_sweep.inits import StudentInit
-from distill_sweep.model_info import ModelInfo
+from distill_sweep.models.families import ENCODER
+from distill_sweep.models.inits import StudentInit
+from distill_sweep.models.model_info import ModelInfo
 
 if TYPE_CHECKING:  # annotations only: the config checks run before transformers is imported
     from transformers import PretrainedConfig, PreTrainedModel

@@ -1,7 +1,7 @@
 """`student=bilstm`: Tang et al. 2019's student ("Distilling Task-Specific Knowledge from BERT into Simple Neural
 Networks"): word embeddings -> one bidirectional LSTM layer -> sentence vector -> ReLU MLP -> classifier.
 
-* Its own tokenizer: a word vocabulary of the training split (distill_sweep/words.py); the batches carry its
+* Its own tokenizer: a word vocabulary of the training split (distill_sweep/data/student_words.py); the batches carry its
   word ids (`student_ids_<field>`) next to the teacher's word pieces, and the model reads only its own
   (`input_keys`).
 * Sentence vector: the LSTM's last states, forward and backward concatenated (h_fwd at the last real word,
@@ -25,8 +25,8 @@ from torch import Tensor, nn
 from transformers import PretrainedConfig
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from distill_sweep.data import STUDENT_IDS
-from distill_sweep.words import load_or_build, read_vectors
+from distill_sweep.data.batching import STUDENT_IDS
+from distill_sweep.data.student_words import load_or_build, read_vectors
 
 from .base import BuildInputs
 from .settings import BiLSTMSettings

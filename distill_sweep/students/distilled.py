@@ -1,6 +1,6 @@
 """`student=distilled`: the student a task-agnostic job of this result store distilled, named by that job's
 config hash (`student.source`). The sweeper fills it in for the fine-tune grid that follows a distillation
-(`finetune_grid`, distill_sweep/chain.py); by hand: `student=distilled student.source=<config hash>`.
+(`finetune_grid`, distill_sweep/sweep/chain.py); by hand: `student=distilled student.source=<config hash>`.
 
 The config hash, not the directory, is the student's identity: the fine-tune job's own hash stays the same
 when the result store moves. The directory is found in `results_dir` when the job is prepared; the student is
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from transformers import PretrainedConfig, PreTrainedModel
 
-from distill_sweep import results
 from distill_sweep.errors import ConfigError
-from distill_sweep.models import read_model_config
+from distill_sweep.models.loading import read_model_config
+from distill_sweep.records import record
 
 from .base import BuildInputs
 from .pretrained import build as build_pretrained
@@ -25,14 +25,14 @@ from .settings import DistilledSettings, PretrainedSettings
 SOURCE_PROCEDURE = "task_agnostic"  # the procedure that saves a student for others to fine-tune
 
 
-def find_source(source: str, results_dir: Path) -> tuple[Path, results.Record]:
+def find_source(source: str, results_dir: Path) -> tuple[Path, record.Record]:
     """The result directory and record of the task_agnostic job whose config hash starts with `source`."""
     found = []
-    for directory in results.job_dirs_of(results_dir, source):
-        data = results.read_record(directory / results.RECORD)
+    for directory in record.job_dirs_of(results_dir, source):
+        data = record.read_record(directory / record.RECORD)
         if data is None:
             continue
-        rec = results.Record.from_dict(data)
+        rec = record.Record.from_dict(data)
         if rec.config_hash.startswith(source) and rec.procedure == SOURCE_PROCEDURE:
             found.append((directory, rec))
     if not found:

@@ -14,7 +14,7 @@ from transformers import (
     PreTrainedModel,
 )
 
-from distill_sweep.families import family_of
+from distill_sweep.models.families import family_of
 
 from .base import BuildInputs
 from .settings import FreshSettings

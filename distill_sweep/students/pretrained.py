@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
-from distill_sweep.models import read_model_config
+from distill_sweep.models.loading import read_model_config
 
 from .base import BuildInputs
 from .settings import PretrainedSettings

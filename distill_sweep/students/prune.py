@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from distill_sweep.families import family_of_model
-from distill_sweep.loop import model_inputs, to_device
+from distill_sweep.models.families import family_of_model
+from distill_sweep.training.loop import model_inputs, to_device
 
 __all__ = ["block_importance", "prune_layers"]
 

@@ -2,7 +2,7 @@
 
 A settings dataclass is the type's config surface (each field's comment is its description in the config
 reference); the code that builds the student (students/<type>.py) reads it. `validate` is the cross-field rule
-`distill_sweep.settings.parse` calls.
+`distill_sweep.config.parse.parse` calls.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distill_sweep import results
 from distill_sweep.errors import ConfigError
+from distill_sweep.records import record
 
-MIN_HASH_CHARS = results.HASH_CHARS  # student.source: as many as a result directory's name holds
+MIN_HASH_CHARS = record.HASH_CHARS  # student.source: as many as a result directory's name holds
 
 
 @dataclass

@@ -27,7 +27,7 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.errors import ConfigError
-from distill_sweep.families import family_of_model
+from distill_sweep.models.families import family_of_model
 
 from .base import BuildInputs
 from .settings import SPSSettings

@@ -13,7 +13,7 @@ import copy
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
-from distill_sweep.families import family_of_model
+from distill_sweep.models.families import family_of_model
 
 from .base import BuildInputs
 from .settings import TruncatedSettings

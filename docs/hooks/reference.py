@@ -1,15 +1,15 @@
 """mkdocs hook: the config reference and the record schema, generated from the typed schema while the site builds.
 
 A page asks for them with a marker line: `<!-- config-reference -->` (every key of every settings dataclass:
-type, range, default, meaning) and `<!-- record-schema -->` (the fields of `distill_sweep.results.Record`).
+type, range, default, meaning) and `<!-- record-schema -->` (the fields of `distill_sweep.records.record.Record`).
 
 Nothing here names a file of the package: the settings dataclasses are found at run time, from the typed schema
-(`distill_sweep.schema.ConfigSettings`), the registries (procedures, students, objective terms) and, for the
+(`distill_sweep.config.schema.ConfigSettings`), the registries (procedures, students, objective terms) and, for the
 parts that no registry lists, by walking the package's modules (`PLACES` says where those are set). A
 `*Settings` dataclass that none of these reach stops the build, so a new part cannot be left out.
 
 A key's meaning is the comment on its field's line(s) in the dataclass, or the comment lines right above the
-field (docs/design.md, "Settings and their descriptions"); tests/test_docs.py fails when a key has none.
+field (docs/design.md, "Settings and their descriptions"); tests/repo/test_docs.py fails when a key has none.
 """
 
 from __future__ import annotations
@@ -218,8 +218,9 @@ def _with_nested(section: Section) -> list[Section]:
 
 def config_sections() -> list[Section]:
     """The whole config surface, in the order of the page."""
-    from distill_sweep import objectives, procedures, schema, students
-    from distill_sweep.config_space import group_options
+    from distill_sweep import objectives, procedures, students
+    from distill_sweep.config import schema
+    from distill_sweep.config.space import group_options
 
     def options(group: str) -> str:
         names = ", ".join(f"`{o}`" for o in group_options(group))
@@ -310,7 +311,7 @@ def render_config_reference() -> str:
 
 
 def record_sections() -> list[Section]:
-    from distill_sweep.results import Record
+    from distill_sweep.records.record import Record
 
     return _with_nested(Section("`result.json`", "", Record, "", 2))
 

@@ -1,0 +1,97 @@
+"""`-m +plan_seeds=true`: the sweep's dry run, plus, from the records a pilot left in results_dir, how many seeds
+each comparison of the planned grid needs.
+
+A comparison is what the report tests: two objectives (procedure and objective) at the same init, or two inits of
+the same objective, paired on (task, seed) and pooled over the planned tasks they share. From the pilot's matched
+pairs it takes Cohen's d_z and asks the power analysis (stats.seeds_needed: 80% power, two-sided paired t-test at
+alpha) for the pairs needed, divided by the planned tasks (each seed gives one pair per task).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from distill_sweep.analysis import frames, stats
+
+COLUMNS = ("comparison", "tasks", "pilot pairs", "mean(A-B)", "d", "seeds needed", "planned seeds", "verdict")
+
+
+def _system(procedure: str, objective: str) -> str:
+    if procedure == "finetune":
+        return frames.NO_KD_LABEL
+    return objective if procedure == "task_specific" else f"{procedure}:{objective}"
+
+
+def comparisons(planned: Sequence[dict[str, Any]]) -> list[tuple[str, tuple[str, str], tuple[str, str], list[str]]]:
+    """(name, cell A, cell B, shared tasks) per comparison of the planned jobs (dicts of task, procedure,
+    objective, init: the init's directory name, seed); a cell is (system, init directory)."""
+    tasks: dict[tuple[str, str], set[str]] = {}
+    for job in planned:
+        cell = (_system(job["procedure"], job["objective"]), str(job["init"]))
+        tasks.setdefault(cell, set()).add(str(job["task"]))
+    cells = list(tasks)
+    out = []
+    for a, b in combinations(cells, 2):
+        shared = sorted(tasks[a] & tasks[b])
+        if not shared or (a[0] != b[0] and a[1] != b[1]):  # the report compares one thing at a time
+            continue
+        name = f"{a[1]}: {a[0]} vs {b[0]}" if a[1] == b[1] else f"{a[0]}: {a[1]} vs {b[1]}"
+        out.append((name, a, b, shared))
+    return out
+
+
+def plan(results_dir: str | Path, planned: Sequence[dict[str, Any]], alpha: float = 0.05) -> pd.DataFrame:
+    """One row per comparison of the planned grid, from the pilot's records under results_dir (COLUMNS)."""
+    rows = []
+    pilot = pd.DataFrame()
+    if Path(results_dir).is_dir():
+        records = frames.load_store(results_dir).records
+        if not records.empty:
+            sc, _ = frames.scores(records)
+            # a record's init directory (results.job_dir: <task>/<part>/<init>/<seed>/<hash>/result.json)
+            pilot = sc.assign(cell=[(_system(p, o), Path(path).parents[2].name) for p, o, path in
+                                    zip(sc["procedure"], sc["objective"], sc["path"], strict=True)])
+    seeds = len({int(job["seed"]) for job in planned})
+    for name, a, b, shared in comparisons(planned):
+        pairs = pd.DataFrame(columns=["a", "b"])
+        if not pilot.empty:
+            mine = pilot[pilot["task"].isin(shared) & pilot["cell"].isin([a, b])]
+            wide = mine.pivot_table(index=["task", "seed"], columns="cell", values="value", aggfunc="mean")
+            if a in wide and b in wide:
+                pairs = wide[[a, b]].dropna().set_axis(["a", "b"], axis=1)
+        d = stats.cohens_dz(pairs["a"], pairs["b"])
+        need = stats.seeds_needed(d, len(shared), alpha)
+        if len(pairs) < 2:
+            verdict = "no pilot: run at least 2 seeds of both"
+        elif math.isinf(need):
+            verdict = "no difference in the pilot"
+        else:
+            verdict = "enough" if seeds >= need else f"add {int(need) - seeds} seed(s)"
+        rows.append({"comparison": name, "tasks": ",".join(shared), "pilot pairs": len(pairs),
+                     "mean(A-B)": float((pairs["a"] - pairs["b"]).mean()) if len(pairs) else math.nan, "d": d,
+                     "seeds needed": need, "planned seeds": seeds, "verdict": verdict})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def plan_text(results_dir: str | Path, planned: Sequence[dict[str, Any]], alpha: float = 0.05) -> str:
+    """The plan as the dry run prints it: one table and what it assumes."""
+    table = plan(results_dir, planned, alpha)
+    head = (f"seeds needed per comparison (+plan_seeds): from the pilot's records under {results_dir}, the seeds a "
+            f"two-sided paired t-test needs for {stats.POWER:.0%} power at alpha={alpha} to detect the pilot's "
+            "effect (Cohen's d_z on (task, seed) pairs), pooled over the planned tasks")
+    if table.empty:
+        return head + "\n  no comparison in the planned grid (one objective at one init)"
+    shown = table.assign(**{
+        "mean(A-B)": [f"{v:+.2f}" if not math.isnan(v) else "—" for v in table["mean(A-B)"]],
+        "d": [f"{v:.2f}" if not math.isnan(v) else "—" for v in table["d"]],
+        "seeds needed": [("never" if math.isinf(v) else f"{int(v)}") if not math.isnan(v) else "—"
+                         for v in table["seeds needed"]]})
+    return head + "\n" + tabulate(shown.to_numpy().tolist(), headers=list(COLUMNS), tablefmt="simple",
+                                  disable_numparse=True)

@@ -1,0 +1,441 @@
+"""Statistics over the frames of `distill_sweep.analysis.frames`: aggregation, bootstrap confidence intervals, paired
+t-tests with Holm, effect sizes, almost stochastic order (ASO), seeds needed, grid status, curves. Pure
+functions: no printing, no files.
+
+Decisions (see also results/paper/README.md):
+- std is over seeds with ddof=1 by default (the paper does not say); n is reported per cell.
+- Avg is over the 7 GLUE tasks only, and only when all 7 are present in the row.
+- Paired t-tests pool matched (task, seed) pairs across tasks. Holm correction is over the testable
+  pairs of one table (one family per table); pairs with fewer than 2 pairs or zero-variance differences
+  have no p and stay out of the correction. A test on fewer than 3 pairs (under 2 degrees of freedom)
+  gets a p, with a caution: at 2 seeds the same comparison can read p=0.02 and at 3 seeds p=0.10.
+- Confidence intervals are percentile bootstraps of the mean (a cell's seeds; a pair's matched differences),
+  seeded so a report is reproducible; n = 1 has none, zero variance gives the point itself.
+- Effect size: Cohen's d_z, the mean difference over the std of the differences (paired); not Hedges' g,
+  whose small-sample factor is 0 at n = 2.
+- ASO (Dror et al. 2019, as deepsig 1.2 computes it, vectorised): eps_min that A is better than B; A is
+  called almost stochastically better when eps_min < ASO_THRESHOLD. The Bonferroni correction sets the
+  confidence level to 1 - alpha / m (deepsig's `num_comparisons` raises it to 1 - alpha + alpha / m, the
+  same only at m = 2; passing deepsig `confidence_level=1 - alpha / m` gives ours).
+- Seeds needed: the pairs a two-sided paired t-test needs for 80% power at alpha to detect the observed
+  d_z (statsmodels' TTestPower), divided by the tasks a comparison pools (pairs are (task, seed)).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterator, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from distill_sweep.analysis.frames import norm_spec
+from distill_sweep.analysis.paper import GLUE_TASKS, norm_task, objective_order, task_label
+from distill_sweep.records.record import SCORED_STAGES
+
+ROW: tuple[str, ...] = ("system", "init_label")  # a table row's key in the scores frame
+MIN_RELIABLE_PAIRS = 3  # below this a paired t-test has under 2 degrees of freedom
+CONFIDENCE = 0.95  # of every confidence interval
+RESAMPLES = 10_000  # bootstrap resamples per interval
+BOOT_SEED = 0  # the bootstrap's and ASO's random seed: the same store gives the same report
+POWER = 0.8  # the power "seeds needed" is computed for
+ASO_THRESHOLD = 0.2  # eps_min below this: A almost stochastically better than B (Ulmer et al. 2022's advice)
+ASO_ITERATIONS = 1000  # deepsig's default bootstrap iterations
+ASO_DT = 0.005  # deepsig's default integration step over the quantiles
+MAX_SEEDS = 10_000  # seeds needed above this are reported as this (a difference too small to chase)
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+
+def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1) -> pd.DataFrame:
+    """Mean, std (with `ddof`), n and the bootstrap CI of the mean over seeds per (by..., task).
+
+    std is NaN when n <= ddof, the CI when n < 2. Columns: by..., task, metric, mean, std, n, ci_low, ci_high.
+    """
+    by = list(by)
+    cols = [*by, "task", "metric", "mean", "std", "n", "ci_low", "ci_high"]
+    if scores_df.empty:
+        return pd.DataFrame(columns=cols)
+
+    def std(v: pd.Series) -> float:
+        return float(np.std(v.to_numpy(), ddof=ddof)) if len(v) > ddof else math.nan
+
+    grouped = scores_df.groupby([*by, "task", "metric"], sort=False)["value"]
+    agg = grouped.agg(mean="mean", std=std, n="count").reset_index()
+    agg["n"] = agg["n"].astype(int)
+    intervals = [bootstrap_ci(v.to_numpy()) for _, v in grouped]  # the same groups, in the same order
+    agg["ci_low"] = [lo for lo, _ in intervals]
+    agg["ci_high"] = [hi for _, hi in intervals]
+    return agg[cols]
+
+
+def row_averages(agg: pd.DataFrame, by: Sequence[str] = ROW, tasks: Sequence[str] = GLUE_TASKS) -> pd.DataFrame:
+    """Avg over `tasks` (default the 7 GLUE tasks) of each row's cell means; NaN (with the reason) unless
+    all of them are present.
+
+    Columns: by..., avg, n_tasks, reason.
+    """
+    by = list(by)
+    cols = [*by, "avg", "n_tasks", "reason"]
+    if agg.empty:
+        return pd.DataFrame(columns=cols)
+    out = []
+    for key, grp in agg.groupby(by, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        glue = grp[grp["task"].isin(tasks) & (grp["n"] > 0)]
+        have = set(glue["task"])
+        lacking = [task_label(t) for t in tasks if t not in have]
+        if lacking:
+            avg, reason = math.nan, "missing " + ", ".join(lacking)
+        else:
+            avg, reason = float(glue["mean"].mean()), ""
+        out.append({**dict(zip(by, key, strict=True)), "avg": avg, "n_tasks": len(have), "reason": reason})
+    return pd.DataFrame(out, columns=cols)
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (NaNs stay NaN and do not count towards m).
+
+    Sorted ascending p_(1..m): adj_(i) = max_{j<=i} min(1, (m - j + 1) * p_(j)).
+    """
+    p = np.asarray(pvalues, dtype=float)
+    adj = np.full_like(p, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = len(ok)
+    order = ok[np.argsort(p[ok], kind="stable")]
+    running = 0.0
+    for rank, idx in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[idx]))
+        adj[idx] = running
+    return adj
+
+
+def paired_ttest(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, str]:
+    """Two-sided paired t-test of a vs b -> (t, p, note). NaN with a note instead of raising when
+    there are fewer than 2 pairs or the differences have zero variance (t undefined); a caution in
+    the note when there are fewer than MIN_RELIABLE_PAIRS pairs."""
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    d = x - y
+    if len(d) < 2:
+        return math.nan, math.nan, f"only {len(d)} matched pair(s)"
+    if np.allclose(d, d[0], rtol=0.0, atol=1e-12):
+        return math.nan, math.nan, f"differences have zero variance (all {d[0]:+.4g})"
+    res = sps.ttest_rel(x, y)
+    note = ""
+    if len(d) < MIN_RELIABLE_PAIRS:
+        note = f"caution: only {len(d)} pairs ({len(d) - 1} degree of freedom), p is unreliable"
+    return float(res.statistic), float(res.pvalue), note
+
+
+def paired_tests(
+    scores_df: pd.DataFrame,
+    compare: str = "system",
+    within: Sequence[str] = (),
+    alpha: float = 0.05,
+    levels: Sequence[str] | None = None,
+    group_order: Sequence[Any] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> pd.DataFrame:
+    """Every pair of levels of `compare` (within each group of `within`), paired on matched
+    (task, seed) scores present in both. Table 1: compare="system" on one init; Table 3:
+    compare="init_label", within=("system",). `pairs` tests only these (a, b) pairs instead, in
+    this order (a layout's rows against their baselines); a level with no scores in a group gives
+    an untestable row that says so.
+
+    Levels are taken in `levels` order, groups in `group_order` (one `within` column; by default the
+    paper's objective order when grouping by objective). Holm correction over the testable tests
+    returned (one family); ASO's Bonferroni over the pairs with at least 2 matched pairs (the same family).
+    Columns: within..., a, b, n, tasks (pooled), mean_a, mean_b, mean_diff, ci_low, ci_high (bootstrap CI of
+    mean_diff), d (Cohen's d_z), t, p, p_holm, significant, significant_holm, testable, few_pairs,
+    aso_ab / aso_ba (eps_min that A / B is better), aso_better ("A", "B" or ""), seeds (seeds needed), note.
+    """
+    within = list(within)
+    cols = [*within, "a", "b", "n", "tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d", "t", "p",
+            "p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba", "aso_better",
+            "seeds", "note"]
+    if scores_df.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    groups = list(scores_df.groupby(within, sort=False)) if within else [((), scores_df)]
+    if group_order is None and within == ["objective"]:
+        group_order = objective_order(scores_df["objective"].unique())
+    if group_order is not None:
+        rank = {g: i for i, g in enumerate(group_order)}
+        groups.sort(key=lambda kv: rank.get((kv[0] if isinstance(kv[0], tuple) else (kv[0],))[0], len(rank)))
+    for key, grp in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        wide = grp.pivot_table(index=["task", "seed"], columns=compare, values="value", aggfunc="mean")
+        present = list(wide.columns)
+        order = [lv for lv in levels if lv in present] if levels else present
+        order += [lv for lv in present if lv not in order]
+        columns = {lv: wide[lv].to_numpy(dtype=float) for lv in present}  # numpy: hundreds of pairs per table
+        task_codes, _ = pd.factorize(wide.index.get_level_values("task"))
+        for a, b in combinations(order, 2) if pairs is None else pairs:
+            lacking = [lv for lv in dict.fromkeys((a, b)) if lv not in present]
+            x, y, codes = (np.empty(0),) * 3
+            if not lacking:
+                both = ~np.isnan(columns[a]) & ~np.isnan(columns[b])
+                x, y, codes = columns[a][both], columns[b][both], task_codes[both]
+            t, p, note = paired_ttest(x, y)
+            if lacking:
+                note = f"no completed runs of {' and '.join(lacking)}"
+            lo, hi = paired_bootstrap_ci(x, y)
+            rows.append({
+                **dict(zip(within, key, strict=True)), "a": a, "b": b, "n": len(x), "tasks": len(set(codes)),
+                "mean_a": float(x.mean()) if len(x) else math.nan,
+                "mean_b": float(y.mean()) if len(x) else math.nan,
+                "mean_diff": float((x - y).mean()) if len(x) else math.nan,
+                "ci_low": lo, "ci_high": hi, "d": cohens_dz(x, y), "t": t, "p": p, "note": note,
+                "_pairs": (codes, x, y),
+            })
+    derived = ("p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
+               "aso_better", "seeds")
+    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in derived), "_pairs"])
+    out["p_holm"] = holm(out["p"].to_numpy()) if len(out) else []
+    m = int((out["n"] >= 2).sum())  # ASO's Bonferroni family: every pair it is run on
+    asos = [aso_both(*centred_by_task(*matched), alpha, m) if len(matched[1]) >= 2 else (math.nan, math.nan)
+            for matched in out["_pairs"]]
+    out["aso_ab"] = [x for x, _ in asos]
+    out["aso_ba"] = [y for _, y in asos]
+    out["aso_better"] = ["A" if x < ASO_THRESHOLD else "B" if y < ASO_THRESHOLD else "" for x, y in asos]
+    out["seeds"] = [seeds_needed(d, int(k), alpha) for d, k in zip(out["d"], out["tasks"], strict=True)]
+    # NaN p -> not significant (there is no evidence either way; the note says why).
+    out["significant"] = out["p"] < alpha
+    out["significant_holm"] = out["p_holm"] < alpha
+    out["testable"] = out["p"].notna()
+    out["few_pairs"] = out["testable"] & (out["n"] < MIN_RELIABLE_PAIRS)
+    return out[cols]
+
+
+# ----------------------------------------------------------------------------- uncertainty and effect
+
+
+def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+                 seed: int = BOOT_SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean (resampling the values with replacement). NaNs for fewer
+    than 2 values; (v, v) when all values are v."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) < 2:
+        return math.nan, math.nan
+    if np.ptp(x) == 0.0:
+        return float(x[0]), float(x[0])
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE,
+                        resamples: int = RESAMPLES, seed: int = BOOT_SEED) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(a - b), resampling matched pairs."""
+    return bootstrap_ci(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), confidence, resamples, seed)
+
+
+def cohens_dz(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cohen's d_z of paired samples: mean(a - b) / std(a - b, ddof=1) (= t / sqrt(n)). NaN for fewer than 2
+    pairs or no difference at all; +-inf when every difference is the same non-zero number (zero variance).
+    Not Hedges' g: its small-sample factor J(n - 1) is 0 at n = 2, which would hide every 2-seed effect."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if len(d) < 2:
+        return math.nan
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd <= 1e-12 * max(1.0, abs(mean)):
+        return math.nan if abs(mean) <= 1e-12 else math.copysign(math.inf, mean)
+    return mean / sd
+
+
+def seeds_needed(effect: float, units_per_seed: int = 1, alpha: float = 0.05, power: float = POWER) -> float:
+    """Seeds a two-sided paired t-test needs to detect a standardised difference `effect` (d_z) with
+    `power` at `alpha`: the fewest pairs whose power (statsmodels' TTestPower) reaches it, over
+    `units_per_seed` pairs per seed (the tasks a pooled comparison matches), rounded up. At least 2 pairs;
+    inf for no effect; NaN unknown; MAX_SEEDS at most."""
+    if math.isnan(effect) or units_per_seed < 1:
+        return math.nan
+    if effect == 0.0:
+        return math.inf
+    # statsmodels takes a second to import: only the report's statistics need it
+    from statsmodels.stats.power import TTestPower
+
+    def enough(pairs: int) -> bool:
+        if not math.isfinite(effect):  # zero-variance differences: any 2 pairs show them
+            return True
+        with np.errstate(all="ignore"):
+            got = float(TTestPower().power(effect_size=abs(effect), nobs=pairs, alpha=alpha, alternative="two-sided"))
+        if math.isnan(got):  # statsmodels' NaN at a large noncentrality: the same power from scipy's nct
+            df, nc = pairs - 1, abs(effect) * math.sqrt(pairs)
+            crit = sps.t.ppf(1.0 - alpha / 2.0, df)
+            got = float(np.nan_to_num(sps.nct.sf(crit, df, nc)) + np.nan_to_num(sps.nct.cdf(-crit, df, nc)))
+        return got >= power
+
+    # power grows with the pairs: search by doubling, then bisect (solve_power's root finder fails at
+    # large effects and tiny samples)
+    cap = MAX_SEEDS * units_per_seed
+    lo, hi = 1, 2  # enough(lo) is False (one pair has no t-test), enough(hi) to be found
+    while not enough(hi):
+        if hi >= cap:
+            return float(MAX_SEEDS)
+        lo, hi = hi, min(cap, 2 * hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return float(math.ceil(hi / units_per_seed))
+
+
+@functools.lru_cache(maxsize=256)
+def _segments(n_a: int, n_b: int, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """deepsig's integration grid t = dt, 2 dt, ... < 1, grouped: its empirical quantile functions
+    (sorted[ceil(n t) - 1]) are constant between jumps, so the grid's sums are sums over the (index in A,
+    index in B) pairs it visits, each weighted by dt times its grid points (the violation part leaves the first
+    grid point out, as deepsig does). Returns (A's indices, B's indices, total weights, violation weights)."""
+    grid = np.arange(dt, 1, dt)
+    ia = np.clip(np.ceil(n_a * grid).astype(int) - 1, 0, n_a - 1)
+    ib = np.clip(np.ceil(n_b * grid).astype(int) - 1, 0, n_b - 1)
+    keys, inverse = np.unique(ia * n_b + ib, return_inverse=True)
+    total = np.bincount(inverse, minlength=len(keys)) * dt
+    violation = np.bincount(inverse[1:], minlength=len(keys)) * dt
+    return keys // n_b, keys % n_b, total, violation
+
+
+def _violation_ratio(f: np.ndarray, g: np.ndarray, total_w: np.ndarray, violation_w: np.ndarray) -> np.ndarray:
+    """deepsig's e_W2 from the quantiles at the grid's segments: the share of the squared Wasserstein
+    distance where A's quantile is below B's (0.5 when the distance is 0)."""
+    diff2 = (g - f) ** 2
+    total = diff2 @ total_w
+    part = np.where(f >= g, 0.0, diff2) @ violation_w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total == 0.0, 0.5, part / np.where(total == 0.0, 1.0, total))
+
+
+def aso_both(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, comparisons: int = 1,
+             iterations: int = ASO_ITERATIONS, dt: float = ASO_DT, seed: int = BOOT_SEED) -> tuple[float, float]:
+    """Almost stochastic order both ways: (eps_min that A is better than B, eps_min that B is better than A),
+    at confidence 1 - alpha / comparisons (Bonferroni), higher scores better. deepsig 1.2's algorithm in
+    numpy: the violation ratio of the empirical quantile functions, its spread over `iterations` bootstrap
+    resamples (the same resamples for both ways), eps_min = clip(ratio - sigma / c * Phi^-1(alpha'), 0, 1)
+    with c = sqrt(n_a n_b / (n_a + n_b)). NaNs without scores on either side."""
+    x = np.sort(np.asarray(a, dtype=float))
+    y = np.sort(np.asarray(b, dtype=float))
+    if len(x) == 0 or len(y) == 0:
+        return math.nan, math.nan
+    ia, ib, total_w, violation_w = _segments(len(x), len(y), dt)
+    rng = np.random.default_rng(seed)
+    xs = np.sort(x[rng.integers(0, len(x), size=(iterations, len(x)))], axis=1)[:, ia]
+    ys = np.sort(y[rng.integers(0, len(y), size=(iterations, len(y)))], axis=1)[:, ib]
+    const = math.sqrt(len(x) * len(y) / (len(x) + len(y)))
+    margin = sps.norm.ppf(alpha / max(1, comparisons)) / const  # Phi^-1(1 - level) < 0
+    out = []
+    for f, g, fs, gs in ((x[ia], y[ib], xs, ys), (y[ib], x[ia], ys, xs)):
+        ratio = float(_violation_ratio(f, g, total_w, violation_w))
+        sigma = float(np.std(const * (_violation_ratio(fs, gs, total_w, violation_w) - ratio)))
+        out.append(float(np.clip(ratio - sigma * margin, 0.0, 1.0)))
+    return out[0], out[1]
+
+
+def aso(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, comparisons: int = 1,
+        iterations: int = ASO_ITERATIONS, dt: float = ASO_DT, seed: int = BOOT_SEED) -> float:
+    """eps_min that A is almost stochastically better than B (see `aso_both`); below ASO_THRESHOLD: better."""
+    return aso_both(a, b, alpha, comparisons, iterations, dt, seed)[0]
+
+
+def centred_by_task(codes: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Matched scores x, y with each task's mean over both subtracted (`codes`: the pairs' task codes): pooled
+    over tasks, ASO then compares the two rows and not the tasks' different levels (one task: no change, ASO is
+    shift-invariant)."""
+    _, codes = np.unique(codes, return_inverse=True)
+    centre = (np.bincount(codes, x + y) / (2.0 * np.bincount(codes)))[codes]
+    return x - centre, y - centre
+
+
+# ----------------------------------------------------------------------------- grid status
+
+
+def job_key(task: Any, objective: Any, init_spec: Any, seed: Any) -> tuple[str, str, str, int]:
+    """Normalised (task, objective, init spec, seed): how records and expected grid cells are matched."""
+    return norm_task(task), str(objective), norm_spec(init_spec), int(seed)
+
+
+def grid_status(
+    records_df: pd.DataFrame, expected: Sequence[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Split the expected jobs into (completed, failed, missing). A job with any completed record is
+    completed; otherwise its newest record decides (failed -> failed); running or absent jobs are missing.
+    A job that carries `hashes` (its result directories' names: the config hash's first 10 characters, and
+    the first schema's for the same job) is matched on them, so jobs that differ only in teacher, student or
+    layer map stay apart; otherwise on (task, objective, init_spec, seed). Entries are the caller's dicts."""
+    latest: dict[Any, str] = {}
+    if not records_df.empty:
+        ordered = records_df.sort_values("started_at", na_position="first", key=lambda s: s.astype(str))
+        for row in ordered.itertuples(index=False):
+            for key in (job_key(row.task, row.objective, row.init_spec, row.seed), ("hash", str(row.config_hash)[:10])):
+                if latest.get(key) != "completed":
+                    latest[key] = str(row.status)
+    completed, failed, missing = [], [], []
+    for job in expected:
+        statuses = {latest.get(key) for key in expected_keys(job)}
+        if "completed" in statuses:
+            completed.append(job)
+        elif "failed" in statuses:
+            failed.append(job)
+        else:
+            missing.append(job)
+    return completed, failed, missing
+
+
+def expected_keys(job: dict[str, Any]) -> list[Any]:
+    """How an expected job is found among the records (see `grid_status`)."""
+    if job.get("hashes"):
+        return [("hash", h) for h in job["hashes"]]
+    return [job_key(job["task"], job["objective"], job["init_spec"], job["seed"])]
+
+
+# ----------------------------------------------------------------------------- curves
+
+
+def align_curves(curves: pd.DataFrame) -> pd.DataFrame:
+    """Add x: a run's epochs before its scored stage (intermediate, a pre-stage such as PTP) at 1..k, its
+    scored-stage epochs (SCORED_STAGES) at k_max(task) + their index, so scored epochs line up across
+    objectives (vanilla KD and fine-tuning have no earlier stage). Also returns the boundary per task in
+    column `boundary` (k_max + 0.5; NaN when no run has an earlier stage)."""
+    if curves.empty:
+        return curves.assign(x=pd.Series(dtype=float), boundary=pd.Series(dtype=float))
+    scored = curves["stage"].isin(SCORED_STAGES)
+    before = (~scored).groupby(curves["path"]).transform("sum")  # epochs before the scored stage, per run
+    kmax = before.groupby(curves["task"]).transform("max").astype(float)
+    x = np.where(scored, kmax + curves["global_epoch"] - before, curves["global_epoch"]).astype(float)
+    return curves.assign(x=x, boundary=kmax.where(kmax > 0) + 0.5)
+
+
+def curve_means(curves: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.DataFrame:
+    """Mean and std over seeds of the aligned curves per (task, by..., x)."""
+    aligned = align_curves(curves)
+    keys = ["task", *by, "x"]
+    if aligned.empty:
+        return pd.DataFrame(columns=[*keys, "mean", "std", "n", "boundary", "metric"])
+    grp = aligned.dropna(subset=["value"]).groupby(keys, sort=True)
+    out = grp["value"].agg(mean="mean", std="std", n="count").reset_index()
+    extra = grp[["boundary", "metric"]].first().reset_index(drop=True)
+    return pd.concat([out, extra], axis=1)
+
+
+def curve_lines(task_means: pd.DataFrame, systems: Sequence[str], inits: Sequence[str] | None
+                ) -> Iterator[tuple[str, str | None, str, pd.DataFrame]]:
+    """One task's curves (rows of `curve_means`) in table order: (system, init or None, label, its rows); a
+    system or init without rows is left out."""
+    for system in systems:
+        for init in list(inits) if inits is not None else [None]:
+            line = task_means[task_means["system"] == system]
+            if init is not None:
+                line = line[line["init_label"] == init]
+            if not line.empty:
+                yield system, init, system if init is None else f"{system} [{init}]", line

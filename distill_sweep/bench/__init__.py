@@ -1,0 +1,1 @@
+"""Benchmarks (entry): `make bench` runs each module here; each prints its tables and writes them as JSON."""

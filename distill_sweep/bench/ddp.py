@@ -1,0 +1,72 @@
+"""`python -m distill_sweep.bench.ddp`: data-parallel scaling of task-agnostic distillation (`make bench`).
+
+The same job (toy corpus, the tiny MLM teacher, `objective=att_mse`, one global batch per update) runs as one
+process and as `torchrun --nproc_per_node=N` gloo ranks with 1 thread each, at the same global batch and
+micro-batch, so both take the same updates. Reported: training samples/s (from each record: every rank's
+slice counted) and the ratio; ideal scaling is N. On CPU the ranks share the machine's cores and memory
+bandwidth: run it on an otherwise idle machine with at least N cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from distill_sweep.bench.step import writes_json
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _job(prefix: list[str], args: list[str], results: Path, cwd: Path) -> dict:
+    proc = subprocess.run([*prefix, "-m", "distill_sweep", *args, f"results_dir={results}"], cwd=cwd,
+                          capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise SystemExit(f"job failed:\n{proc.stderr[-3000:]}")
+    (path,) = results.rglob("result.json")
+    return json.loads(path.read_text())
+
+
+@writes_json("ddp")
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m distill_sweep.bench.ddp", description=__doc__)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--documents", type=int, default=400, help="toy corpus documents")
+    parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument("--micro-batch", type=int, default=16)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        job = ["procedure=task_agnostic", "teacher=tiny_mlm", "guards.allow_weak_teacher=true",  # a random teacher
+               "objective=att_mse", "logger=none", "threads=1",
+               f"corpus.num_documents={args.documents}", "corpus.dev_documents=20", "procedure.epochs=1",
+               f"procedure.global_batch={args.global_batch}", f"procedure.micro_batch={args.micro_batch}",
+               f"cache_dir={work / 'cache'}"]
+        _job([sys.executable], [*job, "procedure.max_steps=1"], work / "warm", work)  # the corpus cache, once
+        one = _job([sys.executable], job, work / "one", work)
+        many = _job([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={args.ranks}",
+                     f"--master_port={_port()}"], job, work / "many", work)
+    steps = one["task_agnostic"]["steps"]
+    print(f"# distill_sweep bench_ddp: task_agnostic toy, tiny MLM teacher -> 3-layer student, att_mse, global batch "
+          f"{args.global_batch}, micro-batch {args.micro_batch}, {steps} updates, gloo on CPU, 1 thread per process")
+    print("| processes | training samples/s | wall s | scaling |")
+    print("|---:|---:|---:|---:|")
+    print(f"| 1 | {one['samples_per_s']:.0f} | {one['wall_time_s']:.1f} | 1.00 |")
+    print(f"| {args.ranks} | {many['samples_per_s']:.0f} | {many['wall_time_s']:.1f} | "
+          f"{many['samples_per_s'] / one['samples_per_s']:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

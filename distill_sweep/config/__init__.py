@@ -1,0 +1,1 @@
+"""Configuration (foundations): the typed schema, parsing values, the config space on disk, lazy declarations."""

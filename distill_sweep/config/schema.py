@@ -1,0 +1,329 @@
+"""The typed schema of a job's config: top-level keys and the settings of each config group.
+
+The parts with a registry (procedure, student, objective terms) declare their own settings next to their
+code; this module holds the rest. `check_config` parses them all: a wrong key, type or range is one
+`ConfigError` line, raised for every job of a sweep before anything launches.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+
+from distill_sweep.config.parse import SEED_RANGE, as_dict, check_value, parse
+from distill_sweep.config.space import GROUPS, check_group_choices, group_options
+from distill_sweep.errors import ConfigError
+
+# Top-level keys that are neither a group nor a run setting.
+OTHER_KEYS = ("hydra",)
+
+
+@dataclass
+class CheckpointSettings:
+    every_steps: int = field(default=0, metadata={"ge": 0})  # also every N optimiser steps (0: epoch ends)
+    keep: bool = False  # keep checkpoint.pt after the job completes
+
+
+@dataclass
+class GuardSettings:
+    # the teacher's dev metric must beat the majority-class baseline by this much
+    teacher_margin: float = field(default=0.02, metadata={"ge": 0.0})
+    # go on with a teacher that does not (plumbing runs); its record says weak_allowed
+    allow_weak_teacher: bool = False
+
+
+@dataclass
+class FinetuneGridSettings:
+    """`finetune_grid`: each distilled student fine-tuned on every task x lr x batch size x seed."""
+
+    tasks: list[str] = field(default_factory=list)  # task config names (conf/task)
+    lrs: list[float] = field(default_factory=list)  # learning rates of the grid
+    batch_sizes: list[int] = field(default_factory=list)  # batch sizes of the grid
+    seeds: list[int] = field(default_factory=lambda: [1])  # fine-tuning seeds
+    epochs: int | None = field(default=None, metadata={"ge": 1})  # null: each task's recipe
+    overrides: list[str] = field(default_factory=list)  # more overrides for every fine-tune job
+
+    def validate(self, where: str) -> None:
+        for key in ("tasks", "lrs", "batch_sizes", "seeds"):
+            if not getattr(self, key):
+                raise ConfigError(f"{where}.{key} is empty: the fine-tune grid needs at least one value")
+        for i, seed in enumerate(self.seeds):
+            check_value(int, seed, f"{where}.seeds[{i}]", SEED_RANGE)
+        known = group_options("task")
+        unknown = [t for t in self.tasks if t not in known]
+        if unknown:
+            raise ConfigError(f"{where}.tasks: unknown task {unknown[0]!r} (choose from: {', '.join(known)})")
+        if any(lr <= 0 for lr in self.lrs):
+            raise ConfigError(f"{where}.lrs={self.lrs}: learning rates must be > 0")
+        if any(b < 1 for b in self.batch_sizes):
+            raise ConfigError(f"{where}.batch_sizes={self.batch_sizes}: batch sizes must be >= 1")
+        try:
+            OverridesParser.create().parse_overrides(list(self.overrides))
+        except HydraException as err:
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"{where}.overrides={self.overrides}: not Hydra overrides ({why})") from None
+        unknown = check_group_choices(list(self.overrides))
+        if unknown:
+            raise ConfigError(f"{where}.overrides: {unknown}")
+
+    def points(self) -> list[list[str]]:
+        """One override list per grid point, in the order the report lists them."""
+        epochs = [f"epochs={self.epochs}"] if self.epochs is not None else []
+        return [[f"task={t}", f"optimizer.lr={lr}", f"optimizer.batch_size={b}", f"seed={s}", *epochs]
+                for t in self.tasks for lr in self.lrs for b in self.batch_sizes for s in self.seeds]
+
+
+@dataclass
+class RunSettings:
+    """Top-level keys of conf/config.yaml."""
+
+    # which teacher layers initialise the student: 1, 2, 3 (the paper's skip, mixed, bottom), a rule (skip,
+    # mixed, bottom/first, random) or a list of 1-based layers
+    init: Any = 1
+    # which teacher layer each student layer learns from: init (the layers it was copied from), skip, last,
+    # uniform, top, a list of teacher layers or of [student, teacher] pairs
+    map: Any = "init"
+    # the job's training seed (data order, fresh weights, dropout)
+    seed: int = field(default=1, metadata=SEED_RANGE)
+    device: str = "auto"  # auto (CUDA when there is one, else CPU), cpu, cuda or cuda:N
+    # fp32, or bf16 autocast for the forwards (the losses stay float32)
+    precision: Literal["fp32", "bf16"] = "fp32"
+    # epochs of every stage (null: the task recipe's)
+    epochs: int | None = field(default=None, metadata={"ge": 1})
+    # caps every epoch at this many steps (demos, smoke runs; null: whole epochs)
+    max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
+    eval_batch_size: int = field(default=64, metadata={"ge": 1})  # batch size of dev evaluation
+    num_workers: int = field(default=0, metadata={"ge": 0})  # DataLoader worker processes
+    # torch threads of the job (null: torch's default)
+    threads: int | None = field(default=None, metadata={"ge": 1})
+    # steps between progress lines where there is no terminal (SLURM logs)
+    log_every: int = field(default=50, metadata={"ge": 1})
+    # skip (and count) a step whose loss or gradient is NaN/inf instead of failing the job
+    skip_nonfinite: bool = False
+    # training batches: of similar lengths (less padding), or drawn uniformly (the first versions' order)
+    batching: Literal["length", "random"] = "length"
+    # the frozen teacher's logits: from the teacher-output store where that is exact (auto), always from it
+    # (store: a job where it would be wrong is refused), or from the teacher at every step (live)
+    teacher_outputs: Literal["auto", "store", "live"] = "auto"
+    # when the job checkpoints, and whether the checkpoint is kept
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    # checks of the teacher before it is distilled
+    guards: GuardSettings = field(default_factory=GuardSettings)
+    # the result store: records, checkpoints, tables (relative: to the launch directory)
+    results_dir: str = "results"
+    # fine-tuned teachers, teacher-output stores, corpora, augmented splits, vocabularies
+    cache_dir: str = "~/.cache/distill_sweep"
+    dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (grid.py)
+    # `-m +plan_seeds=true`: the dry run, plus the seeds each comparison needs from a pilot (seed_plan.py)
+    plan_seeds: bool = False
+    # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
+    # then stop (no record), so the grid's jobs find both ready instead of queueing on one lock
+    prepare_only: bool = False
+    # the fine-tune grid that follows a distillation in the same sweep (distill_sweep/sweep/chain.py)
+    finetune_grid: FinetuneGridSettings | None = None
+
+    def validate(self, where: str) -> None:
+        dev = self.device
+        if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
+            raise ConfigError(f"device={dev!r}: expected auto, cpu, cuda or cuda:N")
+
+
+@dataclass
+class OptimizerSettings:
+    name: Literal["adamw"] = "adamw"  # AdamW with linear warmup and decay (the only one)
+    lr: float | None = field(default=None, metadata={"gt": 0.0})  # null = task.recipe.lr
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])  # AdamW's (beta1, beta2)
+    # Adam's epsilon: below ~1e-38 it is 0 in float32, and a parameter without gradient then gets 0/0
+    eps: float = field(default=1e-6, metadata={"ge": 1e-12})
+    weight_decay: float = field(default=0.1, metadata={"ge": 0.0})  # AdamW's decoupled weight decay
+    # share of a stage's updates spent warming up (null: task.recipe.warmup_ratio)
+    warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
+    # training batch size (null: task.recipe.batch_size)
+    batch_size: int | None = field(default=None, metadata={"ge": 1})
+    max_grad_norm: float = field(default=0.0, metadata={"ge": 0.0})  # 0 = no clipping
+
+    def validate(self, where: str) -> None:
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ConfigError(f"{where}.betas={self.betas}: expected two numbers in [0, 1)")
+
+
+@dataclass
+class RecipeSettings:
+    lr: float = field(default=2e-5, metadata={"gt": 0.0})  # learning rate
+    batch_size: int = field(default=32, metadata={"ge": 1})  # training batch size
+    epochs: int = field(default=10, metadata={"ge": 1})  # epochs per stage
+    # share of the updates spent warming up
+    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
+    num_train: int | None = field(default=None, metadata={"ge": 2})  # toy only: training examples
+    num_dev: int | None = field(default=None, metadata={"ge": 1})  # toy only: dev examples
+    seed: int | None = field(default=None, metadata=SEED_RANGE)  # toy only: the data generator's seed
+
+
+METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
+
+
+@dataclass
+class TaskSettings:
+    name: str  # the task's name (records, result directories)
+    # glue: GLUE-format data from the hub or local TSVs; toy: the synthetic task, generated offline
+    source: Literal["glue", "toy"]
+    num_labels: int = field(metadata={"ge": 1})  # classes (1 for regression)
+    primary_metric: str  # the metric that picks the best epoch (one of metrics)
+    metrics: list[str]  # dev metrics recorded: accuracy, f1, mcc, pearson, spearman
+    max_seq_length: int = field(metadata={"ge": 2})  # tokens per example after truncation
+    recipe: RecipeSettings  # the task's training recipe
+    hub_id: str | None = None  # hub dataset id (nyu-mll/glue)
+    hub_config: str | None = None  # the dataset's config (rte, mrpc, ...)
+    data_dir: str | None = None  # a folder of the original GLUE TSVs, read instead of the hub (layout: tsv)
+    # the text columns: one, or two for sentence pairs
+    text_fields: list[str] = field(default_factory=lambda: ["sentence"])
+    label_names: list[str] = field(default_factory=list)  # class names in label-id order
+    is_regression: bool = False  # a regression task (STS-B): MSE on one output
+    # the dev splits evaluated: our name -> the dataset's split
+    dev_splits: dict[str, str] = field(default_factory=lambda: {"validation": "validation"})
+    train_size: int | None = field(default=None, metadata={"ge": 1})  # for the dry run's cost estimate
+    max_train_samples: int | None = field(default=None, metadata={"ge": 1})  # seeded subset for pilot runs
+    max_dev_samples: int | None = field(default=None, metadata={"ge": 1})  # the same for every dev split
+    # picks those subsets; fixed, so every training seed sees the same data
+    subset_seed: int = field(default=0, metadata=SEED_RANGE)
+    # the TSV layout under data_dir: subdir, files, header, columns, label_type
+    tsv: dict[str, Any] = field(default_factory=dict)
+    # offline augmentation of the training split: a name or a mapping; the augment part owns and checks its
+    # settings (augment.parse_augment, called by job.identify)
+    augment: Any = "none"
+
+    def validate(self, where: str) -> None:
+        for metric in self.metrics:
+            if metric not in METRICS:
+                raise ConfigError(f"{where}.metrics: unknown metric {metric!r} (known: {', '.join(METRICS)})")
+        if self.primary_metric not in self.metrics:
+            raise ConfigError(f"{where}.primary_metric={self.primary_metric!r} is not in {where}.metrics "
+                              f"{self.metrics}")
+        if self.is_regression and self.num_labels != 1:
+            raise ConfigError(f"{where}: is_regression needs num_labels 1, got {self.num_labels}")
+        if not self.is_regression and len(self.label_names) != self.num_labels:
+            raise ConfigError(f"{where}: num_labels {self.num_labels} but {len(self.label_names)} label_names")
+
+
+@dataclass
+class FinetuneSettings:
+    # fine-tuning epochs (null: the task recipe's)
+    epochs: int | None = field(default=None, metadata={"ge": 1})
+    # fine-tuning learning rate (null: the task recipe's)
+    lr: float | None = field(default=None, metadata={"gt": 0.0})
+    # fine-tuning batch size (null: the task recipe's)
+    batch_size: int | None = field(default=None, metadata={"ge": 1})
+    # fine-tuning warmup share (null: the task recipe's)
+    warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
+    # fine-tuning seed (each seed is its own cached teacher)
+    seed: int = field(default=1, metadata=SEED_RANGE)
+    # caps every fine-tuning epoch (null: whole epochs)
+    max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
+
+
+@dataclass
+class TeacherSettings:
+    name: str  # the teacher's config name (records, report rows)
+    name_or_path: str | None = None  # hub id or local directory of the backbone (null: built from config)
+    # a directory holding a teacher already fine-tuned on the task: used as it is
+    finetuned_path: str | None = None
+    tokenizer: str | None = None  # hub id or directory of the tokenizer (null: name_or_path's)
+    # the architecture of a teacher built with random weights when name_or_path is null (teacher=tiny)
+    config: dict[str, Any] = field(default_factory=dict)
+    trust_remote_code: bool = False  # let transformers run code from the model's repository
+    attn_implementation: str = "sdpa"  # transformers' attention implementation (sdpa, eager)
+    # how the teacher is fine-tuned on the task (cached once per setting)
+    finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
+    # An ensemble teacher (MT-DNN): its members, each this block overridden by an entry, an integer being the
+    # fine-tuning seed (`[1, 2, 3]`) and a mapping any teacher keys (`{finetune: {seed: 2}}`, another
+    # backbone); null = one teacher. Left out of the teacher presets, so their ids and hashes stay as they were.
+    ensemble: list[Any] | None = None
+
+    def validate(self, where: str) -> None:
+        if self.name_or_path is None and not self.config:
+            raise ConfigError(f"{where}: set name_or_path (hub id or directory) or config (a model built fresh)")
+        if self.ensemble is not None:
+            self._validate_ensemble(f"{where}.ensemble")
+
+    def _validate_ensemble(self, where: str) -> None:
+        if not self.ensemble:
+            raise ConfigError(f"{where} is empty: list the members (fine-tuning seeds or teacher settings), or "
+                              "set it to null for one teacher")
+        for i, entry in enumerate(self.ensemble):
+            if not (_is_seed(entry) or isinstance(entry, dict)):
+                raise ConfigError(f"{where}[{i}]={entry!r}: expected a fine-tuning seed (an integer) or a mapping "
+                                  "of teacher settings")
+            if isinstance(entry, dict) and "ensemble" in entry:
+                raise ConfigError(f"{where}[{i}].ensemble: a member is one teacher, not an ensemble")
+        members = ensemble_members(as_dict(self))
+        for i, member in enumerate(members):
+            parse(TeacherSettings, member, f"{where}[{i}]")
+            for j in range(i):
+                if members[j] == member:
+                    raise ConfigError(f"{where}[{j}] and {where}[{i}] are the same teacher: members differ in their "
+                                      "fine-tuning seed or backbone")
+
+
+def _is_seed(entry: Any) -> bool:
+    return isinstance(entry, int) and not isinstance(entry, bool)
+
+
+def ensemble_members(teacher: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The member teacher blocks of a teacher block (plain containers; [] for one teacher): the block without
+    `ensemble`, with each entry merged in (a seed sets finetune.seed; a mapping's nested mappings are merged)."""
+    base = {k: v for k, v in teacher.items() if k != "ensemble"}
+    return [_merged(base, {"finetune": {"seed": entry}} if _is_seed(entry) else entry)
+            for entry in teacher.get("ensemble") or []]
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@dataclass
+class LoggerSettings:
+    name: Literal["wandb", "none"] = "wandb"  # wandb, or none for no tracking
+    # wandb's mode: offline (nothing leaves the machine), online or disabled
+    mode: Literal["offline", "online", "disabled"] = "offline"
+    project: str = "distill_sweep"  # wandb project
+    entity: str | None = None  # wandb entity, a team or user (null: wandb's default)
+    dir: str | None = None  # where wandb writes its files (null: wandb's default)
+
+
+@dataclass
+class ConfigSettings:
+    """The checked settings of the parts this module owns."""
+
+    run: RunSettings
+    optimizer: OptimizerSettings
+    task: TaskSettings
+    teacher: TeacherSettings
+    logger: LoggerSettings
+
+
+def check_config(config: Mapping[str, Any]) -> ConfigSettings:
+    """Parse the top-level keys and the task, teacher, optimizer and logger groups of a plain config
+    (job.plain_config); ConfigError if bad."""
+    run_keys = set(RunSettings.__dataclass_fields__)
+    unknown = sorted(str(k) for k in config if k not in run_keys and k not in GROUPS and k not in OTHER_KEYS)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown top-level key (known: {', '.join(sorted(run_keys))})")
+    run = parse(RunSettings, {k: config[k] for k in run_keys if k in config}, "")
+    return ConfigSettings(
+        run=run,
+        optimizer=parse(OptimizerSettings, config.get("optimizer"), "optimizer"),
+        task=parse(TaskSettings, config.get("task"), "task"),
+        teacher=parse(TeacherSettings, config.get("teacher"), "teacher"),
+        logger=parse(LoggerSettings, config.get("logger"), "logger"),
+    )

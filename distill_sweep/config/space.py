@@ -1,0 +1,59 @@
+"""The config space on disk: where `conf/` is, its groups and the options of each group.
+
+Read by the entry's early checks, the schema and the sweeper; it imports nothing heavy, so a typo in a group
+option is refused before torch or Hydra are loaded.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")  # the repository's conf/, beside the package
+GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
+BASES = ("base",)  # config files other options extend; not options themselves
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group (`conf/<group>/*.yaml`), sorted."""
+    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml") if p.stem not in BASES)
+
+
+@cache
+def default_choices() -> dict[str, str]:
+    """The option each group takes when the command line names none (conf/config.yaml's defaults list)."""
+    defaults = yaml.safe_load((Path(CONF_DIR) / "config.yaml").read_text())["defaults"]
+    return {group: str(option) for entry in defaults if isinstance(entry, dict)
+            for group, option in entry.items() if group in GROUPS}
+
+
+@cache
+def option_defaults(group: str, option: str) -> dict[str, str]:
+    """The group options that an option's own defaults list chooses, by group (conf/procedure/causal_lm.yaml:
+    `- /corpus@_global_.corpus: toy` -> {"corpus": "toy"})."""
+    path = Path(CONF_DIR) / group / f"{option}.yaml"
+    if not path.is_file():  # an option registered in code without a YAML here (a worked example's): no defaults
+        return {}
+    config = yaml.safe_load(path.read_text()) or {}
+    return {key.lstrip("/").split("@")[0]: str(value) for entry in config.get("defaults", [])
+            if isinstance(entry, dict) for key, value in entry.items()}
+
+
+def check_group_choices(argv: list[str]) -> str | None:
+    """One line naming an unknown config-group option (`task=nosuch`), checked before Hydra starts.
+
+    Hydra would also refuse it, but with a multi-line message; plain comma sweeps (`task=rte,mrpc`) are
+    checked value by value, and anything fancier is left to Hydra.
+    """
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key.lstrip("+~") not in GROUPS or any(c in value for c in "()[]{}*$"):
+            continue
+        group = key.lstrip("+~")
+        known = group_options(group)
+        for choice in value.split(","):
+            if choice and choice != "null" and choice not in known:
+                return f"unknown {group} {choice!r} (choose from: {', '.join(known)})"
+    return None

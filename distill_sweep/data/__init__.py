@@ -1,0 +1,1 @@
+"""Data (foundations): GLUE/TSV loading and tokenising, batching, the corpus, augmentation, decoder data."""

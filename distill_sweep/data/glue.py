@@ -1,0 +1,396 @@
+"""Task data: GLUE from the hub or from the original GLUE TSV files, the toy task; tokenisation (batching:
+batching.py).
+
+Every source ends in the same shape: ``{"train": Dataset, <dev split name>: Dataset, ...}`` with the HF
+``nyu-mll/glue`` column names (the task's text fields) plus an integer ``label`` whose ids follow
+``task.label_names`` (float for regression), so the rest of the code never knows where data came from.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasets import Dataset
+
+from distill_sweep.data.batching import STUDENT_IDS
+from distill_sweep.data.fingerprints import TEACHER_FINGERPRINTS, content_hash, tokenizer_hash
+from distill_sweep.data.task_files import (
+    column_index,
+    dev_splits,
+    get,
+    refuse_binary,
+    tsv_columns,
+    tsv_paths,
+    tsv_subdir,
+)
+from distill_sweep.errors import ConfigError, DataError
+from distill_sweep.models.hub import go_offline_if_hub_unreachable, honour_offline_env
+from distill_sweep.records.disk import writing
+from distill_sweep.toy import generate_toy
+
+log = logging.getLogger(__name__)
+
+# Bump when tokenisation output changes, so old cache files are never reused.
+_TOKENIZE_VERSION = "1"
+# Above this fraction of unparseable rows a file is treated as the wrong format rather than a few bad
+# lines (the original QQP train.tsv has a handful of rows with missing fields; that is all we tolerate).
+_MAX_BAD_ROW_FRACTION = 0.01
+
+
+# --------------------------------------------------------------------------------------------- config
+def _check_task_cfg(task_cfg: Any) -> None:
+    names = list(get(task_cfg, "label_names") or [])
+    regression = bool(get(task_cfg, "is_regression", False))
+    num_labels = int(get(task_cfg, "num_labels"))
+    if regression and num_labels != 1:
+        raise ConfigError(
+            f"task {get(task_cfg, 'name')}: is_regression needs num_labels 1, got {num_labels}"
+        )
+    if not regression and len(names) != num_labels:
+        raise ConfigError(
+            f"task {get(task_cfg, 'name')}: num_labels {num_labels} but {len(names)} label_names {names}"
+        )
+
+
+# ------------------------------------------------------------------------------------------- loading
+def load_raw(task_cfg: Any) -> dict[str, Dataset]:
+    """The task's train split and every dev split, columns = text fields + ``label``.
+
+    Sources: ``toy`` (generated), ``glue`` with ``data_dir`` (original GLUE TSVs), ``glue`` without it
+    (``datasets.load_dataset(hub_id, hub_config)``). Raises DataError for unreachable/missing/malformed data.
+    ``task.max_train_samples`` / ``task.max_dev_samples`` then cut the splits to seeded subsets.
+    """
+    _check_task_cfg(task_cfg)
+    limits = _subset_limits(task_cfg)  # checked before any download
+    return _subset_splits(_load_source(task_cfg), task_cfg, *limits)
+
+
+def _load_source(task_cfg: Any) -> dict[str, Dataset]:
+    source = get(task_cfg, "source", "glue")
+    if source == "toy":
+        recipe = get(task_cfg, "recipe") or {}
+
+        def toy_key(key: str, default: int) -> int:
+            # The contract lists these under the recipe; accept them at the task level too.
+            return int(get(recipe, key, get(task_cfg, key, default)))
+
+        splits = generate_toy(toy_key("num_train", 3000), toy_key("num_dev", 500), toy_key("seed", 0))
+        out = {"train": splits["train"]}
+        for name in dev_splits(task_cfg):
+            out[name] = splits["validation"]
+        return out
+    if source != "glue":
+        raise ConfigError(f"task.source must be 'glue' or 'toy', got {source!r}")
+    if get(task_cfg, "data_dir"):
+        return _load_tsv(task_cfg)
+    return _load_hub(task_cfg)
+
+
+# ------------------------------------------------------------------------------------- pilot subsets
+def _subset_limits(task_cfg: Any) -> tuple[int | None, int | None, int]:
+    """(max_train_samples, max_dev_samples, subset_seed), each checked: null or a positive integer."""
+    name = get(task_cfg, "name")
+    limits: list[int | None] = []
+    for key in ("max_train_samples", "max_dev_samples"):
+        value = get(task_cfg, key)
+        # bool is an int in Python; `true` here is a typo, not a size
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(
+                f"task.{key}={value!r} (task {name}): use a positive integer, or null for the whole split"
+            )
+        limits.append(value)
+    seed = get(task_cfg, "subset_seed", 0)
+    seed = 0 if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"task.subset_seed={seed!r} (task {name}): use an integer >= 0")
+    return limits[0], limits[1], seed
+
+
+def _subset_splits(
+    raw: dict[str, Dataset], task_cfg: Any, max_train: int | None, max_dev: int | None, seed: int
+) -> dict[str, Dataset]:
+    # The subset depends on subset_seed alone, never on the training seed: every seed of a pilot sweep
+    # trains and evaluates on the same examples.
+    out = {}
+    for split, ds in raw.items():
+        limit = max_train if split == "train" else max_dev
+        if limit is None or limit >= len(ds):
+            out[split] = ds
+            continue
+        keep = np.sort(np.random.default_rng(seed).permutation(len(ds))[:limit])
+        out[split] = ds.select(keep.tolist())
+        log.info("task %s: %s subset of %d/%d examples (subset_seed %d)", get(task_cfg, "name"), split, limit,
+                 len(ds), seed)
+    return out
+
+
+def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
+    import datasets
+
+    hub_id, hub_config = get(task_cfg, "hub_id"), get(task_cfg, "hub_config")
+    name = get(task_cfg, "name")
+    unreachable = go_offline_if_hub_unreachable()
+    try:
+        with honour_offline_env():
+            dsd = datasets.load_dataset(hub_id, hub_config)
+    except Exception as e:  # noqa: BLE001 - any hub failure gets the same actionable message
+        # Offline mode, DNS failure, 5xx, missing cache: all mean "cannot get it from the hub here".
+        if unreachable:
+            why = f"the hub is unreachable ({unreachable}) and it is not in the local cache"
+        else:
+            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+            why = f"{type(e).__name__}{': ' + first if first else ''}; the hub is unreachable or offline"
+        raise DataError(
+            f"cannot load {hub_id}/{hub_config} from the Hugging Face hub ({why}): use "
+            f"task.data_dir=/path/to/glue_data (local GLUE TSVs, e.g. .../{tsv_subdir(task_cfg)}/train.tsv) "
+            f"or `make demo` / task=toy"
+        ) from e
+    if unreachable:
+        log.info("the Hugging Face hub is unreachable (%s): loaded %s/%s from the local cache", unreachable,
+                 hub_id, hub_config)
+    fields = list(get(task_cfg, "text_fields"))
+    regression = bool(get(task_cfg, "is_regression", False))
+    label_names = list(get(task_cfg, "label_names") or [])
+    out: dict[str, Dataset] = {}
+    wanted = {"train": "train", **dev_splits(task_cfg)}
+    for ours, theirs in wanted.items():
+        if theirs not in dsd:
+            raise DataError(
+                f"{hub_id}/{hub_config} has no split {theirs!r} (has {sorted(dsd)}) for task {name}"
+            )
+        ds = dsd[theirs]
+        missing = [c for c in [*fields, "label"] if c not in ds.column_names]
+        if missing:
+            raise DataError(f"{hub_id}/{hub_config} split {theirs}: missing columns {missing}")
+        feat = ds.features["label"]
+        # Guard against silent label-order mismatches between the hub and our label_names.
+        if not regression and hasattr(feat, "names") and list(feat.names) != label_names:
+            raise DataError(
+                f"{hub_id}/{hub_config}: hub label order {list(feat.names)} != task.label_names {label_names}"
+            )
+        ds = ds.select_columns([*fields, "label"])
+        labels = ds["label"]
+        _check_labels(list(labels), task_cfg, f"{hub_id}/{hub_config}:{theirs}")
+        if regression:
+            ds = ds.cast_column("label", datasets.Value("float32"))
+        out[ours] = ds
+    return out
+
+
+def _check_labels(labels: list, task_cfg: Any, where: str) -> None:
+    if bool(get(task_cfg, "is_regression", False)):
+        return
+    n = int(get(task_cfg, "num_labels"))
+    bad = sorted({y for y in labels if not (0 <= int(y) < n)})
+    if bad:
+        raise DataError(f"{where}: label ids {bad[:5]} outside 0..{n - 1} (unlabelled test split?)")
+
+
+def _load_tsv(task_cfg: Any) -> dict[str, Dataset]:
+    return {split: read_glue_tsv(path, task_cfg) for split, path in tsv_paths(task_cfg).items()}
+
+
+def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
+    """Read one original GLUE TSV into the HF column layout (text fields + ``label``).
+
+    Quirks handled: no quote processing at all (fields may start with an unbalanced ``"``), an optional
+    UTF-8 BOM (MRPC), header-less files (CoLA: columns addressed by position), string labels mapped
+    through ``label_names`` (RTE, QNLI, MNLI), and rows with the wrong field count (QQP train) skipped
+    and counted.
+    """
+    path = Path(path)
+    tsv = get(task_cfg, "tsv")
+    fields = list(get(task_cfg, "text_fields"))
+    columns = tsv_columns(task_cfg)
+    header = bool(get(tsv, "header", True))
+    label_type = str(get(tsv, "label_type", "int"))
+    label_names = [str(x) for x in (get(task_cfg, "label_names") or [])]
+    num_labels = int(get(task_cfg, "num_labels"))
+
+    refuse_binary(path)
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long MNLI parse-tree fields
+    try:
+        # utf-8-sig drops MRPC's BOM; QUOTE_NONE keeps quotes as plain characters, as GLUE intends.
+        f = open(path, encoding="utf-8-sig", newline="")
+    except OSError as e:
+        raise DataError(f"{path}: cannot open ({e.strerror})") from e
+    with f:
+        try:
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            if header:
+                head = next(reader, None)
+                if head is None:
+                    raise DataError(f"{path}: empty file (expected a header row)")
+                width = len(head)
+                index = column_index(path, head, columns)
+            else:
+                width = None  # header-less files are checked by the highest position we read
+                index = {key: int(col) for key, col in columns.items()}
+            need = max(index.values()) + 1
+
+            rows: dict[str, list] = {k: [] for k in [*fields, "label"]}
+            bad = total = 0
+            first_bad: int | None = None
+            for lineno, row in enumerate(reader, start=2 if header else 1):
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # blank (trailing) line
+                total += 1
+                if len(row) < need or (width is not None and len(row) != width):
+                    bad += 1
+                    first_bad = first_bad or lineno
+                    continue
+                raw_label = row[index["label"]].strip()
+                label: int | float
+                if label_type == "str":
+                    if raw_label not in label_names:
+                        raise DataError(
+                            f"{path}:{lineno}: unknown label {raw_label!r} (expected one of {label_names})"
+                        )
+                    label = label_names.index(raw_label)
+                elif label_type == "float":
+                    try:
+                        label = float(raw_label)
+                    except ValueError:
+                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a number") from None
+                    if not math.isfinite(label):
+                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a finite number")
+                else:
+                    try:
+                        label = int(raw_label)
+                    except ValueError:
+                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not an integer id") from None
+                    if not 0 <= label < num_labels:
+                        raise DataError(f"{path}:{lineno}: label {label} outside 0..{num_labels - 1}")
+                for k in fields:
+                    rows[k].append(row[index[k]])
+                rows["label"].append(label)
+        except UnicodeDecodeError as e:
+            # the reader decodes in chunks, so its line count is where decoding stopped, roughly
+            raise DataError(
+                f"{path}: not UTF-8 text near line {reader.line_num + 1} (byte {e.object[e.start:e.start + 1]!r} "
+                f"cannot be decoded); GLUE TSVs are UTF-8: re-save it as UTF-8"
+            ) from None
+        except csv.Error as e:
+            raise DataError(f"{path}:{reader.line_num}: not a readable TSV ({e})") from None
+
+    if total == 0:
+        raise DataError(f"{path}: no data rows{' (only a header row)' if header else ' (empty file)'}")
+    if bad:
+        if bad > _MAX_BAD_ROW_FRACTION * total:
+            raise DataError(
+                f"{path}: {bad}/{total} rows have the wrong number of fields (first at line {first_bad}); "
+                f"not a GLUE {get(task_cfg, 'name')} file?"
+            )
+        log.warning("%s: skipped %d/%d malformed rows (first at line %d)", path, bad, total, first_bad)
+    from datasets import Features, Value
+
+    feats = Features(
+        {
+            **{k: Value("string") for k in fields},
+            "label": Value("float32" if label_type == "float" else "int64"),
+        }
+    )
+    return Dataset.from_dict(rows, features=feats)
+
+
+def tokenize_splits(
+    raw: Mapping[str, Dataset], tokenizer: Any, task_cfg: Any, cache_dir: str | os.PathLike, words: Any = None
+) -> dict[str, Dataset]:
+    """Tokenise every split (truncate to ``task.max_seq_length``, no padding), add ``idx`` and ``labels``.
+
+    Output columns: input_ids, attention_mask, [token_type_ids], labels, idx (row index in its split), and
+    with ``words`` (a student's own tokenizer, words.WordVocab) ``student_ids_<i>`` per text field i.
+    Results are cached under ``cache_dir/tokenized/`` keyed by (data content, tokenizer, max length), so
+    a second call with the same inputs loads the arrow file instead of tokenising again.
+    """
+    fields = list(get(task_cfg, "text_fields"))
+    max_len = int(get(task_cfg, "max_seq_length", 128))
+    regression = bool(get(task_cfg, "is_regression", False))
+    tok_hash = tokenizer_hash(tokenizer)
+    out_dir = Path(cache_dir) / "tokenized"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    task_name = str(get(task_cfg, "name", "task"))
+
+    def encode(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+        texts = [batch[f] for f in fields]
+        enc = tokenizer(*texts, truncation=True, max_length=max_len, padding=False)
+        result = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
+        result["labels"] = [float(y) if regression else int(y) for y in batch["label"]]
+        result["idx"] = list(indices)
+        if words is not None:  # the student's word ids, next to the teacher's word pieces of the same rows
+            for i, f in enumerate(fields):
+                result[f"{STUDENT_IDS}{i}"] = [words.encode(str(t), max_len) for t in batch[f]]
+        return result
+
+    out: dict[str, Dataset] = {}
+    for split, ds in raw.items():
+        parts = [_TOKENIZE_VERSION, content_hash(ds, [*fields, "label"]), tok_hash, str(max_len), ",".join(fields)]
+        key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+        if words is not None:  # the student's ids make another split; the teacher's columns are the same
+            teacher_key, key = key, hashlib.sha256("|".join([*parts, words.digest]).encode()).hexdigest()[:20]
+            TEACHER_FINGERPRINTS[key] = teacher_key
+        cache_file = out_dir / f"{task_name}-{split}-{key}.arrow"
+        with writing(cache_file, "no tokenised split was stored: the next run tokenises it again"):
+            out[split] = ds.map(
+                encode,
+                batched=True,
+                with_indices=True,
+                remove_columns=ds.column_names,
+                cache_file_name=str(cache_file),
+                load_from_cache_file=True,
+                new_fingerprint=key,
+                desc=f"tokenize {task_name}/{split}",
+            )
+    return out
+
+
+# ------------------------------------------------------------------------------------------- TaskData
+@dataclass
+class TaskData:
+    train: Dataset  # what the student trains on (the augmented split under task.augment)
+    dev: dict[str, Dataset]
+    label_names: list[str]
+    num_labels: int
+    is_regression: bool
+    teacher_train: Dataset | None = None  # the original training split, the teacher's (None: `train`)
+
+    @property
+    def train_size(self) -> int:
+        """Training examples actually used (after task.max_train_samples)."""
+        return len(self.train)
+
+    @property
+    def dev_sizes(self) -> dict[str, int]:
+        """Examples per dev split actually evaluated (after task.max_dev_samples)."""
+        return {name: len(ds) for name, ds in self.dev.items()}
+
+
+def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike,
+                   augment: Callable[[Dataset], Dataset] | None = None,
+                   words: Callable[[Dataset], Any] | None = None) -> TaskData:
+    """load_raw + tokenize_splits, packaged for the training loop. `augment`: the raw training split -> the
+    split the student trains on (augment.py); the teacher keeps the original. `words`: the raw training
+    split -> a student's own tokenizer (words.WordVocab), whose ids every split then carries too."""
+    raw = load_raw(task_cfg)
+    vocab = words(raw["train"]) if words is not None else None
+    if augment is not None:
+        raw = {**raw, "train_augmented": augment(raw["train"])}
+    tok = tokenize_splits(raw, tokenizer, task_cfg, cache_dir, words=vocab)
+    return TaskData(
+        train=tok.get("train_augmented", tok["train"]),
+        teacher_train=tok["train"],
+        dev={name: tok[name] for name in dev_splits(task_cfg)},
+        label_names=[str(x) for x in (get(task_cfg, "label_names") or [])],
+        num_labels=int(get(task_cfg, "num_labels")),
+        is_regression=bool(get(task_cfg, "is_regression", False)),
+    )

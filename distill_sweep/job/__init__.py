@@ -1,0 +1,1 @@
+"""A job (orchestration): its identity from the composed config (no torch), teacher keys, and preparation."""

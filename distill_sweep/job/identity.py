@@ -1,0 +1,309 @@
+"""A job's identity, decided from the config alone, before torch or any data or model is loaded.
+
+This is where the composed config ends: `identify` turns it into typed settings (and the keys of the shared
+stores, taken from the config as composed), and every module below receives those, never the config.
+
+`identify` reads the config alone (typed settings with every part's own settings, the rules between the
+parts, config hash, result directory): the command line calls it before the training code is imported, so a
+config error is refused in well under a second; the sweeper calls it for every job of a grid, also in a dry
+run. prepare.py adds what needs the models' configs. Each raises `ConfigError` with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from omegaconf import DictConfig
+
+from distill_sweep.config.parse import as_dict, new_keys_at_default, parse
+from distill_sweep.config.schema import ConfigSettings, check_config
+from distill_sweep.config.space import default_choices, option_defaults
+from distill_sweep.data.augment_settings import parse_augment
+from distill_sweep.data.task_files import check_files
+from distill_sweep.errors import ConfigError
+from distill_sweep.job.plain_config import plain_config
+from distill_sweep.job.stated_config import DEPTH_KEYS, stated_int, stated_teacher_config
+from distill_sweep.job.teacher_keys import teacher_specs
+from distill_sweep.models.inits import StudentInit, init_dirname, init_spec, resolve_init, skip_layers
+from distill_sweep.models.layer_map import map_spec, resolve_map
+from distill_sweep.models.model_info import check_positions
+from distill_sweep.objectives import ObjectiveSettings, parse_objective
+from distill_sweep.procedures import Procedure, procedure_named
+from distill_sweep.records import record as results
+from distill_sweep.students import StudentType, student_type
+from distill_sweep.teachers.cache import TeacherSpec
+from distill_sweep.teachers.output_plan import plan
+from distill_sweep.training.processes import requested_size
+
+DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
+
+
+@dataclass
+class JobIdentity:
+    """Who a job is and where its record lives (config alone)."""
+
+    settings: ConfigSettings
+    procedure: Procedure
+    procedure_settings: Any  # the procedure's settings dataclass
+    student_kind: StudentType
+    student: Any  # the student's settings dataclass
+    objective: ObjectiveSettings | None  # None for procedures that do not distil
+    init_label: str  # directory part: init spec for truncated students, else the student type
+    digest: str
+    out_dir: Path
+    legacy_dirs: list[Path]  # where records of the first schema for this same job would be
+    teacher: TeacherSpec  # the teacher block (an ensemble: the whole block) and its cache key
+    members: list[TeacherSpec]  # an ensemble's members, each as that single teacher ([] for one teacher)
+    # settings the user chose (not the defaults) that this job's procedure does not read: a job on its own
+    # is refused (train.run_job); in a sweep's cross product such jobs are one job, run once (grid.py)
+    ignored: list[str]
+
+    @property
+    def objective_name(self) -> str:
+        return self.objective.name if self.objective is not None else "none"
+
+    @property
+    def task(self) -> str:
+        return self.settings.task.name
+
+    @property
+    def seed(self) -> int:
+        return self.settings.run.seed
+
+    def check_used(self) -> None:
+        """Refuse a job on its own that sets something its procedure would ignore (ConfigError, one line)."""
+        if self.ignored:
+            raise ConfigError(f"{self.ignored[0].replace(' (', ' is ignored: ', 1).rstrip(')')}; leave it out (or at "
+                              "its default) or choose a procedure that uses it")
+
+
+def identify(cfg: DictConfig) -> JobIdentity:
+    config = plain_config(cfg)
+    settings = check_config(config)
+    # keyed by the task as configured (a procedure that reads no task replaces it below)
+    teacher, members = teacher_specs(config, settings.teacher, settings.task)
+    procedure = procedure_named(str(config["procedure"]["name"]))
+    procedure_settings = parse(procedure.settings, config["procedure"], "procedure")
+    own_task = procedure_settings.own_task(config.get("corpus"))
+    if own_task is not None:  # a procedure whose data is not the task (task_agnostic: a corpus) describes its own
+        settings.task = own_task
+    settings.task.augment = parse_augment(settings.task.augment, "task.augment")  # the augment part's settings
+    procedure_settings.check_task(settings.task, "procedure")  # e.g. ptp: class labels
+    kind = student_type(str(config["student"].get("name")))
+    student = parse(kind.settings, config["student"], "student")
+    objective = parse_objective(config.get("objective")) if procedure.distils else None
+    init = settings.run.init
+    if procedure.uses_student and not kind.uses_init and init_spec(init) != str(DEFAULT_INIT):
+        hint = " (choose its layer map with map=)" if kind.has_layers else ""
+        raise ConfigError(f"init={init_spec(init)} applies to student=truncated only: student={kind.name} is "
+                          f"not initialised from teacher layers{hint}")
+    processes = requested_size()
+    if processes > 1 and not procedure.data_parallel:
+        raise ConfigError(f"procedure={procedure.name} runs in one process; {processes} would be started per job "
+                          "(data parallelism is for procedure=task_agnostic; for a sweep, the launcher's nodes x "
+                          "tasks_per_node)")
+    if procedure.uses_student and kind.procedures is not None and procedure.name not in kind.procedures:
+        raise ConfigError(f"student={kind.name} runs under procedure={' or '.join(kind.procedures)} only, "
+                          f"not procedure={procedure.name}")
+    if procedure.uses_student and not kind.has_layers and objective is not None and objective.terms:
+        raise ConfigError(f"objective={objective.name} has intermediate-layer terms ({', '.join(objective.terms)}): "
+                          f"student={kind.name} has no transformer layers to map them to; use an objective with a "
+                          "prediction stage only (vanilla_kd, logit_mse)")
+    if not procedure.uses_student:
+        init_label = "init-none"
+    else:
+        init_label = init_dirname(init) if kind.uses_init else f"init-{kind.name}"
+    if settings.run.teacher_outputs == "store":
+        decision = plan("store", procedure, objective)
+        if not decision.use_store:
+            raise ConfigError(f"teacher_outputs=store: {decision.reason}, so stored teacher outputs would be "
+                              "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
+    hashed = _hashed(config, objective, student if procedure.uses_student else None,
+                     reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
+                     unhashed=new_keys_at_default(procedure_settings))
+    digest = results.digest(hashed)
+    base = Path(results.absolute(settings.run.results_dir))
+    part = objective.name if objective is not None else procedure.name
+    out_dir = results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
+    legacy = [results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
+              for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
+    ident = JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
+                        out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings))
+    _check_stated_shapes(ident)
+    return ident
+
+
+def layer_plan(ident: JobIdentity, depth: int, k: int) -> tuple[StudentInit, list[tuple[int, int]]]:
+    """The student's init and layer map, for a teacher of `depth` layers and a student of `k` (ConfigError)."""
+    if ident.student_kind.uses_init:
+        init = resolve_init(ident.settings.run.init, depth, k)
+        if init.name == "prune" and not ident.procedure_settings.prunes_layers:
+            raise ConfigError(f"init=prune chooses decoder layers by block importance when the job runs: "
+                              f"procedure=causal_lm only, not procedure={ident.procedure.name}")
+    else:  # copied from no teacher layer: learns from the skip layers (the paper's rule for random init)
+        pairs = list(zip(range(1, k + 1), skip_layers(depth, k))) if k <= depth else []
+        init = StudentInit(ident.student_kind.name, ident.student_kind.name, [], pairs)
+    spec = ident.settings.run.map
+    if map_spec(spec) == "init" and getattr(ident.procedure_settings, "map", None) is not None:
+        spec = ident.procedure_settings.map  # the procedure's own default map (task_agnostic: top)
+    if ident.objective is not None and not init.layer_map and map_spec(spec) == "init":
+        raise ConfigError(f"the student has {k} layers and the teacher {depth}: choose a layer map (map=...)")
+    return init, resolve_map(spec, init, depth, k)
+
+
+def _check_stated_shapes(ident: JobIdentity) -> None:
+    """The rules on the models' shapes (the init, the layer map, the sequence length), where the teacher's
+    config states the numbers (stated_config.py): refused here, before torch; prepare.complete checks them again
+    from transformers' configs, and everything a config does not state."""
+    teacher = stated_teacher_config(ident.settings.teacher)
+    if teacher is None:
+        return
+    length_key = "task" if ident.procedure_settings.reads_task else "corpus"
+    stated = SimpleNamespace(max_position_embeddings=stated_int(teacher, "max_position_embeddings"),
+                             model_type=teacher.get("model_type", ""))
+    # the student types stating their depth copy the teacher's positions (students/settings.py)
+    check_positions(ident.settings.task.max_seq_length, {"teacher": stated}, length_key)
+    depth = stated_int(teacher, *DEPTH_KEYS)
+    student_depth = getattr(ident.student, "stated_depth", None)
+    if ident.procedure.uses_student and depth is not None and student_depth is not None:
+        layer_plan(ident, depth, student_depth())
+
+
+def check_paths(ident: JobIdentity) -> None:
+    """The job's directories and its task's local files, from their first bytes: a missing, binary or
+    wrong-column TSV and a results or cache directory that cannot be made are refused before any work."""
+    task = ident.settings.task
+    if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
+        raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
+    if ident.procedure_settings.reads_task:
+        check_files(task)
+    for key in ("results_dir", "cache_dir"):
+        check_writable(results.absolute(getattr(ident.settings.run, key)), key)
+
+
+def check_writable(path: Path, key: str) -> None:
+    """`path` is, or can be made, a writable directory: a directory is created in it, or in its nearest
+    existing ancestor, and removed again (a read-only or virtual file system such as /proc refuses that,
+    where permission bits alone would not tell)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{key}={str(path)!r}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}={str(path)!r}: {probe} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".distill_sweep-probe-", dir=probe))
+    except OSError as err:
+        raise ConfigError(f"{key}={str(path)!r}: cannot create directories in {probe} ({err.strerror})") from None
+
+
+def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: Any) -> list[str]:
+    """The chosen settings (other than the defaults) that `procedure` does not read, each with why."""
+    defaults, out = default_choices(), []
+    objective = (config.get("objective") or {}).get("name")
+    if not procedure.distils and objective not in (None, defaults["objective"]):
+        out.append(f"objective={objective} (procedure={procedure.name} does not distil)")
+    if not procedure.uses_student:
+        student = (config.get("student") or {}).get("name")
+        if student not in (None, defaults["student"]):
+            out.append(f"student={student} (procedure={procedure.name} trains no student)")
+        for key, default in (("init", DEFAULT_INIT), ("map", "init")):
+            if init_spec(config.get(key, default)) != init_spec(default):
+                out.append(f"{key}={init_spec(config[key])} (procedure={procedure.name} trains no student)")
+    corpus = (config.get("corpus") or {}).get("name")
+    if procedure_settings.reads_task and corpus is not None:
+        out.append(f"corpus={corpus} (procedure={procedure.name} reads the task, not a corpus)")
+    elif (corpus is not None and not procedure_settings.reads_corpus()
+          and corpus != option_defaults("procedure", procedure.name).get("corpus")):
+        out.append(f"corpus={corpus} (procedure={procedure.name} reads no corpus with these procedure settings)")
+    return out
+
+
+def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
+            reads_corpus: bool = False, unhashed: set[str] | None = None) -> dict[str, Any]:
+    """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
+    procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default)."""
+    hashed = results.hashed_config(config)
+    if unhashed and isinstance(hashed.get("procedure"), dict):
+        hashed["procedure"] = {k: v for k, v in hashed["procedure"].items() if k not in unhashed}
+    # A job reads the task or a corpus (task_agnostic), or neither (causal_lm's instructions): what it does not
+    # read is ignored, so not hashed.
+    if not reads_task:
+        hashed.pop("task", None)
+    if not reads_corpus:
+        hashed.pop("corpus", None)
+    if student is None:  # a procedure that builds no student ignores it
+        for key in ("student", "init", "map"):
+            hashed.pop(key, None)
+    else:
+        hashed["student"] = as_dict(student)
+    if objective is None:
+        hashed.pop("objective", None)  # a procedure that does not distil ignores it
+    else:
+        hashed["objective"] = objective.to_dict()
+    if isinstance(hashed.get("task"), dict) and hashed["task"].get("augment", "none") in ("none", None):
+        hashed["task"] = {k: v for k, v in hashed["task"].items() if k != "augment"}  # jobs from before the key
+    if hashed.get("batching", "random") == "random":
+        hashed.pop("batching", None)  # the only order before the key existed: those jobs keep their hash
+    if (objective is None or not objective.terms) and "map" in hashed:
+        hashed["map"] = "init"  # no intermediate term reads the layer map: it does not make another job
+    return hashed
+
+
+# ------------------------------------------------------------------------------------------ schema 1
+V1_CONTRAST = {"dim": 128, "temperature": 0.07, "momentum": 0.5, "num_negatives": 100, "loss": "nce"}
+V1_STUDENT_NAMES = {3: ["default"], 6: ["six_layer", "default"]}
+NEW_TASK_KEYS = {"max_train_samples": None, "max_dev_samples": None, "subset_seed": 0}
+
+
+def _legacy_hashes(hashed: dict[str, Any], procedure: Procedure, kind: StudentType, student: Any,
+                   objective: ObjectiveSettings | None) -> list[str]:
+    """Config hashes the first schema gave this same job, when that schema could express it.
+
+    Schema 1 knew one procedure, one student type and the `init` layer map; objectives carried
+    `projection`, `shared_projection` and `contrast` at their top level and term weights only.
+    """
+    if procedure.name != "task_specific" or kind.name != "truncated" or objective is None or "batching" in hashed:
+        return []  # (schema 1 drew batches uniformly)
+    if objective.kd_loss != "kl":
+        return []  # schema 1 knew only the KL term
+    if map_spec(hashed.get("map", "init")) != "init" or "combined" in objective.stages:
+        return []
+    task = dict(hashed["task"])
+    for key, default in NEW_TASK_KEYS.items():
+        if task.pop(key, default) != default:
+            return []
+    hidden = {(t.projection, t.shared_projection) for n, t in objective.terms.items() if n in ("hid_cls", "hid_seq")}
+    if len(hidden) > 1:
+        return []
+    projection, shared = hidden.pop() if hidden else ("linear", False)
+    contrast = objective.terms.get("hid_cls_contrast")
+    v1_objective = {
+        "name": objective.name, "stages": list(objective.stages),
+        "terms": {n: t.weight for n, t in objective.terms.items()},
+        "alpha": objective.alpha, "temperature": objective.temperature, "projection": projection,
+        "shared_projection": shared, "reference_compat": objective.reference_compat,
+        "contrast": {k: getattr(contrast, k) for k in V1_CONTRAST} if contrast is not None else dict(V1_CONTRAST),
+    }
+    base = {k: v for k, v in hashed.items() if k not in ("procedure", "map")}
+    base.update(task=task, objective=v1_objective)
+    return [results.digest({**base, "student": {"name": name, "num_layers": student.num_layers, "hidden_size": None}})
+            for name in V1_STUDENT_NAMES.get(student.num_layers, ["default"])]
+
+
+def find_completed(ident: JobIdentity) -> dict[str, Any] | None:
+    """The job's completed record, in its own directory or where the first schema put it."""
+    for directory in (ident.out_dir, *ident.legacy_dirs):
+        record = results.completed_record(directory)
+        if record is not None:
+            return record
+    return None
+
+
+__all__ = ["JobIdentity", "check_paths", "check_writable", "find_completed", "identify", "layer_plan"]

@@ -1,0 +1,1 @@
+"""Models (foundations): loading, hub access, model families, feature capture, inits and layer maps."""

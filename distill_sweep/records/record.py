@@ -1,0 +1,537 @@
+"""The result store: one directory and one `result.json` per job, and the record type written there.
+
+Layout: `<results_dir>/<task>/<objective>/init-<spec>/seed-<seed>/<config_hash[:10]>/result.json`,
+next to the job's checkpoint. The record is the only interface to the report layer. `Record` is its one
+type: jobs write `Record.to_dict()`, and the sweeper and the report read through `Record.from_dict` and
+`is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
+docs/reference/records.md (generated from these classes). Metric values are fractions.
+
+The config hash covers the resolved config minus settings that do not change the experiment
+(where results and caches live, logging, device, evaluation batch size): re-launching a sweep
+finds a completed record by this hash and skips the job.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from distill_sweep.config.schema import ensemble_members
+from distill_sweep.records.disk import writing
+
+SCHEMA_VERSION = 2
+RECORD = "result.json"
+# Top-level keys that do not change what a job computes.
+NOT_HASHED = (
+    "results_dir",
+    "cache_dir",
+    "logger",
+    "device",
+    "eval_batch_size",
+    "num_workers",
+    "threads",
+    "log_every",
+    "dry_run",
+    "plan_seeds",
+    "prepare_only",
+    "finetune_grid",  # the jobs a sweep runs after this one, not this job
+    "teacher_outputs",  # store or live: the same numbers (to float tolerance, tested); the record says which
+    "checkpoint",
+    "guards",
+    "hydra",
+)
+PACKAGES = ("distill_sweep", "torch", "transformers", "datasets", "tokenizers", "hydra-core", "omegaconf",
+            "submitit", "wandb", "scikit-learn", "scipy", "numpy")
+
+
+def hashed_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a plain config (job.plain_config) that make a job what it is."""
+    return {str(k): v for k, v in config.items() if k not in NOT_HASHED}
+
+
+def digest(data: Any) -> str:
+    """sha256 of a JSON-able value, keys sorted (the config hash of a job's hashed config)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+HASH_CHARS = 10  # of a config hash in a job's directory name
+
+
+def job_dir(results_dir: Path, task: str, part: str, init_label: str, seed: int, config_digest: str) -> Path:
+    """`<results_dir>/<task>/<objective or procedure>/<init>/seed-<seed>/<hash10>`."""
+    return Path(results_dir) / task / part / init_label / f"seed-{seed}" / config_digest[:HASH_CHARS]
+
+
+def job_dirs_of(results_dir: Path, config_digest: str) -> list[Path]:
+    """The job directories of `job_dir`'s layout named by this config hash (or its first HASH_CHARS+ chars)."""
+    return sorted(Path(results_dir).glob(f"*/*/*/seed-*/{config_digest[:HASH_CHARS]}"))
+
+
+def absolute(path: str | Path) -> Path:
+    """Relative paths are taken from the directory the command was launched in (Hydra's rule)."""
+    from hydra.utils import to_absolute_path
+
+    try:
+        return Path(to_absolute_path(str(path)))
+    except ValueError:  # not running under Hydra (tests calling run_job directly)
+        return Path(path).expanduser().resolve()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temp file in the same directory, fsync, then rename: readers never see half a file. A write
+    that fails (a full disk) raises DiskWriteError naming `path`, whose earlier content is intact."""
+    kept = "its previous content is intact" if path.exists() else "nothing was written"
+    with writing(path, kept):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=2, sort_keys=False, default=str)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The record at `path`, or None if absent, unreadable (binary, torn) or not a JSON object."""
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def completed_record(directory: Path) -> dict[str, Any] | None:
+    """The job's record if it is complete (`is_complete`), else None (read once: the sweeper also needs
+    its contents)."""
+    record = read_record(Path(directory) / RECORD)
+    return record if record is not None and is_complete(record) else None
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_commit() -> str | None:
+    """The commit of the source tree this package runs from (None outside a git checkout)."""
+    source = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(
+        ["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True, text=True, timeout=5,
+    ).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+# ----------------------------------------------------------------------------- the record type
+
+STATUSES = ("running", "completed", "failed")
+# The stages whose epochs train the classifier that is scored: `best` is chosen among their epochs. The
+# others (intermediate, ptp, pretrain) leave the task head untrained or train another head.
+SCORED_STAGES = ("prediction", "combined", "finetune", "self_distill")
+
+
+class RecordError(ValueError):
+    """A result.json that cannot be read as a record (the message says why)."""
+
+
+def part_id(settings: Mapping[str, Any]) -> str:
+    """8 hex chars naming a teacher or student by its settings (sha256 of their sorted JSON)."""
+    return digest(settings)[:8]
+
+
+def student_id(name: str, settings: Mapping[str, Any]) -> str:
+    """The student's id: `part_id` of its settings together with its name."""
+    return part_id({**dict(settings), "name": name})
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def incomplete_reason(d: Any) -> str | None:
+    """Why a record is not a complete result (None if it is): the ONE rule the sweeper (skip a job) and
+    the report (show a cell) share. Complete = status "completed" and every field a table needs present
+    and well-typed."""
+    if not isinstance(d, dict):
+        return "not a JSON object"
+    if d.get("status") != "completed":
+        return f"status {d.get('status')!r}"
+    for key in ("task", "objective", "primary_metric"):
+        if not isinstance(d.get(key), str) or not d[key]:
+            return f"{key} missing or not a string"
+    if not isinstance(d.get("seed"), int) or isinstance(d.get("seed"), bool):
+        return f"seed {d.get('seed')!r} is not an integer"
+    best = d.get("best")
+    dev = best.get("dev") if isinstance(best, dict) else None
+    if not isinstance(dev, dict):
+        return "no best.dev"
+    if not _number(dev.get(d["primary_metric"])):
+        return f"best.dev has no number for the primary metric {d['primary_metric']!r}"
+    final = d.get("final")
+    if not isinstance(final, dict) or not isinstance(final.get("dev"), dict):
+        return "no final.dev"
+    epochs = d.get("epochs")
+    if not isinstance(epochs, list) or not epochs or not all(isinstance(e, dict) for e in epochs):
+        return "no epochs"
+    return None
+
+
+def is_complete(d: Any) -> bool:
+    """True when `d` (a record as read from result.json) is a complete result (see `incomplete_reason`)."""
+    return incomplete_reason(d) is None
+
+
+def best_epoch(epochs: list[dict[str, Any]], metric: str) -> dict[str, Any] | None:
+    """The epoch with the highest dev `metric` among SCORED_STAGES epochs (the first on ties), or None."""
+    best, best_value = None, -math.inf
+    for epoch in epochs:
+        value = (epoch.get("dev") or {}).get(metric)
+        if epoch.get("stage") in SCORED_STAGES and _number(value) and math.isfinite(value) and value > best_value:
+            best, best_value = epoch, value
+    return best
+
+
+def _opt_int(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise RecordError(f"{where} {value!r} is not an integer")
+    try:
+        return int(value)
+    except ValueError:
+        raise RecordError(f"{where} {value!r} is not an integer") from None
+
+
+def _opt_float(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if not _number(value):
+        raise RecordError(f"{where} {value!r} is not a number")
+    return float(value)
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+@dataclass
+class InitInfo:
+    """Which teacher layers initialised the student."""
+
+    spec: str = ""  # as given: "1", "mixed", "[1,5,9]"
+    name: str = ""  # skip | mixed | bottom | random | custom
+    layers: list[int] = field(default_factory=list)  # 1-based teacher layers copied
+
+
+@dataclass
+class StudentInfo:
+    """The student: `name` is the kind ("truncated" | "fresh" | "pretrained"), `settings` its config."""
+
+    name: str = "truncated"  # the student type
+    id: str = ""  # student_id(name, settings) when left empty
+    num_layers: int | None = None  # its depth (positions, for a parameter-shared student)
+    hidden_size: int | None = None  # its width
+    num_heads: int | None = None  # its attention heads
+    layer_map: list[list[int]] = field(default_factory=list)  # [student layer, teacher layer] pairs
+    settings: dict[str, Any] = field(default_factory=dict)  # its settings, as checked
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            self.id = student_id(self.name, self.settings)
+
+
+@dataclass
+class TeacherInfo:
+    """The teacher: `name` is its config name ("tiny", "roberta_base"), `id` part_id(config.teacher)."""
+
+    name: str = ""  # its config name (tiny, roberta_base)
+    id: str = ""  # part_id of the teacher's config block
+    name_or_path: str | None = None  # hub id or directory of its backbone
+    num_layers: int | None = None  # its depth
+    hidden_size: int | None = None  # its width
+    source: str | None = None  # given | cache | trained
+    path: str | None = None  # where the fine-tuned teacher is
+    dev: dict[str, Any] | None = None  # its dev metrics
+    majority_baseline: dict[str, Any] | None = None  # the majority-class baseline's dev metrics
+    # An ensemble teacher's members (None for one teacher, and then left out of result.json): each its name,
+    # id (part_id of its block), fine-tuning seed and name_or_path, and once loaded its source, path and dev.
+    members: list[dict[str, Any]] | None = None
+    # True when the teacher did not clearly beat its baseline and guards.allow_weak_teacher let the job go on
+    # (left out of result.json otherwise)
+    weak_allowed: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], **fields: Any) -> TeacherInfo:
+        """Name and id from the teacher's config block (config.teacher), the members of an ensemble; other
+        fields as given."""
+        members = [{"name": str(m.get("name") or ""), "id": part_id(m), "seed": (m.get("finetune") or {}).get("seed"),
+                    "name_or_path": _opt_str(m.get("name_or_path"))} for m in ensemble_members(settings)]
+        return cls(name=str(settings.get("name") or ""), id=part_id(settings),
+                   name_or_path=_opt_str(settings.get("name_or_path")), members=members or None, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.members is None:  # one teacher: the record keeps the keys it had before ensembles
+            del out["members"]
+        if not self.weak_allowed:
+            del out["weak_allowed"]
+        return out
+
+
+@dataclass
+class DataInfo:
+    """How much data the job used (None = not recorded / no cap)."""
+
+    max_train_samples: int | None = None  # the pilot cap on training examples (null: none)
+    max_dev_samples: int | None = None  # the same for dev examples
+    train_size: int | None = None  # training examples used
+    dev_size: int | None = None  # dev examples evaluated
+
+
+@dataclass
+class Record:
+    """One job's result.json. Write `to_dict()`; read with `Record.from_dict`."""
+
+    task: str  # the task's name
+    objective: str  # "none" for procedure "finetune"
+    seed: int  # the job's seed
+    status: str = "running"  # one of STATUSES
+    # "task_specific" (distillation) | "finetune" (no distillation: cross-entropy only, objective "none") | ...
+    procedure: str = "task_specific"
+    error: str | None = None  # the error, when failed
+    traceback: str | None = None  # failed records only
+    # sha256 of the checked config less the keys that do not change what a job computes (results.NOT_HASHED)
+    config_hash: str = ""
+    init: InitInfo = field(default_factory=InitInfo)  # which teacher layers initialised the student
+    student: StudentInfo = field(default_factory=StudentInfo)  # the student
+    teacher: TeacherInfo = field(default_factory=TeacherInfo)  # the teacher
+    data: DataInfo = field(default_factory=DataInfo)  # how much data the job used
+    primary_metric: str | None = None  # accuracy, f1 (MRPC), mcc (CoLA) or pearson (STS-B)
+    # one dict per epoch: stage, epoch, step, train_loss, loss_<term>..., dev {metric: fraction}
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    best: dict[str, Any] | None = None  # {stage, epoch, dev}: best_epoch(epochs, primary_metric)
+    final: dict[str, Any] | None = None  # {dev}: the last epoch's
+    wall_time_s: float | None = None  # the job's wall time
+    samples_per_s: float | None = None  # training throughput of the stage steps
+    peak_memory_mb: float | None = None  # peak memory: CUDA's, or the process' max RSS on CPU
+    peak_memory_kind: str | None = None  # which of the two
+    device: str | None = None  # the device it ran on
+    nonfinite_skipped: int = 0  # steps skipped for a NaN/inf loss or gradient (skip_nonfinite)
+    padding: dict[str, float] = field(default_factory=dict)  # stage -> padded / real training tokens
+    # where the teacher's outputs came from: {mode: store|live, reason, key, built, depth}
+    teacher_outputs: dict[str, Any] | None = None
+    attempts: int = 1  # processes that started the job (1 + re-runs and requeues)
+    requeued: int = 0  # times SLURM requeued it
+    resumed: int = 0  # times it resumed from a checkpoint
+    wandb: dict[str, Any] | None = None  # the wandb run
+    config: dict[str, Any] = field(default_factory=dict)  # the resolved config
+    versions: dict[str, Any] = field(default_factory=dict)  # versions of Python and the main packages
+    git_commit: str | None = None  # the commit of the code (-dirty with local changes)
+    started_at: str | None = None  # UTC, ISO 8601
+    finished_at: str | None = None  # UTC, ISO 8601
+    schema_version: int = SCHEMA_VERSION  # 2 (version 1 records are migrated when read)
+    # keys this reader does not know, kept so that reading and writing back loses nothing
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to result.json (key order as in docs/reference/records.md)."""
+        out: dict[str, Any] = {"schema_version": self.schema_version, "status": self.status, "error": self.error}
+        if self.traceback is not None:
+            out["traceback"] = self.traceback
+        out.update({
+            "config_hash": self.config_hash, "procedure": self.procedure, "task": self.task,
+            "objective": self.objective, "seed": self.seed, "init": asdict(self.init),
+            "student": asdict(self.student), "teacher": self.teacher.to_dict(), "data": asdict(self.data),
+            "primary_metric": self.primary_metric, "epochs": copy.deepcopy(self.epochs),
+            "best": copy.deepcopy(self.best), "final": copy.deepcopy(self.final),
+        })
+        for name in _PLAIN_FIELDS:
+            out[name] = copy.deepcopy(getattr(self, name))
+        out.update(copy.deepcopy(self.extra))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Record:
+        """A record from a result.json object of schema version 1 or 2; raises RecordError when it has no
+        usable identity (status, task, objective, integer seed) or a field of the wrong type.
+
+        Version 1 records are migrated: procedure "task_specific"; the student "truncated" with settings
+        {"num_layers": n}; the teacher named and identified from config.teacher; data all None; the
+        config's objective in today's form (`objective_from_v1`).
+        """
+        if not isinstance(d, dict):
+            raise RecordError("not a JSON object")
+        version = d.get("schema_version", 1)
+        if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+            raise RecordError(f"schema_version {version!r} is not one this reader knows (1..{SCHEMA_VERSION})")
+        missing = [k for k in ("status", "task", "objective", "seed") if k not in d]
+        if missing:
+            raise RecordError(f"missing keys {missing} (partial record?)")
+        seed = d["seed"]
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise RecordError(f"seed {seed!r} is not an integer")
+        config = _mapping(d.get("config"))
+        if version == 1 and isinstance(config.get("objective"), dict):
+            config = {**config, "objective": objective_from_v1(config["objective"])}
+        teacher_cfg = config.get("teacher") if isinstance(config.get("teacher"), dict) else None
+        arch = _mapping((teacher_cfg or {}).get("config"))  # an inline architecture (e.g. the tiny teacher)
+        init = _read_init(d.get("init"))
+        student = _read_student(_mapping(d.get("student")), arch)
+        teacher = _read_teacher(_mapping(d.get("teacher")), teacher_cfg, arch)
+        if version == 1 and teacher.hidden_size is None:
+            teacher.hidden_size = student.hidden_size  # version 1 students always had the teacher's width
+        data = _mapping(d.get("data"))
+        known = {"schema_version", "status", "error", "traceback", "config_hash", "procedure", "task",
+                 "objective", "seed", "init", "student", "teacher", "data", "primary_metric", "epochs",
+                 "best", "final", *_PLAIN_FIELDS}
+        epochs = d.get("epochs")
+        return cls(
+            task=str(d["task"]), objective=str(d["objective"]), seed=seed, status=str(d["status"]),
+            procedure=str(d.get("procedure") or "task_specific"), error=_opt_str(d.get("error")),
+            traceback=_opt_str(d.get("traceback")), config_hash=str(d.get("config_hash") or ""),
+            init=init, student=student, teacher=teacher,
+            data=DataInfo(**{k: _opt_int(data.get(k), f"data.{k}") for k in DataInfo.__dataclass_fields__}),
+            primary_metric=_opt_str(d.get("primary_metric")),
+            epochs=[dict(e) for e in epochs if isinstance(e, dict)] if isinstance(epochs, list) else [],
+            best=dict(d["best"]) if isinstance(d.get("best"), dict) else None,
+            final=dict(d["final"]) if isinstance(d.get("final"), dict) else None,
+            wall_time_s=_opt_float(d.get("wall_time_s"), "wall_time_s"),
+            samples_per_s=_opt_float(d.get("samples_per_s"), "samples_per_s"),
+            peak_memory_mb=_opt_float(d.get("peak_memory_mb"), "peak_memory_mb"),
+            peak_memory_kind=_opt_str(d.get("peak_memory_kind")), device=_opt_str(d.get("device")),
+            nonfinite_skipped=_opt_int(d.get("nonfinite_skipped"), "nonfinite_skipped") or 0,
+            padding=_mapping(d.get("padding")),
+            teacher_outputs=dict(d["teacher_outputs"]) if isinstance(d.get("teacher_outputs"), dict) else None,
+            attempts=_opt_int(d.get("attempts"), "attempts") or 1,
+            requeued=_opt_int(d.get("requeued"), "requeued") or 0,
+            resumed=_opt_int(d.get("resumed"), "resumed") or 0,
+            wandb=dict(d["wandb"]) if isinstance(d.get("wandb"), dict) else None,
+            config=config, versions=_mapping(d.get("versions")), git_commit=_opt_str(d.get("git_commit")),
+            started_at=_opt_str(d.get("started_at")), finished_at=_opt_str(d.get("finished_at")),
+            extra={k: v for k, v in d.items() if k not in known},
+        )
+
+
+# Schema 1 kept these objective settings at the objective's top level; today each term carries its own.
+V1_TERM_SETTINGS = {"hid_cls": ("projection", "shared_projection"), "hid_seq": ("projection", "shared_projection")}
+V1_CONTRAST_TERM = "hid_cls_contrast"
+
+
+def objective_from_v1(objective: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 objective config in the checked form jobs record today: every term with its settings
+    (schema 1's YAML files held every setting, so nothing needs a default here)."""
+    out = {k: v for k, v in objective.items() if k not in ("projection", "shared_projection", "contrast")}
+    terms = {}
+    for name, weight in (objective.get("terms") or {}).items():
+        term: dict[str, Any] = {"weight": weight}
+        for key in V1_TERM_SETTINGS.get(name, ()):
+            term[key] = objective.get(key)
+        if name == V1_CONTRAST_TERM:
+            term.update(objective.get("contrast") or {})
+        terms[name] = term
+    out["terms"] = terms
+    return out
+
+
+# Record fields written as they are (after the blocks that need conversion).
+_PLAIN_FIELDS = ("wall_time_s", "samples_per_s", "peak_memory_mb", "peak_memory_kind", "device",
+                 "nonfinite_skipped", "padding", "teacher_outputs", "attempts", "requeued", "resumed", "wandb", "config", "versions",
+                 "git_commit", "started_at", "finished_at")
+
+
+def _read_init(init: Any) -> InitInfo:
+    if not isinstance(init, dict):  # a bare spec
+        return InitInfo(spec="" if init is None else str(init))
+    layers = init.get("layers") or []
+    if not isinstance(layers, list):
+        raise RecordError(f"init.layers {layers!r} is not a list")
+    return InitInfo(spec=str(init.get("spec", "")), name=str(init.get("name") or ""),
+                    layers=[_opt_int(x, "init.layers") for x in layers])  # type: ignore[misc]
+
+
+def _read_student(s: dict[str, Any], arch: dict[str, Any]) -> StudentInfo:
+    num_layers = _opt_int(s.get("num_layers"), "student.num_layers")
+    name = str(s.get("name") or "truncated")  # version 1 students were all truncated teachers
+    settings = dict(s["settings"]) if isinstance(s.get("settings"), dict) else {"num_layers": num_layers}
+    layer_map = s.get("layer_map") or []
+    if not isinstance(layer_map, list) or not all(isinstance(p, list) for p in layer_map):
+        raise RecordError(f"student.layer_map {layer_map!r} is not a list of pairs")
+    return StudentInfo(
+        name=name, id=str(s.get("id") or ""), num_layers=num_layers,
+        hidden_size=_opt_int(s.get("hidden_size") or arch.get("hidden_size"), "student.hidden_size"),
+        num_heads=_opt_int(s.get("num_heads") or arch.get("num_attention_heads"), "student.num_heads"),
+        layer_map=[[_opt_int(x, "student.layer_map") for x in p] for p in layer_map],  # type: ignore[misc]
+        settings=settings,
+    )
+
+
+def _read_teacher(t: dict[str, Any], teacher_cfg: dict[str, Any] | None, arch: dict[str, Any]) -> TeacherInfo:
+    # Without a config block (hand-made records) the teacher is known by what the record names.
+    settings = teacher_cfg if teacher_cfg is not None else {"name_or_path": t.get("name_or_path")}
+    return TeacherInfo(
+        name=str(t.get("name") or settings.get("name") or t.get("name_or_path") or "unknown"),
+        id=str(t.get("id") or part_id(settings)), name_or_path=_opt_str(t.get("name_or_path")),
+        num_layers=_opt_int(t.get("num_layers") or arch.get("num_hidden_layers"), "teacher.num_layers"),
+        hidden_size=_opt_int(t.get("hidden_size") or arch.get("hidden_size"), "teacher.hidden_size"),
+        source=_opt_str(t.get("source")), path=_opt_str(t.get("path")),
+        dev=dict(t["dev"]) if isinstance(t.get("dev"), dict) else None,
+        majority_baseline=dict(t["majority_baseline"]) if isinstance(t.get("majority_baseline"), dict) else None,
+        members=[dict(m) for m in t["members"] if isinstance(m, dict)] if isinstance(t.get("members"), list) else None,
+        weak_allowed=t.get("weak_allowed") is True,
+    )
+
+
+def load_json(path: Path) -> Any:
+    """The JSON at `path` as stored (what `is_complete` judges); raises RecordError if unreadable."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"unreadable ({type(exc).__name__}: {exc})") from None
+
+
+def load_record(path: Path) -> Record:
+    """The record at `path`; raises RecordError saying why it cannot be read."""
+    return Record.from_dict(load_json(path))
+
+
+def write_record(path: Path, record: Record) -> None:
+    """Write `record` to `path` atomically."""
+    write_json_atomic(path, record.to_dict())

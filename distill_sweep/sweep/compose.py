@@ -1,0 +1,109 @@
+"""Composing a sweep's jobs: the config of each override list (cached per group choice), and a preset's expected
+jobs for the report."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from distill_sweep.config.space import CONF_DIR, GROUPS, group_options
+from distill_sweep.errors import ConfigError
+from distill_sweep.job.identity import identify
+from distill_sweep.models.inits import init_spec
+from distill_sweep.sweep import chain
+
+
+def expand(params: Sequence[str]) -> list[list[str]]:
+    """Hydra override strings (with sweeps like `seed=1,2`) -> one override list per job."""
+    overrides = OverridesParser.create().parse_overrides(list(params))
+    return BasicSweeper.split_arguments(overrides, None)[0]
+
+
+def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The jobs of an experiment preset's grid, for the report: task, procedure, objective, init_spec, seed,
+    and `hashes`, the names of the result directories the job's record can be in (today's and the first
+    schema's), so that jobs differing only in teacher, student or layer map are told apart."""
+    known = group_options("experiment")
+    if preset not in known:
+        raise ConfigError(f"unknown experiment preset {preset!r} (known: {', '.join(known)})")
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        base = [f"experiment={preset}", *extra_overrides]
+        cfg = compose("config", overrides=base, return_hydra_config=True)
+        params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
+        composer = JobComposer(lambda groups: compose("config", overrides=list(groups), return_hydra_config=True))
+        idents, seen = [], set()
+        for job in expand(params):
+            ident = identify(composer([*base, *job]))
+            if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
+                continue
+            seen.add(ident.digest)
+            idents.append((ident, [*base, *job]))
+        # then the fine-tune grid on each distilled student (finetune_grid)
+        chained = chain.plan(idents, composer, lambda ov: composer.choice(ov, "teacher"), identify)
+        idents += [(job.ident, job.overrides) for job in chained]
+    return [{"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
+             "init_spec": init_spec(ident.settings.run.init), "seed": ident.seed,
+             "hashes": [ident.out_dir.name, *(d.name for d in ident.legacy_dirs)]} for ident, _ in idents]
+
+
+class JobComposer:
+    """Each job's config, composing once per distinct set of config-group choices.
+
+    Composing through Hydra is the slow part of planning a large grid (Table 3: 504 jobs), and only group
+    choices (task=, objective=, ...) change what is composed; value overrides (seed=, init=,
+    objective.alpha=) are applied after composition, which is Hydra's own order, so applying them to a
+    copy of the composed config gives the same config (without the `hydra` node).
+    """
+
+    def __init__(self, load: Callable[[Sequence[str]], DictConfig]) -> None:
+        self.load = load
+        self.parser = OverridesParser.create()
+        self.cache: dict[tuple[str, ...], DictConfig] = {}
+        self.choices: dict[tuple[str, ...], dict[str, Any]] = {}  # the config-group options each one chose
+
+    def _composed(self, parsed: Sequence[Any]) -> tuple[str, ...]:
+        """The key of the composed config of these parsed overrides' group choices (composed on first use)."""
+        groups = tuple(o.input_line for o in parsed if _is_group(o.key_or_group))
+        if groups not in self.cache:
+            composed = self.load(groups)
+            with open_dict(composed):
+                hydra = composed.pop("hydra", None)  # jobs are identified without it; it is most of a copy's cost
+            choices = OmegaConf.select(hydra, "runtime.choices") if hydra is not None else None
+            self.choices[groups] = OmegaConf.to_container(choices) if choices is not None else {}
+            self.cache[groups] = composed
+        return groups
+
+    def choice(self, overrides: Sequence[str], group: str) -> str:
+        """The option of config group `group` a job's config chose (on the command line or in a preset)."""
+        return str(self.choices[self._composed(self.parser.parse_overrides(list(overrides)))].get(group))
+
+    def __call__(self, overrides: Sequence[str]) -> DictConfig:
+        parsed = self.parser.parse_overrides(list(overrides))
+        groups = self._composed(parsed)
+        cfg = copy.deepcopy(self.cache[groups])
+        with open_dict(cfg):
+            for o in parsed:
+                if _is_group(o.key_or_group):
+                    continue
+                if o.is_delete():
+                    _delete(cfg, o.key_or_group)
+                else:
+                    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False, force_add=True)
+        return cfg
+
+
+def _is_group(key: str) -> bool:
+    return "/" in key or key in GROUPS
+
+
+def _delete(cfg: DictConfig, key: str) -> None:
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if node is not None and leaf in node:
+        del node[leaf]

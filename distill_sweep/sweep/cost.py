@@ -1,0 +1,101 @@
+"""The dry run's cost: passes over the data and layer-passes per job, with and without the teacher-output store."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from distill_sweep.data.augment_settings import samples_for
+from distill_sweep.records import record as results
+from distill_sweep.teachers.cache import META, finetune_settings
+from distill_sweep.teachers.output_plan import group_id, plan, prepared
+
+# The paper's cost of one task-agnostic student: 58 A100-hours for 100k updates of 1024 x 128 tokens
+# (BERT-base teacher, 6-layer student): the dry run's anchor for corpus jobs with a step budget.
+PAPER_A100_HOURS, PAPER_TOKENS = 58.0, 100_000 * 1024 * 128
+
+
+def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> int:
+    """Training sample-passes of `epochs` epochs over `size` examples, capped at `max_steps` per epoch."""
+    per_epoch = min(size, max_steps * batch_size) if max_steps else size
+    return per_epoch * epochs
+
+
+def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
+    """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
+    throughput of records already completed. `jobs` are job identities (distill_sweep.job.identity.identify)."""
+    student = teacher = 0
+    teachers: set[Path] = set()
+    unsized = 0  # jobs whose data size is not known before they read it (a corpus without a step budget)
+    corpus_jobs, corpus_tokens = 0, 0
+    decoder_jobs, decoder_tokens = 0, 0  # causal-LM students (their teachers' own training is not counted)
+    forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
+    builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
+    for ident in jobs:
+        s = ident.settings
+        if not ident.procedure_settings.reads_task:
+            steps = getattr(ident.procedure_settings, "max_steps", None)
+            epochs = min(s.run.epochs or math.inf, getattr(ident.procedure_settings, "epochs", None) or math.inf)
+            if s.run.max_steps_per_epoch and epochs < math.inf:  # the smoke-run caps bound it
+                steps = min(steps or math.inf, epochs * s.run.max_steps_per_epoch)
+            if steps is None:
+                unsized += 1
+                continue
+            tokens = int(steps) * ident.procedure_settings.sequences_per_step() * s.task.max_seq_length
+            if ident.procedure_settings.decoders:
+                decoder_jobs, decoder_tokens = decoder_jobs + 1, decoder_tokens + tokens
+            else:
+                corpus_jobs, corpus_tokens = corpus_jobs + 1, corpus_tokens + tokens
+            continue
+        size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
+        size = min(size, s.task.train_size or size)
+        if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
+            size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
+        batch = s.optimizer.batch_size or s.task.recipe.batch_size
+        n_stages = len(ident.objective.stages) if ident.objective is not None else 1
+        epochs = s.run.epochs or s.task.recipe.epochs
+        student += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
+        if ident.objective is not None:  # every stage of a distilling job runs the teacher, unless stored
+            logit_stages = sum(k in ("prediction", "combined") for k in ident.objective.stages)
+            forwards["live"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
+            uses = plan(s.run.teacher_outputs, ident.procedure, ident.objective).use_store
+            only_logits = n_stages - (logit_stages if uses else 0)  # stages that still run it (intermediate)
+            forwards["store"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * only_logits
+            cache = Path(cache_dir or results.absolute(s.run.cache_dir))
+            if uses and not prepared(ident.teacher, ident.task, cache):
+                builds[(ident.task, group_id(ident.teacher))] = size
+        # a stage before the objective's, e.g. PEA-KD's PTP
+        student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
+        if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
+            continue
+        where = ident.teacher.directory(Path(cache_dir or results.absolute(s.run.cache_dir)), ident.task)
+        if where in teachers or (where / META).exists():
+            continue
+        teachers.add(where)
+        ft = finetune_settings(s.teacher.finetune, s.task.recipe)
+        teacher += _passes(size, ft["epochs"], ft["batch_size"], ft["max_steps_per_epoch"])
+    passes = student + teacher
+    line = (f"estimated cost: {passes:.3g} training sample-passes ({student:.3g} students, {teacher:.3g} for "
+            f"{len(teachers)} teacher(s) to fine-tune)")
+    speeds = [r["samples_per_s"] for r in done_records if r.get("samples_per_s")]
+    if speeds:
+        speed = sorted(speeds)[len(speeds) // 2]
+        line += f", ~{passes / speed / 3600:.2f} job-hours at the median {speed:.0f} samples/s of completed jobs"
+    else:
+        line += " (no completed record yet to convert it to hours)"
+    if forwards["live"]:
+        built = sum(builds.values())
+        line += (f"; frozen-teacher forwards: {forwards['store'] + built:.3g} sample-passes with the teacher-output "
+                 f"store ({len(builds)} store(s) to build, {built:.3g} rows), {forwards['live']:.3g} without")
+    if corpus_jobs:
+        line += (f"; {corpus_jobs} task-agnostic job(s): {corpus_tokens:.3g} training tokens, ~"
+                 f"{PAPER_A100_HOURS * corpus_tokens / PAPER_TOKENS:.3g} A100-hours at the paper's 58 per "
+                 "student of 100k x 1024 x 128 tokens (BERT-base -> 6 layers; other sizes scale with their FLOPs)")
+    if decoder_jobs:
+        line += (f"; {decoder_jobs} decoder job(s): {decoder_tokens:.3g} student training tokens (the teachers' "
+                 "own training not counted)")
+    if unsized:
+        line += (f"; {unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
+                 "procedure.max_steps gives a count)")
+    return line

@@ -1,0 +1,62 @@
+"""Launching: the teacher-output stores to build before the grid, and one process per job under launchers that
+start several."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from distill_sweep.records import record as results
+from distill_sweep.teachers.output_plan import feature_tag, group_id, plan, prepared, stored_cls_layers
+
+
+def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_dir: Path | None = None
+                 ) -> list[list[str]]:
+    """The sweeper's build jobs: for each teacher-output store that two or more of `jobs` (identities, with
+    their `overrides`) will read and that is not built yet, the first such job's overrides run with
+    `prepare_only`: one job fine-tunes the teacher and builds the store while the others are not yet holding
+    a GPU each, waiting on its lock."""
+    groups: dict[tuple[str, str, str], list[list[str]]] = {}
+    for ident, ov in zip(jobs, overrides, strict=True):
+        if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:
+            continue
+        where = Path(cache_dir or results.absolute(ident.settings.run.cache_dir))
+        cls_layers = stored_cls_layers(ident.objective, getattr(ident, "layer_map", None))
+        if prepared(ident.teacher, ident.task, where, cls_layers):
+            continue
+        groups.setdefault((ident.task, group_id(ident.teacher), feature_tag(cls_layers)), []).append(list(ov))
+    return [[*members[0], "+prepare_only=true"] for members in groups.values() if len(members) > 1]
+
+
+# SLURM launcher keys that start several processes per job: a data-parallel distillation sets them, and the
+# fine-tune jobs that follow it run in one process each (their procedure refuses several)
+PER_JOB_PROCESSES = ("nodes", "tasks_per_node", "gpus_per_node", "gpus_per_task")
+
+
+def processes_per_job(launcher: Any) -> int:
+    """How many processes a launcher starts for each job: nodes x tasks_per_node (submitit), else 1."""
+    params = getattr(launcher, "params", None)
+    if not isinstance(params, dict):
+        return 1
+    return int(params.get("nodes") or 1) * int(params.get("tasks_per_node") or 1)
+
+
+@contextlib.contextmanager
+def one_process_per_job(launcher: Any) -> Iterator[None]:
+    """While the block runs, a submitit launcher's jobs get one node, one task and at most one GPU."""
+    params = getattr(launcher, "params", None)
+    if not isinstance(params, dict):  # the local launchers start one process per job anyway
+        yield
+        return
+    saved = {k: params[k] for k in PER_JOB_PROCESSES if k in params}
+    changed = {k: 1 for k, v in saved.items() if isinstance(v, int) and v > 1}
+    if changed:
+        print("distill_sweep: the fine-tune jobs run as one process each ("
+              + ", ".join(f"hydra.launcher.{k}=1" for k in changed) + ")", flush=True)
+    params.update(changed)
+    try:
+        yield
+    finally:
+        params.update(saved)

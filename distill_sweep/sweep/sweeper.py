@@ -1,0 +1,252 @@
+"""Sweep expansion and the skip-completed sweeper.
+
+`python -m distill_sweep ... -m` uses `SkipCompletedSweeper` (conf: hydra/sweeper=skip_completed): it
+expands the grid like Hydra's basic sweeper, composes every job's config, validates them all before
+launching anything (one bad job = one clear line, nothing submitted), drops jobs whose completed
+record already exists, and launches the rest. With `+dry_run=true` it prints the plan and launches nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from distill_sweep.errors import ConfigError, DiskWriteError
+from distill_sweep.job.identity import find_completed, identify
+from distill_sweep.records import locks
+from distill_sweep.records import record as results
+from distill_sweep.sweep import chain
+from distill_sweep.sweep.compose import JobComposer
+from distill_sweep.sweep.cost import estimate_cost
+from distill_sweep.sweep.launch import one_process_per_job, processes_per_job, store_builds
+from distill_sweep.training import processes
+
+# Hydra loads this module (through the sweeper plugin) at every start, `--help` and the command line's
+# refusals included: prepare.py, which reads the models' configs (transformers, torch), is imported inside
+# the sweep that uses it; a job's identity (job.py) needs neither.
+
+log = logging.getLogger("distill_sweep")
+PROGRESS_EVERY_S = 5.0
+
+
+def _count_by_source(chained: Sequence[Any]) -> list[tuple[Any, int]]:
+    counts: dict[str, list[Any]] = {}
+    for job in chained:
+        counts.setdefault(job.source.digest, [job.source, 0])[1] += 1
+    return [(source, n) for source, n in counts.values()]
+
+
+class FinishedJobs:
+    """While a sweep runs, one line per job as its record turns completed or failed (read from the store,
+    so it works whichever launcher runs the jobs and wherever)."""
+
+    def __init__(self, jobs: Sequence[Any], every_s: float = 2.0, sources: Sequence[Any] | None = None) -> None:
+        self.jobs, self.every_s = list(jobs), every_s
+        self.sources = list(sources) if sources is not None else [None] * len(self.jobs)  # chained: distillations
+        self.reported: set[int] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> FinishedJobs:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._poll()  # the last ones, finished between two polls
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.every_s):
+            self._poll()
+
+    def _poll(self) -> None:
+        for i, ident in enumerate(self.jobs):
+            if i in self.reported:
+                continue
+            record = results.read_record(ident.out_dir / results.RECORD) or {}
+            status = record.get("status")
+            if status == "failed" or (status == "completed" and results.is_complete(record)):
+                self.reported.add(i)
+                what = ident.objective_name if ident.objective is not None else ident.procedure.name
+                source = self.sources[i]
+                if source is not None:  # a fine-tune job after a distillation: which student, which grid point
+                    opt = ident.settings.optimizer
+                    what += f" of the {source.objective_name} student, lr {opt.lr}, batch {opt.batch_size},"
+                print(f"distill_sweep: [{len(self.reported)}/{len(self.jobs)}] {status}: {ident.task}/{what} "
+                      f"{ident.init_label} seed {ident.seed}", flush=True)
+
+
+class SkipCompletedSweeperImpl(BasicSweeper):
+    """Hydra's basic sweeper + up-front validation, skip-completed, and dry run."""
+
+    def __init__(self, max_batch_size: int | None = None, params: dict[str, str] | None = None) -> None:
+        super().__init__(max_batch_size=max_batch_size, params=params)
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from distill_sweep.job.prepare import complete, prepare
+
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        all_jobs = self.split_arguments(parser.parse_overrides(self._parse_config() + arguments), None)[0]
+        # +plan_seeds=true: the dry run, then the seeds each comparison needs from the pilot records (seed_plan)
+        plan_seeds = bool(OmegaConf.select(self.config, "plan_seeds", default=False))
+        dry_run = plan_seeds or bool(OmegaConf.select(self.config, "dry_run", default=False))
+        loader = self.hydra_context.config_loader
+
+        compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
+        # the grid's jobs are checked as the launcher will start them (several processes each on SLURM with
+        # tasks_per_node or nodes > 1); the fine-tune jobs that follow run as one process each
+        with processes.planned(processes_per_job(self.launcher)):
+            todo, skipped, configs, seen = [], [], [], set()
+            distilled: list[tuple[Any, list[str]]] = []  # every job of the grid (completed or not), for its chain
+            duplicates = 0
+            last_note = time.monotonic()
+            for index, overrides in enumerate(all_jobs):
+                if time.monotonic() - last_note > PROGRESS_EVERY_S:  # never a silent stretch while planning
+                    print(f"distill_sweep: planning: {index}/{len(all_jobs)} jobs checked", file=sys.stderr, flush=True)
+                    last_note = time.monotonic()
+                cfg = compose(overrides)
+                try:
+                    # the dry run reads no model config: it must work where the hub cannot be reached
+                    ident = identify(cfg) if dry_run else prepare(cfg)
+                except ConfigError as err:
+                    print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
+                    sys.exit(2)
+                if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
+                    duplicates += 1
+                    continue
+                seen.add(ident.digest)
+                distilled.append((ident, list(overrides)))
+                record = find_completed(ident)
+                if record is not None:
+                    skipped.append(record)
+                else:
+                    todo.append(overrides)
+                    configs.append(ident)
+
+        same = f" ({duplicates} duplicate(s) of the same job left out)" if duplicates else ""
+        print(f"distill_sweep: {len(all_jobs) - duplicates} jobs in the grid, {len(skipped)} already completed, "
+              f"{len(todo)} to run{same}", flush=True)
+        try:  # the fine-tune grid after each distillation (finetune_grid): identified now, run after them
+            chained = chain.plan(distilled, compose, lambda ov: compose.choice(ov, "teacher"), identify)
+        except ConfigError as err:
+            print(f"distill_sweep: error: {err}", file=sys.stderr)
+            sys.exit(2)
+        then, then_done = [], 0
+        for job in chained:
+            if job.ident.digest in seen:
+                continue
+            seen.add(job.ident.digest)
+            if find_completed(job.ident) is not None:
+                then_done += 1
+            else:
+                then.append(job)
+        if chained:
+            sources = len({job.source.digest for job in chained})
+            print(f"distill_sweep: then {then_done + len(then)} fine-tune jobs of {sources} distilled student(s) "
+                  f"(finetune_grid), {then_done} already completed, {len(then)} to run", flush=True)
+        builds = store_builds(configs, todo)
+        if dry_run:
+            for overrides in todo:
+                print("  would run: " + " ".join(overrides))
+            for source, n in _count_by_source(then):
+                grid = source.settings.run.finetune_grid
+                print(f"  then: {n} fine-tune job(s) of the student of [{source.objective_name} {source.init_label} "
+                      f"seed {source.seed}]: tasks {','.join(grid.tasks)} x lr {','.join(map(str, grid.lrs))} x "
+                      f"batch {','.join(map(str, grid.batch_sizes))} x seed {','.join(map(str, grid.seeds))}")
+            print(estimate_cost([*configs, *(job.ident for job in then)], skipped))
+            if plan_seeds:
+                from distill_sweep.analysis.seed_plan import plan_text
+
+                planned = [{"task": i.task, "procedure": i.procedure.name, "objective": i.objective_name,
+                            "init": i.init_label, "seed": i.seed} for i, _ in distilled]
+                print(plan_text(self.config.results_dir, planned))
+            return []
+
+        initial_job_idx = 0
+        if builds:  # one job per task first: the grid's jobs then find the teacher and its outputs ready
+            print(f"distill_sweep: building the teacher outputs of {len(builds)} task(s) first", flush=True)
+            build_returns = self.launcher.launch(builds, initial_job_idx=initial_job_idx)
+            initial_job_idx += len(builds)
+            for ret in build_returns:
+                if ret.status.name == "FAILED":
+                    print("distill_sweep: a teacher-output build failed; nothing else launched", file=sys.stderr)
+                    _ = ret.return_value  # re-raises: Hydra reports it and exits 1
+        returns, initial_job_idx = self._launch_all(todo, configs, initial_job_idx)
+        if then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
+            ready = [job for job in then if results.completed_record(job.source.out_dir) is not None]
+            if len(ready) < len(then):
+                print(f"distill_sweep: {len(then) - len(ready)} fine-tune job(s) not launched: their distillation "
+                      "did not complete", file=sys.stderr, flush=True)
+            for job in ready:
+                try:
+                    complete(job.ident)
+                except ConfigError as err:
+                    print(f"distill_sweep: error in job [{' '.join(job.overrides)}]: {err}", file=sys.stderr)
+                    sys.exit(2)
+            if ready:
+                print(f"distill_sweep: fine-tuning the distilled students: {len(ready)} job(s)", flush=True)
+            with one_process_per_job(self.launcher):
+                more, _ = self._launch_all([job.overrides for job in ready], [job.ident for job in ready],
+                                           initial_job_idx, sources=[job.source for job in ready])
+            returns += more
+        failed = [r for batch in returns for r in batch if r.status.name == "FAILED"]
+        if failed:
+            summary = f"{len(failed)} of {len(todo) + len(then)} jobs failed (see their result.json)"
+            # (Hydra's `return_value` prints its own "Error executing job" line before it re-raises)
+            first = failed[0]._return_value
+            if isinstance(first, DiskWriteError):  # a full disk: the file, in one line (as for one job)
+                print(f"distill_sweep: error: {summary}; the first: {first}", file=sys.stderr)
+                sys.exit(1)
+            print(f"distill_sweep: {summary}", file=sys.stderr)
+            _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
+        return returns
+
+    def _launch_all(self, todo: list[list[str]], idents: list[Any], initial_job_idx: int,
+                    sources: list[Any] | None = None) -> tuple[list[Any], int]:
+        """Launch `todo` in batches of max_batch_size; (the launchers' returns per batch, the next job index).
+
+        A job that another process was running (its lock was held: job_lock) returns without running; once the
+        batches are done the sweep waits for those jobs' locks, and launches again any that their holder ended
+        without completing: the command ends with every job of its grid run, here or elsewhere, never by two
+        processes at once."""
+
+        returns = []
+        with FinishedJobs(idents, sources=sources):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing
+            while todo:
+                self.overrides = list(self.split_overrides_to_chunks(todo, self.max_batch_size))
+                self.batch_index = 0
+                launched = []
+                while not self.is_done():
+                    batch = self.get_job_batch()
+                    job_returns = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+                    # Unlike Hydra's basic sweeper, a failed job does not stop the following batches: its record
+                    # says "failed"; the sweep exits 1 at the end if any job failed.
+                    returns.append(job_returns)
+                    launched += job_returns
+                    initial_job_idx += len(batch)
+                elsewhere = [i for i, ret in enumerate(launched)
+                             if ret.status.name == "COMPLETED" and ret.return_value == locks.LEFT_TO_HOLDER]
+                if not elsewhere:
+                    break
+                print(f"distill_sweep: {len(elsewhere)} job(s) of this grid are run by another process: waiting "
+                      "for them", flush=True)
+                for i in elsewhere:
+                    locks.wait_for(idents[i].out_dir)
+                # one its holder ended without completing (killed, or failed there) runs here, as it would in a
+                # sweep started after that process: resumed from its checkpoint, or again after a failure
+                again = [i for i in elsewhere if find_completed(idents[i]) is None]
+                if again:
+                    print(f"distill_sweep: {len(again)} of them ended there without completing: running them here",
+                          flush=True)
+                todo, idents = [todo[i] for i in again], [idents[i] for i in again]
+        return returns, initial_job_idx

@@ -1,0 +1,2 @@
+"""Teachers (parts): the fine-tuned teacher, its cache, the teacher-output store and its plan, decoder teachers,
+early exit."""

@@ -1,0 +1,201 @@
+"""The run context: what every procedure of one job shares (the job, its record, device, data, loaders).
+
+Procedures receive one `RunContext` instead of a dozen arguments; `ctx.stage(...)` turns a loss into a
+`Stage` with the job's recipe, `ctx.driver(...)` gives the stage driver over the job's data.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from distill_sweep.config.schema import ConfigSettings
+from distill_sweep.data.augment import augmented_train
+from distill_sweep.data.batching import make_loader
+from distill_sweep.data.glue import load_task_data
+from distill_sweep.models.inits import StudentInit
+from distill_sweep.models.loading import load_tokenizer
+from distill_sweep.records import record as results
+from distill_sweep.training.allocator import keep_freed_memory
+from distill_sweep.training.distributed import is_main, local_device
+from distill_sweep.training.loop import LossFn, bf16_cpu_slowdown, bf16_cpu_warning, resolve_device
+from distill_sweep.training.metrics import compute_metrics
+from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
+
+log = logging.getLogger("distill_sweep")
+
+
+class Job(Protocol):
+    """What the parts read of a prepared job (`distill_sweep.job.prepare.Job` is one; the job itself is
+    orchestration, above the parts, so they name this instead)."""
+
+    settings: ConfigSettings  # every group's typed settings
+    procedure: Any  # the procedure's declaration
+    procedure_settings: Any  # its settings dataclass
+    student_kind: Any  # the student type's declaration
+    student: Any  # its settings dataclass
+    objective: Any  # ObjectiveSettings, None for procedures that do not distil
+    teacher: Any  # TeacherSpec: the teacher block and its cache key
+    members: list[Any]  # an ensemble's members, each a TeacherSpec
+    digest: str
+    out_dir: Path
+    init: StudentInit
+    layer_map: list[tuple[int, int]]
+    teacher_arch: Any  # transformers' PretrainedConfig of the teacher and the student
+    student_arch: Any
+
+    @property
+    def task(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def objective_name(self) -> str: ...
+
+
+@dataclass
+class RunContext:
+    job: Job
+    record: dict[str, Any]
+    device: torch.device
+    precision: str
+    cache_dir: Path
+    tokenizer: Any
+    data: Any  # data.TaskData
+    dev_loaders: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    student_tokenizer: Any = None  # the student's own tokenizer (student=bilstm's word vocabulary), if it has one
+    sweep_group: str | None = None  # the sweep's directory when the job is one of a sweep (groups tracker runs)
+
+    @classmethod
+    def open(cls, job: Job, record: dict[str, Any], sweep_group: str | None = None) -> RunContext:
+        """Set threads and device, load the tokenizer and the task's data (no model yet)."""
+        run = job.settings.run
+        if run.threads:
+            torch.set_num_threads(run.threads)
+        keep_freed_memory()  # steady-state steps stop page-faulting their temporaries (see allocator.py)
+        cache_dir = results.absolute(run.cache_dir)
+
+        device = local_device(resolve_device(run.device))
+        if device.type == "cpu" and run.precision == "bf16":
+            warning = bf16_cpu_warning(bf16_cpu_slowdown())
+            if warning:
+                log.warning(warning)
+        record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
+        tokenizer = load_tokenizer(job.settings.teacher, cache_dir)
+        if not job.procedure_settings.reads_task:  # its data is not the task's (a corpus)
+            return cls(job, record, device, run.precision, cache_dir, tokenizer, None, {}, sweep_group=sweep_group)
+        augment = job.settings.task.augment
+        info: dict[str, Any] = {}
+
+        def augmented(train: Any) -> Any:
+            split, found = augmented_train(train, job.settings.task, job.settings.teacher, augment, cache_dir, device,
+                                           mask_token=str(tokenizer.mask_token))
+            info.update(found)
+            return split
+
+        kind = job.student_kind
+        own: dict[str, Any] = {}
+
+        def student_words(train: Any) -> Any:
+            # the student's own tokenizer, from the original training split's text (one per sweep: cache_dir)
+            build_tokenizer = kind.tokenizer
+            assert build_tokenizer is not None
+            own["vocab"] = build_tokenizer(job.student, train, list(job.settings.task.text_fields), cache_dir, job.task)
+            return own["vocab"]
+
+        data = load_task_data(job.settings.task, tokenizer, cache_dir, augmented if augment.name != "none" else None,
+                              words=student_words if job.procedure.uses_student and kind.has_tokenizer else None)
+        if info:
+            record["augment"] = info
+        if own:
+            record["student_vocab"] = {"size": len(own["vocab"]), "key": own["vocab"].key}
+        pad = int(tokenizer.pad_token_id)
+        # evaluation in order of length: metrics pair each prediction with its batch's labels, so order is free
+        dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad,
+                                         by_length=True)
+                       for name, ds in data.dev.items()}
+        record["data"] = {"max_train_samples": job.settings.task.max_train_samples,
+                          "max_dev_samples": job.settings.task.max_dev_samples, "train_size": len(data.train),
+                          "dev_size": len(next(iter(data.dev.values())))}  # the primary metric's split
+        return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders,
+                   student_tokenizer=own.get("vocab"), sweep_group=sweep_group)
+
+    def metrics(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        return compute_metrics(self.job.settings.task, logits, labels)
+
+    def loader(self, seed: int, train: Any = None) -> Any:
+        """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch) of `train`
+        (default: the student's training split)."""
+        pad, run = int(self.tokenizer.pad_token_id), self.job.settings.run
+        train = self.data.train if train is None else train
+
+        def batches(stage: Stage, epoch: int) -> Any:
+            return make_loader(train, stage.batch_size, shuffle=True,
+                               seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad,
+                               num_workers=run.num_workers, by_length=run.batching == "length")
+
+        return batches
+
+    def stage(self, name: str, loss_fn: LossFn, params: list[nn.Parameter]) -> Stage:
+        """A stage of the student with the job's recipe (the task's, unless the optimizer/epochs keys say)."""
+        run, opt, recipe = self.job.settings.run, self.job.settings.optimizer, self.job.settings.task.recipe
+        # a student may name its own rate (a BiLSTM from scratch: the GLUE recipes' rates are for fine-tuning)
+        own = getattr(self.job.student, "lr", None) if self.job.procedure.uses_student else None
+        lr = opt.lr or own or recipe.lr
+        return Stage(name, run.epochs or recipe.epochs, lr, opt.batch_size or recipe.batch_size,
+                     recipe.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
+                     max_steps_per_epoch=run.max_steps_per_epoch)
+
+    def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
+               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "", train: Any = None
+               ) -> StageDriver:
+        """The stage driver over `train` (default: the student's training split)."""
+        run = self.job.settings.run
+        train = self.data.train if train is None else train
+        return StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
+                           dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
+                           precision=self.precision, optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint,
+                           key=key, history=history, every_steps=run.checkpoint.every_steps, log_every=run.log_every,
+                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label)
+
+    def save_record(self) -> None:
+        if is_main():  # with several ranks only rank 0 writes
+            results.write_record(self.job.out_dir / results.RECORD, results.Record.from_dict(self.record))
+
+    def finish_record(self, driver: StageDriver) -> None:
+        """Best and final dev scores, throughput, time and memory into the record."""
+        record, primary = self.record, self.job.settings.task.primary_metric
+        # an objective of intermediate stages only has no scored epoch: its best epoch is over all
+        best = results.best_epoch(record["epochs"], primary) or max(record["epochs"], key=lambda e: e["dev"][primary])
+        record["best"] = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
+        record["final"] = {"dev": record["epochs"][-1]["dev"]}
+        record["samples_per_s"] = driver.samples_per_s
+        record["nonfinite_skipped"] = int(sum(e.get("nonfinite_skipped", 0) for e in record["epochs"]))
+        record["padding"] = padding_by_stage(record["epochs"])
+        record["wall_time_s"] = time.perf_counter() - self.started
+        record["peak_memory_mb"], record["peak_memory_kind"] = peak_memory(self.device)
+
+
+def padding_by_stage(epochs: list[dict[str, Any]]) -> dict[str, float]:
+    """Padded / real tokens of the training batches per stage (mean over its epochs; 1.0 = no padding)."""
+    ratios: dict[str, list[float]] = {}
+    for entry in epochs:
+        if "padding" in entry:
+            ratios.setdefault(entry["stage"], []).append(float(entry["padding"]))
+    return {stage: round(sum(r) / len(r), 4) for stage, r in ratios.items()}
+
+
+def peak_memory(device: torch.device) -> tuple[float, str]:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_max_rss"

@@ -1,0 +1,157 @@
+"""Data parallelism over processes with `torch.distributed` (NCCL on GPU, gloo on CPU), for procedures that
+support it (task_agnostic).
+
+The processes are started by `torchrun` (it sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or by
+submitit on SLURM (`hydra/launcher=slurm hydra.launcher.tasks_per_node=N hydra.launcher.nodes=M`: every task
+runs the whole Hydra job; `submitit.helpers.TorchDistributedEnvironment` gives the same variables). Every rank
+then runs the same job: same config (checked: ranks that disagree stop with one line), same seeds, its own
+slice of each global batch. Rules that keep them one job:
+
+* only rank 0 writes (the record, checkpoints, the saved student, the tracker); every rank reads the
+  checkpoint on resume;
+* gradients are averaged over ranks with one all-reduce per update (`sum_over_ranks`), together with a
+  non-finite flag, so every rank takes the same update or skips the same step;
+* a SLURM preemption signal reaches ranks at different steps: the stop flag is all-reduced every step
+  (`any_rank`), so all ranks checkpoint (rank 0 writes) and stop at the same step, and rank 0 hands the signal
+  to submitit (which requeues on global rank 0 only) even when another rank got it first;
+* every rank evaluates the whole dev set (no DistributedSampler, whose padding repeats examples).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from distill_sweep.errors import ConfigError
+from distill_sweep.training.processes import requested_size
+
+log = logging.getLogger("distill_sweep")
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+_WORLD = World()
+
+
+def world() -> World:
+    return _WORLD
+
+
+def is_main() -> bool:
+    return _WORLD.main
+
+
+def setup(device: torch.device) -> World:
+    """Join the process group the launcher prepared (nothing to do for one process); returns this rank."""
+    global _WORLD
+    if requested_size() <= 1:
+        return _WORLD
+    if not dist.is_initialized():
+        if "WORLD_SIZE" not in os.environ:  # submitit on SLURM: rendezvous from the SLURM variables
+            from submitit.helpers import TorchDistributedEnvironment
+
+            TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    _WORLD = World(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    log.info("rank %d of %d", _WORLD.rank, _WORLD.size)
+    return _WORLD
+
+
+def local_device(device: torch.device) -> torch.device:
+    """A GPU job's rank uses its local GPU (cuda:LOCAL_RANK)."""
+    if device.type == "cuda" and _WORLD.size > 1:
+        torch.cuda.set_device(_WORLD.local_rank)
+        return torch.device("cuda", _WORLD.local_rank)
+    return device
+
+
+def check_same(value: str, what: str) -> None:
+    """Every rank must hold the same `value` (e.g. the job's config hash): else ConfigError on every rank."""
+    if _WORLD.size <= 1:
+        return
+    values: list[str | None] = [None] * _WORLD.size
+    dist.all_gather_object(values, value)
+    if len(set(values)) > 1:
+        raise ConfigError(f"the {_WORLD.size} ranks disagree on the {what} ({', '.join(sorted(set(map(str, values))))}):"
+                          " every rank must run the same job")
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank when it is true on some rank."""
+    if _WORLD.size <= 1:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+def sum_over_ranks(grads: list[torch.Tensor], scalars: list[float], nonfinite: bool, device: torch.device
+                   ) -> tuple[list[torch.Tensor], list[float], bool]:
+    """Sum over ranks of the gradients and of the scalars (loss values), and whether any rank saw a non-finite
+    loss: one all-reduce of one flat buffer of the gradients, one of a few float64 values. Callers scale their
+    share first (1 / all micro-batches of all ranks), so the sum is the mean with the additions of one process:
+    2 ranks give bit-identical updates and loss values."""
+    if _WORLD.size <= 1:
+        return grads, scalars, nonfinite
+    flat = torch.cat([g.reshape(-1).float() for g in grads])
+    dist.all_reduce(flat)
+    out, start = [], 0
+    for g in grads:
+        out.append(flat[start:start + g.numel()].view_as(g).to(g.dtype))
+        start += g.numel()
+    # The loss values are python floats, summed in float64 on one process. In the gradients' float32 buffer
+    # (as before) they lost their last bits: the record's per-term losses (loss_kd, loss_mlm) of 2 ranks
+    # differed from one process' by ~1e-9. A second, tiny all-reduce keeps them float64.
+    tail_t = torch.tensor([*scalars, 1.0 if nonfinite else 0.0], dtype=torch.float64, device=device)
+    dist.all_reduce(tail_t)
+    tail = tail_t.tolist()
+    return out, tail[:-1], tail[-1] > 0
+
+
+def sum_floats(values: list[float], device: torch.device) -> list[float]:
+    """The sum over ranks of each value (float64); the values themselves on one process. Every rank must
+    call it at the same point (a collective)."""
+    if _WORLD.size <= 1:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+@contextmanager
+def main_first() -> Iterator[None]:
+    """Rank 0 runs the block first (building a cache), the other ranks after it (reading that cache): one build
+    instead of one per rank. Rank 0 releases the others even when the block raises (they then meet the same
+    error themselves)."""
+    if _WORLD.size <= 1:
+        yield
+        return
+    if not _WORLD.main:
+        dist.barrier()
+    try:
+        yield
+    finally:
+        if _WORLD.main:
+            dist.barrier()
+
+
+def teardown() -> None:
+    global _WORLD
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _WORLD = World()

@@ -1,0 +1,69 @@
+"""`-m +plan_seeds=true`: the seeds each comparison of a planned grid needs, from a pilot's records."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from helpers import FAST, records, run_cli, write_record
+from scipy import stats as sps
+
+from distill_sweep.analysis import seed_plan
+
+
+def _power(d: float, n: int, alpha: float = 0.05) -> float:
+    """Two-sided paired t-test power from scipy's noncentral t (independent of the code under test)."""
+    crit = sps.t.ppf(1 - alpha / 2, n - 1)
+    return float(sps.nct.sf(crit, n - 1, d * math.sqrt(n)) + sps.nct.cdf(-crit, n - 1, d * math.sqrt(n)))
+
+
+def _pilot(root: Path) -> None:
+    # att_kl - vanilla_kd on toy, seeds 1..3: +1, +2, +3 points -> d_z = mean 2 / sd 1 = 2
+    for seed, diff in zip((1, 2, 3), (0.01, 0.02, 0.03), strict=True):
+        write_record(root, objective="vanilla_kd", seed=seed, score=0.70 + 0.005 * seed)
+        write_record(root, objective="att_kl", seed=seed, score=0.70 + 0.005 * seed + diff)
+
+
+def _planned(objectives: tuple[str, ...], seeds: range, inits: tuple[str, ...] = ("init-1",)) -> list[dict]:
+    return [{"task": "toy", "procedure": "task_specific", "objective": o, "init": i, "seed": s}
+            for o in objectives for i in inits for s in seeds]
+
+
+def test_plan_from_pilot_by_hand(tmp_path: Path) -> None:
+    _pilot(tmp_path)
+    plan = seed_plan.plan(tmp_path, _planned(("vanilla_kd", "att_kl", "att_mse"), range(1, 4)))
+    row = plan.set_index("comparison").loc["init-1: vanilla_kd vs att_kl"]
+    assert row["pilot pairs"] == 3 and abs(row["mean(A-B)"] + 2.0) < 1e-9
+    assert abs(row["d"] + 2.0) < 1e-9
+    need = next(n for n in range(2, 50) if _power(2.0, n) >= 0.8)  # the fewest pairs with 80% power
+    assert row["seeds needed"] == need and need == 5
+    assert row["verdict"] == "add 2 seed(s)"  # 3 planned
+    no_pilot = plan.set_index("comparison").loc["init-1: vanilla_kd vs att_mse"]
+    assert no_pilot["pilot pairs"] == 0 and no_pilot["verdict"].startswith("no pilot")
+    assert len(plan) == 3  # every pair of the three objectives at the one init
+
+
+def test_plan_compares_one_thing_at_a_time_and_pools_tasks(tmp_path: Path) -> None:
+    planned = _planned(("vanilla_kd", "att_kl"), range(1, 3), ("init-1", "init-3"))
+    names = [name for name, *_ in seed_plan.comparisons(planned)]
+    # objectives at each init, inits of each objective; never a different objective at a different init
+    assert sorted(names) == sorted(["init-1: vanilla_kd vs att_kl", "init-3: vanilla_kd vs att_kl",
+                                    "vanilla_kd: init-1 vs init-3", "att_kl: init-1 vs init-3"])
+    _pilot(tmp_path)
+    two_tasks = planned + [{**job, "task": "rte"} for job in planned]
+    row = seed_plan.plan(tmp_path, two_tasks).set_index("comparison").loc["init-1: vanilla_kd vs att_kl"]
+    assert row["tasks"] == "rte,toy" and row["seeds needed"] == math.ceil(5 / 2)  # 5 pairs, 2 per seed
+
+
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
+def test_plan_seeds_dry_run(tmp_path: Path) -> None:
+    _pilot(tmp_path / "results")
+    before = len(records(tmp_path / "results"))
+    res = run_cli([*FAST, "objective=vanilla_kd,att_kl", "seed=1,2,3,4,5", f"results_dir={tmp_path / 'results'}",
+                   f"cache_dir={tmp_path / 'cache'}", "-m", "+plan_seeds=true"], cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "would run" in res.stdout  # the dry run's plan
+    line = next(x for x in res.stdout.splitlines() if x.startswith("init-1: vanilla_kd vs att_kl"))
+    assert line.split()[-1] == "enough" and " 5 " in line  # 5 seeds needed, 5 planned
+    assert len(records(tmp_path / "results")) == before and not (tmp_path / "cache").exists()  # nothing ran

@@ -1,0 +1,361 @@
+"""distill_sweep.analysis.stats: aggregation, t-tests, Holm, grid status, curves (numbers checked by hand)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import require_module, write_record
+from scipy import stats as sps
+
+from distill_sweep.analysis import frames, stats
+from distill_sweep.analysis.paper import GLUE_TASKS
+
+# ----------------------------------------------------------------------------- aggregation
+
+
+def test_aggregate_mean_std_by_hand(tmp_path: Path) -> None:
+    for seed, score in enumerate([0.80, 0.82, 0.84]):
+        write_record(tmp_path, seed=seed, score=score)
+    sc, _ = frames.scores(frames.load_records(tmp_path))
+    agg = stats.aggregate(sc)
+    row = agg.iloc[0]
+    # percent: mean (80 + 82 + 84) / 3 = 82.0; ddof=1: sqrt((4 + 0 + 4) / 2) = 2.0
+    assert row["mean"] == pytest.approx(82.0)
+    assert row["std"] == pytest.approx(2.0)
+    assert row["n"] == 3
+    # ddof=0: sqrt(8 / 3)
+    assert stats.aggregate(sc, ddof=0).iloc[0]["std"] == pytest.approx(math.sqrt(8 / 3))
+
+
+def test_single_seed_std_is_nan(tmp_path: Path) -> None:
+    write_record(tmp_path, score=0.5)
+    sc, _ = frames.scores(frames.load_records(tmp_path))
+    row = stats.aggregate(sc).iloc[0]
+    assert row["n"] == 1 and math.isnan(row["std"])
+
+
+def test_row_averages_need_all_seven(tmp_path: Path) -> None:
+    for i, task in enumerate(GLUE_TASKS):
+        write_record(tmp_path, task=task, objective="att_kl", score=0.70 + 0.01 * i)
+        if task != "cola":
+            write_record(tmp_path, task=task, objective="hid_seq", score=0.6)
+    write_record(tmp_path, task="toy", objective="att_kl", score=0.1)  # extra tasks never enter Avg
+    sc, _ = frames.scores(frames.load_records(tmp_path))
+    avg = stats.row_averages(stats.aggregate(sc)).set_index("system")
+    assert avg.loc["att_kl", "avg"] == pytest.approx(73.0)  # mean of 70..76
+    assert avg.loc["att_kl", "n_tasks"] == 7
+    assert math.isnan(avg.loc["hid_seq", "avg"])
+    assert avg.loc["hid_seq", "reason"] == "missing CoLA"
+
+
+# ----------------------------------------------------------------------------- tests and Holm
+
+
+def test_paired_ttest_by_hand() -> None:
+    a = [80.0, 82.0, 85.0, 81.0]
+    b = [78.0, 81.0, 82.0, 80.0]
+    # d = [2, 1, 3, 1]: mean 1.75; sd (ddof=1) = sqrt(2.75 / 3); t = mean / (sd / sqrt(4))
+    sd = math.sqrt(2.75 / 3)
+    t_hand = 1.75 / (sd / 2)
+    p_hand = 2 * sps.t.sf(abs(t_hand), df=3)
+    t, p, note = stats.paired_ttest(a, b)
+    assert t == pytest.approx(t_hand) and t == pytest.approx(3.6556, abs=1e-4)
+    assert p == pytest.approx(p_hand)
+    assert note == ""
+
+
+def test_paired_ttest_degenerate() -> None:
+    t, p, note = stats.paired_ttest([1.0], [2.0])
+    assert math.isnan(t) and math.isnan(p) and "1 matched pair" in note
+    t, p, note = stats.paired_ttest([1.0, 2.0, 3.0], [0.0, 1.0, 2.0])  # d = 1 everywhere
+    assert math.isnan(t) and math.isnan(p) and "zero variance" in note
+    t, p, note = stats.paired_ttest([], [])
+    assert math.isnan(p) and "0 matched" in note
+
+
+def test_paired_ttest_on_two_pairs_cautions() -> None:
+    # d = [2, 1]: mean 1.5, sd sqrt(0.5), t = 1.5 / (sqrt(0.5) / sqrt(2)) = 3.0 on 1 degree of freedom
+    t, p, note = stats.paired_ttest([80.0, 82.0], [78.0, 81.0])
+    assert t == pytest.approx(3.0) and p == pytest.approx(2 * sps.t.sf(3.0, df=1))
+    assert "caution" in note and "only 2 pairs" in note and "1 degree of freedom" in note
+    assert stats.paired_ttest([80.0, 82.0, 85.0], [78.0, 81.0, 82.0])[2] == ""  # 3 pairs: no caution
+
+
+def test_holm_counts_only_testable_pairs() -> None:
+    """Three levels: a-b testable on 4 pairs, a-c and b-c on 3 pairs, one of them zero-variance."""
+    a = [80.0, 82.0, 85.0, 81.0]
+    b = [78.0, 81.0, 82.0, 80.0]
+    c = [70.0, 72.0, 75.0]  # seeds 0-2 only: a - c = 10 everywhere (zero variance), b - c = [8, 9, 7]
+    rows = [("a", "l", "rte", i, x) for i, x in enumerate(a)] + [("b", "l", "rte", i, x) for i, x in enumerate(b)]
+    rows += [("c", "l", "rte", i, x) for i, x in enumerate(c)]
+    tests = stats.paired_tests(_scores_frame(rows), "objective", levels=["a", "b", "c"]).set_index(["a", "b"])
+    p_ab = stats.paired_ttest(a, b)[1]
+    d_bc = np.array([8.0, 9.0, 7.0])  # mean 8, sd 1: t = 8 * sqrt(3)
+    p_bc = 2 * sps.t.sf(8 * math.sqrt(3), df=2)
+    assert tests.loc[("b", "c"), "p"] == pytest.approx(p_bc) and d_bc.std(ddof=1) == pytest.approx(1.0)
+    assert not tests.loc[("a", "c"), "testable"] and "zero variance" in tests.loc[("a", "c"), "note"]
+    # Holm with m = 2 (the untestable pair is not counted): the smaller p doubles, the larger stays >= it
+    lo, hi = sorted([p_ab, p_bc])
+    expected = {lo: min(1.0, 2 * lo), hi: max(min(1.0, 2 * lo), hi)}
+    assert tests.loc[("a", "b"), "p_holm"] == pytest.approx(expected[p_ab])
+    assert tests.loc[("b", "c"), "p_holm"] == pytest.approx(expected[p_bc])
+    assert math.isnan(tests.loc[("a", "c"), "p_holm"])
+
+
+def test_holm_by_hand() -> None:
+    # sorted 0.01, 0.03, 0.04 -> 3*0.01 = 0.03, 2*0.03 = 0.06, max(0.06, 1*0.04) = 0.06
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    out = stats.holm([0.5, float("nan"), 0.4])  # NaN excluded: m = 2
+    assert out[0] == pytest.approx(0.8) and math.isnan(out[1]) and out[2] == pytest.approx(0.8)
+    assert stats.holm([0.6, 0.7]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert len(stats.holm([])) == 0
+
+
+def _scores_frame(rows: list[tuple[str, str, str, int, float]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["objective", "init_label", "task", "seed", "value"])
+
+
+def test_paired_tests_pair_on_task_and_seed() -> None:
+    a = [80.0, 82.0, 85.0, 81.0]
+    b = [78.0, 81.0, 82.0, 80.0]
+    rows = []
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        task, seed = ("rte", i) if i < 2 else ("toy", i - 2)
+        rows += [("att_kl", "4,8,12", task, seed, x), ("att_mse", "4,8,12", task, seed, y)]
+    rows.append(("att_kl", "4,8,12", "rte", 9, 50.0))  # no partner: must be left out
+    rows += [("vanilla_kd", "4,8,12", "rte", 0, 60.0)]  # one pair with each other objective
+    tests = stats.paired_tests(_scores_frame(rows), "objective",
+                               levels=["vanilla_kd", "att_kl", "att_mse"])
+    assert list(zip(tests["a"], tests["b"], strict=True)) == [
+        ("vanilla_kd", "att_kl"), ("vanilla_kd", "att_mse"), ("att_kl", "att_mse")]
+    kl_mse = tests.iloc[2]
+    t_hand, p_hand, _ = stats.paired_ttest(a, b)
+    assert kl_mse["n"] == 4
+    assert kl_mse["t"] == pytest.approx(t_hand) and kl_mse["p"] == pytest.approx(p_hand)
+    assert kl_mse["mean_diff"] == pytest.approx(1.75)
+    assert tests.iloc[0]["n"] == 1 and math.isnan(tests.iloc[0]["p"])
+    # only one testable p in the family: Holm leaves it unchanged
+    assert kl_mse["p_holm"] == pytest.approx(p_hand)
+    assert bool(kl_mse["significant"]) == (p_hand < 0.05)
+    assert list(tests["testable"]) == [False, False, True] and not tests["few_pairs"].any()
+
+
+def test_paired_tests_within_objective() -> None:
+    rows = []
+    for obj, shift in (("att_kl", 0.0), ("vanilla_kd", 5.0)):
+        for seed, base in enumerate([70.0, 71.0, 73.0]):
+            rows += [(obj, "4,8,12", "rte", seed, base), (obj, "1,2,3", "rte", seed, base + shift + seed)]
+    tests = stats.paired_tests(_scores_frame(rows), "init_label", ("objective",), levels=["4,8,12", "1,2,3"])
+    assert list(tests["objective"]) == ["vanilla_kd", "att_kl"]  # paper order of objectives
+    kd = tests.iloc[0]
+    # d = 4,8,12 - 1,2,3 = [-5, -6, -7]: mean -6, sd 1, t = -6 / (1 / sqrt(3))
+    assert kd["t"] == pytest.approx(-6 * math.sqrt(3))
+    kl = tests.iloc[1]  # d = [0, -1, -2]: mean -1, sd 1
+    assert kl["t"] == pytest.approx(-math.sqrt(3))
+    assert np.allclose(tests["p_holm"], stats.holm(tests["p"].to_numpy()))
+
+
+# ----------------------------------------------------------------------------- grid, init, paper
+
+
+def test_grid_status(tmp_path: Path) -> None:
+    write_record(tmp_path, task="rte", seed=0)
+    write_record(tmp_path, task="rte", seed=1, status="failed", error="x")
+    write_record(tmp_path, task="rte", seed=2, status="running")
+    records = frames.load_records(tmp_path)
+    expected = [{"task": "RTE", "objective": "vanilla_kd", "init_spec": 1, "seed": s} for s in range(4)]
+    completed, failed, missing = stats.grid_status(records, expected)
+    assert [j["seed"] for j in completed] == [0]
+    assert [j["seed"] for j in failed] == [1]
+    assert [j["seed"] for j in missing] == [2, 3]  # running counts as missing
+    assert stats.grid_status(records.iloc[0:0], expected)[2] == expected
+
+
+def test_align_curves_scored_stages() -> None:
+    curves = pd.DataFrame({
+        "task": ["rte"] * 4, "path": ["a", "a", "b", "a"],
+        "stage": ["intermediate", "intermediate", "finetune", "combined"],
+        "epoch": [1, 2, 1, 1], "global_epoch": [1, 2, 1, 3], "value": [1.0] * 4,
+    })
+    # no-KD fine-tuning and combined-stage epochs line up with prediction epochs, after the 2 intermediate
+    assert list(stats.align_curves(curves)["x"]) == [1.0, 2.0, 3.0, 3.0]
+
+
+def test_align_curves_pre_stage_counts_as_before_the_scored_stage() -> None:
+    # a PTP pre-stage (not scored) then prediction epochs; another run has only prediction epochs
+    curves = pd.DataFrame({
+        "task": ["rte"] * 4, "path": ["p", "p", "p", "k"], "stage": ["ptp", "prediction", "prediction", "prediction"],
+        "epoch": [1, 1, 2, 1], "global_epoch": [1, 2, 3, 1], "value": [1.0] * 4,
+    })
+    out = stats.align_curves(curves)
+    assert list(out["x"]) == [1.0, 2.0, 3.0, 2.0] and set(out["boundary"]) == {1.5}
+
+
+def test_align_curves() -> None:
+    curves = pd.DataFrame({
+        "task": ["rte"] * 5, "objective": ["hid_seq"] * 3 + ["vanilla_kd"] * 2, "path": ["h"] * 3 + ["v"] * 2,
+        "stage": ["intermediate", "prediction", "prediction", "prediction", "prediction"],
+        "epoch": [1, 1, 2, 1, 2], "global_epoch": [1, 2, 3, 1, 2], "value": [1.0] * 5,
+    })
+    out = stats.align_curves(curves)
+    # prediction epochs start after the longest intermediate stage of the task, for every objective
+    assert list(out["x"]) == [1.0, 2.0, 3.0, 2.0, 3.0]
+    assert set(out["boundary"]) == {1.5}
+
+
+# ----------------------------------------------------------------------------- uncertainty, effect, ASO, power
+
+
+def _exact_bootstrap_quantiles(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Every one of the n**n resamples once (the bootstrap distribution itself, no sampling), then the same
+    quantile rule: the number the Monte Carlo bootstrap estimates."""
+    import itertools
+
+    means = [float(np.mean(c)) for c in itertools.product(values, repeat=len(values))]
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(means, [tail, 1 - tail], method="inverted_cdf")  # the distribution's own quantiles
+    return float(lo), float(hi)
+
+
+def test_bootstrap_ci_n2_by_hand() -> None:
+    # resamples of (70, 80): 70 with probability 1/4, 75 with 1/2, 80 with 1/4 -> the 2.5% and 97.5%
+    # quantiles are the two values themselves
+    assert stats.bootstrap_ci([70.0, 80.0]) == pytest.approx((70.0, 80.0))
+    assert _exact_bootstrap_quantiles([70.0, 80.0]) == pytest.approx((70.0, 80.0))
+
+
+def test_bootstrap_ci_matches_the_exact_distribution_and_scipy() -> None:
+    values = [71.0, 74.5, 73.0, 79.0, 76.0]
+    lo, hi = stats.bootstrap_ci(values)
+    exact = _exact_bootstrap_quantiles(values)
+    assert lo == pytest.approx(exact[0], abs=0.1) and hi == pytest.approx(exact[1], abs=0.1)
+    ref = sps.bootstrap((np.array(values),), np.mean, method="percentile", n_resamples=10_000,
+                        random_state=np.random.default_rng(7)).confidence_interval
+    assert lo == pytest.approx(ref.low, abs=0.15) and hi == pytest.approx(ref.high, abs=0.15)
+    assert stats.bootstrap_ci(values) == (lo, hi)  # seeded: the same report twice
+    assert stats.bootstrap_ci(values, confidence=0.5)[1] < hi  # a narrower level, a narrower interval
+
+
+def test_bootstrap_ci_zero_variance_and_single_value() -> None:
+    assert stats.bootstrap_ci([81.5, 81.5, 81.5]) == (81.5, 81.5)
+    assert all(math.isnan(x) for x in stats.bootstrap_ci([81.5]))
+    assert all(math.isnan(x) for x in stats.bootstrap_ci([]))
+
+
+def test_paired_bootstrap_ci_resamples_pairs() -> None:
+    a, b = [80.0, 82.0, 85.0, 81.0], [78.0, 81.0, 82.0, 80.0]  # d = 2, 1, 3, 1
+    lo, hi = stats.paired_bootstrap_ci(a, b)
+    assert (lo, hi) == pytest.approx(_exact_bootstrap_quantiles([2.0, 1.0, 3.0, 1.0]), abs=0.1)
+    # unpaired, the spread of a and b would give a far wider interval than the differences' [1, 2.75]
+    assert hi - lo < 2.0
+    assert stats.paired_bootstrap_ci([5.0, 7.0], [4.0, 6.0]) == (1.0, 1.0)  # zero-variance differences
+
+
+def test_cohens_dz_by_hand_and_from_scipy_t() -> None:
+    # d = 1, 2, 3: mean 2, sd 1 -> d_z = 2
+    assert stats.cohens_dz([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == pytest.approx(2.0)
+    a, b = [80.0, 82.0, 85.0, 81.0], [78.0, 81.0, 82.0, 80.0]
+    t = sps.ttest_rel(a, b).statistic
+    assert stats.cohens_dz(a, b) == pytest.approx(t / math.sqrt(4))  # d_z = t / sqrt(n)
+
+
+def test_cohens_dz_n2_and_zero_variance() -> None:
+    # n = 2: d = 2, 3 -> mean 2.5, sd sqrt(0.5) (Hedges' g would be 0 here: J(1) = 0)
+    assert stats.cohens_dz([3.0, 5.0], [1.0, 2.0]) == pytest.approx(2.5 / math.sqrt(0.5))
+    assert stats.cohens_dz([3.0, 5.0], [2.0, 4.0]) == math.inf  # every difference +1
+    assert stats.cohens_dz([2.0, 4.0], [3.0, 5.0]) == -math.inf
+    assert math.isnan(stats.cohens_dz([3.0, 5.0], [3.0, 5.0]))  # no difference at all
+    assert math.isnan(stats.cohens_dz([3.0], [1.0]))
+
+
+def _power(d: float, n: int, alpha: float = 0.05) -> float:
+    """Two-sided paired t-test power from the noncentral t (scipy), independent of statsmodels."""
+    crit = sps.t.ppf(1 - alpha / 2, n - 1)
+    nc = d * math.sqrt(n)
+    return float(sps.nct.sf(crit, n - 1, nc) + sps.nct.cdf(-crit, n - 1, nc))
+
+
+@pytest.mark.parametrize(("d", "pairs"), [(0.5, 34), (0.8, 15), (1.0, 10)])
+def test_seeds_needed_textbook_values(d: float, pairs: int) -> None:
+    # G*Power's paired t-test sample sizes (two-sided, alpha 0.05, power 0.8), and the definition: the
+    # fewest pairs whose power reaches 0.8
+    assert stats.seeds_needed(d) == pairs
+    assert _power(d, pairs) >= 0.8 > _power(d, pairs - 1)
+
+
+def test_seeds_needed_pooled_over_tasks_and_edge_cases() -> None:
+    assert stats.seeds_needed(0.5, units_per_seed=7) == math.ceil(34 / 7)  # 7 tasks per seed
+    assert stats.seeds_needed(-0.5) == 34  # the sign does not matter (two-sided)
+    assert stats.seeds_needed(10.135) == 3  # statsmodels returns NaN power here; scipy's nct takes over
+    assert _power(10.135, 3) >= 0.8 > _power(10.135, 2)
+    assert stats.seeds_needed(math.inf) == 2  # zero-variance differences: the fewest pairs a test takes
+    assert stats.seeds_needed(0.0) == math.inf  # no difference: no number of seeds finds one
+    assert math.isnan(stats.seeds_needed(math.nan))
+    assert stats.seeds_needed(1e-6) == stats.MAX_SEEDS
+
+
+def test_aso_violation_ratio_equals_deepsig() -> None:
+    aso_mod = require_module("deepsig.aso", "the reference ASO implementation (a dev dependency)")
+    rng = np.random.default_rng(3)
+    for n_a, n_b in ((5, 5), (2, 2), (3, 7)):
+        a, b = rng.normal(80, 1, n_a), rng.normal(79.5, 1, n_b)
+        ia, ib, total_w, violation_w = stats._segments(n_a, n_b, stats.ASO_DT)
+        ours = stats._violation_ratio(np.sort(a)[ia], np.sort(b)[ib], total_w, violation_w)
+        assert float(ours) == pytest.approx(aso_mod.compute_violation_ratio(a, b, dt=stats.ASO_DT), abs=1e-12)
+
+
+def test_aso_eps_min_close_to_deepsig_with_bonferroni() -> None:
+    aso_mod = require_module("deepsig.aso", "the reference ASO implementation (a dev dependency)")
+    a = [80.1, 81.2, 79.5, 80.7, 80.9, 79.9]
+    b = [79.6, 80.8, 78.7, 80.1, 80.6, 80.0]
+    for m in (1, 6):
+        # Bonferroni: confidence 1 - alpha / m (deepsig's own num_comparisons raises it less for m > 2)
+        ref = aso_mod.aso(a, b, confidence_level=1 - 0.05 / m, num_bootstrap_iterations=300,
+                          show_progress=False, seed=1)
+        ours = np.mean([stats.aso(a, b, 0.05, m, seed=s) for s in range(5)])
+        assert ours == pytest.approx(ref, abs=0.05), m
+    assert stats.aso(a, b, 0.05, 6) >= stats.aso(a, b, 0.05, 1)  # more comparisons, a more cautious bound
+
+
+def test_aso_clear_order_n2_and_zero_variance() -> None:
+    assert stats.aso([90.0, 91.0, 92.0], [70.0, 71.0, 72.0]) == 0.0  # A always better: no violation
+    assert stats.aso([70.0, 71.0, 72.0], [90.0, 91.0, 92.0]) > 0.99  # (deepsig leaves the first quantile out)
+    assert stats.aso([90.0, 91.0], [70.0, 71.0]) == 0.0  # n = 2
+    assert stats.aso([3.0, 3.0], [3.0, 3.0]) == 0.5  # identical constants: deepsig's 0.5, no division by 0
+    assert math.isnan(stats.aso([], [1.0]))
+
+
+def test_paired_tests_add_ci_effect_aso_and_seeds() -> None:
+    a = [80.0, 82.0, 85.0, 81.0, 84.0, 83.0]
+    b = [78.0, 81.0, 82.0, 80.0, 81.0, 82.5]
+    rows = []
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        task, seed = ("rte", i) if i < 3 else ("toy", i - 3)
+        rows += [("att_kl", "4,8,12", task, seed, x), ("att_mse", "4,8,12", task, seed, y)]
+    row = stats.paired_tests(_scores_frame(rows), "objective", levels=["att_kl", "att_mse"]).iloc[0]
+    assert row["tasks"] == 2
+    assert (row["ci_low"], row["ci_high"]) == stats.paired_bootstrap_ci(a, b)
+    assert row["d"] == pytest.approx(stats.cohens_dz(a, b))
+    assert row["seeds"] == stats.seeds_needed(stats.cohens_dz(a, b), 2)
+    # ASO on the scores centred per task (each task's mean of both rows subtracted)
+    ca = [x - (np.mean(a[:3]) + np.mean(b[:3])) / 2 if i < 3 else x - (np.mean(a[3:]) + np.mean(b[3:])) / 2
+          for i, x in enumerate(a)]
+    cb = [y - (np.mean(a[:3]) + np.mean(b[:3])) / 2 if i < 3 else y - (np.mean(a[3:]) + np.mean(b[3:])) / 2
+          for i, y in enumerate(b)]
+    assert (row["aso_ab"], row["aso_ba"]) == pytest.approx(stats.aso_both(ca, cb))
+    assert row["aso_better"] == ("A" if row["aso_ab"] < stats.ASO_THRESHOLD else "")
+
+
+def test_paired_tests_zero_variance_pair_keeps_its_statistics() -> None:
+    rows = []
+    for seed in range(3):
+        rows += [("att_kl", "4,8,12", "rte", seed, 80.0 + seed / 10), ("att_mse", "4,8,12", "rte", seed, 79.0 + seed / 10)]
+    row = stats.paired_tests(_scores_frame(rows), "objective").iloc[0]
+    assert not row["testable"] and "zero variance" in row["note"]
+    assert row["d"] == math.inf and row["seeds"] == 2
+    assert (row["ci_low"], row["ci_high"]) == (1.0, 1.0)
+    assert row["aso_ab"] == 0.0 and row["aso_better"] == "A"  # every A score above every B score

@@ -1,0 +1,271 @@
+"""Property-based tests of the whole config surface, generated from the typed schema itself.
+
+Every key of every settings dataclass (the top level, the groups, and each group option's own settings: the
+procedures, the student types, the objective terms, augmentation, the corpus) is found by walking the
+dataclasses, so a new key is covered without touching this file. For each key, hypothesis draws:
+- wrong types and values outside the field's range: the job is refused before anything is loaded, with one
+  line naming the key (the CLI prints that line and exits 2: tests/e2e/test_bad_inputs.py);
+- the boundary values the range allows: the job is accepted (`prepare`, which reads model configs only).
+A boundary value that the job then fails on after minutes of work is what `seed=-1` was: those found are
+named cases in tests/e2e/test_bad_inputs.py (round two).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import pytest
+from helpers import FAST, compose_cfg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distill_sweep.config.schema import (
+    LoggerSettings,
+    OptimizerSettings,
+    RunSettings,
+    TaskSettings,
+    TeacherSettings,
+)
+from distill_sweep.data.augment_settings import AugmentSettings
+from distill_sweep.data.corpus_settings import CorpusSettings
+from distill_sweep.errors import ConfigError
+from distill_sweep.job.prepare import prepare
+from distill_sweep.objectives import NEXT_TOKEN_TERMS, TERMS
+from distill_sweep.procedures import PROCEDURES
+from distill_sweep.students import STUDENTS
+
+EXAMPLES = settings(max_examples=4, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+AGNOSTIC = ["procedure=task_agnostic", "teacher=tiny_mlm", "optimizer.batch_size=null"]
+DECODER = ["procedure=causal_lm", "teacher=tiny_llama", "optimizer.batch_size=null"]  # decoder LMs (causal_lm)
+# Keys whose value is free text or a structure another check owns (named, so the list is the whole story):
+# paths and names (any string is a value), raw model/architecture blocks checked by transformers' own config
+# class, the layer init/map (tests/e2e/test_parts.py and test_models.py), the run's planning flags.
+FREE = {"results_dir", "cache_dir", "device", "init", "map", "dry_run", "prepare_only", "finetune_grid",
+        "name", "hub_id", "hub_config", "data_dir", "tsv", "dev_splits", "text_fields", "label_names",
+        "metrics", "primary_metric", "name_or_path", "finetuned_path", "tokenizer", "config", "ensemble",
+        "attn_implementation", "project", "entity", "dir", "augment", "mlm", "embeddings", "path", "paths",
+        "source", "text_field", "also", "hub_split", "thresholds", "corpus", "kd", "source_hash",
+        "prompt_field", "response_field", "choices", "split"}
+
+
+@dataclass(frozen=True)
+class Key:
+    """One settable key: where it is (`path`), its type and range, and the overrides that choose its part."""
+
+    path: str
+    tp: Any
+    bounds: dict[str, float]
+    base: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def _leaves(cls: type, prefix: str, base: tuple[str, ...]) -> list[Key]:
+    hints = typing.get_type_hints(cls)
+    out: list[Key] = []
+    for f in dataclasses.fields(cls):
+        if f.name in FREE or not f.init:
+            continue
+        tp = hints[f.name]
+        inner = _dataclass_in(tp)
+        path = f"{prefix}.{f.name}" if prefix else f.name
+        if inner is not None:
+            out += _leaves(inner, path, base)
+        else:
+            out.append(Key(path, tp, {k: v for k, v in f.metadata.items() if k in ("ge", "gt", "le", "lt")}, base))
+    return out
+
+
+def _dataclass_in(tp: Any) -> type | None:
+    args = [a for a in typing.get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
+    return args[0] if len(args) == 1 and dataclasses.is_dataclass(args[0]) else None
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (Union, types.UnionType)
+
+
+def _objective_with(term: str) -> str:
+    """A conf/objective option whose terms include `term`."""
+    from omegaconf import OmegaConf
+
+    from distill_sweep.config.space import CONF_DIR, group_options
+
+    for option in group_options("objective"):
+        if term in (OmegaConf.load(Path(CONF_DIR) / "objective" / f"{option}.yaml").get("terms") or {}):
+            return option
+    raise LookupError(term)
+
+
+def all_keys() -> list[Key]:
+    keys = _leaves(RunSettings, "", ())
+    for prefix, cls in (("optimizer", OptimizerSettings), ("task", TaskSettings), ("teacher", TeacherSettings),
+                        ("logger", LoggerSettings)):
+        keys += _leaves(cls, prefix, ())
+    keys += _leaves(AugmentSettings, "task.augment", ("task.augment={name: tang}",))
+    keys += _leaves(CorpusSettings, "corpus", tuple(AGNOSTIC))
+    for name, procedure in sorted(PROCEDURES.items()):
+        base = tuple(AGNOSTIC) if name == "task_agnostic" else (f"procedure={name}",)
+        if name == "causal_lm":
+            base = tuple(DECODER) + ("objective=fkl",)
+        if name == "ptp":
+            base += ("+procedure.thresholds.toy={correct: 0.9, wrong: 0.65}", "objective=pkd", "student=sps2")
+        keys += _leaves(procedure.settings, "procedure", base)
+    for name, kind in sorted(STUDENTS.items()):
+        if name in ("pretrained", "distilled"):  # read a saved model: their keys are paths (test_models.py)
+            continue
+        base = (f"student={name}", *(("objective=logit_mse",) if not kind.has_layers else ()))
+        keys += _leaves(kind.settings, "student", base)
+    for name, spec in sorted(TERMS.items()):
+        # relation heads that divide the tiny teacher's width (64), as the preset for tiny models sets them
+        fit = ("objective.terms.rel_kl.relation_heads=16",) if name == "rel_kl" else ()
+        decoder = tuple(DECODER) if name in NEXT_TOKEN_TERMS else ()  # next-token terms: decoder LMs only
+        keys += _leaves(spec.settings, f"objective.terms.{name}", (*decoder, f"objective={_objective_with(name)}",
+                                                                    *fit))
+    return keys
+
+
+KEYS = all_keys()
+
+
+def _job(key: Key, value: str) -> list[str]:
+    return [*FAST, *key.base, f"++{key.path}={value}"]
+
+
+def _scalar(tp: Any) -> Any:
+    """The one non-None type of an optional field (or the type itself)."""
+    if _is_union(tp):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args[0] if len(args) == 1 else tp
+    return tp
+
+
+WORDS = st.from_regex(r"\A[a-z]{2,8}\Z").filter(lambda w: w not in ("true", "false", "null", "nan", "inf"))
+
+
+def wrong_values(key: Key) -> st.SearchStrategy[str]:
+    """Override values this key must refuse: another type, or outside its range."""
+    tp = _scalar(key.tp)
+    origin = typing.get_origin(tp)
+    options: list[st.SearchStrategy[str]] = []
+    if tp in (int, float):
+        options.append(WORDS)
+        options.append(st.just("[1, 2]"))
+    elif tp is bool:
+        options.append(WORDS)
+    elif origin is Literal:
+        options.append(WORDS.filter(lambda w: w not in typing.get_args(tp)))
+    elif origin in (list, tuple):
+        options.append(st.just("7") if typing.get_args(tp) and typing.get_args(tp)[0] is not int else WORDS)
+    elif tp is str:
+        options.append(st.just("[1, 2]"))
+    for name, bound in key.bounds.items():
+        integral = tp is int
+        if name in ("ge", "gt"):
+            top = bound - 1 if integral and name == "ge" else bound
+            options.append((st.integers(max_value=int(top), min_value=int(top) - 1000) if integral else
+                            st.floats(max_value=top, min_value=top - 1000, exclude_max=(name == "ge"),
+                                      allow_nan=False)).map(repr))
+        else:
+            low = bound + 1 if integral and name == "le" else bound
+            options.append((st.integers(min_value=int(low), max_value=int(low) + 1000) if integral else
+                            st.floats(min_value=low, max_value=low + 1000, exclude_min=(name == "le"),
+                                      allow_nan=False)).map(repr))
+    return st.one_of(options) if options else st.nothing()
+
+
+def boundary_values(key: Key) -> list[str]:
+    """The values at the edges of the range the key allows."""
+    tp = _scalar(key.tp)
+    out = []
+    for name, bound in key.bounds.items():
+        if name in ("ge", "le"):
+            out.append(repr(int(bound)) if tp is int else repr(float(bound)))
+        elif tp is int:
+            out.append(repr(int(bound) + (1 if name == "gt" else -1)))
+        else:
+            out.append(repr(math.nextafter(float(bound), math.inf if name == "gt" else -math.inf)))
+    return out
+
+
+def test_the_walk_finds_the_keys_of_every_part() -> None:
+    paths = {k.path for k in KEYS}
+    # one key of each kind of part, found by the walk (not listed by hand anywhere else)
+    for path in ("epochs", "checkpoint.every_steps", "optimizer.lr", "task.recipe.batch_size",
+                 "teacher.finetune.seed", "task.augment.p_mask", "corpus.max_seq_length", "procedure.global_batch",
+                 "student.num_layers", "objective.terms.hid_cls_contrast.temperature"):
+        assert path in paths, path
+    assert len(KEYS) > 60
+
+
+CHECKED = [k for k in KEYS if wrong_values(k) is not st.nothing()]
+
+
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
+@pytest.mark.parametrize("key", CHECKED, ids=str)
+@EXAMPLES
+@given(data=st.data())
+def test_a_wrong_value_is_refused_in_one_line_naming_the_key(key: Key, data: st.DataObject, tmp_path: Path) -> None:
+    value = data.draw(wrong_values(key), label=key.path)
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError) as err:
+        prepare(compose_cfg([*_job(key, value), f"results_dir={out / 'r'}", f"cache_dir={out / 'c'}"]))
+    line = str(err.value)
+    assert "\n" not in line and key.path.split(".")[-1] in line, line
+    assert not out.exists()  # nothing written
+
+
+BASES = sorted({k.base for k in KEYS})
+
+
+@pytest.mark.parametrize("base", BASES, ids=lambda b: " ".join(b) or "defaults")
+def test_each_part_s_own_config_is_accepted(base: tuple[str, ...], tmp_path: Path) -> None:
+    # so that a refusal above is the drawn value's, not its part's
+    assert prepare(compose_cfg([*FAST, *base, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]))
+
+
+BOUNDED = [(k, v) for k in KEYS for v in boundary_values(k)]
+
+
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
+@pytest.mark.parametrize(("key", "value"), BOUNDED, ids=lambda x: str(x))
+def test_a_boundary_value_is_accepted_or_refused_by_a_rule_naming_it(key: Key, value: str, tmp_path: Path) -> None:
+    """At the edge of its own range a value is accepted; where it conflicts with another setting's default
+    (num_labels 1 with three label names, a batch below the micro-batch) one line says which rule."""
+    try:
+        job = prepare(compose_cfg([*_job(key, value), f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]))
+    except ConfigError as err:
+        line = str(err)
+        assert "\n" not in line and (key.path.split(".")[-1] in line or key.path.rsplit(".", 1)[0] in line), line
+    else:
+        assert job.digest
+
+
+STEP_PARTS = ("", "optimizer.", "task.", "teacher.finetune.", "checkpoint.", "guards.")
+STEPPED = [(k, v) for k, v in BOUNDED if not k.base and k.path.startswith(STEP_PARTS)
+           and not k.path.startswith(("task.augment.", "task.num_labels"))]
+
+
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
+@pytest.mark.parametrize(("key", "value"), STEPPED, ids=lambda x: str(x))
+def test_an_accepted_boundary_value_trains_a_step(key: Key, value: str, tmp_path: Path, shared_cache: Path) -> None:
+    """The toy job at the edge of a key's range gets through its set-up and one training step (teacher
+    fine-tuning included): a value the schema lets through does not fail later."""
+    from distill_sweep.cli.run_job import run_job
+
+    cfg = compose_cfg([*_job(key, value), "max_steps_per_epoch=1", "teacher.finetune.max_steps_per_epoch=1",
+                       f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
+    try:
+        prepare(cfg)
+    except ConfigError:
+        pytest.skip("refused by a rule with another setting (the test above)")
+    record = run_job(cfg)
+    assert record["status"] == "completed", record.get("error")

@@ -1,0 +1,187 @@
+"""The HTML report: one self-contained page (tables with their CIs, heatmaps, test matrices, curves, jobs),
+checked in its text and in a real headless Chromium; format=; the wandb summary run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from html import unescape
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from helpers import require, require_module, write_record
+
+from distill_sweep.analysis import stats
+from distill_sweep.report.cli import main
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _demo_like(root: Path) -> None:
+    """The demo grid's shape (make demo): 4 objectives and the no-KD row x inits 1, 3 x seeds 1, 2 on toy, plus
+    RTE for two rows and one failed job."""
+    for t, task in enumerate(("toy", "rte")):
+        for o, objective in enumerate(("vanilla_kd", "hid_seq", "att_mse", "att_kl", "none")):
+            if task == "rte" and objective not in ("vanilla_kd", "att_kl"):
+                continue
+            for init in ("1", "3"):
+                for seed in (1, 2):
+                    score = 0.60 + 0.03 * o + 0.02 * (init == "3") + 0.011 * seed ** 2 * (1 + 0.3 * o) + 0.05 * t
+                    write_record(root, task=task, objective=objective, init=init, seed=seed, score=score,
+                                 final=score - 0.05, teacher="tiny", teacher_layers=6,
+                                 procedure="finetune" if objective == "none" else "task_specific")
+    write_record(root, task="rte", objective="hid_seq", seed=1, status="failed", error="ValueError: boom\ntrace",
+                 teacher="tiny", teacher_layers=6)
+
+
+def _page(tmp_path: Path, *args: str) -> tuple[str, Path]:
+    _demo_like(tmp_path)
+    assert main([str(tmp_path), "paper=false", *args]) == 0
+    page = tmp_path / "tables" / "report.html"
+    return page.read_text(encoding="utf-8"), page
+
+
+def _table_means(csv: Path) -> list[str]:
+    frame = pd.read_csv(csv)
+    return [f"{m:.1f}" for m in frame.loc[frame["task"] != "avg", "mean"].dropna()]
+
+
+def test_html_written_by_default_and_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    html, page = _page(tmp_path)
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(f"HTML report: {page}")  # make demo's last line is the page's path
+    assert (tmp_path / "tables" / "report.md").is_file()  # beside the Markdown
+    # nothing fetched: no script, stylesheet or image from anywhere (the only URL is SVG's namespace)
+    assert "<script" not in html and "<link" not in html and "<img" not in html
+    assert set(re.findall(r"https?://[^\s\"']+", html)) == {"http://www.w3.org/2000/svg"}
+    # every Markdown section is there
+    md_heads = re.findall(r"^## (.+)$", (tmp_path / "tables" / "report.md").read_text(encoding="utf-8"), re.M)
+    for head in md_heads[1:]:
+        assert f"<h2>{head}</h2>" in unescape(html).replace("&#x27;", "'"), head
+    for figure in ("heatmap", "heatmap delta", "matrix", "curve"):
+        assert f'class="{figure}"' in html, figure
+    assert "ValueError: boom" in html and 'href="../rte/hid_seq/init-1/seed-1/' in html  # the failed job's link
+
+
+def test_html_cells_hold_the_csv_numbers_and_their_ci(tmp_path: Path) -> None:
+    html, _ = _page(tmp_path)
+    text = unescape(html)
+    for mean in _table_means(tmp_path / "tables" / "table3.csv"):
+        assert f">{mean}±" in text or f"<b>{mean}±" in text, mean
+    # att_kl at init 3 on toy: seeds 1, 2 -> the bootstrap CI of (score) in percent, as stats computes it
+    values = [100 * (0.60 + 0.09 + 0.02 + 0.011 * s ** 2 * 1.9) for s in (1, 2)]
+    lo, hi = stats.bootstrap_ci(values)
+    assert (lo, hi) == pytest.approx((min(values), max(values)))  # n = 2: the two values themselves
+    assert f"95% bootstrap CI [{lo:.2f}, {hi:.2f}]" in text
+
+
+def test_format_html_and_text(tmp_path: Path) -> None:
+    _demo_like(tmp_path)
+    assert main([str(tmp_path), "format=html", "out=" + str(tmp_path / "h")]) == 0
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["report.html"]
+    assert main([str(tmp_path), "format=text", "out=" + str(tmp_path / "t")]) == 0
+    names = {p.name for p in (tmp_path / "t").iterdir()}
+    assert "report.md" in names and "report.html" not in names
+
+
+def test_format_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _demo_like(tmp_path)
+    assert main([str(tmp_path), "format=pdf"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "format must be one of all|html|text" in err[0]
+    assert not (tmp_path / "tables").exists()
+
+
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
+def test_wandb_summary_run_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    _demo_like(tmp_path)
+    assert main([str(tmp_path), "paper=false", "table=1", "wandb=true", "wandb_group=demo-sweep"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("wandb summary run (offline): "))
+    run_dir = Path(line.split(": ", 1)[1])
+    assert run_dir.is_dir() and run_dir.name.startswith("offline-run-")
+    assert (run_dir / f"run-{run_dir.name.rsplit('-', 1)[1]}.wandb").is_file()  # the run's log, to `wandb sync`
+    media = {p.name.split("_")[0] for p in run_dir.glob("files/media/**/*") if p.is_file()}
+    assert {"table1", "curves", "report"} <= media  # a table, a plot and the page
+
+
+def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
+    require(None if CHROMIUM is not None else "no chromium installed (.ci/run installs Debian's)")
+    sync_api = require_module("playwright.sync_api", "the HTML report's browser test drives chromium with it")
+    _, page_path = _page(tmp_path)
+    t1 = pd.read_csv(tmp_path / "tables" / "table1.csv")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], timeout=20_000)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.set_default_timeout(5_000)  # a missing element fails in seconds, not Playwright's 30 s
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: errors.append(f"fetched {r.url}") if not r.url.startswith("file:") else None)
+            page.goto(page_path.as_uri(), timeout=15_000)
+            table = page.locator("table.report").first
+            shown = table.inner_text()
+            for row in t1[t1["task"] == "toy"].itertuples():
+                assert f"{row.mean:.1f}±{row.std:.2f} ({int(row.n)})" in shown, row.row
+            tip = table.locator("td[title*='bootstrap']").first.get_attribute("title")  # the CI on hover
+            assert tip and re.search(r"95% bootstrap CI \[[\d.]+, [\d.]+\], std [\d.]+, n = 2", tip), tip
+            assert page.locator("figure.heatmap svg rect").count() >= 2 * len(t1)
+            assert page.locator("figure.matrix").count() >= 1
+            curve = page.locator("svg.curve").first
+            assert curve.is_visible() and curve.locator("polyline").count() >= 1
+            box = curve.bounding_box()
+            assert box is not None and box["width"] > 100 and box["height"] > 100  # drawn, not collapsed
+            assert page.locator("table.jobs tr.failed").count() == 1
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert (tmp_path / "report.png").stat().st_size > 10_000  # the screenshot, kept in the test's tmp_path
+
+
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
+def test_bench_report_writes_its_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from distill_sweep.bench import report
+
+    assert report.synthetic_store(tmp_path / "s", 23) == 23  # stops at the count asked for
+    assert len(list((tmp_path / "s").rglob("result.json"))) == 23
+    out = tmp_path / "report.json"
+    assert report.main(["--jobs", "40", "--repeats", "1", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    rows = next(b["table"]["rows"] for b in data["blocks"] if "table" in b)
+    assert rows[0][0].startswith("the report command") and float(rows[0][1]) > 0
+    assert "synthetic 40-job store" in capsys.readouterr().out
+
+
+def test_html_lists_the_preset_jobs_not_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    write_record(tmp_path, task="toy", seed=0)
+    write_record(tmp_path, task="toy", seed=2, status="running")
+    fake = types.ModuleType("distill_sweep.sweep.compose")
+    fake.expected_jobs = lambda name: [  # type: ignore[attr-defined]
+        {"task": "toy", "objective": "vanilla_kd", "init_spec": "1", "seed": s} for s in range(4)]
+    monkeypatch.setitem(sys.modules, "distill_sweep.sweep.compose", fake)
+    assert main([str(tmp_path), "preset=demo", "table=1", "format=html"]) == 0
+    html = (tmp_path / "tables" / "report.html").read_text(encoding="utf-8")
+    missing = re.findall(r'<tr class="missing">(.*?)</tr>', html)
+    seeds = sorted(re.findall(r"<td>(\d+)</td>$", row)[0] for row in missing)
+    assert seeds == ["1", "3"]  # seed 2 is running (in the jobs table), seed 0 completed
+    assert "2 job(s) of preset demo not started" in html
+    assert len(re.findall(r'<tr class="running">', html)) == 1
+
+
+def test_a_baseline_that_is_no_row_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _demo_like(tmp_path)
+    assert main([str(tmp_path), "baseline=vanila_kd"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("distill_sweep.report: error: baseline='vanila_kd' is not a row")
+    assert "vanilla_kd" in err[0] and not (tmp_path / "tables").exists()  # the rows it could be, nothing written
+    assert main([str(tmp_path), "baseline=vanilla_kd", "format=html"]) == 0  # a row that exists

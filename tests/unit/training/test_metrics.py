@@ -1,0 +1,80 @@
+"""Metrics against values worked out by hand."""
+
+import math
+
+import numpy as np
+import pytest
+from helpers import ROOT
+from omegaconf import OmegaConf
+
+from distill_sweep.errors import ConfigError
+from distill_sweep.training.metrics import compute_metrics, majority_baseline, primary
+
+TASKS = ROOT / "conf" / "task"
+
+
+def task(name):
+    return OmegaConf.load(TASKS / f"{name}.yaml")
+
+
+def onehot(preds, n=2):
+    return np.eye(n)[preds]
+
+
+def test_binary_confusion_matrix_by_hand():
+    # labels: 4 positives, 6 negatives. preds: TP=3 FN=1 FP=1 TN=5.
+    labels = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+    preds = np.array([1, 1, 1, 0, 1, 0, 0, 0, 0, 0])
+    # accuracy 8/10; precision 3/4, recall 3/4 -> F1 0.75;
+    # MCC = (TP*TN - FP*FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) = (15 - 1) / sqrt(4*4*6*6) = 14/24.
+    m = compute_metrics(task("mrpc"), onehot(preds), labels)
+    assert m == pytest.approx({"accuracy": 0.8, "f1": 0.75})
+    m = compute_metrics(task("cola"), onehot(preds), labels)
+    assert m == pytest.approx({"accuracy": 0.8, "mcc": 14 / 24})
+    assert set(compute_metrics(task("rte"), onehot(preds), labels)) == {"accuracy"}
+
+
+def test_multiclass_uses_argmax_of_logits():
+    logits = np.array([[2.0, 0.1, -1.0], [0.0, 0.5, 0.4], [-3.0, -2.0, -1.0], [1.0, 0.0, 3.0]])
+    labels = np.array([0, 1, 2, 1])  # argmax = 0, 1, 2, 2 -> 3/4 right
+    assert compute_metrics(task("mnli"), logits, labels) == {"accuracy": 0.75}
+
+
+def test_regression_pearson_spearman_by_hand():
+    # preds 1,2,3 vs labels 1,2,4: deviations (-1,0,1) and (-4/3,-1/3,5/3);
+    # r = 3 / sqrt(2 * 14/3). Ranks agree exactly -> spearman 1.
+    m = compute_metrics(task("stsb"), np.array([[1.0], [2.0], [3.0]]), np.array([1.0, 2.0, 4.0]))
+    assert m["pearson"] == pytest.approx(3 / math.sqrt(28 / 3))
+    assert m["spearman"] == pytest.approx(1.0)
+    # 1-D predictions are accepted too; constant predictions give 0 instead of nan.
+    assert compute_metrics(task("stsb"), np.array([2.0, 2.0, 2.0]), np.array([1.0, 2.0, 4.0])) == {
+        "pearson": 0.0,
+        "spearman": 0.0,
+    }
+
+
+def test_majority_baseline():
+    # train majority is 1 ("equivalent"): dev [1,0,0,1,1] -> acc 3/5; P = 3/5, R = 1 -> F1 = 0.75
+    m = majority_baseline(task("mrpc"), [0, 1, 1, 1], [1, 0, 0, 1, 1])
+    assert m == pytest.approx({"accuracy": 0.6, "f1": 0.75})
+    # constant prediction has MCC 0 by definition
+    assert majority_baseline(task("cola"), [1, 1, 0], [0, 1, 1])["mcc"] == 0.0
+    # ties go to the lowest id
+    assert majority_baseline(task("rte"), [0, 1], [0, 0, 1]) == pytest.approx({"accuracy": 2 / 3})
+    # regression: predict the train mean -> correlations 0
+    assert majority_baseline(task("stsb"), [1.0, 3.0], [0.5, 4.0]) == {"pearson": 0.0, "spearman": 0.0}
+
+
+def test_primary():
+    m = {"accuracy": 0.8, "mcc": 0.58}
+    assert primary(task("cola"), m) == 0.58
+    assert primary(task("rte"), m) == 0.8
+    with pytest.raises(KeyError):
+        primary(task("stsb"), m)
+
+
+def test_unknown_metric_is_a_config_error():
+    cfg = task("rte")
+    cfg.metrics = ["accuracy", "bleu"]
+    with pytest.raises(ConfigError, match="bleu"):
+        compute_metrics(cfg, onehot(np.array([0, 1])), np.array([0, 1]))
