@@ -1,8 +1,8 @@
-"""A results directory read into frames, every record through `results.Record`.
+"""A results directory read into frames, every record through `Record`.
 
 - `load_store`: one row per readable record (all statuses), one row per (complete record, epoch) for
   the curves, and the files left out with the reason (unreadable, or "completed" but incomplete by
-  `results.is_complete`, the rule the sweeper uses too).
+  `is_complete`, the rule the sweeper uses too).
 - A table row is one *system*: (procedure, objective, teacher id, student id, setup id), and the init in
   Table 3. The setup is the rest of what a run's config says about the method: the objective's checked
   settings, the optimizer and epoch overrides, precision, the layer map and the pilot-subset caps. Its
@@ -12,7 +12,7 @@
 - `scores`: per-run scores (percent) of the metric each task column shows.
 
 Which epoch a score comes from (`which`): "best" = for each metric shown, the run's best epoch by that
-same metric among the scored stages' epochs (results.SCORED_STAGES), i.e. what a run selected on that
+same metric among the scored stages' epochs (SCORED_STAGES), i.e. what a run selected on that
 metric reports (fairseq keeps the best dev checkpoint per metric); "max" is the same selection, kept as
 a name for older command lines; "primary" = the run's own best epoch, chosen by its primary metric (the
 record's `best`); "final" = the last epoch. Scores are percent (records hold fractions).
@@ -29,10 +29,19 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep.analysis.paper import INIT_NAME_ORDER, as_float, column_metric, norm_task, objective_rank
-from distill_sweep.records import record as results
+from distill_sweep.records.record import (
+    SCORED_STAGES,
+    STATUSES,
+    Record,
+    RecordError,
+    best_epoch,
+    incomplete_reason,
+    load_json,
+    part_id,
+)
 
 WHICH_CHOICES: tuple[str, ...] = ("best", "primary", "final", "max")
-_SCORED = "/".join(results.SCORED_STAGES)
+_SCORED = "/".join(SCORED_STAGES)
 WHICH_TEXT: dict[str, str] = {
     "best": f"each metric at the run's best epoch by that same metric, among {_SCORED} epochs",
     "max": f"each metric at the run's best epoch by that same metric, among {_SCORED} epochs (max = best)",
@@ -40,7 +49,6 @@ WHICH_TEXT: dict[str, str] = {
                "(the record's `best`)",
     "final": "every metric at the run's last epoch",
 }
-STATUSES = results.STATUSES
 NO_KD_LABEL = "no KD (fine-tuning)"
 # What makes two runs rows of their own (Table 3 adds init_label).
 SYSTEM_KEY: tuple[str, ...] = ("procedure", "objective", "teacher_id", "student_id", "setup_id")
@@ -88,22 +96,22 @@ def norm_spec(spec: Any) -> str:
     return str(spec).strip().lower().replace(" ", "").replace("'", "").replace('"', "")
 
 
-def pick_dev(record: results.Record, which: str) -> dict[str, float]:
+def pick_dev(record: Record, which: str) -> dict[str, float]:
     """Dev metrics (fractions) of one record according to `which` (see the module docstring)."""
     if which == "primary":
         return {str(k): as_float(v) for k, v in ((record.best or {}).get("dev") or {}).items()}
     if which == "final":
         return {str(k): as_float(v) for k, v in ((record.final or {}).get("dev") or {}).items()}
-    metrics = {m for e in record.epochs if e.get("stage") in results.SCORED_STAGES for m in (e.get("dev") or {})}
+    metrics = {m for e in record.epochs if e.get("stage") in SCORED_STAGES for m in (e.get("dev") or {})}
     dev = {}
     for metric in sorted(metrics):
-        epoch = results.best_epoch(record.epochs, metric)
+        epoch = best_epoch(record.epochs, metric)
         if epoch is not None:
             dev[metric] = float(epoch["dev"][metric])
     return dev
 
 
-def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
+def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
     init, setup = rec.init, setup_of(rec)
     layers = ",".join(str(x) for x in init.layers)
     complete = rec.status == "completed"
@@ -120,7 +128,7 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
         "student_id": rec.student.id, "student_name": rec.student.name,
         "student_layers": rec.student.num_layers, "student_hidden": rec.student.hidden_size,
         "student_settings": dict(rec.student.settings),
-        "setup_id": results.part_id(setup), "setup": _flat(setup),
+        "setup_id": part_id(setup), "setup": _flat(setup),
         "init_spec": norm_spec(init.spec), "init_name": init.name or norm_spec(init.spec),
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
         "seed": rec.seed, "config_hash": rec.config_hash, "primary_metric": rec.primary_metric or "accuracy",
@@ -134,7 +142,7 @@ def _row(path: Path, rec: results.Record, which: str) -> dict[str, Any]:
     return row
 
 
-def _early_exit(row: dict[str, Any], rec: results.Record) -> list[dict[str, Any]]:
+def _early_exit(row: dict[str, Any], rec: Record) -> list[dict[str, Any]]:
     """The speed-accuracy curve a fastbert record holds (`early_exit`): the primary metric in percent."""
     curve = rec.extra.get("early_exit")
     if not isinstance(curve, list):
@@ -146,7 +154,7 @@ def _early_exit(row: dict[str, Any], rec: results.Record) -> list[dict[str, Any]
             for p in curve if isinstance(p, dict)]
 
 
-def setup_of(rec: results.Record) -> dict[str, Any]:
+def setup_of(rec: Record) -> dict[str, Any]:
     """What a run's config says about the method beyond its procedure, objective name, teacher and student
     (the task's recipe, the seed and the init are not part of it: a row spans them)."""
     c = rec.config
@@ -173,7 +181,7 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
-def _curve(row: dict[str, Any], rec: results.Record) -> list[dict[str, Any]]:
+def _curve(row: dict[str, Any], rec: Record) -> list[dict[str, Any]]:
     out = []
     for i, ep in enumerate(rec.epochs):
         out.append({
@@ -312,14 +320,14 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
     skipped: list[str] = []
     for path in sorted(Path(results_dir).glob("**/result.json")):
         try:
-            raw = results.load_json(path)
+            raw = load_json(path)
             # judged as stored: the sweeper's rule, on the same input
-            why = results.incomplete_reason(raw) if isinstance(raw, dict) and raw.get("status") == "completed" else None
+            why = incomplete_reason(raw) if isinstance(raw, dict) and raw.get("status") == "completed" else None
             if why is not None:
                 skipped.append(f"{path}: status completed but incomplete ({why}); the sweeper runs it again")
                 continue
-            rec = results.Record.from_dict(raw)
-        except results.RecordError as exc:
+            rec = Record.from_dict(raw)
+        except RecordError as exc:
             skipped.append(f"{path}: {exc}")
             continue
         row = _row(path, rec, which)

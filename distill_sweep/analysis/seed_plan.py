@@ -55,7 +55,7 @@ def plan(results_dir: str | Path, planned: Sequence[dict[str, Any]], alpha: floa
         records = frames.load_store(results_dir).records
         if not records.empty:
             sc, _ = frames.scores(records)
-            # a record's init directory (results.job_dir: <task>/<part>/<init>/<seed>/<hash>/result.json)
+            # a record's init directory (hashing.job_dir: <task>/<part>/<init>/<seed>/<hash>/result.json)
             pilot = sc.assign(cell=[(_system(p, o), Path(path).parents[2].name) for p, o, path in
                                     zip(sc["procedure"], sc["objective"], sc["path"], strict=True)])
     seeds = len({int(job["seed"]) for job in planned})

@@ -44,7 +44,7 @@ from distill_sweep.models.capture import run_with_features
 from distill_sweep.models.inits import skip_layers
 from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.objectives.core import Objective, build_objective
-from distill_sweep.records.record import git_commit
+from distill_sweep.records.environment import git_commit
 from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.loop import build_optimizer, linear_schedule, update_step
 

@@ -21,8 +21,9 @@ from distill_sweep.config.parse import as_dict
 from distill_sweep.config.space import CONF_DIR
 from distill_sweep.errors import ConfigError, DiskWriteError
 from distill_sweep.job.identity import find_completed
-from distill_sweep.records import record as results
+from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
+from distill_sweep.records.record import RECORD, InitInfo, Record, StudentInfo, TeacherInfo, write_record
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
 from distill_sweep.training.processes import requested_size
 
@@ -133,8 +134,8 @@ def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     migrated = adopt_legacy_checkpoint(job) if write else None
     if migrated is not None:
         log.info("continuing the unfinished job of %s (an earlier version's directory)", migrated)
-    record_path = job.out_dir / results.RECORD
-    earlier = results.read_record(record_path)
+    record_path = job.out_dir / RECORD
+    earlier = files.read_record(record_path)
     record = new_record(job, config)
     if earlier is not None:  # an earlier attempt (killed, requeued or failed): keep its counters
         record["attempts"] = int(earlier.get("attempts", 1)) + 1
@@ -142,22 +143,22 @@ def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             if key in earlier:
                 record[key] = earlier[key]
     if write:
-        results.write_record(record_path, results.Record.from_dict(record))
+        write_record(record_path, Record.from_dict(record))
     try:
         ctx = RunContext.open(job, record, sweep_group())
         job.procedure.run(ctx)
     except Exception as err:
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
-                      finished_at=results.now_iso())
+                      finished_at=environment.now_iso())
         if write:
             try:
-                results.write_record(record_path, results.Record.from_dict(record))
+                write_record(record_path, Record.from_dict(record))
             except DiskWriteError as also:  # e.g. the disk that failed the job: the job's own error is the news
                 log.warning("the failed job's record could not be written either: %s", also)
         raise
-    record.update(status="completed", finished_at=results.now_iso())
+    record.update(status="completed", finished_at=environment.now_iso())
     if write:
-        results.write_record(record_path, results.Record.from_dict(record))
+        write_record(record_path, Record.from_dict(record))
         if not job.settings.run.checkpoint.keep:  # only now: a completed record that cannot be written (a full
             # disk) leaves the job to resume from its last checkpoint
             remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
@@ -184,7 +185,7 @@ def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
-    """The record of a job that starts now (status running), as results.Record writes it; `config`: the job's
+    """The record of a job that starts now (status running), as Record writes it; `config`: the job's
     composed config, resolved (the record keeps it as run)."""
     teacher, student = job.teacher_info, job.student_info
     config = dict(config)
@@ -193,19 +194,19 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     config["objective"] = job.objective.to_dict() if job.objective is not None else None
     if job.objective is None or not job.objective.terms:
         config["map"] = "init"
-    return results.Record(
+    return Record(
         task=job.task, objective=job.objective_name, seed=job.seed, procedure=job.procedure.name,
         config_hash=job.digest,
-        init=results.InitInfo(spec=job.init.spec, name=job.init.name, layers=list(job.init.layers)),
-        student=results.StudentInfo(
+        init=InitInfo(spec=job.init.spec, name=job.init.name, layers=list(job.init.layers)),
+        student=StudentInfo(
             # a procedure without a student (e.g. fastbert) trains parts of the teacher itself
             name=job.student_kind.name if job.procedure.uses_student else "none", num_layers=student.num_layers,
             hidden_size=student.hidden_size, num_heads=student.num_heads, layer_map=[list(p) for p in job.layer_map],
             settings=as_dict(job.student) if job.procedure.uses_student else {}),
-        teacher=results.TeacherInfo.from_settings(config["teacher"], num_layers=teacher.num_layers,
+        teacher=TeacherInfo.from_settings(config["teacher"], num_layers=teacher.num_layers,
                                                   hidden_size=teacher.hidden_size),
-        primary_metric=job.settings.task.primary_metric, config=config, versions=results.package_versions(),
-        git_commit=results.git_commit(), started_at=results.now_iso(),
+        primary_metric=job.settings.task.primary_metric, config=config, versions=environment.package_versions(),
+        git_commit=environment.git_commit(), started_at=environment.now_iso(),
     ).to_dict()
 
 

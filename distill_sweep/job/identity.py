@@ -34,7 +34,8 @@ from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.model_info import check_positions
 from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.procedures import Procedure, procedure_named
-from distill_sweep.records import record as results
+from distill_sweep.records import files, hashing
+from distill_sweep.records.record import completed_record
 from distill_sweep.students import StudentType, student_type
 from distill_sweep.teachers.cache import TeacherSpec
 from distill_sweep.teachers.output_plan import plan
@@ -126,11 +127,11 @@ def identify(cfg: DictConfig) -> JobIdentity:
     hashed = _hashed(config, objective, student if procedure.uses_student else None,
                      reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
                      unhashed=new_keys_at_default(procedure_settings))
-    digest = results.digest(hashed)
-    base = Path(results.absolute(settings.run.results_dir))
+    digest = hashing.digest(hashed)
+    base = Path(files.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
-    out_dir = results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
-    legacy = [results.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
+    out_dir = hashing.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
+    legacy = [hashing.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
               for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
     ident = JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
                         out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings))
@@ -183,7 +184,7 @@ def check_paths(ident: JobIdentity) -> None:
     if ident.procedure_settings.reads_task:
         check_files(task)
     for key in ("results_dir", "cache_dir"):
-        check_writable(results.absolute(getattr(ident.settings.run, key)), key)
+        check_writable(files.absolute(getattr(ident.settings.run, key)), key)
 
 
 def check_writable(path: Path, key: str) -> None:
@@ -229,7 +230,7 @@ def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student
             reads_corpus: bool = False, unhashed: set[str] | None = None) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
     procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default)."""
-    hashed = results.hashed_config(config)
+    hashed = hashing.hashed_config(config)
     if unhashed and isinstance(hashed.get("procedure"), dict):
         hashed["procedure"] = {k: v for k, v in hashed["procedure"].items() if k not in unhashed}
     # A job reads the task or a corpus (task_agnostic), or neither (causal_lm's instructions): what it does not
@@ -293,14 +294,14 @@ def _legacy_hashes(hashed: dict[str, Any], procedure: Procedure, kind: StudentTy
     }
     base = {k: v for k, v in hashed.items() if k not in ("procedure", "map")}
     base.update(task=task, objective=v1_objective)
-    return [results.digest({**base, "student": {"name": name, "num_layers": student.num_layers, "hidden_size": None}})
+    return [hashing.digest({**base, "student": {"name": name, "num_layers": student.num_layers, "hidden_size": None}})
             for name in V1_STUDENT_NAMES.get(student.num_layers, ["default"])]
 
 
 def find_completed(ident: JobIdentity) -> dict[str, Any] | None:
     """The job's completed record, in its own directory or where the first schema put it."""
     for directory in (ident.out_dir, *ident.legacy_dirs):
-        record = results.completed_record(directory)
+        record = completed_record(directory)
         if record is not None:
             return record
     return None

@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from distill_sweep.records import record
+from distill_sweep.records import hashing
 
 
 def plain_config(cfg: DictConfig) -> dict[str, Any]:
@@ -23,4 +23,4 @@ def plain_config(cfg: DictConfig) -> dict[str, Any]:
 
 def config_hash(cfg: DictConfig) -> str:
     """The hash of a config as it is; jobs hash their checked form (`job.identify`)."""
-    return record.digest(record.hashed_config(plain_config(cfg)))
+    return hashing.digest(hashing.hashed_config(plain_config(cfg)))

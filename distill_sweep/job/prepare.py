@@ -23,7 +23,7 @@ from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import teacher_config, tokenizer_source
 from distill_sweep.models.model_info import ModelInfo, check_positions
 from distill_sweep.objectives import check_compatible
-from distill_sweep.records import record
+from distill_sweep.records import files, record
 from distill_sweep.students import model_info
 from distill_sweep.teachers.finetuned import check_ensemble
 from distill_sweep.training.checkpoint import save_checkpoint
@@ -73,7 +73,7 @@ def complete(ident: JobIdentity) -> Job:
         return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
                    init=StudentInit("none", "none", [], []), layer_map=[])
     if ident.student_kind.locate is not None:  # e.g. a distilled student, saved by another job of this store
-        ident.student = ident.student_kind.locate(ident.student, Path(record.absolute(ident.settings.run.results_dir)))
+        ident.student = ident.student_kind.locate(ident.student, Path(files.absolute(ident.settings.run.results_dir)))
     student_arch = ident.student_kind.describe(ident.student, teacher_arch)
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
     init, layer_map = layer_plan(ident, depth, k)

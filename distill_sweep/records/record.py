@@ -1,120 +1,28 @@
-"""The result store: one directory and one `result.json` per job, and the record type written there.
+"""A job's record: the one `result.json` in the job's directory (hashing.job_dir), and its type.
 
-Layout: `<results_dir>/<task>/<objective>/init-<spec>/seed-<seed>/<config_hash[:10]>/result.json`,
-next to the job's checkpoint. The record is the only interface to the report layer. `Record` is its one
+The record sits next to the job's checkpoint. The record is the only interface to the report layer. `Record` is its one
 type: jobs write `Record.to_dict()`, and the sweeper and the report read through `Record.from_dict` and
 `is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
 docs/reference/records.md (generated from these classes). Metric values are fractions.
-
-The config hash covers the resolved config minus settings that do not change the experiment
-(where results and caches live, logging, device, evaluation batch size): re-launching a sweep
-finds a completed record by this hash and skips the job.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime as dt
-import hashlib
 import json
 import math
-import os
-import platform
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from distill_sweep.config.schema import ensemble_members
-from distill_sweep.records.disk import writing
+from distill_sweep.records.files import read_record, write_json_atomic
+from distill_sweep.records.hashing import digest
+from distill_sweep.records.v1 import objective_from_v1
 
 SCHEMA_VERSION = 2
 RECORD = "result.json"
-# Top-level keys that do not change what a job computes.
-NOT_HASHED = (
-    "results_dir",
-    "cache_dir",
-    "logger",
-    "device",
-    "eval_batch_size",
-    "num_workers",
-    "threads",
-    "log_every",
-    "dry_run",
-    "plan_seeds",
-    "prepare_only",
-    "finetune_grid",  # the jobs a sweep runs after this one, not this job
-    "teacher_outputs",  # store or live: the same numbers (to float tolerance, tested); the record says which
-    "checkpoint",
-    "guards",
-    "hydra",
-)
-PACKAGES = ("distill_sweep", "torch", "transformers", "datasets", "tokenizers", "hydra-core", "omegaconf",
-            "submitit", "wandb", "scikit-learn", "scipy", "numpy")
-
-
-def hashed_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys of a plain config (job.plain_config) that make a job what it is."""
-    return {str(k): v for k, v in config.items() if k not in NOT_HASHED}
-
-
-def digest(data: Any) -> str:
-    """sha256 of a JSON-able value, keys sorted (the config hash of a job's hashed config)."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-HASH_CHARS = 10  # of a config hash in a job's directory name
-
-
-def job_dir(results_dir: Path, task: str, part: str, init_label: str, seed: int, config_digest: str) -> Path:
-    """`<results_dir>/<task>/<objective or procedure>/<init>/seed-<seed>/<hash10>`."""
-    return Path(results_dir) / task / part / init_label / f"seed-{seed}" / config_digest[:HASH_CHARS]
-
-
-def job_dirs_of(results_dir: Path, config_digest: str) -> list[Path]:
-    """The job directories of `job_dir`'s layout named by this config hash (or its first HASH_CHARS+ chars)."""
-    return sorted(Path(results_dir).glob(f"*/*/*/seed-*/{config_digest[:HASH_CHARS]}"))
-
-
-def absolute(path: str | Path) -> Path:
-    """Relative paths are taken from the directory the command was launched in (Hydra's rule)."""
-    from hydra.utils import to_absolute_path
-
-    try:
-        return Path(to_absolute_path(str(path)))
-    except ValueError:  # not running under Hydra (tests calling run_job directly)
-        return Path(path).expanduser().resolve()
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write to a temp file in the same directory, fsync, then rename: readers never see half a file. A write
-    that fails (a full disk) raises DiskWriteError naming `path`, whose earlier content is intact."""
-    kept = "its previous content is intact" if path.exists() else "nothing was written"
-    with writing(path, kept):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=2, sort_keys=False, default=str)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def read_record(path: Path) -> dict[str, Any] | None:
-    """The record at `path`, or None if absent, unreadable (binary, torn) or not a JSON object."""
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def completed_record(directory: Path) -> dict[str, Any] | None:
@@ -122,38 +30,6 @@ def completed_record(directory: Path) -> dict[str, Any] | None:
     its contents)."""
     record = read_record(Path(directory) / RECORD)
     return record if record is not None and is_complete(record) else None
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
-
-
-def git_commit() -> str | None:
-    """The commit of the source tree this package runs from (None outside a git checkout)."""
-    source = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    dirty = subprocess.run(
-        ["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True, text=True, timeout=5,
-    ).stdout.strip()
-    return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
 # ----------------------------------------------------------------------------- the record type
@@ -338,7 +214,7 @@ class Record:
     procedure: str = "task_specific"
     error: str | None = None  # the error, when failed
     traceback: str | None = None  # failed records only
-    # sha256 of the checked config less the keys that do not change what a job computes (results.NOT_HASHED)
+    # sha256 of the checked config less the keys that do not change what a job computes (hashing.NOT_HASHED)
     config_hash: str = ""
     init: InitInfo = field(default_factory=InitInfo)  # which teacher layers initialised the student
     student: StudentInfo = field(default_factory=StudentInfo)  # the student
@@ -448,27 +324,6 @@ class Record:
             started_at=_opt_str(d.get("started_at")), finished_at=_opt_str(d.get("finished_at")),
             extra={k: v for k, v in d.items() if k not in known},
         )
-
-
-# Schema 1 kept these objective settings at the objective's top level; today each term carries its own.
-V1_TERM_SETTINGS = {"hid_cls": ("projection", "shared_projection"), "hid_seq": ("projection", "shared_projection")}
-V1_CONTRAST_TERM = "hid_cls_contrast"
-
-
-def objective_from_v1(objective: dict[str, Any]) -> dict[str, Any]:
-    """A schema-1 objective config in the checked form jobs record today: every term with its settings
-    (schema 1's YAML files held every setting, so nothing needs a default here)."""
-    out = {k: v for k, v in objective.items() if k not in ("projection", "shared_projection", "contrast")}
-    terms = {}
-    for name, weight in (objective.get("terms") or {}).items():
-        term: dict[str, Any] = {"weight": weight}
-        for key in V1_TERM_SETTINGS.get(name, ()):
-            term[key] = objective.get(key)
-        if name == V1_CONTRAST_TERM:
-            term.update(objective.get("contrast") or {})
-        terms[name] = term
-    out["terms"] = terms
-    return out
 
 
 # Record fields written as they are (after the blocks that need conversion).

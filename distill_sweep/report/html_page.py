@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.records import record
+from distill_sweep.records import environment
 from distill_sweep.report.render import Doc
 
 CSS = """
@@ -51,7 +51,7 @@ def header(opts: Any, records: pd.DataFrame) -> list[tuple[str, str]]:
     grid = "; ".join(f"{label} {', '.join(sorted({str(v) for v in records[col].dropna()}))}"
                      for label, col in GRID_COLUMNS if col in records and not records.empty)
     return [
-        ("report code", record.git_commit() or "unknown (not a git checkout)"),
+        ("report code", environment.git_commit() or "unknown (not a git checkout)"),
         ("records' code", ", ".join(c[:12] for c in commits) or "not recorded"),
         ("sweep", f"{opts.results_dir}, {len(records)} records, preset {opts.preset or 'none'}: {grid}"),
         ("options", options),

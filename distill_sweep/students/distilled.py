@@ -16,7 +16,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import read_model_config
-from distill_sweep.records import record
+from distill_sweep.records import files, hashing, record
 
 from .base import BuildInputs
 from .pretrained import build as build_pretrained
@@ -28,8 +28,8 @@ SOURCE_PROCEDURE = "task_agnostic"  # the procedure that saves a student for oth
 def find_source(source: str, results_dir: Path) -> tuple[Path, record.Record]:
     """The result directory and record of the task_agnostic job whose config hash starts with `source`."""
     found = []
-    for directory in record.job_dirs_of(results_dir, source):
-        data = record.read_record(directory / record.RECORD)
+    for directory in hashing.job_dirs_of(results_dir, source):
+        data = files.read_record(directory / record.RECORD)
         if data is None:
             continue
         rec = record.Record.from_dict(data)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from distill_sweep.errors import ConfigError
-from distill_sweep.records import record
+from distill_sweep.records import hashing
 
-MIN_HASH_CHARS = record.HASH_CHARS  # student.source: as many as a result directory's name holds
+MIN_HASH_CHARS = hashing.HASH_CHARS  # student.source: as many as a result directory's name holds
 
 
 @dataclass

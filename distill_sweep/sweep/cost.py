@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from distill_sweep.data.augment_settings import samples_for
-from distill_sweep.records import record as results
+from distill_sweep.records import files
 from distill_sweep.teachers.cache import META, finetune_settings
 from distill_sweep.teachers.output_plan import group_id, plan, prepared
 
@@ -62,14 +62,14 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
             uses = plan(s.run.teacher_outputs, ident.procedure, ident.objective).use_store
             only_logits = n_stages - (logit_stages if uses else 0)  # stages that still run it (intermediate)
             forwards["store"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * only_logits
-            cache = Path(cache_dir or results.absolute(s.run.cache_dir))
+            cache = Path(cache_dir or files.absolute(s.run.cache_dir))
             if uses and not prepared(ident.teacher, ident.task, cache):
                 builds[(ident.task, group_id(ident.teacher))] = size
         # a stage before the objective's, e.g. PEA-KD's PTP
         student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
         if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
             continue
-        where = ident.teacher.directory(Path(cache_dir or results.absolute(s.run.cache_dir)), ident.task)
+        where = ident.teacher.directory(Path(cache_dir or files.absolute(s.run.cache_dir)), ident.task)
         if where in teachers or (where / META).exists():
             continue
         teachers.add(where)

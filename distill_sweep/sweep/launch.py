@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from distill_sweep.records import record as results
+from distill_sweep.records import files
 from distill_sweep.teachers.output_plan import feature_tag, group_id, plan, prepared, stored_cls_layers
 
 
@@ -22,7 +22,7 @@ def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_
     for ident, ov in zip(jobs, overrides, strict=True):
         if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:
             continue
-        where = Path(cache_dir or results.absolute(ident.settings.run.cache_dir))
+        where = Path(cache_dir or files.absolute(ident.settings.run.cache_dir))
         cls_layers = stored_cls_layers(ident.objective, getattr(ident, "layer_map", None))
         if prepared(ident.teacher, ident.task, where, cls_layers):
             continue

@@ -21,8 +21,8 @@ from omegaconf import OmegaConf
 
 from distill_sweep.errors import ConfigError, DiskWriteError
 from distill_sweep.job.identity import find_completed, identify
-from distill_sweep.records import locks
-from distill_sweep.records import record as results
+from distill_sweep.records import files, locks
+from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.sweep import chain
 from distill_sweep.sweep.compose import JobComposer
 from distill_sweep.sweep.cost import estimate_cost
@@ -72,9 +72,9 @@ class FinishedJobs:
         for i, ident in enumerate(self.jobs):
             if i in self.reported:
                 continue
-            record = results.read_record(ident.out_dir / results.RECORD) or {}
+            record = files.read_record(ident.out_dir / RECORD) or {}
             status = record.get("status")
-            if status == "failed" or (status == "completed" and results.is_complete(record)):
+            if status == "failed" or (status == "completed" and is_complete(record)):
                 self.reported.add(i)
                 what = ident.objective_name if ident.objective is not None else ident.procedure.name
                 source = self.sources[i]
@@ -183,7 +183,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                     _ = ret.return_value  # re-raises: Hydra reports it and exits 1
         returns, initial_job_idx = self._launch_all(todo, configs, initial_job_idx)
         if then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
-            ready = [job for job in then if results.completed_record(job.source.out_dir) is not None]
+            ready = [job for job in then if completed_record(job.source.out_dir) is not None]
             if len(ready) < len(then):
                 print(f"distill_sweep: {len(then) - len(ready)} fine-tune job(s) not launched: their distillation "
                       "did not complete", file=sys.stderr, flush=True)

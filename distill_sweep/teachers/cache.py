@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from distill_sweep.config.schema import FinetuneSettings, RecipeSettings, TeacherSettings
+from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.locks import waiting_lock
-from distill_sweep.records.record import read_record, write_json_atomic
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
 
 log = logging.getLogger(__name__)

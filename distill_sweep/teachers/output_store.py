@@ -40,10 +40,10 @@ from torch import Tensor, nn
 from distill_sweep.data.batching import make_loader
 from distill_sweep.data.fingerprints import teacher_fingerprint
 from distill_sweep.models.capture import run_with_features
-from distill_sweep.records import record
+from distill_sweep.records import hashing
 from distill_sweep.records.disk import reserve, writing
+from distill_sweep.records.files import write_json_atomic
 from distill_sweep.records.locks import waiting_lock
-from distill_sweep.records.record import write_json_atomic
 from distill_sweep.teachers.output_plan import META, feature_tag, store_root
 from distill_sweep.training.loop import autocast, to_device
 
@@ -135,7 +135,7 @@ def open_or_build(model: nn.Module, train: Any, *, cache_dir: Path, task: str, g
     before; at most one build per key whatever the number of concurrent jobs."""
     cls_layers = list(cls_layers or [])
     key = store_key(model, train, precision, cls_layers)
-    digest = record.digest(key)[:16]
+    digest = hashing.digest(key)[:16]
     root = store_root(cache_dir, task)
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{group}-{feature_tag(cls_layers)}-{digest}"

@@ -23,7 +23,8 @@ from distill_sweep.data.batching import make_loader
 from distill_sweep.data.glue import load_task_data
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import load_tokenizer
-from distill_sweep.records import record as results
+from distill_sweep.records import files
+from distill_sweep.records.record import RECORD, Record, best_epoch, write_record
 from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.distributed import is_main, local_device
 from distill_sweep.training.loop import LossFn, bf16_cpu_slowdown, bf16_cpu_warning, resolve_device
@@ -83,7 +84,7 @@ class RunContext:
         if run.threads:
             torch.set_num_threads(run.threads)
         keep_freed_memory()  # steady-state steps stop page-faulting their temporaries (see allocator.py)
-        cache_dir = results.absolute(run.cache_dir)
+        cache_dir = files.absolute(run.cache_dir)
 
         device = local_device(resolve_device(run.device))
         if device.type == "cpu" and run.precision == "bf16":
@@ -170,13 +171,13 @@ class RunContext:
 
     def save_record(self) -> None:
         if is_main():  # with several ranks only rank 0 writes
-            results.write_record(self.job.out_dir / results.RECORD, results.Record.from_dict(self.record))
+            write_record(self.job.out_dir / RECORD, Record.from_dict(self.record))
 
     def finish_record(self, driver: StageDriver) -> None:
         """Best and final dev scores, throughput, time and memory into the record."""
         record, primary = self.record, self.job.settings.task.primary_metric
         # an objective of intermediate stages only has no scored epoch: its best epoch is over all
-        best = results.best_epoch(record["epochs"], primary) or max(record["epochs"], key=lambda e: e["dev"][primary])
+        best = best_epoch(record["epochs"], primary) or max(record["epochs"], key=lambda e: e["dev"][primary])
         record["best"] = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
         record["final"] = {"dev": record["epochs"][-1]["dev"]}
         record["samples_per_s"] = driver.samples_per_s

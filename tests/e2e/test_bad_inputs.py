@@ -28,7 +28,7 @@ from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
-from distill_sweep.records import record as results
+from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 
 RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
@@ -125,14 +125,14 @@ def _damage_record(case: Path, seeded: Path) -> None:
     """A completed job whose result.json was cut short (a full disk): the sweeper must run it again."""
     shutil.copytree(seeded / "results", case / "results")
     shutil.copytree(seeded / "cache", case / "cache")
-    (record,) = (case / "results").rglob(results.RECORD)
+    (record,) = (case / "results").rglob(RECORD)
     record.write_bytes(record.read_bytes()[:100])
 
 
 def _check_record(proc: subprocess.CompletedProcess, case: Path) -> None:
     assert "1 jobs in the grid, 0 already completed, 1 to run" in proc.stdout
     (record,) = records(case / "results")
-    assert record["status"] == "completed" and results.is_complete(record)
+    assert record["status"] == "completed" and is_complete(record)
 
 
 def _damage_checkpoint(case: Path, seeded: Path) -> None:
@@ -409,15 +409,15 @@ def test_data_files_are_checked_before_the_job_starts(files: dict[str, bytes | N
 
 # --------------------------------------------------------------------------- records that are not dicts
 def test_a_binary_record_is_read_as_no_record(tmp_path: Path) -> None:
-    (tmp_path / results.RECORD).write_bytes(b"\x00\xff\xfe garbage")
-    assert results.completed_record(tmp_path) is None
+    (tmp_path / RECORD).write_bytes(b"\x00\xff\xfe garbage")
+    assert completed_record(tmp_path) is None
 
 
 def test_a_record_that_is_not_an_object_is_run_again(tmp_path: Path, shared_cache: Path) -> None:
     cfg = compose_cfg([*FAST, "max_steps_per_epoch=2", f"results_dir={tmp_path}", f"cache_dir={shared_cache}"])
     out = identify(cfg).out_dir
     out.mkdir(parents=True)
-    (out / results.RECORD).write_text("[1, 2]")
+    (out / RECORD).write_text("[1, 2]")
     assert run_job(cfg)["status"] == "completed"
 
 

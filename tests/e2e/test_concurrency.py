@@ -35,8 +35,9 @@ from distill_sweep.config.parse import parse
 from distill_sweep.data.corpus import load_corpus
 from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.errors import DiskWriteError
-from distill_sweep.records import record as results
+from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LOCK, JobLock, held_elsewhere
+from distill_sweep.records.record import RECORD, InitInfo, Record, is_complete
 from distill_sweep.teachers.output_store import open_or_build, store_problem
 from distill_sweep.toy import build_toy_tokenizer
 from distill_sweep.training import checkpoint as checkpoint_mod
@@ -98,7 +99,7 @@ def test_the_same_sweep_started_twice_at_once_runs_every_job_once(tmp_path: Path
         assert f"[{len(seeds)}/{len(seeds)}] completed" in output  # each command ends with the whole grid complete
     recs = records(out)
     assert sorted(r["seed"] for r in recs) == list(seeds)
-    assert all(r["status"] == "completed" and results.is_complete(r) for r in recs)
+    assert all(r["status"] == "completed" and is_complete(r) for r in recs)
     # each job ran in one process only: one "done" line over both commands, and one start in its record
     for seed in seeds:
         done = sum(o.count(f"- done toy/vanilla_kd init=1 seed={seed}:") for o in outputs)
@@ -122,7 +123,7 @@ def test_the_report_never_reads_a_record_half_written(tmp_path: Path) -> None:
             json.dump(data, f, indent=2)
 
     def torn_reads(write) -> int:
-        path = tmp_path / write.__name__ / "toy" / "vanilla_kd" / "init-1" / "seed-1" / "abc" / results.RECORD
+        path = tmp_path / write.__name__ / "toy" / "vanilla_kd" / "init-1" / "seed-1" / "abc" / RECORD
         path.parent.mkdir(parents=True)
         write(path, record)
         stop, torn = threading.Event(), 0
@@ -142,7 +143,7 @@ def test_the_report_never_reads_a_record_half_written(tmp_path: Path) -> None:
             thread.join()
         return torn
 
-    assert torn_reads(results.write_json_atomic) == 0
+    assert torn_reads(files.write_json_atomic) == 0
     assert torn_reads(in_place) > 0  # the control: a reader that could see half a file does
 
 
@@ -150,10 +151,10 @@ def _a_record() -> dict:
     """A completed record with a long epoch history (a large file: a write takes a while)."""
     epochs = [{"stage": "prediction", "epoch": i + 1, "step": 8 * (i + 1), "train_loss": 0.5,
                "dev": {"accuracy": 0.5}} for i in range(3000)]
-    return results.Record(task="toy", objective="vanilla_kd", seed=1, status="completed", primary_metric="accuracy",
+    return Record(task="toy", objective="vanilla_kd", seed=1, status="completed", primary_metric="accuracy",
                           epochs=epochs, best={"stage": "prediction", "epoch": 1, "dev": {"accuracy": 0.5}},
                           final={"dev": {"accuracy": 0.5}}, config={"task": {"name": "toy"}},
-                          init=results.InitInfo(spec="1"), finished_at=results.now_iso()).to_dict()
+                          init=InitInfo(spec="1"), finished_at=environment.now_iso()).to_dict()
 
 
 # ------------------------------------------------------------------------------------------------ the lock
@@ -263,8 +264,8 @@ def test_several_ranks_of_one_job_agree_and_only_rank_0_holds_the_lock(tmp_path:
 # ------------------------------------------------------------------------------------------ disk faults
 def test_a_record_write_that_fails_part_way_keeps_the_previous_record(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / results.RECORD
-    results.write_json_atomic(path, {"status": "running"})
+    path = tmp_path / RECORD
+    files.write_json_atomic(path, {"status": "running"})
 
     def half_then_enospc(data, f, **kw) -> None:
         text = json.dumps(data, **kw)
@@ -272,21 +273,21 @@ def test_a_record_write_that_fails_part_way_keeps_the_previous_record(tmp_path: 
         f.flush()
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(results.json, "dump", half_then_enospc)
+    monkeypatch.setattr(files.json, "dump", half_then_enospc)
     with pytest.raises(DiskWriteError) as err:
-        results.write_json_atomic(path, {"status": "completed", "epochs": list(range(1000))})
+        files.write_json_atomic(path, {"status": "completed", "epochs": list(range(1000))})
     assert str(err.value) == (f"cannot write {path}: No space left on device [ENOSPC]; its previous content is "
                               "intact")
     assert json.loads(path.read_text()) == {"status": "running"}
-    assert [p.name for p in tmp_path.iterdir()] == [results.RECORD]  # the temp file is gone
+    assert [p.name for p in tmp_path.iterdir()] == [RECORD]  # the temp file is gone
 
     def eio(fd: int) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.undo()
-    monkeypatch.setattr(results.os, "fsync", eio)
+    monkeypatch.setattr(files.os, "fsync", eio)
     with pytest.raises(DiskWriteError, match=r"^cannot write .*result\.json: Input/output error \[EIO\]; its previous"):
-        results.write_json_atomic(path, {"status": "completed"})
+        files.write_json_atomic(path, {"status": "completed"})
     assert json.loads(path.read_text()) == {"status": "running"}
 
 
@@ -301,7 +302,7 @@ def test_a_job_whose_completed_record_cannot_be_written_completes_on_the_next_ru
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         dump(data, f, **kw)
 
-    monkeypatch.setattr(results.json, "dump", no_space_for_the_final_record)
+    monkeypatch.setattr(files.json, "dump", no_space_for_the_final_record)
     with pytest.raises(DiskWriteError, match="result.json: No space left on device"):
         run_job(cfg)
     (before,) = records(tmp_path / "r")
@@ -386,7 +387,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_the_job_resumes(tmp_pat
     assert record["status"] == "failed" and str(ckpt) in record["error"]
     state = load_checkpoint(ckpt, record["config_hash"])
     assert state is not None and state["position"]["step"] == 2  # the first checkpoint, whole
-    assert sorted(p.name for p in ckpt.parent.iterdir()) == sorted([LOCK, CHECKPOINT, results.RECORD])
+    assert sorted(p.name for p in ckpt.parent.iterdir()) == sorted([LOCK, CHECKPOINT, RECORD])
     filler.unlink()
     done = run_job(compose_cfg(args))
     assert done["status"] == "completed" and done["resumed"] == 1 and done["attempts"] == 2

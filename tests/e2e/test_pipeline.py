@@ -14,7 +14,7 @@ from helpers import FAST, ROOT, compose_cfg, records, require_module, run_cli
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
-from distill_sweep.records import record as results
+from distill_sweep.records import hashing
 
 RECORD_KEYS = {
     "schema_version", "status", "error", "config_hash", "procedure", "task", "objective", "seed", "init", "student",
@@ -46,7 +46,7 @@ def test_two_stage_job_writes_a_complete_record(tmp_path: Path, shared_cache: Pa
     assert teacher["majority_baseline"]["accuracy"] < 0.5  # 3 balanced classes
     assert record["samples_per_s"] > 0 and record["wall_time_s"] > 0
     # written where the store layout says, and identical on disk
-    path = results.job_dir(tmp_path, "toy", "att_mse_hid_seq", "init-2", 1, record["config_hash"]) / "result.json"
+    path = hashing.job_dir(tmp_path, "toy", "att_mse_hid_seq", "init-2", 1, record["config_hash"]) / "result.json"
     assert json.loads(path.read_text())["status"] == "completed"
     assert not (path.parent / "checkpoint.pt").exists()  # removed on completion (checkpoint.keep=false)
 

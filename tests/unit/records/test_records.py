@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from helpers import V1_STORE, sha8
 
-from distill_sweep.records import record
+from distill_sweep.records import files, record
 from distill_sweep.records.record import DataInfo, InitInfo, Record, RecordError, StudentInfo, TeacherInfo
 
 
@@ -218,18 +218,18 @@ def test_a_bare_completed_status_is_not_complete() -> None:
 def test_sweeper_check_uses_the_completeness_rule(tmp_path: Path) -> None:
     """results.completed_record is what the sweeper asks before skipping a job."""
     bare, torn, good = tmp_path / "bare", tmp_path / "torn", tmp_path / "good"
-    record.write_json_atomic(bare / record.RECORD, {"status": "completed"})
+    files.write_json_atomic(bare / record.RECORD, {"status": "completed"})
     torn.mkdir()
     (torn / record.RECORD).write_text('{"status": "completed", "task"')
     whole = complete_dict()
-    record.write_json_atomic(good / record.RECORD, whole)
+    files.write_json_atomic(good / record.RECORD, whole)
     assert record.completed_record(bare) is None  # re-run, not skipped forever
     assert record.completed_record(torn) is None
     assert record.completed_record(tmp_path / "absent") is None
     assert record.completed_record(good) == whole
     no_primary = copy.deepcopy(whole)
     del no_primary["best"]["dev"]["accuracy"]
-    record.write_json_atomic(good / record.RECORD, no_primary)
+    files.write_json_atomic(good / record.RECORD, no_primary)
     assert record.completed_record(good) is None
 
 

@@ -13,7 +13,7 @@ from helpers import ROOT, records, run_cli
 from distill_sweep.analysis import frames
 from distill_sweep.config.schema import FinetuneGridSettings, RunSettings
 from distill_sweep.errors import ConfigError
-from distill_sweep.records import record
+from distill_sweep.records import hashing, record
 from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
 from distill_sweep.report import pretraining
 from distill_sweep.sweep import chain
@@ -131,7 +131,7 @@ def _finetune(root: Path, *, source: str, objective: str, init: str, task: str, 
            "student": "truncated" if init == "first" else "fresh", "student_layers": 6, "corpus": "wiki",
            # what a job records: init=first resolves to the rule named "bottom" (the first k teacher layers)
            "init": {"name": "bottom" if init == "first" else "fresh", "spec": init, "layers": layers}}
-    digest = record.digest([source, task, lr, seed])
+    digest = hashing.digest([source, task, lr, seed])
     rec = Record(task=task, objective="none", seed=seed, status="completed", procedure="finetune",
                  config_hash=digest, init=InitInfo(spec="1", name="distilled", layers=[]),
                  student=StudentInfo(name="distilled", num_layers=6, hidden_size=768, num_heads=12, layer_map=[],
@@ -141,7 +141,7 @@ def _finetune(root: Path, *, source: str, objective: str, init: str, task: str, 
                  best={"stage": "finetune", "epoch": 1, "dev": score}, final={"dev": score},
                  config={"optimizer": {"lr": lr, "batch_size": 32}, "epochs": 10, "teacher": {"name": "bert_base"}},
                  started_at="2026-11-23T00:00:00", finished_at="2026-11-23T01:00:00")
-    path = record.job_dir(root, task, "finetune", "init-distilled", seed, digest) / record.RECORD
+    path = hashing.job_dir(root, task, "finetune", "init-distilled", seed, digest) / record.RECORD
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(rec.to_dict()))
 

@@ -9,7 +9,7 @@ import pytest
 from helpers import FAST, compose_cfg, records, run_cli
 
 from distill_sweep.job.plain_config import config_hash
-from distill_sweep.records import record
+from distill_sweep.records import files
 from distill_sweep.sweep.compose import expected_jobs
 
 
@@ -24,12 +24,12 @@ def test_config_hash_ignores_where_and_how_but_not_what(tmp_path: Path) -> None:
 
 def test_atomic_write_leaves_only_the_final_file(tmp_path: Path) -> None:
     path = tmp_path / "d" / "result.json"
-    record.write_json_atomic(path, {"status": "running"})
-    record.write_json_atomic(path, {"status": "completed"})
+    files.write_json_atomic(path, {"status": "running"})
+    files.write_json_atomic(path, {"status": "completed"})
     assert json.loads(path.read_text()) == {"status": "completed"}
     assert [p.name for p in path.parent.iterdir()] == ["result.json"]
     (tmp_path / "half.json").write_text('{"status": "compl')
-    assert record.read_record(tmp_path / "half.json") is None  # a torn file is never taken as complete
+    assert files.read_record(tmp_path / "half.json") is None  # a torn file is never taken as complete
 
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out

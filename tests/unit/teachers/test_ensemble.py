@@ -21,7 +21,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
 from distill_sweep.objectives.prediction import prediction_loss
-from distill_sweep.records import record as results
+from distill_sweep.records.record import Record, TeacherInfo
 from distill_sweep.teachers.finetuned import EnsembleTeacher, student_source
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -170,13 +170,13 @@ def test_members_share_the_single_teachers_cache_and_ids_follow_the_members(tmp_
     assert members[0].directory(tmp_path, "toy") == one.teacher.directory(tmp_path, "toy")  # one fine-tuning for both
     assert len({m.directory(tmp_path, "toy") for m in members}) == 3
     assert one.members == []
-    info = results.TeacherInfo.from_settings(plain(cfg.teacher))
+    info = TeacherInfo.from_settings(plain(cfg.teacher))
     assert info.members is not None and [m["seed"] for m in info.members] == [1, 2, 3]
-    assert info.members[0]["id"] == results.TeacherInfo.from_settings(plain(single.teacher)).id
+    assert info.members[0]["id"] == TeacherInfo.from_settings(plain(single.teacher)).id
     two = OmegaConf.to_container(cfg.teacher, resolve=True)
     two["ensemble"] = two["ensemble"][:2]
-    assert results.TeacherInfo.from_settings(two).id != info.id  # the teacher id changes with the members
-    assert "members" not in results.TeacherInfo.from_settings(plain(single.teacher)).to_dict()  # one teacher: as before
+    assert TeacherInfo.from_settings(two).id != info.id  # the teacher id changes with the members
+    assert "members" not in TeacherInfo.from_settings(plain(single.teacher)).to_dict()  # one teacher: as before
 
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
@@ -192,7 +192,7 @@ def test_ensemble_kd_job_on_the_toy_task_names_every_member(tmp_path: Path, shar
     assert len({m["id"] for m in teacher["members"]} | {teacher["id"]}) == 3
     assert all(m["source"] in ("trained", "cache") and Path(m["path"]).is_dir() for m in teacher["members"])
     assert all(0 <= m["dev"]["accuracy"] <= 1 for m in teacher["members"]) and "accuracy" in teacher["dev"]
-    assert results.Record.from_dict(record).teacher.members == teacher["members"]  # read back as written
+    assert Record.from_dict(record).teacher.members == teacher["members"]  # read back as written
     # the guard judges the ensemble's own dev metrics
     strict = compose_cfg([*FAST, "teacher=tiny_ensemble", two, "objective=vanilla_kd", "max_steps_per_epoch=2",
                           "guards.allow_weak_teacher=false", "guards.teacher_margin=1.0",

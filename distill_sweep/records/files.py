@@ -1,0 +1,50 @@
+"""Files written whole or not at all: atomic JSON writes, reading JSON that may be torn, and paths taken from where
+the command was launched."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from distill_sweep.records.disk import writing
+
+
+def absolute(path: str | Path) -> Path:
+    """Relative paths are taken from the directory the command was launched in (Hydra's rule)."""
+    from hydra.utils import to_absolute_path
+
+    try:
+        return Path(to_absolute_path(str(path)))
+    except ValueError:  # not running under Hydra (tests calling run_job directly)
+        return Path(path).expanduser().resolve()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temp file in the same directory, fsync, then rename: readers never see half a file. A write
+    that fails (a full disk) raises DiskWriteError naming `path`, whose earlier content is intact."""
+    kept = "its previous content is intact" if path.exists() else "nothing was written"
+    with writing(path, kept):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=2, sort_keys=False, default=str)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The record at `path`, or None if absent, unreadable (binary, torn) or not a JSON object."""
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
+        return None
+    return record if isinstance(record, dict) else None
