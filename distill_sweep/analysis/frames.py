@@ -286,8 +286,12 @@ def parts_legend(records: pd.DataFrame) -> list[str]:
         return lines
     if records["teacher_id"].nunique() > 1:
         for r in records.drop_duplicates("teacher_id").sort_values(["teacher_name", "teacher_id"]).to_dict("records"):
+            source = r["teacher_name_or_path"]
+            # a teacher built from a config (teacher.config, random weights) has no name_or_path: not "nan"
+            source = f"name_or_path {source}" if isinstance(source, str) and source else \
+                "built from its config"
             lines.append(f"teacher {r['teacher_name']}#{r['teacher_id']}: {_size(r['teacher_layers'])} layers, "
-                         f"hidden {_size(r['teacher_hidden'])}, name_or_path {r['teacher_name_or_path']}")
+                         f"hidden {_size(r['teacher_hidden'])}, {source}")
     if records["student_id"].nunique() > 1:
         students = records.drop_duplicates("student_id").sort_values(["student_name", "student_id"])
         for r in students.to_dict("records"):

@@ -1,4 +1,4 @@
-"""Statistics over the frames of `distill_sweep.analysis.frames`: aggregation, bootstrap confidence intervals, paired
+"""Statistics over the frames of `distill_sweep.analysis.frames`: aggregation, confidence intervals, paired
 t-tests with Holm, effect sizes, almost stochastic order (ASO), seeds needed, grid status, curves. Pure
 functions: no printing, no files.
 
@@ -9,8 +9,13 @@ Decisions (see also results/paper/README.md):
   pairs of one table (one family per table); pairs with fewer than 2 pairs or zero-variance differences
   have no p and stay out of the correction. A test on fewer than 3 pairs (under 2 degrees of freedom)
   gets a p, with a caution: at 2 seeds the same comparison can read p=0.02 and at 3 seeds p=0.10.
-- Confidence intervals are percentile bootstraps of the mean (a cell's seeds; a pair's matched differences),
-  seeded so a report is reproducible; n = 1 has none, zero variance gives the point itself.
+- A cell's confidence interval is the Student t-interval of the mean over its seeds (n - 1 degrees of
+  freedom) unless the caller asks for a bootstrap (`CI_METHODS`): at 3 to 5 seeds a nominal 95% percentile
+  bootstrap covers only about 75-83% (tests/unit/analysis/test_coverage.py shows it; docs/guide/report.md has
+  the table), so it is never the default. n = 1 has no interval, zero variance gives the point itself.
+- A pair's interval of mean(A-B) is the t-interval the paired t-test inverts, at confidence 1 - alpha, so it
+  excludes 0 exactly when p < alpha.
+- Holm (t-tests) and Bonferroni (ASO's confidence level) are statsmodels' `multipletests`.
 - Effect size: Cohen's d_z, the mean difference over the std of the differences (paired); not Hedges' g,
   whose small-sample factor is 0 at n = 2.
 - ASO (Dror et al. 2019, as deepsig 1.2 computes it, vectorised): eps_min that A is better than B; A is
@@ -39,8 +44,15 @@ from distill_sweep.records.record import SCORED_STAGES
 
 ROW: tuple[str, ...] = ("system", "init_label")  # a table row's key in the scores frame
 MIN_RELIABLE_PAIRS = 3  # below this a paired t-test has under 2 degrees of freedom
-CONFIDENCE = 0.95  # of every confidence interval
+CONFIDENCE = 0.95  # of a cell's confidence interval
 RESAMPLES = 10_000  # bootstrap resamples per interval
+CI_METHODS = ("t", "bootstrap", "bca")  # a cell's interval: Student t (default), percentile bootstrap, BCa
+BOOTSTRAP_MIN_N = 20  # below this many values a bootstrap CI of the mean undercovers: the report warns
+CI_TEXT = {  # how the report names each method
+    "t": "Student t-interval of the mean (n - 1 degrees of freedom)",
+    "bootstrap": f"percentile bootstrap of the mean ({RESAMPLES:,} resamples, seeded)",
+    "bca": f"BCa bootstrap of the mean (scipy, {RESAMPLES:,} resamples, seeded)",
+}
 BOOT_SEED = 0  # the bootstrap's and ASO's random seed: the same store gives the same report
 POWER = 0.8  # the power "seeds needed" is computed for
 ASO_THRESHOLD = 0.2  # eps_min below this: A almost stochastically better than B (Ulmer et al. 2022's advice)
@@ -52,8 +64,9 @@ MAX_SEEDS = 10_000  # seeds needed above this are reported as this (a difference
 # ----------------------------------------------------------------------------- aggregation
 
 
-def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1) -> pd.DataFrame:
-    """Mean, std (with `ddof`), n and the bootstrap CI of the mean over seeds per (by..., task).
+def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1, ci: str = "t") -> pd.DataFrame:
+    """Mean, std (with `ddof`), n and the CI of the mean over seeds (`mean_ci` with method `ci`) per
+    (by..., task).
 
     std is NaN when n <= ddof, the CI when n < 2. Columns: by..., task, metric, mean, std, n, ci_low, ci_high.
     """
@@ -68,7 +81,7 @@ def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1) -
     grouped = scores_df.groupby([*by, "task", "metric"], sort=False)["value"]
     agg = grouped.agg(mean="mean", std=std, n="count").reset_index()
     agg["n"] = agg["n"].astype(int)
-    intervals = [bootstrap_ci(v.to_numpy()) for _, v in grouped]  # the same groups, in the same order
+    intervals = [mean_ci(v.to_numpy(), ci) for _, v in grouped]  # the same groups, in the same order
     agg["ci_low"] = [lo for lo, _ in intervals]
     agg["ci_high"] = [hi for _, hi in intervals]
     return agg[cols]
@@ -101,21 +114,30 @@ def row_averages(agg: pd.DataFrame, by: Sequence[str] = ROW, tasks: Sequence[str
 # ----------------------------------------------------------------------------- tests
 
 
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (NaNs stay NaN and do not count towards m).
+def _multipletests() -> Any:
+    # statsmodels takes a second to import: only the report's statistics need it
+    from statsmodels.stats.multitest import multipletests
 
-    Sorted ascending p_(1..m): adj_(i) = max_{j<=i} min(1, (m - j + 1) * p_(j)).
-    """
+    return multipletests
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p-values (statsmodels' `multipletests(method="holm")`) over the p-values that are not
+    NaN; NaNs (untestable pairs) stay NaN and do not count towards the family size."""
     p = np.asarray(pvalues, dtype=float)
     adj = np.full_like(p, np.nan)
-    ok = np.flatnonzero(~np.isnan(p))
-    m = len(ok)
-    order = ok[np.argsort(p[ok], kind="stable")]
-    running = 0.0
-    for rank, idx in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[idx]))
-        adj[idx] = running
+    ok = ~np.isnan(p)
+    if ok.any():
+        adj[ok] = _multipletests()(p[ok], method="holm")[1]
     return adj
+
+
+def bonferroni_alpha(alpha: float, comparisons: int) -> float:
+    """The per-comparison level of a Bonferroni family of `comparisons` (statsmodels' `multipletests`, its
+    `alphacBonf`): what ASO's confidence level is corrected with."""
+    if comparisons <= 1:
+        return alpha
+    return float(_multipletests()(np.ones(comparisons), alpha=alpha, method="bonferroni")[3])
 
 
 def paired_ttest(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, str]:
@@ -154,9 +176,10 @@ def paired_tests(
     Levels are taken in `levels` order, groups in `group_order` (one `within` column; by default the
     paper's objective order when grouping by objective). Holm correction over the testable tests
     returned (one family); ASO's Bonferroni over the pairs with at least 2 matched pairs (the same family).
-    Columns: within..., a, b, n, tasks (pooled), mean_a, mean_b, mean_diff, ci_low, ci_high (bootstrap CI of
-    mean_diff), d (Cohen's d_z), t, p, p_holm, significant, significant_holm, testable, few_pairs,
-    aso_ab / aso_ba (eps_min that A / B is better), aso_better ("A", "B" or ""), seeds (seeds needed), note.
+    Columns: within..., a, b, n, tasks (pooled), mean_a, mean_b, mean_diff, ci_low, ci_high (the 1 - alpha
+    t-interval of mean_diff that the t-test inverts: it excludes 0 exactly when p < alpha), d (Cohen's d_z),
+    t, p, p_holm, significant, significant_holm, testable, few_pairs, aso_ab / aso_ba (eps_min that A / B is
+    better), aso_better ("A", "B" or ""), seeds (seeds needed), note.
     """
     within = list(within)
     cols = [*within, "a", "b", "n", "tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d", "t", "p",
@@ -188,7 +211,7 @@ def paired_tests(
             t, p, note = paired_ttest(x, y)
             if lacking:
                 note = f"no completed runs of {' and '.join(lacking)}"
-            lo, hi = paired_bootstrap_ci(x, y)
+            lo, hi = paired_t_ci(x, y, 1.0 - alpha)
             rows.append({
                 **dict(zip(within, key, strict=True)), "a": a, "b": b, "n": len(x), "tasks": len(set(codes)),
                 "mean_a": float(x.mean()) if len(x) else math.nan,
@@ -219,10 +242,46 @@ def paired_tests(
 # ----------------------------------------------------------------------------- uncertainty and effect
 
 
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Student t-interval of the mean: mean +- t_{n-1, (1 + confidence) / 2} * sd / sqrt(n), sd with ddof=1.
+    NaNs for fewer than 2 values; (v, v) when all values are v."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) < 2:
+        return math.nan, math.nan
+    if np.ptp(x) == 0.0:
+        return float(x[0]), float(x[0])
+    mean = float(x.mean())
+    half = float(sps.t.ppf(0.5 + confidence / 2.0, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return mean - half, mean + half
+
+
+def mean_ci(values: Sequence[float], method: str = "t",
+            confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """A cell's interval of the mean by `method` (CI_METHODS): "t" (`t_interval`), "bootstrap"
+    (`bootstrap_ci`, percentile) or "bca" (scipy's BCa bootstrap). The bootstraps undercover below
+    BOOTSTRAP_MIN_N values: chosen only by name. NaNs for fewer than 2 values; (v, v) when all values are v."""
+    if method == "t":
+        return t_interval(values, confidence)
+    if method == "bootstrap":
+        return bootstrap_ci(values, confidence)
+    if method != "bca":
+        raise ValueError(f"ci must be one of {'|'.join(CI_METHODS)}, got {method!r}")
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if len(x) < 2 or np.ptp(x) == 0.0:
+        return bootstrap_ci(x, confidence)  # the same named cases: no interval, or the point itself
+    with np.errstate(all="ignore"):
+        res = sps.bootstrap((x,), np.mean, confidence_level=confidence, method="BCa", n_resamples=RESAMPLES,
+                            random_state=np.random.default_rng(BOOT_SEED)).confidence_interval
+    return float(res.low), float(res.high)
+
+
 def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
                  seed: int = BOOT_SEED) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean (resampling the values with replacement). NaNs for fewer
-    than 2 values; (v, v) when all values are v."""
+    than 2 values; (v, v) when all values are v. Only by choice (`ci=bootstrap`): it undercovers at few
+    seeds."""
     x = np.asarray(values, dtype=float)
     x = x[~np.isnan(x)]
     if len(x) < 2:
@@ -236,10 +295,12 @@ def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE, resamp
     return float(lo), float(hi)
 
 
-def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE,
-                        resamples: int = RESAMPLES, seed: int = BOOT_SEED) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(a - b), resampling matched pairs."""
-    return bootstrap_ci(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), confidence, resamples, seed)
+def paired_t_ci(a: Sequence[float], b: Sequence[float],
+                confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The t-interval of mean(a - b) over matched pairs: the interval a two-sided paired t-test at
+    alpha = 1 - confidence inverts, so it excludes 0 exactly when that test's p < alpha. (d, d) when every
+    difference is d (no t-test); NaNs for fewer than 2 pairs."""
+    return t_interval(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), confidence)
 
 
 def cohens_dz(a: Sequence[float], b: Sequence[float]) -> float:
@@ -320,10 +381,10 @@ def _violation_ratio(f: np.ndarray, g: np.ndarray, total_w: np.ndarray, violatio
 def aso_both(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, comparisons: int = 1,
              iterations: int = ASO_ITERATIONS, dt: float = ASO_DT, seed: int = BOOT_SEED) -> tuple[float, float]:
     """Almost stochastic order both ways: (eps_min that A is better than B, eps_min that B is better than A),
-    at confidence 1 - alpha / comparisons (Bonferroni), higher scores better. deepsig 1.2's algorithm in
-    numpy: the violation ratio of the empirical quantile functions, its spread over `iterations` bootstrap
-    resamples (the same resamples for both ways), eps_min = clip(ratio - sigma / c * Phi^-1(alpha'), 0, 1)
-    with c = sqrt(n_a n_b / (n_a + n_b)). NaNs without scores on either side."""
+    at confidence 1 - alpha / comparisons (Bonferroni: `bonferroni_alpha`), higher scores better. deepsig
+    1.2's algorithm in numpy: the violation ratio of the empirical quantile functions, its spread over
+    `iterations` bootstrap resamples (the same resamples for both ways),
+    eps_min = clip(ratio - sigma / c * Phi^-1(alpha'), 0, 1) with c = sqrt(n_a n_b / (n_a + n_b)). NaNs without scores on either side."""
     x = np.sort(np.asarray(a, dtype=float))
     y = np.sort(np.asarray(b, dtype=float))
     if len(x) == 0 or len(y) == 0:
@@ -333,7 +394,7 @@ def aso_both(a: Sequence[float], b: Sequence[float], alpha: float = 0.05, compar
     xs = np.sort(x[rng.integers(0, len(x), size=(iterations, len(x)))], axis=1)[:, ia]
     ys = np.sort(y[rng.integers(0, len(y), size=(iterations, len(y)))], axis=1)[:, ib]
     const = math.sqrt(len(x) * len(y) / (len(x) + len(y)))
-    margin = sps.norm.ppf(alpha / max(1, comparisons)) / const  # Phi^-1(1 - level) < 0
+    margin = sps.norm.ppf(bonferroni_alpha(alpha, comparisons)) / const  # Phi^-1(1 - level) < 0
     out = []
     for f, g, fs, gs in ((x[ia], y[ib], xs, ys), (y[ib], x[ia], ys, xs)):
         ratio = float(_violation_ratio(f, g, total_w, violation_w))

@@ -3,7 +3,7 @@
 Writes a synthetic store (default 500 completed jobs: 10 objectives x 2 inits x 5 GLUE tasks x 5 seeds, each
 with a 4-epoch dev curve; scores drawn from a seeded generator) and times the report command on it as a user
 waits for it (a whole process, wall clock, median of `--repeats`): every table, the t-tests with their
-bootstrap CIs, effect sizes, ASO and seeds needed, the per-task test matrices, the PNG curves and report.html.
+t-interval CIs, effect sizes, ASO and seeds needed, the per-task test matrices, the PNG curves and report.html.
 Then, in this process, the same report's phases: reading the records, the statistics and sections, the page.
 """
 

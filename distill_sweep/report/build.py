@@ -17,6 +17,7 @@ import pandas as pd
 from distill_sweep.analysis import frames, paper, stats
 from distill_sweep.report import decoder, figures, layout_table, pretraining
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
+from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.render import (
     MISSING,
@@ -57,6 +58,8 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
                    else "accuracy for all GLUE tasks, what the paper numbers are")
     doc.text(f"columns: metric={opts.metric} ({metric_text}); ddof={opts.ddof}; alpha={opts.alpha}")
     doc.text(f"epoch selection: {selection_text(opts.which)}")
+    doc.text(f"statistics: {statistics_text(opts.ci, opts.alpha)}")
+    doc.text(variability_text())
     for line in frames.parts_legend(records):
         doc.text(line)
 
@@ -81,7 +84,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
         t1_records, t1_note = frames.select_init(records, opts.table1_init)
         t1_paths = set(t1_records["path"])
         t1_sc = sc[sc["path"].isin(t1_paths)]
-        agg = stats.aggregate(t1_sc, ddof=opts.ddof)
+        agg = stats.aggregate(t1_sc, ddof=opts.ddof, ci=opts.ci)
         labels = sorted(set(t1_records["init_label"]))
         title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
         table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
@@ -103,7 +106,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
                        + figures.curve_figures(st.curves[st.curves["path"].isin(t1_paths)], systems, None))
 
     if "3" in opts.tables and not records.empty:
-        agg = stats.aggregate(sc, ddof=opts.ddof)
+        agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
         table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
                             stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
         _table_section(doc, files, table, opts)
@@ -141,6 +144,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
 
 def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOptions) -> None:
     selection = selection_text(opts.which)
+    table.ci_method = opts.ci  # every table's cells were aggregated with it
     doc.heading(table.title)
     headers, rows = table_rows(table, "terminal")
     _, md_rows = table_rows(table, "markdown")
@@ -167,12 +171,13 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
              f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
              + (f"; not testable: {', '.join(untestable)}" if untestable else ""))
     m_aso = int((tests["n"] >= 2).sum())
-    doc.text(f"95% CI: percentile bootstrap of mean(A-B) over the matched pairs ({stats.RESAMPLES} resamples, seeded); "
+    doc.text(f"{100 * (1 - opts.alpha):g}% CI: the Student t-interval of mean(A-B) over the matched pairs that the "
+             f"paired t-test inverts (it excludes 0 exactly when p < {opts.alpha}); "
              "d: Cohen's d_z (mean / std of the differences); ASO A>B, B>A: eps_min of almost stochastic order "
              f"(Dror et al. 2019; on scores centred per task), Bonferroni over the {m_aso} pairs it ran on "
              f"(confidence 1 - {opts.alpha}/{m_aso}), better when eps_min < {stats.ASO_THRESHOLD}; seeds: seeds per "
              f"row a paired t-test needs for {stats.POWER:.0%} power at alpha={opts.alpha} to detect d (statsmodels)")
-    headers, rows = tests_rows(tests, within)
+    headers, rows = tests_rows(tests, within, opts.alpha)
     doc.table(headers, rows)
     better = [f"{r['a']} over {r['b']}" if r["aso_better"] == "A" else f"{r['b']} over {r['a']}"
               for r in records if r["aso_better"]]
@@ -201,7 +206,7 @@ def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: 
     if not path.is_file():
         doc.text(f"paper numbers not found at {path}; comparison skipped")
         return
-    agg = stats.aggregate(paper_sc, ddof=opts.ddof)
+    agg = stats.aggregate(paper_sc, ddof=opts.ddof, ci=opts.ci)
     settings = paper_sc[paper.SETTING_COLUMNS].drop_duplicates(["system", "init_label"])
     comp, excluded = paper.compare_with_paper(agg, stats.row_averages(agg), settings, paper.load_paper_table(path))
     setting = (f"procedure {paper.PAPER_PROCEDURE}, a {paper.PAPER_TEACHER_LAYERS}-layer teacher, a "
@@ -226,7 +231,7 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
                     opts: ReportOptions) -> None:
     """Another system's own table (report.layouts): the table, t-tests against its baselines, the paper's
     numbers beside ours."""
-    built = layout_table.build_layout(layout, records, opts.metric, opts.ddof, opts.alpha, opts.paper_dir)
+    built = layout_table.build_layout(layout, records, opts.metric, opts.ddof, opts.alpha, opts.paper_dir, opts.ci)
     if built.n_records == 0:
         doc.heading(layout.title)
         doc.text(f"no records of this layout's rows ({', '.join(layout.row_headers)}: "
@@ -354,8 +359,8 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         if tests:
             doc.table(test_headers, tests)
             doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init; Holm over "
-                     f"this table's tests, * below alpha={opts.alpha}; 95% CI: percentile bootstrap of the mean "
-                     "difference over the seed pairs; d: Cohen's d_z")
+                     f"this table's tests, * below alpha={opts.alpha}; {100 * (1 - opts.alpha):g}% CI: the t-interval "
+                     "of the mean difference over the seed pairs that the t-test inverts; d: Cohen's d_z")
         files[f"decoder{i + 1}.csv"] = pd.DataFrame(rows, columns=headers)
     files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev"])
 
@@ -375,7 +380,7 @@ def _pretraining_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame
     for which, title, rows, by_init in layouts:
         if which not in opts.tables or rows.empty or (by_init and set(rows["init"]) == {"random"}):
             continue
-        table = pretraining.build(f"table{which}", title, rows, by_init, opts.metric, opts.ddof)
+        table = pretraining.build(f"table{which}", title, rows, by_init, opts.metric, opts.ddof, opts.ci)
         table.notes.append(f"{rows['points'].max()} fine-tuning grid point(s) per student and task at most; "
                            f"the best point of each cell is in table{which}_best_points.csv")
         _table_section(doc, files, table, opts)

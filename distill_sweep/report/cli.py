@@ -45,7 +45,9 @@ results_dir; printed, and written to <results_dir>/tables/ (or out=DIR). Argumen
   paper=true|false    compare with the paper's numbers (default: true)
   preset=NAME         compare the completed/failed/missing jobs with an experiment preset's grid; the presets
                       peakd_table4, peakd_table5, peakd_demo, bilstm and fastbert also select their layouts
-  alpha=0.05          significance level of the t-tests
+  alpha=0.05          significance level of the t-tests (the paired CIs are at 1 - alpha)
+  ci=t|bootstrap|bca  a cell's 95% CI: the Student t-interval of the mean (default); the bootstraps cover far
+                      less than 95% at few seeds (under 20), so they are only for large cells, by choice
   table1_init=skip    the init of Table 1 (a rule name, spec or layers)
   out=DIR             where to write the files (default: <results_dir>/tables)
   paper_dir=DIR       the paper's CSVs (default: results/paper)

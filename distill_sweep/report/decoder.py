@@ -3,8 +3,8 @@
 A cell is mean±std over seeds (n) of the final epoch's dev value: perplexity (lower is better), next-token
 accuracy and, for classification-style instruction data, the next-token choice accuracy. Paired t-tests
 compare each objective with plain forward KL (fkl) under the same init, paired by seed, on perplexity, with
-Holm's correction over the table's tests, the 95% bootstrap CI of the mean difference and Cohen's d_z (stats.py,
-as for the encoder tables). The teacher's own dev values head each table.
+Holm's correction over the table's tests, the 1 - alpha t-interval of the mean difference and Cohen's d_z
+(stats.py, as for the encoder tables). The teacher's own dev values head each table.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                     continue
                 a, b = other.loc[seeds].astype(float).to_numpy(), base.loc[seeds].astype(float).to_numpy()
                 t, p, note = stats.paired_ttest(a, b)
-                lo, hi = stats.paired_bootstrap_ci(a, b)
+                lo, hi = stats.paired_t_ci(a, b, 1.0 - alpha)
                 d = stats.cohens_dz(a, b)
                 tests.append([f"{objective} vs {BASELINE}", init, str(len(seeds)), f"{float(np.mean(a - b)):+.3f}",
                               "—" if math.isnan(lo) else f"[{lo:+.3f}, {hi:+.3f}]", "—" if math.isnan(d) else f"{d:.2f}",
@@ -91,8 +91,8 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                 pvalues.append(p)
         for row, adj in zip(tests, stats.holm(pvalues), strict=True):
             row.insert(8, "—" if math.isnan(adj) else f"{adj:.3g}" + (" *" if adj < alpha else ""))
-        test_headers = ["comparison (perplexity)", "init", "pairs", "mean diff", "95% CI", "d", "t", "p", "p (Holm)",
-                        "note"]
+        test_headers = ["comparison (perplexity)", "init", "pairs", "mean diff", f"{100 * (1 - alpha):g}% CI", "d",
+                        "t", "p", "p (Holm)", "note"]
         teacher = part["teacher_dev"].iloc[0]
         line = "teacher dev: " + ", ".join(f"{label} {teacher[k]:.3f}" for k, label in metrics if k in teacher)
         out.append((f"Decoder distillation: {setting}", headers, rows, test_headers, tests, line))

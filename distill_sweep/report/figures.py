@@ -17,18 +17,19 @@ from distill_sweep.report.render import fmt_ci, fmt_p, fmt_seeds
 from distill_sweep.report.tables import Cell, Table
 
 
-def cell_tip(cell: Cell) -> str:
+def cell_tip(cell: Cell, method: str = "t") -> str:
+    """A cell's hover text: its mean, its CI (named by `method`, the table's ci_method), std and n."""
     if not cell.present:
         return f"no completed run (n = {cell.n})"
     if math.isnan(cell.ci_low):
         return f"mean {cell.mean:.2f}, n = {cell.n}: one run, no interval"
-    return (f"mean {cell.mean:.2f}, 95% bootstrap CI [{cell.ci_low:.2f}, {cell.ci_high:.2f}], "
-            f"std {cell.std:.2f}, n = {cell.n}")
+    return (f"mean {cell.mean:.2f}, {stats.CONFIDENCE:.0%} CI [{cell.ci_low:.2f}, {cell.ci_high:.2f}] "
+            f"({stats.CI_TEXT[method]}), std {cell.std:.2f}, n = {cell.n}")
 
 
 def table_tips(table: Table) -> list[list[str]]:
     """Per cell of the rendered table (labels, tasks, Avg): the hover text of the HTML page."""
-    return [[*("" for _ in row.labels), *(cell_tip(row.cells[t]) for t in table.tasks),
+    return [[*("" for _ in row.labels), *(cell_tip(row.cells[t], table.ci_method) for t in table.tasks),
              "mean over the tasks' means" if row.cells["avg"].present else row.avg_reason]
             for row in table.rows]
 
@@ -45,7 +46,7 @@ def table_heatmaps(table: Table, baseline: str | None) -> str:
     rows = [_row_name(r.labels) for r in table.rows]
     means = [[r.cells[t].mean if r.cells[t].present else math.nan for t in cols] for r in table.rows]
     texts = [[f"{v:.1f}" if not math.isnan(v) else "—" for v in line] for line in means]
-    tips = [[f"{name} · {names[j]}: " + (cell_tip(r.cells[t]) if t != "avg" else
+    tips = [[f"{name} · {names[j]}: " + (cell_tip(r.cells[t], table.ci_method) if t != "avg" else
                                          (f"Avg {r.cells[t].mean:.2f}" if r.cells[t].present else r.avg_reason))
              for j, t in enumerate(cols)] for name, r in zip(rows, table.rows, strict=True)]
     out = [svg.heatmap(rows, names, means, texts, tips, diverging=False, css="heatmap",

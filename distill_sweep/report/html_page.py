@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep.records import environment
+from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.render import Doc
 
 CSS = """
@@ -33,15 +34,16 @@ details{margin:.4em 0}summary{cursor:pointer;color:#1f4e99}code{background:#f2f2
 """
 GRID_COLUMNS = (("task", "task"), ("procedure", "procedure"), ("objective", "objective"), ("teacher", "teacher_name"),
                 ("student", "student_name"), ("init", "init_spec"), ("seed", "seed"))  # what the header lists
-STATS_TEXT = (
-    "Cells: mean±std over seeds (n runs); hover a cell for its 95% bootstrap confidence interval of the mean. "
-    "Pairs: paired t-test on (task, seed) matches with Holm's correction per table, the bootstrap CI of the mean "
-    "difference, Cohen's d_z (effect size), almost stochastic order (ASO eps_min < 0.2 = almost always better; "
-    "Bonferroni per table), and the seeds a paired t-test would need for 80% power to detect the observed d.")
 
 
 def machine() -> str:
     return f"{platform.node()} ({platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()})"
+
+
+def short_commit(commit: str) -> str:
+    """A commit's first 12 hex digits, keeping a dirty tree's `-dirty` mark (cut off by a plain [:12])."""
+    sha, dirty, _ = commit.partition("-dirty")
+    return sha[:12] + ("-dirty" if dirty else "")
 
 
 def header(opts: Any, records: pd.DataFrame) -> list[tuple[str, str]]:
@@ -52,12 +54,13 @@ def header(opts: Any, records: pd.DataFrame) -> list[tuple[str, str]]:
                      for label, col in GRID_COLUMNS if col in records and not records.empty)
     return [
         ("report code", environment.git_commit() or "unknown (not a git checkout)"),
-        ("records' code", ", ".join(c[:12] for c in commits) or "not recorded"),
+        ("records' code", ", ".join(dict.fromkeys(short_commit(c) for c in commits)) or "not recorded"),
         ("sweep", f"{opts.results_dir}, {len(records)} records, preset {opts.preset or 'none'}: {grid}"),
         ("options", options),
         ("date", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
         ("machine", machine()),
-        ("statistics", STATS_TEXT),
+        ("statistics", statistics_text(opts.ci, opts.alpha)),
+        ("variability", variability_text()),
     ]
 
 

@@ -78,7 +78,7 @@ class Rows:
 
 
 def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: int, alpha: float,
-                 paper_dir: str | Path) -> Built:
+                 paper_dir: str | Path, ci: str = "t") -> Built:
     rows = Rows(layout, records)
     mine = rows.records
     mode = layout.metric_mode or metric_mode
@@ -94,10 +94,10 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
     sc, notes = frames.scores(mine, mode)
     row_of = rows.row_of()
     sc = sc.assign(row=[row_of[u] for u in zip(sc["system"], sc["init_label"], strict=True)])
-    agg = stats.aggregate(sc, by=("row",), ddof=ddof)
+    agg = stats.aggregate(sc, by=("row",), ddof=ddof, ci=ci)
     avgs = stats.row_averages(agg, by=("row",), tasks=layout.avg_tasks)
     if layout.teacher_row:
-        _teacher_rows(table, mine, ddof)
+        _teacher_rows(table, mine, ddof, ci)
     for labels, unit in rows.entries():
         table.rows.append(_row(layout, rows, labels, unit, *_cells(agg, avgs, rows.name(labels, unit), tasks)))
     mark_best(table.rows, [*tasks, "avg"])
@@ -130,7 +130,7 @@ def _cells(agg: pd.DataFrame, avgs: pd.DataFrame, name: str, tasks: list[str]) -
     return cells, str(avg["reason"].iloc[0]) if not avg.empty else "no completed runs"
 
 
-def _teacher_rows(table: Table, mine: pd.DataFrame, ddof: int) -> None:
+def _teacher_rows(table: Table, mine: pd.DataFrame, ddof: int, ci: str) -> None:
     """One row per teacher of the layout's completed records: its own dev scores (the record's teacher.dev,
     the metrics of its last fine-tuning epoch), n = the distinct values seen (one per fine-tuned teacher)."""
     done = mine[mine["status"] == "completed"]
@@ -144,7 +144,7 @@ def _teacher_rows(table: Table, mine: pd.DataFrame, ddof: int) -> None:
             if not math.isnan(value):
                 values.append({"row": name, "task": r["task"], "metric": metric, "value": 100.0 * value})
         frame = pd.DataFrame(values, columns=["row", "task", "metric", "value"]).drop_duplicates()
-        agg = stats.aggregate(frame, by=("row",), ddof=ddof)
+        agg = stats.aggregate(frame, by=("row",), ddof=ddof, ci=ci)
         cells, reason = _cells(agg, stats.row_averages(agg, by=("row",), tasks=table.avg_tasks), name, table.tasks)
         table.rows.append(Row(labels=(name, *(["fine-tuned"] * (len(table.row_headers) - 1))), group="teacher",
                               cells=cells, avg_reason=reason, system=name, procedure="teacher",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from distill_sweep.analysis.frames import NO_KD_LABEL, WHICH_CHOICES
 from distill_sweep.analysis.paper import DEFAULT_PAPER_DIR, METRIC_MODES
+from distill_sweep.analysis.stats import CI_METHODS
 from distill_sweep.report.layouts import LAYOUT_CHOICES, PRESET_LAYOUTS
 
 TABLE_CHOICES = ("1", "2", "3", "4", "all", *LAYOUT_CHOICES)  # layouts: other systems' tables (report.layouts)
@@ -28,6 +29,8 @@ class ReportOptions:
     paper: bool = True
     preset: str | None = None
     alpha: float = 0.05
+    # a cell's 95% CI: t = Student t-interval (default); bootstrap | bca undercover at few seeds (docs/guide/report.md)
+    ci: str = "t"
     table1_init: str = "skip"
     out: str | None = None  # default <results_dir>/tables
     paper_dir: str = str(DEFAULT_PAPER_DIR)
@@ -62,7 +65,7 @@ class ReportOptions:
     def check(self) -> None:
         """Values the types alone do not restrict; raises UsageError."""
         for key, choices in (("table", TABLE_CHOICES), ("metric", METRIC_MODES), ("which", WHICH_CHOICES),
-                             ("format", FORMAT_CHOICES), ("wandb_mode", WANDB_MODES)):
+                             ("format", FORMAT_CHOICES), ("wandb_mode", WANDB_MODES), ("ci", CI_METHODS)):
             if getattr(self, key) not in choices:
                 raise UsageError(f"{key} must be one of {'|'.join(choices)}, got {getattr(self, key)!r}")
         if self.ddof < 0:

@@ -93,7 +93,8 @@ def row_label(objective: str, setting: str, settings: int) -> str:
     return objective if settings == 1 else f"{objective} [{setting}]"
 
 
-def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: str, ddof: int = 1) -> Table:
+def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: str, ddof: int = 1,
+          ci: str = "t") -> Table:
     """Table 2 (`by_init` False: one row per objective) or Table 4 (objective x init) from `best_over_grid`;
     cells and Avg as the other tables aggregate them (stats.aggregate, stats.row_averages)."""
     tasks = task_order(best["task"].unique())
@@ -104,7 +105,7 @@ def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: 
     labelled = best.assign(system=[row_label(o, s, settings) for o, s in zip(best["objective"], best["setting"],
                                                                               strict=True)],
                            init_label=best["init"])
-    agg = stats.aggregate(labelled, ddof=ddof)
+    agg = stats.aggregate(labelled, ddof=ddof, ci=ci)
     cell_index = {(r.system, r.init_label, r.task): r for r in agg.itertuples(index=False)}
     avg_index = {(r.system, r.init_label): r for r in stats.row_averages(agg).itertuples(index=False)}
     rows = labelled.drop_duplicates(["setting", "objective", "init"])

@@ -10,6 +10,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from distill_sweep.analysis.paper import GLUE_TASKS, METRIC_ABBREV, task_label, task_order
+from distill_sweep.analysis.stats import BOOTSTRAP_MIN_N, CI_TEXT, CONFIDENCE
 from distill_sweep.report.tables import Cell, Table
 
 MISSING = "—"
@@ -56,7 +57,12 @@ def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
     """`selection` says which epoch the scores come from (store.WHICH_TEXT)."""
     notes = [f"mean±std over seeds (std with ddof={ddof}), (n) = runs per cell; dev scores: {selection}; "
              "best per column marked" + (" within each row group" if len(table.row_headers) > 1 else "")
-             + "; each cell's 95% bootstrap CI of the mean is in the CSV (ci_low, ci_high) and report.html"]
+             + f"; each cell's {ci_name(table.ci_method)} is in the CSV (ci_low, ci_high) and report.html"]
+    small = sorted({c.n for r in table.rows for t, c in r.cells.items() if t != "avg" and 2 <= c.n < BOOTSTRAP_MIN_N})
+    if table.ci_method != "t" and small:
+        notes.append(f"caution: ci={table.ci_method} chosen, but cells have n = {', '.join(map(str, small))} < "
+                     f"{BOOTSTRAP_MIN_N}, where a bootstrap CI of the mean covers far less than its nominal level "
+                     "(about 75-83% at n = 3-5); ci=t gives the Student t-interval")
     reasons = sorted({r.avg_reason for r in table.rows if r.avg_reason})
     if reasons:
         n = len(table.avg_tasks)
@@ -64,6 +70,11 @@ def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
                 else ", ".join(task_label(t) for t in table.avg_tasks))
         notes.append(f"Avg is over {over} and shown only when all {n} are present (" + "; ".join(reasons) + ")")
     return notes + table.notes
+
+
+def ci_name(method: str) -> str:
+    """A cell interval's name in footnotes and hover text: "95% CI (Student t-interval ...)"."""
+    return f"{CONFIDENCE:.0%} CI ({CI_TEXT[method]})"
 
 
 def render_markdown(table: Table, ddof: int, selection: str) -> str:
@@ -94,7 +105,8 @@ def render_latex(table: Table, ddof: int, selection: str) -> str:
         lines.append(" & ".join(vals) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     caption = (f"{latex_escape(table.title)}. Mean$\\pm$std over seeds (std with ddof={ddof}), "
-               f"n = {modal} runs per cell unless shown in parentheses; dev scores: {latex_escape(selection)}.")
+               f"n = {modal} runs per cell unless shown in parentheses; dev scores: {latex_escape(selection)}; "
+               f"{latex_escape(ci_name(table.ci_method))} in the CSV.")
     lines += [rf"\caption{{{caption}}}", rf"\label{{tab:{table.key}}}", r"\end{table}", ""]
     return "\n".join(lines)
 
@@ -109,7 +121,7 @@ def table_csv(table: Table, ddof: int, which: str) -> pd.DataFrame:
                         "teacher": row.teacher, "student": row.student, "init": row.init, "task": task,
                         "metric": table.metrics.get(task, ""), "mean": c.mean if c.present else math.nan,
                         "std": c.std, "n": c.n if task != "avg" else None, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                        "best": c.bold, "ddof": ddof,
+                        "ci_method": table.ci_method if task != "avg" else "", "best": c.bold, "ddof": ddof,
                         "which": which, "note": row.avg_reason if task == "avg" else ""})
     frame = pd.DataFrame(out)
     if not frame.empty:
@@ -138,9 +150,10 @@ def fmt_num(value: float, spec: str) -> str:
     return "nan" if math.isnan(value) else format(value, spec)
 
 
-def tests_rows(tests: pd.DataFrame, within: Sequence[str]) -> tuple[list[str], list[list[str]]]:
-    headers = [*within, "A", "B", "n pairs", "mean(A-B)", "95% CI", "d", "t", "p", "p (Holm)", "ASO A>B", "ASO B>A",
-               "seeds", "note"]
+def tests_rows(tests: pd.DataFrame, within: Sequence[str], alpha: float = 0.05) -> tuple[list[str], list[list[str]]]:
+    """The tests table; its CI column is the 1 - alpha t-interval of mean(A-B) (stats.paired_t_ci)."""
+    headers = [*within, "A", "B", "n pairs", "mean(A-B)", f"{100 * (1 - alpha):g}% CI", "d", "t", "p", "p (Holm)",
+               "ASO A>B", "ASO B>A", "seeds", "note"]
     rows = []
     for r in tests.to_dict("records"):
         rows.append([*(str(r[w]) for w in within), r["a"], r["b"], str(r["n"]), fmt_num(r["mean_diff"], "+.2f"),

@@ -19,7 +19,7 @@ class Cell:
     std: float = math.nan
     n: int = 0
     bold: bool = False
-    ci_low: float = math.nan  # the bootstrap CI of the mean over seeds (stats.bootstrap_ci)
+    ci_low: float = math.nan  # the CI of the mean over seeds (stats.mean_ci; the table's ci_method)
     ci_high: float = math.nan
 
     @property
@@ -56,6 +56,7 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     avg_tasks: tuple[str, ...] = GLUE_TASKS  # what the Avg column averages (shown only when all are present)
+    ci_method: str = "t"  # how the cells' CIs were computed (stats.CI_METHODS), named in the footnotes
 
 
 def mark_best(rows: Sequence[Row], columns: Sequence[str]) -> None:

@@ -1,4 +1,5 @@
-"""distill_sweep.analysis.stats: aggregation, t-tests, Holm, grid status, curves (numbers checked by hand)."""
+"""distill_sweep.analysis.stats: aggregation, intervals, t-tests, Holm, grid status, curves (numbers checked by hand
+or against scipy)."""
 
 from __future__ import annotations
 
@@ -246,13 +247,87 @@ def test_bootstrap_ci_zero_variance_and_single_value() -> None:
     assert all(math.isnan(x) for x in stats.bootstrap_ci([]))
 
 
-def test_paired_bootstrap_ci_resamples_pairs() -> None:
+def test_t_interval_equals_scipy_and_the_formula() -> None:
+    values = [71.0, 74.5, 73.0, 79.0, 76.0]
+    lo, hi = stats.t_interval(values)
+    ref = sps.t.interval(0.95, df=4, loc=np.mean(values), scale=sps.sem(values))
+    assert (lo, hi) == pytest.approx(ref, rel=1e-12)
+    # n = 3: 80, 82, 84 -> mean 82, sd 2, t_{2, 0.975} = 4.302653 -> 82 +- 4.302653 * 2 / sqrt(3)
+    half = 4.302652729911275 * 2.0 / math.sqrt(3)
+    assert stats.t_interval([80.0, 82.0, 84.0]) == pytest.approx((82.0 - half, 82.0 + half), abs=1e-9)
+    assert stats.t_interval(values, confidence=0.5)[1] < hi  # a narrower level, a narrower interval
+
+
+def test_t_interval_named_cases() -> None:
+    assert stats.t_interval([81.5, 81.5, 81.5]) == (81.5, 81.5)  # zero variance: the point itself
+    assert all(math.isnan(x) for x in stats.t_interval([81.5]))  # one run: no interval
+    assert all(math.isnan(x) for x in stats.t_interval([]))
+    for method in stats.CI_METHODS:
+        assert stats.mean_ci([81.5, 81.5], method) == (81.5, 81.5), method
+        assert all(math.isnan(x) for x in stats.mean_ci([81.5], method)), method
+    with pytest.raises(ValueError, match="ci must be one of"):
+        stats.mean_ci([1.0, 2.0], "normal")
+
+
+def test_mean_ci_methods() -> None:
+    values = [71.0, 74.5, 73.0, 79.0, 76.0, 72.0, 75.5, 77.0]
+    assert stats.mean_ci(values) == stats.t_interval(values)  # t is the default
+    assert stats.mean_ci(values, "bootstrap") == stats.bootstrap_ci(values)
+    ref = sps.bootstrap((np.array(values),), np.mean, method="BCa", n_resamples=10_000,
+                        random_state=np.random.default_rng(11)).confidence_interval
+    lo, hi = stats.mean_ci(values, "bca")
+    assert lo == pytest.approx(ref.low, abs=0.15) and hi == pytest.approx(ref.high, abs=0.15)
+
+
+def test_aggregate_ci_is_scipys_t_interval_by_default(tmp_path: Path) -> None:
+    scores = [0.80, 0.83, 0.79, 0.85]
+    for seed, score in enumerate(scores):
+        write_record(tmp_path, seed=seed, score=score)
+    sc, _ = frames.scores(frames.load_records(tmp_path))
+    row = stats.aggregate(sc).iloc[0]
+    pct = [100 * v for v in scores]
+    ref = sps.t.interval(0.95, df=3, loc=np.mean(pct), scale=sps.sem(pct))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(ref)
+    boot = stats.aggregate(sc, ci="bootstrap").iloc[0]
+    assert (boot["ci_low"], boot["ci_high"]) == pytest.approx(stats.bootstrap_ci(pct))
+
+
+def test_paired_t_ci_equals_scipys_ttest_rel_interval() -> None:
     a, b = [80.0, 82.0, 85.0, 81.0], [78.0, 81.0, 82.0, 80.0]  # d = 2, 1, 3, 1
-    lo, hi = stats.paired_bootstrap_ci(a, b)
-    assert (lo, hi) == pytest.approx(_exact_bootstrap_quantiles([2.0, 1.0, 3.0, 1.0]), abs=0.1)
-    # unpaired, the spread of a and b would give a far wider interval than the differences' [1, 2.75]
-    assert hi - lo < 2.0
-    assert stats.paired_bootstrap_ci([5.0, 7.0], [4.0, 6.0]) == (1.0, 1.0)  # zero-variance differences
+    ref = sps.ttest_rel(a, b).confidence_interval(0.95)
+    assert stats.paired_t_ci(a, b) == pytest.approx((ref.low, ref.high))
+    assert stats.paired_t_ci([5.0, 7.0], [4.0, 6.0]) == (1.0, 1.0)  # zero-variance differences
+    assert all(math.isnan(x) for x in stats.paired_t_ci([5.0], [4.0]))
+
+
+def test_paired_ci_excludes_zero_exactly_when_p_below_alpha() -> None:
+    """Many random pairs (2 to 8 seeds, effects from none to large, two levels): the paired CI excludes 0 iff
+    the paired t-test's p < alpha; and so does the tests table's (a sample of them through paired_tests)."""
+    rng = np.random.default_rng(5)
+    seen = {0.05: [0, 0], 0.01: [0, 0]}  # alpha -> [CI excludes 0, CI holds 0]
+    for i in range(1000):
+        n = int(rng.integers(2, 9))
+        a = rng.normal(80, 2, n)
+        b = a - rng.normal(rng.choice([0.0, 0.5, 2.0]), rng.uniform(0.2, 3.0), n)
+        alpha = 0.05 if i % 2 else 0.01
+        lo, hi = stats.paired_t_ci(a, b, 1 - alpha)
+        p = sps.ttest_rel(a, b).pvalue
+        excludes = lo > 0 or hi < 0
+        assert excludes == (p < alpha), (n, p, lo, hi)
+        seen[alpha][0 if excludes else 1] += 1
+        if i < 4:
+            rows = [("x", "l", "rte", s, float(v)) for s, v in enumerate(a)]
+            rows += [("y", "l", "rte", s, float(v)) for s, v in enumerate(b)]
+            row = stats.paired_tests(_scores_frame(rows), "objective", alpha=alpha, levels=["x", "y"]).iloc[0]
+            assert (row["ci_low"], row["ci_high"], row["p"]) == pytest.approx((lo, hi, p))
+            assert (row["ci_low"] > 0 or row["ci_high"] < 0) == bool(row["significant"])
+    assert all(both > 50 and neither > 50 for both, neither in seen.values()), seen  # both outcomes seen
+
+
+def test_bonferroni_level_from_statsmodels() -> None:
+    assert stats.bonferroni_alpha(0.05, 1) == 0.05
+    assert stats.bonferroni_alpha(0.05, 6) == pytest.approx(0.05 / 6)
+    assert stats.bonferroni_alpha(0.01, 20) == pytest.approx(0.0005)
 
 
 def test_cohens_dz_by_hand_and_from_scipy_t() -> None:
@@ -338,7 +413,8 @@ def test_paired_tests_add_ci_effect_aso_and_seeds() -> None:
         rows += [("att_kl", "4,8,12", task, seed, x), ("att_mse", "4,8,12", task, seed, y)]
     row = stats.paired_tests(_scores_frame(rows), "objective", levels=["att_kl", "att_mse"]).iloc[0]
     assert row["tasks"] == 2
-    assert (row["ci_low"], row["ci_high"]) == stats.paired_bootstrap_ci(a, b)
+    ref = sps.ttest_rel(a, b).confidence_interval(0.95)  # the interval the paired t-test inverts
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((ref.low, ref.high))
     assert row["d"] == pytest.approx(stats.cohens_dz(a, b))
     assert row["seeds"] == stats.seeds_needed(stats.cohens_dz(a, b), 2)
     # ASO on the scores centred per task (each task's mean of both rows subtracted)

@@ -178,8 +178,8 @@ def test_dry_run_counts_the_decoder_students_training_tokens(tmp_path: Path):
 
 
 def test_decoder_tests_carry_the_ci_and_effect_size_of_the_difference():
-    """The decoder table's comparisons as the encoder tables': the paired bootstrap CI of the mean difference and
-    Cohen's d_z, worked by hand here on 3 seed pairs."""
+    """The decoder table's comparisons as the encoder tables': the t-interval of the mean difference that the
+    paired t-test inverts (scipy's) and Cohen's d_z, worked by hand here on 3 seed pairs."""
     from scipy import stats as sps
 
     from distill_sweep.report import decoder
@@ -193,9 +193,8 @@ def test_decoder_tests_carry_the_ci_and_effect_size_of_the_difference():
     diffs = np.array([0.3, 0.1, 0.6])  # rkl - fkl per seed
     assert row["mean diff"] == f"{diffs.mean():+.3f}"
     assert row["d"] == f"{diffs.mean() / diffs.std(ddof=1):.2f}"  # 0.333 / 0.252 = 1.32
-    # 3 pairs: the percentile interval lies within the smallest and largest difference, around the mean
-    lo, hi = (float(x.strip()) for x in row["95% CI"].strip("[]").split(","))
-    assert 0.1 <= lo < diffs.mean() < hi <= 0.6
+    ref = sps.ttest_rel([9.3, 9.6, 9.8], [9.0, 9.5, 9.2]).confidence_interval(0.95)
+    assert row["95% CI"] == f"[{ref.low:+.3f}, {ref.high:+.3f}]"  # mean 0.333 +- 4.30 * 0.252 / sqrt(3)
     assert row["t"] == f"{sps.ttest_rel([9.3, 9.6, 9.8], [9.0, 9.5, 9.2]).statistic:.2f}"
 
 

@@ -199,6 +199,7 @@ def test_cli_preset_without_grid_module(tmp_path: Path, capsys: pytest.CaptureFi
     (["a", "b"], "at most one results_dir"), (["--verbose"], "unknown option '--verbose'"),
     (["table=1,3"], "not a sweep"), (["out=/a=b"], "cannot parse 'out=/a=b'"),
     (["results_dir=null"], "results_dir must be a string"), (["table=${x}"], "interpolations"),
+    (["ci=normal"], "ci must be one of t|bootstrap|bca, got 'normal'"),
 ])
 def test_cli_bad_args_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
                              says: str) -> None:
@@ -283,6 +284,8 @@ def test_two_teachers_are_two_rows(tmp_path: Path, capsys: pytest.CaptureFixture
     assert rte.loc[tiny, "mean"] == pytest.approx(61.0) and rte.loc[roberta, "mean"] == pytest.approx(70.0)
     assert rte.loc[tiny, "row"] == f"hid_seq [teacher {tiny}]"
     assert f"hid_seq [teacher {tiny}]" in out and f"teacher {tiny}: 6 layers" in out
+    # teachers built from a config (no name_or_path): said so, not "name_or_path nan"
+    assert f"teacher {tiny}: 6 layers, hidden 32, built from its config" in out and "nan" not in out.split("== ")[0]
 
 
 def test_no_kd_row_in_tables_and_tests(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ import shutil
 from html import unescape
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers import require, require_module, write_record
+from scipy import stats as sps
 
-from distill_sweep.analysis import stats
+from distill_sweep.report import html_page
 from distill_sweep.report.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -69,11 +71,29 @@ def test_html_cells_hold_the_csv_numbers_and_their_ci(tmp_path: Path) -> None:
     text = unescape(html)
     for mean in _table_means(tmp_path / "tables" / "table3.csv"):
         assert f">{mean}±" in text or f"<b>{mean}±" in text, mean
-    # att_kl at init 3 on toy: seeds 1, 2 -> the bootstrap CI of (score) in percent, as stats computes it
+    # att_kl at init 3 on toy: seeds 1, 2 -> the Student t-interval (1 degree of freedom) of the score in percent
     values = [100 * (0.60 + 0.09 + 0.02 + 0.011 * s ** 2 * 1.9) for s in (1, 2)]
-    lo, hi = stats.bootstrap_ci(values)
-    assert (lo, hi) == pytest.approx((min(values), max(values)))  # n = 2: the two values themselves
-    assert f"95% bootstrap CI [{lo:.2f}, {hi:.2f}]" in text
+    lo, hi = sps.t.interval(0.95, df=1, loc=np.mean(values), scale=sps.sem(values))
+    assert f"95% CI [{lo:.2f}, {hi:.2f}] (Student t-interval of the mean (n - 1 degrees of freedom))" in text
+    # the header names the method and the sources of variability
+    assert "their 95% CI is the Student t-interval of the mean (n - 1 degrees of freedom) (ci=t)" in text
+    assert "<b>variability:</b> Sources of variability: a seed changes the student&#x27;s newly" in html
+    assert "fixed across seeds: the teacher of each task" in text
+
+
+def test_ci_choice_is_named_in_footnotes_and_header(tmp_path: Path) -> None:
+    html, _ = _page(tmp_path, "ci=bootstrap", "table=1")
+    text = unescape(html)
+    assert "(ci=bootstrap)" in text and "percentile bootstrap of the mean (10,000 resamples, seeded)" in text
+    md = (tmp_path / "tables" / "table1.md").read_text(encoding="utf-8")
+    assert "each cell's 95% CI (percentile bootstrap of the mean" in md
+    assert "caution: ci=bootstrap chosen, but cells have n = 2 < 20" in md  # the demo's 2 seeds
+    assert set(pd.read_csv(tmp_path / "tables" / "table1.csv")["ci_method"].dropna()) == {"bootstrap"}
+
+
+def test_header_keeps_dirty_and_prints_no_nan() -> None:
+    assert html_page.short_commit("0123456789abcdef0123-dirty") == "0123456789ab-dirty"
+    assert html_page.short_commit("0123456789abcdef0123") == "0123456789ab"
 
 
 def test_format_html_and_text(tmp_path: Path) -> None:
@@ -127,8 +147,8 @@ def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
             shown = table.inner_text()
             for row in t1[t1["task"] == "toy"].itertuples():
                 assert f"{row.mean:.1f}±{row.std:.2f} ({int(row.n)})" in shown, row.row
-            tip = table.locator("td[title*='bootstrap']").first.get_attribute("title")  # the CI on hover
-            assert tip and re.search(r"95% bootstrap CI \[[\d.]+, [\d.]+\], std [\d.]+, n = 2", tip), tip
+            tip = table.locator("td[title*='95% CI']").first.get_attribute("title")  # the CI on hover
+            assert tip and re.search(r"95% CI \[[\d.]+, [\d.]+\] \(Student t-interval.*\), std [\d.]+, n = 2", tip), tip
             assert page.locator("figure.heatmap svg rect").count() >= 2 * len(t1)
             assert page.locator("figure.matrix").count() >= 1
             curve = page.locator("svg.curve").first
