@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from distill_sweep.data.corpus import IGNORE, documents, identity, load_corpus
+from distill_sweep.data.corpus import IGNORE, documents, load_corpus
 from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.data.decoder_settings import TOY_RESPONSES, InstructionSettings
 from distill_sweep.errors import ConfigError
@@ -83,6 +83,24 @@ class CausalData:
         rows = np.nonzero(self.dev.choice >= 0)[0]
         return rows, self.dev.choice[rows]
 
+    @property
+    def key(self) -> str:
+        """The content key of these sequences (what the decoder teacher and its top-k store are keyed by): the
+        corpus cache's key, else a digest of the token ids themselves; never a path."""
+        return str(self.info.get("cache_key") or self.info["key"])
+
+
+def content_key(train: Sequences, dev: Sequences, choice_ids: list[int]) -> str:
+    """sha256 (16 hex) of the splits' token ids, lengths, targets and choices: the same data gives the same key
+    wherever its files or tokenizer live."""
+    h = hashlib.sha256(json.dumps(choice_ids).encode())
+    for split in (train, dev):
+        for array in (split.ids, split.lengths, split.first_target, split.choice):
+            a = np.ascontiguousarray(array, dtype=np.int64)
+            h.update(f"\0{a.shape}\0".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
 
 # ------------------------------------------------------------------------------------------- the corpus
 def from_corpus(settings: CorpusSettings, tokenizer: Any, cache_dir: Path) -> CausalData:
@@ -129,11 +147,10 @@ def packed_in_memory(settings: CorpusSettings, tokenizer: Any) -> CausalData:
         return Sequences(ids, np.array([len(r) for r in rows], dtype=np.int64), np.ones(n, dtype=np.int64),
                          np.full(n, -1, dtype=np.int64))
 
-    key = hashlib.sha256(json.dumps([identity(settings), asdict(settings), tokenizer.name_or_path, len(tokenizer)],
-                                    sort_keys=True, default=str).encode()).hexdigest()[:16]
-    info = {"source": "corpus", "name": settings.name, "packing": "in memory, [BOS] ... [EOS]", "key": key,
-            "train_sequences": len(train), "dev_sequences": len(dev)}
-    return CausalData(f"causal_{settings.name}", split(train), split(dev), pad, [], info)
+    train_rows, dev_rows = split(train), split(dev)
+    info = {"source": "corpus", "name": settings.name, "packing": "in memory, [BOS] ... [EOS]",
+            "key": content_key(train_rows, dev_rows, []), "train_sequences": len(train), "dev_sequences": len(dev)}
+    return CausalData(f"causal_{settings.name}", train_rows, dev_rows, pad, [], info)
 
 
 # ------------------------------------------------------------------------------------------ instructions
@@ -235,8 +252,8 @@ def from_instructions(settings: InstructionSettings, tokenizer: Any, max_seq_len
     def part(sl: slice) -> Sequences:
         return Sequences(ids[sl], lengths[sl], firsts_a[sl], choice_a[sl])
 
-    key = hashlib.sha256(json.dumps([asdict(settings), max_seq_length]).encode()).hexdigest()[:16]
+    train, dev, chosen = part(slice(n, None)), part(slice(0, n)), choice_ids if words else []
     info = {"source": "instructions", "name": settings.name, "examples": len(rows), "dev_examples": n,
-            "prompts_cut": cut, "choices": words, "key": key, "settings": asdict(settings)}
-    return CausalData(f"causal_{settings.name}", part(slice(n, None)), part(slice(0, n)), pad,
-                      choice_ids if words else [], info)
+            "prompts_cut": cut, "choices": words, "key": content_key(train, dev, chosen),
+            "settings": asdict(settings)}
+    return CausalData(f"causal_{settings.name}", train, dev, pad, chosen, info)

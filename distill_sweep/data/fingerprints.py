@@ -24,9 +24,10 @@ def content_hash(ds: Dataset, columns: list[str]) -> str:
 
 
 def tokenizer_hash(tokenizer: Any) -> str:
+    """What gives the tokenizer's ids, never where it was loaded from: a cache holding a tokenizer (the toy one
+    lives in cache_dir) keeps its keys when the directory moves."""
     h = hashlib.sha256()
     h.update(type(tokenizer).__name__.encode())
-    h.update(str(getattr(tokenizer, "name_or_path", "")).encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         # vocab + normaliser + post-processor, i.e. the exact ids. Truncation/padding are left out: the
@@ -35,8 +36,11 @@ def tokenizer_hash(tokenizer: Any) -> str:
         spec.pop("truncation", None)
         spec.pop("padding", None)
         h.update(json.dumps(spec, sort_keys=True).encode())
-    else:
+    else:  # a slow tokenizer: its vocabulary and the options that change its ids (not its files' paths)
         h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
+        options = {k: v for k, v in getattr(tokenizer, "init_kwargs", {}).items()
+                   if isinstance(v, bool | int | float) and not k.endswith("_file")}
+        h.update(json.dumps(options, sort_keys=True).encode())
     return h.hexdigest()
 
 
