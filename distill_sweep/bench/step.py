@@ -517,7 +517,7 @@ def decoder_table(args: argparse.Namespace, make_step: Callable[..., Any], clock
             top = teacher(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits.topk(TOPK, dim=-1)
             tops[i] = (top.values, top.indices)
 
-    class Stored:  # the batch's stored top-k (causal_store.TopKStore.gather), here held in memory
+    class Stored:  # the batch's stored top-k (output_store.TopKOutputs.gather), here held in memory
         def gather(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
             return tops[int(batch["idx"][0])]
 

@@ -179,7 +179,11 @@ def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:
 
     record = new_record(job, config)
     ctx = RunContext.open(job, record)
-    teacher_view(ctx, fine_tuned_teacher(ctx, guard=False), None)
+    own = job.procedure.prepare_outputs
+    if own is not None:  # e.g. causal_lm: a decoder teacher trained and its top-k store
+        own(ctx)
+    else:
+        teacher_view(ctx, fine_tuned_teacher(ctx, guard=False), None)
     log.info("teacher outputs of %s ready: %s", job.task, record["teacher_outputs"])
     return record
 

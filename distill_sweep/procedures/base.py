@@ -73,6 +73,12 @@ class Procedure:
         if check is not None:
             check(settings, job)
 
+    @property
+    def prepare_outputs(self) -> Callable[[Any], None] | None:
+        """The procedure's own build job (`prepare_only`: its teacher and stored teacher outputs made, no student),
+        where its module defines `prepare_outputs(ctx)`; None: the fine-tuned teacher and its logits store."""
+        return find(f"{self.module}:prepare_outputs")
+
 
 PROCEDURES: dict[str, Procedure] = {}
 

@@ -1,18 +1,20 @@
 """Distillation of decoder LMs (`procedure=causal_lm`): a causal-LM teacher into a shallower or narrower student.
 
 Data (`procedure.data`): the `corpus` group (packed sequences, every next token a target) or instruction data
-(`procedure.instructions`: prompt/response pairs, the loss on the response tokens); see causal_data.py. The
+(`procedure.instructions`: prompt/response pairs, the loss on the response tokens); see data/decoder.py. The
 teacher is a decoder LM (families.py: Llama-shaped, GPT-2): a tiny one built from `teacher.config` is first
-trained on the training sequences (causal_teacher.py, cached per sweep). The student is `student=truncated`
-(teacher layers copied per `init`, with `init=prune` choosing them by block importance on a calibration slice,
-students/prune.py; embeddings, final norm and LM head copied) or `student=fresh`.
+trained on the training sequences by the stage driver (teachers/decoder.py, cached as encoder teachers are).
+The student is `student=truncated` (teacher layers copied per `init`, with `init=prune` choosing them by block
+importance on a calibration slice, students/prune.py; embeddings, final norm and LM head copied) or
+`student=fresh`.
 
 ONE stage, `distill`, whose loss is the objective's terms summed (their `stages` are not read): the next-token
 terms fkl / rkl / gjsd (objectives/causal.py) and hidden-state terms on the mapped layers (hid_seq, ...), plus
 `ce_weight` x the next-token cross-entropy on the data's targets. Attention terms are refused for decoders
 (families.py says why). With `teacher_top_k: k` the teacher's k largest logits per target position come from
-the teacher-output store (causal_store.py: values + indices, built once per teacher and data) and the teacher
-does not run during training.
+the teacher-output store in its top-k mode (teachers/output_store.py: values + indices, checksummed and row-checked,
+built once per teacher and data, by the sweeper's build job when several jobs read it) and the teacher does not run
+during training.
 
 Dev metrics: next-token accuracy on the held-out targets (`token_accuracy`, the primary metric: it picks the
 best epoch, higher is better), `perplexity` (exp of the mean target NLL) and, for classification-style
@@ -28,6 +30,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from transformers import PreTrainedModel
 
 from distill_sweep.config.parse import as_dict
 from distill_sweep.data.decoder import CausalData, from_corpus, from_instructions
@@ -43,13 +46,15 @@ from distill_sweep.objectives.core import build_objective
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
 from distill_sweep.teachers.decoder import (
+    TeacherRecipe,
     lm_evaluator,
     next_token_ce,
     trained_teacher,
     unigram_baseline,
 )
-from distill_sweep.teachers.decoder_topk_store import open_or_build_topk
 from distill_sweep.teachers.finetuned import check_beats_baseline
+from distill_sweep.teachers.output_plan import decoder_group
+from distill_sweep.teachers.output_store import TopKOutputs, open_or_build_topk
 from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed
 from distill_sweep.training.context import RunContext
@@ -169,20 +174,44 @@ def student_init(ctx: RunContext, teacher: nn.Module, data: CausalData, settings
                              "score": "block influence: 1 - cos(layer input, layer output), mean over real tokens"}
 
 
-def run(ctx: RunContext) -> None:
-    job, record = ctx.job, ctx.record
+def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dict[str, Any], TopKOutputs | None]:
+    """The job's data, its frozen teacher (trained and cached first if built from its config) and, with
+    `procedure.teacher_top_k`, the teacher's top-k store (built first if no job built it); the record's
+    `teacher_outputs` says which."""
+    job = ctx.job
     settings: CausalLMSettings = job.procedure_settings
-    assert job.objective is not None
-    world = distributed.world()
     with distributed.main_first():  # one corpus cache, one teacher, one store: rank 0 builds, the others read
         data = load_data(ctx, settings)
     if len(data.train) < settings.batch_size:
         raise ConfigError(f"{data.name} has {len(data.train)} training sequences, fewer than one batch "
                           f"(procedure.batch_size={settings.batch_size})")
+    recipe = TeacherRecipe(settings.teacher_steps, settings.teacher_lr, settings.batch_size)
     with distributed.main_first():
-        teacher, teacher_info = trained_teacher(
-            job.settings.teacher, data, len(ctx.tokenizer), steps=settings.teacher_steps, lr=settings.teacher_lr,
-            batch_size=settings.batch_size, cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision)
+        teacher, teacher_info = trained_teacher(job.settings.teacher, data, ctx.tokenizer, recipe,
+                                                cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision,
+                                                run=job.settings.run)
+    stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
+    if settings.teacher_top_k is not None:
+        with distributed.main_first():
+            stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
+                                        group=decoder_group(job.teacher, settings), precision=ctx.precision,
+                                        device=ctx.device)
+        store_info = {"mode": "store", "top_k": settings.teacher_top_k, **stored.describe()}
+    ctx.record["teacher_outputs"] = store_info
+    return data, teacher, teacher_info, stored
+
+
+def prepare_outputs(ctx: RunContext) -> None:
+    """The sweeper's build job (`prepare_only`): the teacher trained (cached) and its top-k store built."""
+    teacher_and_store(ctx)
+
+
+def run(ctx: RunContext) -> None:
+    job, record = ctx.job, ctx.record
+    settings: CausalLMSettings = job.procedure_settings
+    assert job.objective is not None
+    world = distributed.world()
+    data, teacher, teacher_info, stored = teacher_and_store(ctx)
     evaluate = lm_evaluator(data)
     dev = {"validation": lambda: data.dev_batches(job.settings.run.eval_batch_size)}
     record["teacher"].update(source=teacher_info["source"], path=teacher_info.get("path"),
@@ -198,13 +227,6 @@ def run(ctx: RunContext) -> None:
                                                               label_names=[])).to(ctx.device)
     terms = build_objective(job.objective, student_config=student.config, teacher_config=teacher.config,
                             layer_map=layer_map, train_labels=None, num_labels=2)
-    stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
-    if settings.teacher_top_k is not None:
-        with distributed.main_first():
-            stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
-                                        device=ctx.device, precision=ctx.precision, group=job.teacher.key)
-        store_info = {"mode": "store", "top_k": settings.teacher_top_k, **stored.describe()}
-    record["teacher_outputs"] = store_info
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     batches_per_epoch = len(data.train) // settings.batch_size

@@ -9,7 +9,7 @@ from typing import Any
 from distill_sweep.data.augment_settings import samples_for
 from distill_sweep.records import files
 from distill_sweep.teachers.cache import META, finetune_settings
-from distill_sweep.teachers.output_plan import group_id, plan, prepared
+from distill_sweep.teachers.output_plan import decoder_group, store_request
 
 # The paper's cost of one task-agnostic student: 58 A100-hours for 100k updates of 1024 x 128 tokens
 # (BERT-base teacher, 6-layer student): the dry run's anchor for corpus jobs with a step budget.
@@ -22,6 +22,18 @@ def _passes(size: int, epochs: int, batch_size: int, max_steps: int | None) -> i
     return per_epoch * epochs
 
 
+def _decoder_teacher_work(ident: Any, cache: Path, teachers: dict[str, int], stores: set[Any]) -> None:
+    """A decoder job's teacher (one built from its config and trained: counted once per config; whether it is
+    cached is known only from its data's content) and its top-k store, if not built yet."""
+    settings = ident.procedure_settings
+    if ident.settings.teacher.name_or_path is None and settings.teacher_steps:
+        teachers[decoder_group(ident.teacher, settings)] = (settings.teacher_steps * settings.batch_size
+                                                            * ident.settings.task.max_seq_length)
+    request = store_request(ident)
+    if request is not None and not request.prepared(cache):
+        stores.add(request)
+
+
 def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
     """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
     throughput of records already completed. `jobs` are job identities (distill_sweep.job.identity.identify)."""
@@ -29,11 +41,16 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     teachers: set[Path] = set()
     unsized = 0  # jobs whose data size is not known before they read it (a corpus without a step budget)
     corpus_jobs, corpus_tokens = 0, 0
-    decoder_jobs, decoder_tokens = 0, 0  # causal-LM students (their teachers' own training is not counted)
+    decoder_jobs, decoder_tokens = 0, 0  # causal-LM students
+    decoder_teachers: dict[str, int] = {}  # decoder teachers a sweep trains (by config): training tokens each
+    decoder_stores: set[Any] = set()  # their top-k stores not built yet
     forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
     builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
     for ident in jobs:
         s = ident.settings
+        if getattr(ident.procedure_settings, "decoders", False):
+            _decoder_teacher_work(ident, Path(cache_dir or files.absolute(s.run.cache_dir)), decoder_teachers,
+                                  decoder_stores)
         if not ident.procedure_settings.reads_task:
             steps = getattr(ident.procedure_settings, "max_steps", None)
             epochs = min(s.run.epochs or math.inf, getattr(ident.procedure_settings, "epochs", None) or math.inf)
@@ -59,12 +76,12 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         if ident.objective is not None:  # every stage of a distilling job runs the teacher, unless stored
             logit_stages = sum(k in ("prediction", "combined") for k in ident.objective.stages)
             forwards["live"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
-            uses = plan(s.run.teacher_outputs, ident.procedure, ident.objective).use_store
-            only_logits = n_stages - (logit_stages if uses else 0)  # stages that still run it (intermediate)
+            request = store_request(ident)
+            only_logits = n_stages - (logit_stages if request else 0)  # stages that still run it (intermediate)
             forwards["store"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * only_logits
             cache = Path(cache_dir or files.absolute(s.run.cache_dir))
-            if uses and not prepared(ident.teacher, ident.task, cache):
-                builds[(ident.task, group_id(ident.teacher))] = size
+            if request is not None and not request.prepared(cache):
+                builds[(ident.task, request.group)] = size
         # a stage before the objective's, e.g. PEA-KD's PTP
         student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
         if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
@@ -93,8 +110,11 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
                  f"{PAPER_A100_HOURS * corpus_tokens / PAPER_TOKENS:.3g} A100-hours at the paper's 58 per "
                  "student of 100k x 1024 x 128 tokens (BERT-base -> 6 layers; other sizes scale with their FLOPs)")
     if decoder_jobs:
-        line += (f"; {decoder_jobs} decoder job(s): {decoder_tokens:.3g} student training tokens (the teachers' "
-                 "own training not counted)")
+        line += f"; {decoder_jobs} decoder job(s): {decoder_tokens:.3g} student training tokens"
+    if decoder_teachers or decoder_stores:
+        line += (f"; at most {len(decoder_teachers)} decoder teacher(s) trained first "
+                 f"({sum(decoder_teachers.values()):.3g} tokens; none for one already cached), {len(decoder_stores)} "
+                 "top-k store(s) to build")
     if unsized:
         line += (f"; {unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
                  "procedure.max_steps gives a count)")

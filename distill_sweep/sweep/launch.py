@@ -9,24 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from distill_sweep.records import files
-from distill_sweep.teachers.output_plan import feature_tag, group_id, plan, prepared, stored_cls_layers
+from distill_sweep.teachers.output_plan import StoreRequest, store_request
 
 
 def store_builds(jobs: Sequence[Any], overrides: Sequence[Sequence[str]], cache_dir: Path | None = None
                  ) -> list[list[str]]:
-    """The sweeper's build jobs: for each teacher-output store that two or more of `jobs` (identities, with
-    their `overrides`) will read and that is not built yet, the first such job's overrides run with
-    `prepare_only`: one job fine-tunes the teacher and builds the store while the others are not yet holding
-    a GPU each, waiting on its lock."""
-    groups: dict[tuple[str, str, str], list[list[str]]] = {}
+    """The sweeper's build jobs: for each teacher-output store (an encoder's logits, a decoder's top-k logits)
+    that two or more of `jobs` (identities, with their `overrides`) will read and that is not built yet, the
+    first such job's overrides run with `prepare_only`: one job trains or fine-tunes the teacher and builds the
+    store while the others are not yet holding a GPU each, waiting on its lock."""
+    groups: dict[StoreRequest, list[list[str]]] = {}
     for ident, ov in zip(jobs, overrides, strict=True):
-        if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:
+        request = store_request(ident)
+        if request is None or request.prepared(Path(cache_dir or files.absolute(ident.settings.run.cache_dir))):
             continue
-        where = Path(cache_dir or files.absolute(ident.settings.run.cache_dir))
-        cls_layers = stored_cls_layers(ident.objective, getattr(ident, "layer_map", None))
-        if prepared(ident.teacher, ident.task, where, cls_layers):
-            continue
-        groups.setdefault((ident.task, group_id(ident.teacher), feature_tag(cls_layers)), []).append(list(ov))
+        groups.setdefault(request, []).append(list(ov))
     return [[*members[0], "+prepare_only=true"] for members in groups.values() if len(members) > 1]
 
 

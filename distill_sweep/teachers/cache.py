@@ -1,4 +1,6 @@
-"""Fine-tuned teachers, cached by content: one per (backbone, task data, recipe, teacher seed).
+"""Trained teachers, cached by content: one per (backbone, task data, recipe, teacher seed). Encoder teachers
+fine-tuned on a task (`cached_teacher`) and decoder teachers trained on their sequences (teachers/decoder.py)
+share this cache's entry rules (`cached_build`).
 
 The first job that needs a teacher fine-tunes it while holding a file lock; concurrent jobs with the
 same key block on the lock and then reuse the saved model. The model is written to a temporary
@@ -65,9 +67,17 @@ def cached_teacher(
     dev metrics; it runs at most once per key, whatever the number of concurrent jobs. `out_dir` survives
     an interrupted attempt when it holds a checkpoint, so `finetune` can resume from it.
     """
-    target = spec.directory(cache_dir, task)
+    return cached_build(spec.directory(cache_dir, task), spec.key, finetune)
+
+
+def cached_build(target: Path, key: dict[str, Any], build: Callable[[Path], dict[str, float]],
+                 doing: str = "fine-tuning") -> tuple[Path, str, dict[str, float]]:
+    """The cache entry `target` of a teacher (encoder or decoder) keyed by `key`: built by `build(out_dir)`
+    (saves the model into `out_dir`, returns its dev metrics) at most once whatever the number of concurrent
+    jobs, reused while it loads, set aside and built again when it does not. Returns (path, "cache" or
+    "trained", dev metrics); `doing` names the build in the log lines ("fine-tuning", "training")."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with waiting_lock(Path(str(target) + ".lock"), "another job is fine-tuning this teacher"):
+    with waiting_lock(Path(str(target) + ".lock"), f"another job is {doing} this teacher"):
         meta = read_record(target / META)
         if meta is not None:
             problem = entry_problem(target) or (None if isinstance(meta.get("dev"), dict)
@@ -75,16 +85,16 @@ def cached_teacher(
             if problem is None:
                 log.info("reusing cached teacher %s", target)
                 return target, "cache", meta["dev"]
-            _set_aside(target, problem)
+            _set_aside(target, problem, doing)
         tmp = target.with_name(target.name + ".partial")
         if not (tmp / CHECKPOINT).exists():  # an interrupted fine-tuning with a checkpoint resumes
             shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(target, ignore_errors=True)  # a directory without teacher.json is unfinished
         tmp.mkdir(parents=True, exist_ok=True)
-        log.info("fine-tuning teacher into %s", target)
-        dev = finetune(tmp)
+        log.info("%s teacher into %s", doing, target)
+        dev = build(tmp)
         remove_checkpoint(tmp / CHECKPOINT)  # training state, not part of the cached teacher
-        write_json_atomic(tmp / META, {"key": spec.key, "dev": dev})
+        write_json_atomic(tmp / META, {"key": key, "dev": dev})
         tmp.rename(target)
     return target, "trained", dev
 
@@ -123,8 +133,8 @@ def entry_problem(directory: Path) -> str | None:
     return None
 
 
-def _set_aside(target: Path, problem: str) -> None:
+def _set_aside(target: Path, problem: str, doing: str) -> None:
     aside = target.with_name(f"{target.name}.corrupt-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}")
     os.replace(target, aside)
-    log.warning("cached teacher %s cannot be loaded (%s): moved it to %s, fine-tuning it again",
-                target, problem, aside)
+    log.warning("cached teacher %s cannot be loaded (%s): moved it to %s, %s it again",
+                target, problem, aside, doing)

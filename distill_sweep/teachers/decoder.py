@@ -4,21 +4,24 @@ next-token metrics every causal model is scored by.
 A teacher given by `teacher.name_or_path` (hub id or local directory) is loaded with its LM head and used as
 it is. One built from `teacher.config` (teacher=tiny_llama, tiny_gpt2) starts random (seeded by
 `teacher.finetune.seed`) and is first trained with the next-token cross-entropy on the job's training
-sequences for `procedure.teacher_steps` steps, so that the students have something to learn; the trained
-teacher is cached in `cache_dir/causal_teachers/<key>/` (the key: its config, seed, data and recipe), so every
-job of a sweep distils the same one. A random teacher (`teacher_steps: 0`) is plumbing only.
+sequences for `procedure.teacher_steps` steps, so that the students have something to learn. It trains through
+the stage driver (training/stages.py: checkpoint and resume at the step, SLURM preemption) and is cached as
+encoder teachers are (teachers/cache.py: one build per key under a lock, `teacher.json` written last, a damaged
+entry set aside and trained again), in `cache_dir/teachers/<data>/<teacher>-<key>/`. The key holds what
+determines the teacher: its config, seed, attention implementation, the tokenizer's ids (`tokenizer_hash`), the
+data's content key, the recipe and the precision; never a path. A random teacher (`teacher_steps: 0`) is
+plumbing only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +31,34 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from distill_sweep.config.schema import TeacherSettings
+from distill_sweep.config.schema import OptimizerSettings, RunSettings, TeacherSettings
 from distill_sweep.data.corpus import IGNORE
 from distill_sweep.data.decoder import CausalData
 from distill_sweep.data.decoder_settings import CHOICE, PRIMARY
+from distill_sweep.data.fingerprints import tokenizer_hash
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import model_error_message, model_source, teacher_config
+from distill_sweep.records.disk import writing
+from distill_sweep.teachers.cache import cached_build
+from distill_sweep.training import distributed
+from distill_sweep.training.checkpoint_files import CHECKPOINT
 from distill_sweep.training.loop import autocast, model_inputs, seed_everything, to_device
+from distill_sweep.training.stages import Stage, StageDriver
 
 log = logging.getLogger("distill_sweep")
+KEY_VERSION = 2  # 2: trained by the stage driver, keyed by content (1: its own loop, keyed with paths)
+# The teacher's optimiser, whatever the students' `optimizer` settings: a sweep over those reuses one teacher
+OPTIMIZER = OptimizerSettings(betas=[0.9, 0.999], eps=1e-8, weight_decay=0.01, max_grad_norm=1.0)
+STAGE = "teacher_lm"
+
+
+@dataclass(frozen=True)
+class TeacherRecipe:
+    """How a teacher built from its config is trained: `steps` updates of `batch_size` sequences at `lr`."""
+
+    steps: int
+    lr: float
+    batch_size: int
 
 
 def load_causal_lm(teacher: TeacherSettings, vocab_size: int) -> PreTrainedModel:
@@ -60,75 +82,82 @@ def next_token_ce(logits: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(logits[where].float(), labels[where])
 
 
-def teacher_key(teacher: TeacherSettings, data: CausalData, steps: int, lr: float, batch_size: int) -> str:
-    blob = json.dumps({"config": dict(teacher.config), "seed": teacher.finetune.seed, "data": data.info.get("cache_key")
-                       or data.info.get("key"), "steps": steps, "lr": lr, "batch": batch_size,
-                       "attn": teacher.attn_implementation}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+def teacher_key(teacher: TeacherSettings, data: CausalData, tokenizer: Any, recipe: TeacherRecipe,
+                precision: str) -> dict[str, Any]:
+    """Everything that determines the trained teacher, and nothing that says where files live."""
+    return {"version": KEY_VERSION, "config": dict(teacher.config or {}), "seed": int(teacher.finetune.seed),
+            "attn": teacher.attn_implementation, "tokenizer": tokenizer_hash(tokenizer), "vocab": len(tokenizer),
+            "data": data.key, "recipe": asdict(recipe), "optimizer": asdict(OPTIMIZER), "precision": precision}
 
 
-def trained_teacher(teacher: TeacherSettings, data: CausalData, vocab_size: int, *, steps: int, lr: float,
-                    batch_size: int, cache_dir: Path, device: torch.device, precision: str
+def teacher_dir(cache_dir: Path, teacher: TeacherSettings, data: CausalData, key: dict[str, Any]) -> Path:
+    """The cache entry: `<cache_dir>/teachers/<data name>/<teacher name>-<12 hex of the key>`."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return Path(cache_dir) / "teachers" / data.name / f"{teacher.name}-{digest}"
+
+
+def trained_teacher(teacher: TeacherSettings, data: CausalData, tokenizer: Any, recipe: TeacherRecipe, *,
+                    cache_dir: Path, device: torch.device, precision: str, run: RunSettings
                     ) -> tuple[PreTrainedModel, dict[str, Any]]:
-    """The frozen, eval-mode teacher and what the record says of it (see the module docstring)."""
+    """The frozen, eval-mode teacher and what the record says of it (see the module docstring). `run`: the job's
+    run settings (checkpoint.every_steps, log_every, eval_batch_size, skip_nonfinite)."""
     seed_everything(int(teacher.finetune.seed))
-    if teacher.name_or_path is not None or steps == 0:
-        model = load_causal_lm(teacher, vocab_size)
+    if teacher.name_or_path is not None or recipe.steps == 0:
+        model = load_causal_lm(teacher, len(tokenizer))
         info: dict[str, Any] = {"source": "given" if teacher.name_or_path else "random", "path": teacher.name_or_path}
     else:
-        key = teacher_key(teacher, data, steps, lr, batch_size)
-        path = Path(cache_dir) / "causal_teachers" / f"{teacher.name}-{key}"
-        built = not (path / "config.json").exists()
-        if built:
-            model = load_causal_lm(teacher, vocab_size).to(device)
-            _train(model, data, steps=steps, lr=lr, batch_size=batch_size, seed=int(teacher.finetune.seed),
-                   device=device, precision=precision)
-            _save(model, path)
+        if len(data.train) < recipe.batch_size:
+            raise ConfigError(f"{len(data.train)} training sequences: fewer than one batch ({recipe.batch_size})")
+        key = teacher_key(teacher, data, tokenizer, recipe, precision)
+
+        def train(out_dir: Path) -> dict[str, float]:
+            with distributed.alone():  # rank 0 alone (main_first): the others wait for the cache
+                return _train(teacher, data, len(tokenizer), recipe, out_dir, device=device, precision=precision,
+                              run=run)
+
+        path, source, dev = cached_build(teacher_dir(cache_dir, teacher, data, key), key, train, doing="training")
         model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=teacher.attn_implementation)
-        info = {"source": "trained", "path": str(path), "cache": "built" if built else "reused", "steps": steps,
-                "lr": lr}
+        info = {"source": "trained", "path": str(path), "cache": "built" if source == "trained" else "reused",
+                "steps": recipe.steps, "lr": recipe.lr, "dev": dev}
     model.to(device).eval()
     for p in model.parameters():
         p.requires_grad_(False)
     return model, info
 
 
-def _train(model: PreTrainedModel, data: CausalData, *, steps: int, lr: float, batch_size: int, seed: int,
-           device: torch.device, precision: str) -> None:
-    """Next-token cross-entropy, AdamW with linear decay, over as many seeded epochs as `steps` needs."""
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / steps))
-    done, epoch = 0, 0
-    if len(data.train) < batch_size:
-        raise ConfigError(f"{len(data.train)} training sequences: fewer than one batch ({batch_size})")
-    while done < steps:
-        for batch in data.train_batches(batch_size, seed * 1000 + epoch):
-            batch = to_device(batch, device)
-            with autocast(device, precision):
-                loss = next_token_ce(model(**model_inputs(batch)).logits, batch["labels"])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            done += 1
-            if done >= steps:
-                break
-        epoch += 1
-    log.info("causal teacher trained for %d steps (last loss %.4f)", steps, float(loss.detach()))
+def _train(teacher: TeacherSettings, data: CausalData, vocab_size: int, recipe: TeacherRecipe, out_dir: Path, *,
+           device: torch.device, precision: str, run: RunSettings) -> dict[str, float]:
+    """Next-token cross-entropy for `recipe.steps` updates (AdamW, linear decay to 0), as one stage of the
+    driver checkpointed in `out_dir` (the cache's unfinished entry): a killed or preempted training resumes at
+    its step in whichever job takes the lock next. Saves the model there; returns its dev metrics."""
+    seed = int(teacher.finetune.seed)
+    seed_everything(seed)
+    model = load_causal_lm(teacher, vocab_size).to(device)
+
+    def batches(stage: Stage, epoch: int) -> Iterator[dict[str, Tensor]]:
+        # one driver epoch of `steps` updates running through as many seeded passes over the data as it takes;
+        # a resumed epoch replays the same order
+        return itertools.chain.from_iterable(data.train_batches(recipe.batch_size, seed * 1000 + n)
+                                             for n in itertools.count())
+
+    def loss(batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+        return next_token_ce(model(**model_inputs(batch)).logits, batch["labels"]), {}
+
+    history: list[dict[str, Any]] = []
+    stage = Stage(STAGE, 1, recipe.lr, recipe.batch_size, 0.0, loss, list(model.parameters()))
+    driver = StageDriver(model=model, state={"model": model}, train_size=recipe.steps * recipe.batch_size,
+                         loader=batches, dev_loaders={"validation": lambda: data.dev_batches(run.eval_batch_size)},
+                         metrics=None, device=device, precision=precision, optimizer_cfg=OPTIMIZER,
+                         checkpoint=out_dir / CHECKPOINT, key=out_dir.name, history=history,
+                         every_steps=run.checkpoint.every_steps, log_every=run.log_every,
+                         skip_nonfinite=run.skip_nonfinite, label="teacher ", evaluate_fn=lm_evaluator(data))
+    log.info("training the decoder teacher %s (seed %d) for %d steps", teacher.name, seed, recipe.steps)
+    driver.run([stage])
     model.eval()
-
-
-def _save(model: PreTrainedModel, path: Path) -> None:
-    """Written into a temporary directory and renamed into place: a killed build leaves nothing half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
-    try:
-        model.save_pretrained(tmp)
-        os.replace(tmp, path)
-    except OSError:  # another job renamed its identical copy first
-        shutil.rmtree(tmp, ignore_errors=True)
+    with writing(out_dir, f"its {CHECKPOINT} is kept: the next run trains from it"):
+        model.save_pretrained(out_dir)
+    (out_dir / CHECKPOINT).unlink(missing_ok=True)
+    return history[-1]["dev"]
 
 
 # ------------------------------------------------------------------------------------------------ metrics

@@ -1,7 +1,8 @@
 """Whether a job reads its teacher's outputs from the store, and where the store is (config alone, no torch).
 
-The sweeper plans the store builds with these before launching, and job.identify refuses
-`teacher_outputs=store` where the store would be wrong; teacher_outputs.py builds and reads the store.
+The sweeper plans the store builds with these before launching (`store_request`: an encoder job's logits, a
+decoder job's top-k logits), and job.identify refuses `teacher_outputs=store` where the store would be wrong;
+output_store.py builds and reads the store.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distill_sweep.config.parse import as_dict
 from distill_sweep.objectives import TERMS
 from distill_sweep.records.record import part_id
 from distill_sweep.teachers.cache import TeacherSpec
@@ -49,6 +51,55 @@ def stored_cls_layers(objective: Any, layer_map: Any) -> list[int]:
     return sorted({0, *(int(t) for _, t in layer_map)})
 
 
+def topk_tag(k: int) -> str:
+    return f"top{int(k)}"
+
+
+def decoder_group(teacher: TeacherSpec, settings: Any) -> str:
+    """A decoder job's top-k store prefix from its config alone: the teacher and the procedure's data and teacher
+    recipe (`settings`: CausalLMSettings), with file paths reduced to their names (the content key after the
+    prefix tells stores apart; a moved file keeps its stores)."""
+    data = as_dict(settings.instructions) if settings.data == "instructions" else as_dict(settings.corpus)
+    return part_id({"teacher": teacher.key, "data": settings.data, "source": _names_only(data),
+                    "max_seq_length": settings.max_seq_length if settings.data == "instructions" else None,
+                    "recipe": [settings.teacher_steps, settings.teacher_lr, settings.batch_size]})
+
+
+def _names_only(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: Path(str(v)).name if k == "path" and v else _names_only(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_names_only(v) for v in node]
+    return node
+
+
+@dataclass(frozen=True)
+class StoreRequest:
+    """The store a job will read, as the sweeper can name it before any job runs: its data (the task), its
+    config-derived group and its features (`logits...` or `top<k>`)."""
+
+    task: str
+    group: str
+    tag: str
+
+    def prepared(self, cache_dir: Path) -> bool:
+        """A finished store of this request exists (the sweeper skips its build job)."""
+        return any(store_root(cache_dir, self.task).glob(f"{self.group}-{self.tag}-*/{META}"))
+
+
+def store_request(ident: Any) -> StoreRequest | None:
+    """The store the job `ident` (a job identity) reads, or None when it reads none: an encoder job's logits
+    where `plan` says so; a decoder job's top-k logits when `procedure.teacher_top_k` is set."""
+    settings = ident.procedure_settings
+    if getattr(settings, "decoders", False):
+        k = getattr(settings, "teacher_top_k", None)
+        return None if k is None else StoreRequest(ident.task, decoder_group(ident.teacher, settings), topk_tag(k))
+    if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:
+        return None
+    cls_layers = stored_cls_layers(ident.objective, getattr(ident, "layer_map", None))
+    return StoreRequest(ident.task, group_id(ident.teacher), feature_tag(cls_layers))
+
+
 def feature_tag(cls_layers: list[int]) -> str:
     return "logits" if not cls_layers else "logits-cls" + "-".join(map(str, cls_layers))
 
@@ -57,13 +108,6 @@ def group_id(teacher: TeacherSpec) -> str:
     """The store's teacher and data as the config names them (no weights read): stores built from the same
     config share this prefix, so the sweeper can tell which tasks already have one before launching."""
     return part_id({"teacher": teacher.key, "finetuned_path": teacher.settings.finetuned_path})
-
-
-def prepared(teacher: TeacherSpec, task: str, cache_dir: Path, cls_layers: list[int] | None = None) -> bool:
-    """A finished store exists for this teacher and task data with these features (the sweeper skips its
-    build job)."""
-    where = store_root(cache_dir, task)
-    return any(where.glob(f"{group_id(teacher)}-{feature_tag(cls_layers or [])}-*/{META}"))
 
 
 def store_root(cache_dir: Path, task: str) -> Path:

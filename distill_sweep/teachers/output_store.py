@@ -16,6 +16,12 @@ that teacher over the training set at every epoch of every logit-reading stage. 
   array, checked on every open: a killed build leaves only a `.partial` directory, a damaged store is moved
   aside (`.corrupt-<time>`) with one warning line and built again.
 
+A store has a mode, recorded with each array's dtype and shape in `meta.json`: `logits` (above) or `top_k`, a
+decoder LM's k largest next-token logits per position of every training sequence (procedure=causal_lm with
+`procedure.teacher_top_k`: `values.npy` float32 and `indices.npy` int32, (N, L, k), and `rowcheck.npy`), keyed by
+the teacher's weights, the sequences' content key, k, the precision and the stored form, and kept, checked and
+built the same way (`open_or_build_topk`).
+
 It is only used where it is exact (`plan`): a frozen, eval-mode teacher on a fixed tokenised split. On-the-fly
 augmentation, dynamic masking or a teacher that trains would make stored outputs wrong; those procedures run
 the teacher live, and the record says which path a job took (`teacher_outputs.mode`).
@@ -30,6 +36,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +45,23 @@ import torch
 from torch import Tensor, nn
 
 from distill_sweep.data.batching import make_loader
+from distill_sweep.data.decoder import CausalData
 from distill_sweep.data.fingerprints import teacher_fingerprint
 from distill_sweep.models.capture import run_with_features
 from distill_sweep.records import hashing
 from distill_sweep.records.disk import reserve, writing
 from distill_sweep.records.files import write_json_atomic
 from distill_sweep.records.locks import waiting_lock
-from distill_sweep.teachers.output_plan import META, feature_tag, store_root
+from distill_sweep.teachers.output_plan import META, feature_tag, store_root, topk_tag
 from distill_sweep.training.loop import autocast, to_device
 
 log = logging.getLogger("distill_sweep")
 STORE_VERSION = 1  # bump when building produces other numbers
+LOGITS, TOP_K = "logits", "top_k"  # the store's modes: every logit of a classifier; a decoder's k largest
 ARRAYS = ("logits", "rowcheck")
+TOPK_ARRAYS = ("values", "indices", "rowcheck")
+TOPK_DTYPES = {"values": "float32", "indices": "int32"}  # in the key and meta.json: a compact form is another store
+TOPK_BATCH = 32  # sequences per teacher forward while building a top-k store
 # what a build that cannot write leaves (_build): its partial directory is removed, other stores are untouched
 BUILD_KEPT = "the store was not built and nothing of it is left; the next job that needs it builds it"
 
@@ -139,23 +151,28 @@ def open_or_build(model: nn.Module, train: Any, *, cache_dir: Path, task: str, g
     root = store_root(cache_dir, task)
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{group}-{feature_tag(cls_layers)}-{digest}"
+    built = _open(path, key, lambda: _build(model, train, path, key, precision=precision, device=device,
+                                             batch_size=batch_size, pad_token_id=pad_token_id, cls_layers=cls_layers))
+    logits, rowcheck = (np.load(path / f"{name}.npy", mmap_mode="r") for name in ARRAYS)
+    cls = np.load(path / "cls.npy", mmap_mode="r") if cls_layers else None
+    # logits are a few bytes per example (MNLI: 4.7 MB): the whole array lives on the device
+    return TeacherOutputs(path, digest, torch.from_numpy(np.array(logits)).to(device),
+                          torch.from_numpy(np.array(rowcheck)).to(device), built, cls, cls_layers)
+
+
+def _open(path: Path, key: dict[str, Any], build: Callable[[], None]) -> bool:
+    """Make sure the finished store `path` of `key` exists (any mode): under its lock, a damaged one set aside,
+    a missing one built by `build`. Returns whether this call built it."""
     with waiting_lock(Path(f"{path}.lock"), "another job is building this teacher-output store"):
-        built = False
         if path.exists():
             problem = store_problem(path, key)
             if problem is not None:
                 _set_aside(path, problem)
-        if not path.exists():
-            _build(model, train, path, key, precision=precision, device=device, batch_size=batch_size,
-                   pad_token_id=pad_token_id, cls_layers=cls_layers)
-            built = True
-        else:
+        if path.exists():
             log.info("reusing the teacher-output store %s", path)
-        logits, rowcheck = (np.load(path / f"{name}.npy", mmap_mode="r") for name in ARRAYS)
-        cls = np.load(path / "cls.npy", mmap_mode="r") if cls_layers else None
-        # logits are a few bytes per example (MNLI: 4.7 MB): the whole array lives on the device
-        return TeacherOutputs(path, digest, torch.from_numpy(np.array(logits)).to(device),
-                              torch.from_numpy(np.array(rowcheck)).to(device), built, cls, cls_layers)
+            return False
+        build()
+        return True
 
 
 def store_problem(path: Path, key: dict[str, Any]) -> str | None:
@@ -184,16 +201,23 @@ def store_problem(path: Path, key: dict[str, Any]) -> str | None:
 
 
 def _arrays(key: dict[str, Any]) -> tuple[str, ...]:
+    if key.get("mode") == TOP_K:
+        return TOPK_ARRAYS
     return (*ARRAYS, "cls") if len(key["features"]) > 1 else ARRAYS
 
 
 @torch.inference_mode()
 def _build(model: nn.Module, train: Any, path: Path, key: dict[str, Any], *, precision: str, device: torch.device,
            batch_size: int, pad_token_id: int, cls_layers: list[int]) -> None:
+    _in_partial(path, lambda partial: _write(model, train, path, partial, key, precision=precision, device=device,
+                                             batch_size=batch_size, pad_token_id=pad_token_id, cls_layers=cls_layers))
+
+
+def _in_partial(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(partial)` fills `<path>.partial` and renames it into place (any mode)."""
     partial = Path(f"{path}.partial")
     try:
-        _write(model, train, path, partial, key, precision=precision, device=device, batch_size=batch_size,
-               pad_token_id=pad_token_id, cls_layers=cls_layers)
+        write(partial)
     except Exception:  # a failed build (a full disk) leaves nothing; a kill leaves .partial for the next build
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -242,18 +266,124 @@ def _write(model: nn.Module, train: Any, path: Path, partial: Path, key: dict[st
         model.train(was_training)
     if logits is None or not filled.all():
         raise RuntimeError(f"teacher-output store build covered {int(filled.sum())} of {n} training rows")
-    for array in (logits, rowcheck, cls):
-        if array is not None:
-            with writing(array.filename, BUILD_KEPT):
-                array.flush()
+    arrays = {"logits": logits, "rowcheck": rowcheck, **({"cls": cls} if cls is not None else {})}
     del logits, rowcheck, cls
-    meta = {"key": key, "rows": n, "device": str(device), "built_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+    _finish(partial, path, key, arrays, checksummed=ARRAYS, device=device, start=start)
+
+
+def _finish(partial: Path, path: Path, key: dict[str, Any], arrays: dict[str, np.memmap], *,
+            checksummed: tuple[str, ...], device: torch.device, start: float) -> None:
+    """Flush the filled arrays, write meta.json (the key, the mode, each array's dtype and shape, the sha256 of
+    `checksummed`) last, and rename the store into place."""
+    described = {}
+    for name, array in arrays.items():
+        with writing(array.filename, BUILD_KEPT):
+            array.flush()
+        described[name] = {"dtype": str(array.dtype), "shape": list(array.shape)}
+    n = next(iter(described.values()))["shape"][0]
+    arrays.clear()  # the memory maps close before the directory is renamed
+    meta = {"key": key, "mode": key.get("mode", LOGITS), "arrays": described, "rows": n, "device": str(device),
+            "built_at": dt.datetime.now(dt.timezone.utc).isoformat(),
             "build_seconds": round(time.perf_counter() - start, 3),
-            "sha256": {name: _sha256(partial / f"{name}.npy") for name in ARRAYS}}
+            "sha256": {name: _sha256(partial / f"{name}.npy") for name in checksummed}}
     write_json_atomic(partial / META, meta)
     with writing(path, BUILD_KEPT):
         os.replace(partial, path)
     log.info("built the teacher-output store %s (%d rows, %.1fs)", path, n, meta["build_seconds"])
+
+
+# ---------------------------------------------------------------------------------- top-k (decoder LMs)
+class TopKOutputs:
+    """An opened top-k store: for every training sequence and position the teacher's k largest next-token
+    logits (`values`, float32) and their token ids (`indices`, int32), (N, L, k) memory-mapped, and the row
+    checks (N, 2) on the job's device."""
+
+    def __init__(self, path: Path, key: str, values: np.ndarray, indices: np.ndarray, rowcheck: Tensor,
+                 built: bool) -> None:
+        self.path, self.key, self.built = path, key, built
+        self.values, self.indices, self.rowcheck = values, indices, rowcheck
+
+    def gather(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """The batch's rows cut to its width, on its device: (values, indices), each (B, S, k);
+        StoreMismatchError if a row is not the stored one."""
+        idx = batch["idx"]
+        if idx.numel() and int(idx.max()) >= len(self.values):
+            raise StoreMismatchError(f"teacher-output store {self.path} has {len(self.values)} rows and the batch "
+                                     f"asks for row {int(idx.max())}: it was built from other data")
+        mine = row_check(batch["input_ids"], batch["attention_mask"])
+        stored = self.rowcheck[idx.to(self.rowcheck.device)].to(mine.device)
+        if not torch.equal(mine, stored):
+            bad = (mine != stored).any(-1).nonzero().flatten()[:5]
+            raise StoreMismatchError(f"teacher-output store {self.path}: the batch's rows {idx[bad].tolist()} are "
+                                     "not the rows it was built from (data changed under it, or misaligned)")
+        rows, width, device = idx.cpu().numpy(), int(batch["input_ids"].shape[1]), batch["input_ids"].device
+        values = torch.from_numpy(np.asarray(self.values[rows, :width]))
+        indices = torch.from_numpy(np.asarray(self.indices[rows, :width], dtype=np.int64))
+        return values.to(device), indices.to(device)
+
+    def describe(self) -> dict[str, Any]:
+        return {"key": self.key, "path": str(self.path), "built": self.built}
+
+
+def topk_key(model: nn.Module, data: CausalData, k: int, precision: str) -> dict[str, Any]:
+    """What a top-k store's numbers are a function of: the teacher's weights, the sequences' content key, k, the
+    precision, and the stored form (mode, dtypes), so that another form is another store."""
+    config = getattr(model, "config", None)
+    return {"version": STORE_VERSION, "mode": TOP_K, "teacher": weights_digest(model),
+            "attn_implementation": str(getattr(config, "_attn_implementation", None)),
+            "train": {"fingerprint": data.key, "rows": len(data.train)}, "precision": precision, "k": int(k),
+            "dtypes": dict(TOPK_DTYPES)}
+
+
+def topk_store_path(cache_dir: Path, data_name: str, group: str, k: int, digest: str) -> Path:
+    return store_root(cache_dir, data_name) / f"{group}-{topk_tag(k)}-{digest}"
+
+
+def open_or_build_topk(model: nn.Module, data: CausalData, k: int, *, cache_dir: Path, group: str,
+                       precision: str, device: torch.device) -> TopKOutputs:
+    """The top-k store of `model` on `data`'s training sequences, built now if no job built it before (at most one
+    build per key whatever the number of concurrent jobs; a damaged one set aside and built again). `group`:
+    output_plan.decoder_group of the job, the prefix the sweeper looks for."""
+    key = topk_key(model, data, k, precision)
+    digest = hashing.digest(key)[:16]
+    path = topk_store_path(cache_dir, data.name, group, k, digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built = _open(path, key, lambda: _in_partial(path, lambda partial: _write_topk(
+        model, data, k, path, partial, key, device=device, precision=precision)))
+    values, indices, rowcheck = (np.load(path / f"{name}.npy", mmap_mode="r") for name in TOPK_ARRAYS)
+    return TopKOutputs(path, digest, values, indices, torch.from_numpy(np.array(rowcheck)).to(device), built)
+
+
+@torch.inference_mode()
+def _write_topk(model: nn.Module, data: CausalData, k: int, path: Path, partial: Path, key: dict[str, Any], *,
+                device: torch.device, precision: str) -> None:
+    start = time.perf_counter()
+    shutil.rmtree(partial, ignore_errors=True)  # what a killed build left
+    with writing(partial, BUILD_KEPT):
+        partial.mkdir(parents=True)
+    n, width = data.train.ids.shape
+    # new files read as zeros: positions past a row's length stay 0 (never gathered: they are padding)
+    values = _array(partial / "values.npy", np.dtype(TOPK_DTYPES["values"]), (n, width, k))
+    indices = _array(partial / "indices.npy", np.dtype(TOPK_DTYPES["indices"]), (n, width, k))
+    rowcheck = _array(partial / "rowcheck.npy", np.int64, (n, 2))
+    was_training = model.training
+    model.eval()
+    try:
+        for begin in range(0, n, TOPK_BATCH):
+            rows = np.arange(begin, min(begin + TOPK_BATCH, n))
+            batch = to_device(data.batch(data.train, rows), device)
+            with autocast(device, precision):
+                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+            top = logits.topk(k, dim=-1)
+            w = logits.shape[1]
+            values[rows, :w] = top.values.cpu().numpy()
+            indices[rows, :w] = top.indices.cpu().numpy().astype(indices.dtype)
+            rowcheck[rows] = row_check(batch["input_ids"], batch["attention_mask"]).cpu().numpy()
+    finally:
+        model.train(was_training)
+    arrays = {"values": values, "indices": indices, "rowcheck": rowcheck}
+    del values, indices, rowcheck
+    _finish(partial, path, key, arrays, checksummed=TOPK_ARRAYS, device=device, start=start)
 
 
 def _sha256(file: Path) -> str:

@@ -134,6 +134,19 @@ def sum_floats(values: list[float], device: torch.device) -> list[float]:
 
 
 @contextmanager
+def alone() -> Iterator[None]:
+    """Inside the block this process is a world of one: no collective is called. For work only rank 0 does while
+    the others wait in `main_first` (training a cached teacher with the stage driver, whose per-step
+    collectives would otherwise wait for ranks that are not training)."""
+    global _WORLD
+    saved, _WORLD = _WORLD, World(local_rank=_WORLD.local_rank)
+    try:
+        yield
+    finally:
+        _WORLD = saved
+
+
+@contextmanager
 def main_first() -> Iterator[None]:
     """Rank 0 runs the block first (building a cache), the other ranks after it (reading that cache): one build
     instead of one per rank. Rank 0 releases the others even when the block raises (they then meet the same

@@ -18,7 +18,7 @@ from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
 from distill_sweep.students.prune import block_importance, prune_layers
-from distill_sweep.teachers.decoder_topk_store import open_or_build_topk
+from distill_sweep.teachers.output_store import open_or_build_topk
 from distill_sweep.toy import build_toy_tokenizer
 
 FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",
@@ -102,7 +102,7 @@ def test_topk_store_holds_the_teachers_top_logits_and_gathers_by_row(tmp_path: P
     teacher = tiny_llama()
     teacher.resize_token_embeddings(len(tok))
     store = open_or_build_topk(teacher, data, 5, cache_dir=tmp_path, device=torch.device("cpu"), precision="fp32",
-                               group={"t": 1})
+                               group="g")
     assert store.built
     batch = data.batch(data.train, np.array([3, 17, 30]))
     values, indices = store.gather(batch)
@@ -112,7 +112,7 @@ def test_topk_store_holds_the_teachers_top_logits_and_gathers_by_row(tmp_path: P
     torch.testing.assert_close(values[real], top.values[real], rtol=1e-5, atol=1e-5)
     assert torch.equal(indices[real], top.indices[real])
     again = open_or_build_topk(teacher, data, 5, cache_dir=tmp_path, device=torch.device("cpu"), precision="fp32",
-                               group={"t": 1})
+                               group="g")
     assert not again.built and again.key == store.key
 
 
@@ -139,12 +139,12 @@ def test_refused_in_one_line_before_any_work(overrides, message, tmp_path: Path)
 
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path, shared_cache: Path):
-    """fkl and gjsd from the stored top-k, init prune, 2 seeds; the teacher is trained once, the store built once,
-    and the report prints the decoder table with its t-tests."""
-    results = tmp_path / "results"
+def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path):
+    """fkl and gjsd from the stored top-k, init prune, 2 seeds; the teacher is trained once and the store built
+    once, by the sweeper's build job before the grid, and the report prints the decoder table with its t-tests."""
+    results, cache = tmp_path / "results", tmp_path / "cache"  # its own cache: nothing built before
     proc = run_cli(["-m", *FAST, "procedure.teacher_top_k=6", "objective=fkl,gjsd", "init=prune", "seed=1,2",
-                    f"results_dir={results}", f"cache_dir={shared_cache}"], cwd=tmp_path)
+                    f"results_dir={results}", f"cache_dir={cache}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = records(results)
     assert len(recs) == 4 and {r["status"] for r in recs} == {"completed"}
@@ -157,7 +157,11 @@ def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path, s
         assert r["teacher"]["dev"]["token_accuracy"] > r["teacher"]["majority_baseline"]["token_accuracy"]
     teachers = {r["causal_lm"]["teacher"]["path"] for r in recs}
     assert len(teachers) == 1  # one teacher for the sweep
-    assert sorted(r["teacher_outputs"]["built"] for r in recs) == [False, False, False, True]
+    assert "building the teacher outputs of 1 task(s) first" in proc.stdout
+    assert [r["teacher_outputs"]["built"] for r in recs] == [False] * 4  # the build job built it
+    assert {r["causal_lm"]["teacher"]["cache"] for r in recs} == {"reused"}
+    assert len(list((cache / "teachers" / "causal_toy").glob("*/teacher.json"))) == 1
+    assert len(list((cache / "teacher_outputs" / "causal_toy").glob("*/meta.json"))) == 1
     report = run_cli([str(results)], cwd=tmp_path, module="distill_sweep.report")
     assert report.returncode == 0, report.stderr[-2000:]
     assert "Decoder distillation: causal_toy, teacher tiny_llama" in report.stdout and "gjsd vs fkl" in report.stdout
@@ -167,13 +171,16 @@ def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path, s
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_dry_run_counts_the_decoder_students_training_tokens(tmp_path: Path):
     """The dry run's cost of decoder jobs: steps x sequences per step x sequence length, per job (by hand: the
-    smoke caps give epochs x max_steps_per_epoch steps; the toy corpus' sequences are 32 tokens)."""
+    smoke caps give epochs x max_steps_per_epoch steps; the toy corpus' sequences are 32 tokens); the teacher
+    the six jobs share is trained once (60 steps of 8 sequences) and their top-k store built once."""
     proc = run_cli(["-m", "+dry_run=true", *FAST, "procedure.batch_size=8", "corpus=toy", "corpus.max_seq_length=32",
-                    "objective=fkl,rkl", "seed=1,2,3", f"results_dir={tmp_path / 'r'}",
+                    "procedure.teacher_top_k=4", "objective=fkl,rkl", "seed=1,2,3", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs, steps, batch, length = 6, 1 * 4, 8, 32  # procedure.epochs=1 x max_steps_per_epoch=4
     assert f"{jobs} decoder job(s): {jobs * steps * batch * length:.3g} student training tokens" in proc.stdout
+    assert f"at most 1 decoder teacher(s) trained first ({60 * batch * length:.3g} tokens" in proc.stdout
+    assert "1 top-k store(s) to build" in proc.stdout
     assert not (tmp_path / "r").exists()
 
 
