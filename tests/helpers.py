@@ -17,6 +17,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from distill_sweep.config.parse import parse
+from distill_sweep.config.schema import TaskSettings
 from distill_sweep.config.space import CONF_DIR
 from distill_sweep.records import record
 from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
@@ -328,3 +330,12 @@ for line in sys.stdin:
         reap()
     print(json.dumps([done[i] for i in range(len(batch))]), flush=True)
 """
+
+
+def task_settings(name: str, data_dir: str | Path | None = None, **keys: Any) -> TaskSettings:
+    """conf/task/<name>.yaml as the job gets it: typed and checked (`keys`: dotted overrides, `recipe.num_train`)."""
+    cfg = OmegaConf.load(Path(CONF_DIR) / "task" / f"{name}.yaml")
+    cfg.data_dir = str(data_dir) if data_dir is not None else None
+    for key, value in keys.items():
+        OmegaConf.update(cfg, key, value)
+    return parse(TaskSettings, OmegaConf.to_container(cfg, resolve=True), "task")

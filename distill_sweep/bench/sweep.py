@@ -110,8 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             cfg = compose("config", overrides=[*base, "results_dir=" + str(work / "x")])
         job = prepare(cfg)
-        tokenizer = load_tokenizer(cfg.teacher, work / "cache")
-        toy_lengths = row_lengths(load_task_data(cfg.task, tokenizer, work / "cache").train)
+        tokenizer = load_tokenizer(job.settings.teacher, work / "cache")
+        toy_lengths = row_lengths(load_task_data(job.settings.task, tokenizer, work / "cache").train)
         batch = job.settings.task.recipe.batch_size
     if live.keys() != store.keys() or len(live) != n_jobs:
         raise SystemExit(f"expected {n_jobs} records in each sweep, got {len(live)} and {len(store)}")

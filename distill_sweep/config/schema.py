@@ -168,6 +168,19 @@ METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
 
 
 @dataclass
+class TsvSettings:
+    """The layout of a task's original GLUE TSV files under task.data_dir."""
+
+    subdir: str | None = None  # the task's folder under data_dir (null: the task's name in capitals)
+    files: dict[str, str] = field(default_factory=dict)  # each split's file name: train and every dev split
+    header: bool = True  # the first row names the columns
+    # our field (each text field and label) -> the file's column: its name, or its 0-based position
+    columns: dict[str, Any] = field(default_factory=dict)
+    # how labels are written: str (mapped through label_names), int (label ids) or float (regression scores)
+    label_type: Literal["str", "int", "float"] = "int"
+
+
+@dataclass
 class TaskSettings:
     name: str  # the task's name (records, result directories)
     # glue: GLUE-format data from the hub or local TSVs; toy: the synthetic task, generated offline
@@ -191,8 +204,8 @@ class TaskSettings:
     max_dev_samples: int | None = field(default=None, metadata={"ge": 1})  # the same for every dev split
     # picks those subsets; fixed, so every training seed sees the same data
     subset_seed: int = field(default=0, metadata=SEED_RANGE)
-    # the TSV layout under data_dir: subdir, files, header, columns, label_type
-    tsv: dict[str, Any] = field(default_factory=dict)
+    # the TSV layout under data_dir (null: the task has no TSV layout, so data_dir cannot be read)
+    tsv: TsvSettings | None = None
     # offline augmentation of the training split: a name or a mapping; the augment part owns and checks its
     # settings (augment.parse_augment, called by job.identify)
     augment: Any = "none"

@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 from datasets import Dataset
 
+from distill_sweep.config.schema import TaskSettings
 from distill_sweep.data.batching import STUDENT_IDS
 from distill_sweep.data.fingerprints import TEACHER_FINGERPRINTS, content_hash, tokenizer_hash
 from distill_sweep.data.task_files import (
     column_index,
     dev_splits,
-    get,
     refuse_binary,
     tsv_columns,
     tsv_paths,
@@ -47,80 +47,39 @@ _TOKENIZE_VERSION = "1"
 _MAX_BAD_ROW_FRACTION = 0.01
 
 
-# --------------------------------------------------------------------------------------------- config
-def _check_task_cfg(task_cfg: Any) -> None:
-    names = list(get(task_cfg, "label_names") or [])
-    regression = bool(get(task_cfg, "is_regression", False))
-    num_labels = int(get(task_cfg, "num_labels"))
-    if regression and num_labels != 1:
-        raise ConfigError(
-            f"task {get(task_cfg, 'name')}: is_regression needs num_labels 1, got {num_labels}"
-        )
-    if not regression and len(names) != num_labels:
-        raise ConfigError(
-            f"task {get(task_cfg, 'name')}: num_labels {num_labels} but {len(names)} label_names {names}"
-        )
-
-
 # ------------------------------------------------------------------------------------------- loading
-def load_raw(task_cfg: Any) -> dict[str, Dataset]:
+def load_raw(task_cfg: TaskSettings) -> dict[str, Dataset]:
     """The task's train split and every dev split, columns = text fields + ``label``.
 
     Sources: ``toy`` (generated), ``glue`` with ``data_dir`` (original GLUE TSVs), ``glue`` without it
     (``datasets.load_dataset(hub_id, hub_config)``). Raises DataError for unreachable/missing/malformed data.
     ``task.max_train_samples`` / ``task.max_dev_samples`` then cut the splits to seeded subsets.
     """
-    _check_task_cfg(task_cfg)
-    limits = _subset_limits(task_cfg)  # checked before any download
-    return _subset_splits(_load_source(task_cfg), task_cfg, *limits)
+    return _subset_splits(_load_source(task_cfg), task_cfg)
 
 
-def _load_source(task_cfg: Any) -> dict[str, Dataset]:
-    source = get(task_cfg, "source", "glue")
+def _load_source(task_cfg: TaskSettings) -> dict[str, Dataset]:
+    source = task_cfg.source
     if source == "toy":
-        recipe = get(task_cfg, "recipe") or {}
-
-        def toy_key(key: str, default: int) -> int:
-            # The contract lists these under the recipe; accept them at the task level too.
-            return int(get(recipe, key, get(task_cfg, key, default)))
-
-        splits = generate_toy(toy_key("num_train", 3000), toy_key("num_dev", 500), toy_key("seed", 0))
+        recipe = task_cfg.recipe
+        splits = generate_toy(3000 if recipe.num_train is None else recipe.num_train,
+                              500 if recipe.num_dev is None else recipe.num_dev, recipe.seed or 0)
         out = {"train": splits["train"]}
         for name in dev_splits(task_cfg):
             out[name] = splits["validation"]
         return out
     if source != "glue":
         raise ConfigError(f"task.source must be 'glue' or 'toy', got {source!r}")
-    if get(task_cfg, "data_dir"):
+    if task_cfg.data_dir:
         return _load_tsv(task_cfg)
     return _load_hub(task_cfg)
 
 
 # ------------------------------------------------------------------------------------- pilot subsets
-def _subset_limits(task_cfg: Any) -> tuple[int | None, int | None, int]:
-    """(max_train_samples, max_dev_samples, subset_seed), each checked: null or a positive integer."""
-    name = get(task_cfg, "name")
-    limits: list[int | None] = []
-    for key in ("max_train_samples", "max_dev_samples"):
-        value = get(task_cfg, key)
-        # bool is an int in Python; `true` here is a typo, not a size
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            raise ConfigError(
-                f"task.{key}={value!r} (task {name}): use a positive integer, or null for the whole split"
-            )
-        limits.append(value)
-    seed = get(task_cfg, "subset_seed", 0)
-    seed = 0 if seed is None else seed
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"task.subset_seed={seed!r} (task {name}): use an integer >= 0")
-    return limits[0], limits[1], seed
-
-
-def _subset_splits(
-    raw: dict[str, Dataset], task_cfg: Any, max_train: int | None, max_dev: int | None, seed: int
-) -> dict[str, Dataset]:
+def _subset_splits(raw: dict[str, Dataset], task_cfg: TaskSettings) -> dict[str, Dataset]:
     # The subset depends on subset_seed alone, never on the training seed: every seed of a pilot sweep
     # trains and evaluates on the same examples.
+    max_train, max_dev, seed = task_cfg.max_train_samples, task_cfg.max_dev_samples, task_cfg.subset_seed
     out = {}
     for split, ds in raw.items():
         limit = max_train if split == "train" else max_dev
@@ -129,16 +88,16 @@ def _subset_splits(
             continue
         keep = np.sort(np.random.default_rng(seed).permutation(len(ds))[:limit])
         out[split] = ds.select(keep.tolist())
-        log.info("task %s: %s subset of %d/%d examples (subset_seed %d)", get(task_cfg, "name"), split, limit,
+        log.info("task %s: %s subset of %d/%d examples (subset_seed %d)", task_cfg.name, split, limit,
                  len(ds), seed)
     return out
 
 
-def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
+def _load_hub(task_cfg: TaskSettings) -> dict[str, Dataset]:
     import datasets
 
-    hub_id, hub_config = get(task_cfg, "hub_id"), get(task_cfg, "hub_config")
-    name = get(task_cfg, "name")
+    hub_id, hub_config = task_cfg.hub_id, task_cfg.hub_config
+    name = task_cfg.name
     unreachable = go_offline_if_hub_unreachable()
     try:
         with honour_offline_env():
@@ -158,9 +117,9 @@ def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
     if unreachable:
         log.info("the Hugging Face hub is unreachable (%s): loaded %s/%s from the local cache", unreachable,
                  hub_id, hub_config)
-    fields = list(get(task_cfg, "text_fields"))
-    regression = bool(get(task_cfg, "is_regression", False))
-    label_names = list(get(task_cfg, "label_names") or [])
+    fields = list(task_cfg.text_fields)
+    regression = bool(task_cfg.is_regression)
+    label_names = list(task_cfg.label_names or [])
     out: dict[str, Dataset] = {}
     wanted = {"train": "train", **dev_splits(task_cfg)}
     for ours, theirs in wanted.items():
@@ -187,20 +146,20 @@ def _load_hub(task_cfg: Any) -> dict[str, Dataset]:
     return out
 
 
-def _check_labels(labels: list, task_cfg: Any, where: str) -> None:
-    if bool(get(task_cfg, "is_regression", False)):
+def _check_labels(labels: list, task_cfg: TaskSettings, where: str) -> None:
+    if bool(task_cfg.is_regression):
         return
-    n = int(get(task_cfg, "num_labels"))
+    n = int(task_cfg.num_labels)
     bad = sorted({y for y in labels if not (0 <= int(y) < n)})
     if bad:
         raise DataError(f"{where}: label ids {bad[:5]} outside 0..{n - 1} (unlabelled test split?)")
 
 
-def _load_tsv(task_cfg: Any) -> dict[str, Dataset]:
+def _load_tsv(task_cfg: TaskSettings) -> dict[str, Dataset]:
     return {split: read_glue_tsv(path, task_cfg) for split, path in tsv_paths(task_cfg).items()}
 
 
-def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
+def read_glue_tsv(path: str | os.PathLike, task_cfg: TaskSettings) -> Dataset:
     """Read one original GLUE TSV into the HF column layout (text fields + ``label``).
 
     Quirks handled: no quote processing at all (fields may start with an unbalanced ``"``), an optional
@@ -209,13 +168,14 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
     and counted.
     """
     path = Path(path)
-    tsv = get(task_cfg, "tsv")
-    fields = list(get(task_cfg, "text_fields"))
+    tsv = task_cfg.tsv
+    if tsv is None:
+        raise ConfigError(f"task {task_cfg.name}: no tsv: block, cannot read task.data_dir")
+    fields = list(task_cfg.text_fields)
     columns = tsv_columns(task_cfg)
-    header = bool(get(tsv, "header", True))
-    label_type = str(get(tsv, "label_type", "int"))
-    label_names = [str(x) for x in (get(task_cfg, "label_names") or [])]
-    num_labels = int(get(task_cfg, "num_labels"))
+    header, label_type = tsv.header, tsv.label_type
+    label_names = [str(x) for x in (task_cfg.label_names or [])]
+    num_labels = int(task_cfg.num_labels)
 
     refuse_binary(path)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long MNLI parse-tree fields
@@ -289,7 +249,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
         if bad > _MAX_BAD_ROW_FRACTION * total:
             raise DataError(
                 f"{path}: {bad}/{total} rows have the wrong number of fields (first at line {first_bad}); "
-                f"not a GLUE {get(task_cfg, 'name')} file?"
+                f"not a GLUE {task_cfg.name} file?"
             )
         log.warning("%s: skipped %d/%d malformed rows (first at line %d)", path, bad, total, first_bad)
     from datasets import Features, Value
@@ -304,7 +264,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: Any) -> Dataset:
 
 
 def tokenize_splits(
-    raw: Mapping[str, Dataset], tokenizer: Any, task_cfg: Any, cache_dir: str | os.PathLike, words: Any = None
+    raw: Mapping[str, Dataset], tokenizer: Any, task_cfg: TaskSettings, cache_dir: str | os.PathLike, words: Any = None
 ) -> dict[str, Dataset]:
     """Tokenise every split (truncate to ``task.max_seq_length``, no padding), add ``idx`` and ``labels``.
 
@@ -313,13 +273,13 @@ def tokenize_splits(
     Results are cached under ``cache_dir/tokenized/`` keyed by (data content, tokenizer, max length), so
     a second call with the same inputs loads the arrow file instead of tokenising again.
     """
-    fields = list(get(task_cfg, "text_fields"))
-    max_len = int(get(task_cfg, "max_seq_length", 128))
-    regression = bool(get(task_cfg, "is_regression", False))
+    fields = list(task_cfg.text_fields)
+    max_len = int(task_cfg.max_seq_length)
+    regression = bool(task_cfg.is_regression)
     tok_hash = tokenizer_hash(tokenizer)
     out_dir = Path(cache_dir) / "tokenized"
     out_dir.mkdir(parents=True, exist_ok=True)
-    task_name = str(get(task_cfg, "name", "task"))
+    task_name = str(task_cfg.name)
 
     def encode(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         texts = [batch[f] for f in fields]
@@ -375,7 +335,7 @@ class TaskData:
         return {name: len(ds) for name, ds in self.dev.items()}
 
 
-def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike,
+def load_task_data(task_cfg: TaskSettings, tokenizer: Any, cache_dir: str | os.PathLike,
                    augment: Callable[[Dataset], Dataset] | None = None,
                    words: Callable[[Dataset], Any] | None = None) -> TaskData:
     """load_raw + tokenize_splits, packaged for the training loop. `augment`: the raw training split -> the
@@ -390,7 +350,7 @@ def load_task_data(task_cfg: Any, tokenizer: Any, cache_dir: str | os.PathLike,
         train=tok.get("train_augmented", tok["train"]),
         teacher_train=tok["train"],
         dev={name: tok[name] for name in dev_splits(task_cfg)},
-        label_names=[str(x) for x in (get(task_cfg, "label_names") or [])],
-        num_labels=int(get(task_cfg, "num_labels")),
-        is_regression=bool(get(task_cfg, "is_regression", False)),
+        label_names=[str(x) for x in (task_cfg.label_names or [])],
+        num_labels=int(task_cfg.num_labels),
+        is_regression=bool(task_cfg.is_regression),
     )

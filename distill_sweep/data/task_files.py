@@ -7,62 +7,60 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distill_sweep.config.schema import TaskSettings, TsvSettings
 from distill_sweep.errors import ConfigError, DataError
 
 
-def get(cfg: Any, key: str, default: Any = None) -> Any:
-    """Attribute/key access that works for typed settings, dicts and SimpleNamespace alike."""
-    return cfg.get(key, default) if isinstance(cfg, Mapping) else getattr(cfg, key, default)
+def dev_splits(task_cfg: TaskSettings) -> dict[str, str]:
+    return dict(task_cfg.dev_splits or {"validation": "validation"})
 
 
-def dev_splits(task_cfg: Any) -> dict[str, str]:
-    dev = get(task_cfg, "dev_splits") or {"validation": "validation"}
-    return {str(k): str(v) for k, v in dict(dev).items()}
+def tsv_subdir(task_cfg: TaskSettings) -> str:
+    tsv = task_cfg.tsv
+    return tsv.subdir if tsv is not None and tsv.subdir else task_cfg.name.upper()
 
 
-def tsv_subdir(task_cfg: Any) -> str:
-    tsv = get(task_cfg, "tsv") or {}
-    return str(get(tsv, "subdir") or str(get(task_cfg, "name", "")).upper())
+def _tsv(task_cfg: TaskSettings) -> TsvSettings:
+    if task_cfg.tsv is None:
+        raise ConfigError(f"task {task_cfg.name}: no tsv: block, cannot read task.data_dir")
+    return task_cfg.tsv
 
 
-def find_tsv(task_cfg: Any, filename: str) -> Path:
-    root = Path(os.path.expanduser(str(get(task_cfg, "data_dir"))))
+def find_tsv(task_cfg: TaskSettings, filename: str) -> Path:
+    root = Path(os.path.expanduser(str(task_cfg.data_dir)))
     candidates = [root / tsv_subdir(task_cfg) / filename, root / filename]
     for c in candidates:
         if c.is_file():
             return c
     raise DataError(
-        f"task {get(task_cfg, 'name')}: {filename} not found (looked for {candidates[0]} and {candidates[1]}); "
+        f"task {task_cfg.name}: {filename} not found (looked for {candidates[0]} and {candidates[1]}); "
         f"task.data_dir must hold the original GLUE TSVs"
     )
 
 
-def tsv_paths(task_cfg: Any) -> dict[str, Path]:
+def tsv_paths(task_cfg: TaskSettings) -> dict[str, Path]:
     """The TSV file of every split under task.data_dir (DataError naming the file when one is missing)."""
-    tsv = get(task_cfg, "tsv")
-    if not tsv:
-        raise ConfigError(f"task {get(task_cfg, 'name')}: no tsv: block, cannot read task.data_dir")
-    files = dict(get(tsv, "files"))
+    files = _tsv(task_cfg).files
     paths: dict[str, Path] = {}
     for split in ["train", *dev_splits(task_cfg)]:
         if split not in files:
-            raise ConfigError(f"task {get(task_cfg, 'name')}: tsv.files has no entry for split {split!r}")
+            raise ConfigError(f"task {task_cfg.name}: tsv.files has no entry for split {split!r}")
         paths[split] = find_tsv(task_cfg, str(files[split]))
     return paths
 
 
-def check_files(task_cfg: Any) -> None:
+def check_files(task_cfg: TaskSettings) -> None:
     """What can be known of task.data_dir's TSVs from their first bytes, before a job starts: every file is
     there, is text, and has the columns the task reads. Reads at most 8 KB and one line per file (the
     rows themselves are checked when the job loads them)."""
-    if get(task_cfg, "source", "glue") != "glue" or not get(task_cfg, "data_dir"):
+    if task_cfg.source != "glue" or not task_cfg.data_dir:
         return
-    columns, header = tsv_columns(task_cfg), bool(get(get(task_cfg, "tsv"), "header", True))
-    for path in tsv_paths(task_cfg).values():
+    paths = tsv_paths(task_cfg)
+    columns, header = tsv_columns(task_cfg), _tsv(task_cfg).header
+    for path in paths.values():
         refuse_binary(path)
         if not header:
             continue
@@ -80,12 +78,12 @@ def check_files(task_cfg: Any) -> None:
         column_index(path, head, columns)
 
 
-def tsv_columns(task_cfg: Any) -> dict[str, Any]:
+def tsv_columns(task_cfg: TaskSettings) -> dict[str, Any]:
     """task.tsv.columns (our field -> file column name or 0-based position), with an entry for every field."""
-    columns = dict(get(get(task_cfg, "tsv"), "columns"))
-    for key in [*get(task_cfg, "text_fields"), "label"]:
+    columns = dict(_tsv(task_cfg).columns)
+    for key in [*task_cfg.text_fields, "label"]:
         if key not in columns:
-            raise ConfigError(f"task {get(task_cfg, 'name')}: tsv.columns has no entry for {key!r}")
+            raise ConfigError(f"task {task_cfg.name}: tsv.columns has no entry for {key!r}")
     return columns
 
 

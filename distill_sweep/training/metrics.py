@@ -4,32 +4,25 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
+from distill_sweep.config.schema import TaskSettings
 from distill_sweep.errors import ConfigError
 
 _KNOWN = {"accuracy", "f1", "mcc", "pearson", "spearman"}
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    try:
-        return cfg.get(key, default)
-    except AttributeError:
-        return getattr(cfg, key, default)
-
-
-def _metric_names(task_cfg: Any) -> list[str]:
-    names = _get(task_cfg, "metrics")
+def _metric_names(task_cfg: TaskSettings) -> list[str]:
+    names = task_cfg.metrics
     if not names:  # older configs: derive from the task type
-        names = ["pearson", "spearman"] if _get(task_cfg, "is_regression", False) else ["accuracy"]
+        names = ["pearson", "spearman"] if task_cfg.is_regression else ["accuracy"]
     names = [str(n) for n in names]
     unknown = set(names) - _KNOWN
     if unknown:
-        raise ConfigError(f"task {_get(task_cfg, 'name')}: unknown metrics {sorted(unknown)}")
+        raise ConfigError(f"task {task_cfg.name}: unknown metrics {sorted(unknown)}")
     return names
 
 
@@ -54,12 +47,12 @@ def _from_predictions(names: Sequence[str], preds: np.ndarray, labels: np.ndarra
     return out
 
 
-def compute_metrics(task_cfg: Any, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def compute_metrics(task_cfg: TaskSettings, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """Metrics listed in ``task.metrics`` from raw logits: argmax for classification, the single output
     for regression (logits of shape (N,1) or (N,))."""
     logits = np.asarray(logits)
     labels = np.asarray(labels)
-    if _get(task_cfg, "is_regression", False):
+    if task_cfg.is_regression:
         preds = logits.reshape(len(logits), -1)[:, 0].astype(np.float64)
         labels = labels.astype(np.float64)
     else:
@@ -71,13 +64,13 @@ def compute_metrics(task_cfg: Any, logits: np.ndarray, labels: np.ndarray) -> di
 
 
 def majority_baseline(
-    task_cfg: Any, train_labels: Sequence | np.ndarray, dev_labels: Sequence | np.ndarray
+    task_cfg: TaskSettings, train_labels: Sequence | np.ndarray, dev_labels: Sequence | np.ndarray
 ) -> dict[str, float]:
     """Dev metrics of the constant predictor: the most frequent train label (ties: lowest id), or the train
     mean for regression. A teacher at or below this has learned nothing."""
     train = np.asarray(train_labels)
     dev = np.asarray(dev_labels)
-    if _get(task_cfg, "is_regression", False):
+    if task_cfg.is_regression:
         preds = np.full(len(dev), float(train.astype(np.float64).mean()))
         dev = dev.astype(np.float64)
     else:
@@ -88,9 +81,9 @@ def majority_baseline(
     return _from_predictions(_metric_names(task_cfg), preds, dev)
 
 
-def primary(task_cfg: Any, metrics: Mapping[str, float]) -> float:
+def primary(task_cfg: TaskSettings, metrics: Mapping[str, float]) -> float:
     """The task's primary metric value (``task.primary_metric``) from a metrics dict."""
-    key = str(_get(task_cfg, "primary_metric"))
+    key = str(task_cfg.primary_metric)
     if key not in metrics:
         raise KeyError(f"primary metric {key!r} not in {sorted(metrics)}")
     return float(metrics[key])

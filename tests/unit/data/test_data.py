@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT
+from helpers import ROOT, task_settings
 from omegaconf import OmegaConf
 
 from distill_sweep.analysis.paper import TASK_LABELS
@@ -17,10 +17,8 @@ from distill_sweep.toy import build_toy_tokenizer
 TASKS = ROOT / "conf" / "task"
 
 
-def task(name, data_dir=None):
-    cfg = OmegaConf.load(TASKS / f"{name}.yaml")
-    cfg.data_dir = str(data_dir) if data_dir is not None else None
-    return cfg
+def task(name, data_dir=None, **keys):
+    return task_settings(name, data_dir, **keys)
 
 
 def write(path: Path, lines, bom=False):
@@ -220,8 +218,7 @@ def test_hub_offline_is_a_clear_data_error(monkeypatch):
 
 
 def test_tokenize_columns_and_cache_hit(tmp_path, tokenizer):
-    cfg = task("toy")
-    cfg.recipe.num_train, cfg.recipe.num_dev = 40, 10
+    cfg = task("toy", **{"recipe.num_train": 40, "recipe.num_dev": 10})
     raw = load_raw(cfg)
     first = tokenize_splits(raw, tokenizer, cfg, tmp_path)
     assert set(first) == {"train", "validation"}
@@ -266,8 +263,7 @@ def test_collate_pads_to_batch_max():
 
 
 def test_loader_shuffle_is_seeded_and_covers_every_row(tmp_path, tokenizer):
-    cfg = task("toy")
-    cfg.recipe.num_train, cfg.recipe.num_dev = 50, 10
+    cfg = task("toy", **{"recipe.num_train": 50, "recipe.num_dev": 10})
     data = load_task_data(cfg, tokenizer, tmp_path)
     assert data.label_names == ["positive", "mixed", "negative"] and data.num_labels == 3
     assert not data.is_regression and set(data.dev) == {"validation"}

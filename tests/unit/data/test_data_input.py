@@ -15,8 +15,7 @@ import huggingface_hub.constants as hub_constants
 import numpy as np
 import pytest
 import torch
-from helpers import ROOT
-from omegaconf import OmegaConf
+from helpers import ROOT, task_settings
 
 from distill_sweep.data.glue import load_raw, load_task_data
 from distill_sweep.errors import ConfigError, DataError
@@ -28,11 +27,7 @@ RTE_HEADER = ["index", "sentence1", "sentence2", "label"]
 
 
 def task(name, data_dir=None, **keys):
-    cfg = OmegaConf.load(TASKS / f"{name}.yaml")
-    cfg.data_dir = str(data_dir) if data_dir is not None else None
-    for key, value in keys.items():
-        OmegaConf.update(cfg, key, value)
-    return cfg
+    return task_settings(name, data_dir, **keys)
 
 
 def write_tsv(path: Path, rows) -> None:
@@ -167,13 +162,13 @@ def test_subset_applies_to_every_dev_split(tmp_path):
 @pytest.mark.parametrize("key", ["max_train_samples", "max_dev_samples"])
 @pytest.mark.parametrize("value", [0, -5, 2.5, "100", True])
 def test_bad_subset_size_is_a_config_error(key, value):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigError) as err:  # the typed task refuses it, before any data is read
         load_raw(toy(**{key: value}))
-    assert f"task.{key}={value!r}" in str(err.value) and "positive integer, or null" in str(err.value)
+    assert f"task.{key}" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_bad_subset_seed_is_a_config_error():
-    with pytest.raises(ConfigError, match="task.subset_seed=-1"):
+    with pytest.raises(ConfigError, match="task.subset_seed"):
         load_raw(toy(max_train_samples=5, subset_seed=-1))
 
 

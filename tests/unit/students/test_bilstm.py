@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
-from helpers import FAST, compose_cfg, plain, run_cli
+from helpers import FAST, compose_cfg, plain, run_cli, task_settings
 from omegaconf import OmegaConf
 
 from distill_sweep.data.batching import STUDENT_IDS, make_loader
@@ -129,8 +129,8 @@ def test_batches_carry_both_tokenizations_aligned_with_idx(shared_cache: Path) -
     s2 = ["the menu was nice", "the cake was stale", "the wifi was slow and the bath was ugly", "the tea was warm",
           "the zebra was purple"]
     raw = {"train": Dataset.from_dict({"sentence1": s1, "sentence2": s2, "label": [0, 1, 2, 1, 2]})}
-    task = {"name": "pairs", "text_fields": ["sentence1", "sentence2"], "max_seq_length": 32}
-    vocab = WordVocab.build(s1[:4] + s2[:4], fields=task["text_fields"])  # row 4's "dirty", "zebra": unknown
+    task = task_settings("toy", max_seq_length=32)  # toy's two text fields: sentence1, sentence2
+    vocab = WordVocab.build(s1[:4] + s2[:4], fields=task.text_fields)  # row 4's "dirty", "zebra": unknown
     (tok,) = tokenize_splits(raw, tokenizer, task, shared_cache / "bilstm-tok", words=vocab).values()
     assert {f"{STUDENT_IDS}0", f"{STUDENT_IDS}1", "input_ids", "idx"} <= set(tok.column_names)
     batch = next(iter(make_loader(tok, 5, shuffle=True, seed=3, pad_token_id=int(tokenizer.pad_token_id),
