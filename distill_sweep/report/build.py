@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep.analysis import frames, paper, stats
-from distill_sweep.report import decoder, figures, layout_table, pretraining
+from distill_sweep.report import decoder, examples, figures, layout_table, pretraining
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
@@ -94,6 +94,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
         _table_section(doc, files, table, opts)
         tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
         _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
+        _examples_section(doc, files, "table1", t1_records, tests, table)
         if not tests.empty:
             doc.figure('<div class="figures">' + figures.tests_matrix(
                 tests, [s for s in systems if s in set(tests["a"]) | set(tests["b"])], "Table 1", opts.alpha) + "</div>")
@@ -197,6 +198,22 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
         extra = [pair_name(r, within) for r in testable if not r["significant_holm"] and r["significant"]]
         doc.text("additionally NOT significant after Holm: " + (", ".join(extra) or "none"))
     files[f"ttests_{key}.csv"] = tests
+
+
+def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.DataFrame, tests: pd.DataFrame,
+                      table: Table) -> None:
+    """The pairs of a tests table over seeds and dev examples (report.examples), where records carry predictions."""
+    if tests.empty:
+        return
+    rows, frame, notes = examples.comparisons(records, tests, table.metrics)
+    if not rows and not notes:
+        return
+    doc.heading(f"{table.title.split(':')[0]}: comparisons over seeds and dev examples")
+    if rows:
+        doc.table(examples.HEADERS, rows)
+        files[f"examples_{key}.csv"] = frame
+    for note in notes:
+        doc.text(note)
 
 
 def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: pd.DataFrame,

@@ -29,6 +29,7 @@ from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.distributed import is_main, local_device
 from distill_sweep.training.loop import LossFn, bf16_cpu_slowdown, bf16_cpu_warning, resolve_device
 from distill_sweep.training.metrics import compute_metrics
+from distill_sweep.training.prediction_capture import DevPredictionCapture
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
 
 log = logging.getLogger("distill_sweep")
@@ -76,6 +77,7 @@ class RunContext:
     started: float = field(default_factory=time.perf_counter)
     student_tokenizer: Any = None  # the student's own tokenizer (student=bilstm's word vocabulary), if it has one
     sweep_group: str | None = None  # the sweep's directory when the job is one of a sweep (groups tracker runs)
+    predictions: DevPredictionCapture | None = None  # the student's dev predictions per epoch (driver sets it)
 
     @classmethod
     def open(cls, job: Job, record: dict[str, Any], sweep_group: str | None = None) -> RunContext:
@@ -163,11 +165,16 @@ class RunContext:
         """The stage driver over `train` (default: the student's training split)."""
         run = self.job.settings.run
         train = self.data.train if train is None else train
+        extra: dict[str, Any] = {}
+        if history is self.record.get("epochs"):  # the student's stages (not a teacher's): keep its predictions
+            self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
+                                                    self.job.settings.task.is_regression)
+            extra["evaluate_fn"] = self.predictions.evaluate
         return StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
                            dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
                            precision=self.precision, optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint,
                            key=key, history=history, every_steps=run.checkpoint.every_steps, log_every=run.log_every,
-                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label)
+                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label, **extra)
 
     def save_record(self) -> None:
         if is_main():  # with several ranks only rank 0 writes
@@ -179,6 +186,8 @@ class RunContext:
         # an objective of intermediate stages only has no scored epoch: its best epoch is over all
         best = best_epoch(record["epochs"], primary) or max(record["epochs"], key=lambda e: e["dev"][primary])
         record["best"] = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
+        if self.predictions is not None:  # the best epoch's per-example predictions beside result.json
+            self.predictions.finish(next(i for i, e in enumerate(record["epochs"]) if e is best), best)
         record["final"] = {"dev": record["epochs"][-1]["dev"]}
         record["samples_per_s"] = driver.samples_per_s
         record["nonfinite_skipped"] = int(sum(e.get("nonfinite_skipped", 0) for e in record["epochs"]))

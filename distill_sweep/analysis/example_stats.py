@@ -1,0 +1,117 @@
+"""Comparisons that use every dev example, from the records' per-example predictions
+(records/predictions.py): the multi-bootstrap over seeds x examples (Sellam et al., ICLR 2022, "The
+MultiBERTs"), and at one seed a paired test over examples (McNemar for accuracy, a paired bootstrap for F1,
+MCC and correlations).
+
+A bootstrap resample draws the seeds (pairs of runs of A and B with the same seed) and the dev examples with
+replacement, the same for A and B; its statistic is mean over the drawn seeds of metric(A) - metric(B) on the
+drawn examples. The metrics are computed from example weights (how often each example was drawn), so one
+matrix product scores every resample: accuracy, binary F1 (class 1, as GLUE), binary MCC and Pearson's r.
+Spearman's rho would need the ranks of every resample: not offered. Metric values are fractions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+RESAMPLES = 2_000  # bootstrap resamples of seeds x examples
+SEED = 0  # the resampling's random seed: the same store gives the same report
+METRICS = ("accuracy", "f1", "mcc", "pearson")  # what the weighted metrics below compute
+MCNEMAR_EXACT_BELOW = 25  # discordant pairs below this: McNemar's exact binomial test, else chi-square
+
+
+def weighted_metric(metric: str, pred: np.ndarray, label: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """`metric` of predictions vs labels with each example counted `weights` times; weights [B, N] give B
+    values. Equal to the metric on the examples repeated by their weights (sklearn's, scipy's)."""
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    pred, label = np.asarray(pred), np.asarray(label)
+    if metric == "accuracy":
+        return (w @ (pred == label).astype(np.float64)) / w.sum(axis=1)
+    if metric in ("f1", "mcc"):
+        p1, l1 = pred == 1, label == 1
+        tp, fp = w @ (p1 & l1).astype(np.float64), w @ (p1 & ~l1).astype(np.float64)
+        fn, tn = w @ (~p1 & l1).astype(np.float64), w @ (~p1 & ~l1).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if metric == "f1":  # sklearn's zero_division=0
+                return np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), 0.0)
+            den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+            return np.where(den > 0, (tp * tn - fp * fn) / den, 0.0)  # sklearn: 0 when undefined
+    if metric == "pearson":
+        x, y = pred.astype(np.float64), label.astype(np.float64)
+        n = w.sum(axis=1)
+        mx, my = (w @ x) / n, (w @ y) / n
+        cov = (w @ (x * y)) / n - mx * my
+        vx, vy = (w @ (x * x)) / n - mx**2, (w @ (y * y)) / n - my**2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((vx > 0) & (vy > 0), cov / np.sqrt(vx * vy), 0.0)  # metrics.py: 0 when constant
+    raise ValueError(f"no per-example statistics for metric {metric!r} (offered: {', '.join(METRICS)})")
+
+
+def _p_two_sided(diffs: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of 'no difference': twice the smaller tail beyond 0 (with the +1 of
+    Davison and Hinkley, so never 0)."""
+    b = len(diffs)
+    low = (np.sum(diffs <= 0.0) + 1) / (b + 1)
+    high = (np.sum(diffs >= 0.0) + 1) / (b + 1)
+    return float(min(1.0, 2.0 * min(low, high)))
+
+
+def multi_bootstrap(preds_a: np.ndarray, preds_b: np.ndarray, labels: np.ndarray, metric: str,
+                    confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
+                    ) -> dict[str, float]:
+    """The paired multi-bootstrap of mean(metric(A) - metric(B)) over seeds x examples. `preds_a`,
+    `preds_b`: [S, N], row s of both from the same seed; `labels`: [N]. Returns diff (on all seeds and
+    examples), ci_low, ci_high (percentile interval of the resampled differences) and p (two-sided)."""
+    a, b = np.atleast_2d(preds_a), np.atleast_2d(preds_b)
+    n_seeds, n = a.shape
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)  # examples [B, N]
+    seeds = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=resamples)  # seed counts [B, S]
+    per_seed = np.stack([weighted_metric(metric, a[s], labels, weights)
+                         - weighted_metric(metric, b[s], labels, weights) for s in range(n_seeds)],
+                        axis=1)  # [B, S]: every seed's difference on every resample of the examples
+    diffs = (seeds * per_seed).sum(axis=1) / n_seeds
+    ones = np.ones((1, n))
+    observed = float(np.mean([weighted_metric(metric, a[s], labels, ones)[0]
+                              - weighted_metric(metric, b[s], labels, ones)[0] for s in range(n_seeds)]))
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(diffs, [tail, 1.0 - tail])
+    return {"diff": observed, "ci_low": float(lo), "ci_high": float(hi), "p": _p_two_sided(diffs)}
+
+
+def mcnemar(pred_a: np.ndarray, pred_b: np.ndarray, labels: np.ndarray) -> tuple[float, int, int]:
+    """McNemar's test of equal accuracy of A and B on the same examples -> (p, n_ab, n_ba), where n_ab counts
+    examples A gets right and B wrong. Exact (binomial) below MCNEMAR_EXACT_BELOW discordant pairs, else the
+    chi-square with continuity correction (statsmodels' `mcnemar`)."""
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar  # a second's import: reports only
+
+    right_a, right_b = np.asarray(pred_a) == labels, np.asarray(pred_b) == labels
+    n_ab, n_ba = int(np.sum(right_a & ~right_b)), int(np.sum(~right_a & right_b))
+    if n_ab + n_ba == 0:
+        return 1.0, 0, 0
+    table = [[int(np.sum(right_a & right_b)), n_ab], [n_ba, int(np.sum(~right_a & ~right_b))]]
+    exact = n_ab + n_ba < MCNEMAR_EXACT_BELOW
+    return float(sm_mcnemar(table, exact=exact, correction=True).pvalue), n_ab, n_ba
+
+
+def one_seed_test(pred_a: np.ndarray, pred_b: np.ndarray, labels: np.ndarray, metric: str,
+                  resamples: int = RESAMPLES, seed: int = SEED) -> tuple[str, float]:
+    """A paired test over the examples of one seed's runs -> (test name, p): McNemar for accuracy, else the
+    paired bootstrap of metric(A) - metric(B) over examples."""
+    if metric == "accuracy":
+        p, n_ab, n_ba = mcnemar(pred_a, pred_b, labels)
+        return f"McNemar ({n_ab} vs {n_ba} discordant)", p
+    got = multi_bootstrap(np.atleast_2d(pred_a), np.atleast_2d(pred_b), labels, metric, resamples=resamples,
+                          seed=seed)
+    return "paired bootstrap over examples", got["p"]
+
+
+def supported(metric: str) -> bool:
+    return metric in METRICS
+
+
+def stack(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """Seeds' prediction vectors as [S, N] (they share one dev set, so one length)."""
+    return np.stack([np.asarray(r) for r in rows]) if rows else np.empty((0, 0))

@@ -1,0 +1,84 @@
+"""A record's per-example dev predictions: the best epoch's prediction for every dev example, beside
+result.json as one array file (`dev_predictions.npz`).
+
+Per dev split it holds the prediction (class id, or the regression value) and the label, both in the split's
+row order (`idx`). Its `meta` entry (JSON) names the epoch, the dev splits' content hashes (so predictions
+made on another dev set are told apart) and each array's sha256, checked on every read. No pickle: plain
+numeric arrays and one string. The record itself and its hash are untouched: a record without the file
+(written before it existed) is reported from its scores alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PREDICTIONS = "dev_predictions.npz"
+VERSION = 1
+
+
+class PredictionsError(ValueError):
+    """A predictions file that cannot be trusted (damaged, or not ours): the report names it and goes on."""
+
+
+@dataclass(frozen=True)
+class DevPredictions:
+    """One run's dev predictions: per split, predictions and labels in row order; the dev hashes they hold for."""
+
+    preds: dict[str, np.ndarray]
+    labels: dict[str, np.ndarray]
+    dev_hash: dict[str, str]  # split -> content hash of the tokenised dev split
+    stage: str
+    epoch: int
+
+    def same_dev(self, other: DevPredictions, split: str) -> bool:
+        """Whether both were made on the same content of `split`."""
+        return split in self.dev_hash and self.dev_hash.get(split) == other.dev_hash.get(split)
+
+
+def _digest(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def write_predictions(directory: Path, preds: dict[str, np.ndarray], labels: dict[str, np.ndarray],
+                      dev_hash: dict[str, str], stage: str, epoch: int) -> Path:
+    """Write `directory/dev_predictions.npz` atomically (a temporary file renamed into place)."""
+    arrays: dict[str, np.ndarray] = {}
+    for split, values in preds.items():
+        arrays[f"pred/{split}"] = np.asarray(values)
+        arrays[f"label/{split}"] = np.asarray(labels[split])
+    meta = {"version": VERSION, "stage": stage, "epoch": int(epoch), "dev_hash": dev_hash,
+            "sha256": {name: _digest(a) for name, a in arrays.items()}}
+    path = directory / PREDICTIONS
+    tmp = directory / f".{PREDICTIONS}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+def read_predictions(directory: Path) -> DevPredictions | None:
+    """The predictions beside a record, None when there are none; PredictionsError when the file is damaged
+    (a checksum or its layout does not match)."""
+    path = directory / PREDICTIONS
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta: dict[str, Any] = json.loads(str(data["meta"]))
+            arrays = {name: data[name] for name in meta["sha256"]}
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    for name, digest in meta["sha256"].items():
+        if _digest(arrays[name]) != digest:
+            raise PredictionsError(f"{path}: {name} does not match its checksum")
+    splits = [name.split("/", 1)[1] for name in arrays if name.startswith("pred/")]
+    return DevPredictions(preds={s: arrays[f"pred/{s}"] for s in splits},
+                          labels={s: arrays[f"label/{s}"] for s in splits},
+                          dev_hash=dict(meta["dev_hash"]), stage=str(meta["stage"]), epoch=int(meta["epoch"]))

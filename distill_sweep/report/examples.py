@@ -1,0 +1,99 @@
+"""The report's comparisons over seeds and dev examples, for the pairs a tests table compares: per task, the
+multi-bootstrap of the difference (analysis/example_stats.py) over the seeds both rows ran, and a paired test
+over the examples of one seed, from the records' dev predictions (records/predictions.py). Records without
+predictions (written before they were stored) leave their pair to the seed-level statistics, said in one line.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from distill_sweep.analysis import example_stats
+from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
+from distill_sweep.records.predictions import DevPredictions, PredictionsError, read_predictions
+
+HEADERS = ["task", "A", "B", "seeds", "examples", "mean(A-B)", "95% CI (multi-bootstrap)", "p (multi-bootstrap)",
+           "one seed: test", "p (one seed)"]
+
+
+def _load(paths: list[str], cache: dict[str, DevPredictions | None], problems: list[str]) -> None:
+    for path in paths:
+        if path not in cache:
+            try:
+                cache[path] = read_predictions(Path(path).parent)
+            except PredictionsError as exc:
+                cache[path] = None
+                problems.append(str(exc))
+
+
+def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, str]
+                ) -> tuple[list[list[str]], pd.DataFrame, list[str]]:
+    """Rows of the table (HEADERS), its CSV frame and the notes, for every pair (a, b) of `tests` on every task
+    both rows ran. `records`: the table's records (system, task, seed, status, path); `metrics`: task -> the
+    column's metric."""
+    done = records[records["status"] == "completed"]
+    cache: dict[str, DevPredictions | None] = {}
+    problems: list[str] = []
+    _load(list(done["path"]), cache, problems)
+    rows, frame, without, unsupported = [], [], 0, set()
+    by_key = {(r.system, r.task, int(r.seed)): r.path for r in done.itertuples(index=False)}
+    for pair in tests[["a", "b"]].itertuples(index=False):
+        for task in task_order(set(done["task"])):
+            seeds = sorted({s for (sys_, t, s) in by_key if sys_ == pair.a and t == task}
+                           & {s for (sys_, t, s) in by_key if sys_ == pair.b and t == task})
+            if not seeds:
+                continue
+            metric = metrics.get(task, "accuracy")
+            if not example_stats.supported(metric):
+                unsupported.add(metric)
+                continue
+            got = [(cache[by_key[(pair.a, task, s)]], cache[by_key[(pair.b, task, s)]]) for s in seeds]
+            usable = [(s, pa, pb) for s, (pa, pb) in zip(seeds, got, strict=True) if pa is not None and pb is not None]
+            if not usable:
+                without += 1
+                continue
+            split = next(iter(usable[0][1].preds))  # the first dev split: the one the column's metric scores
+            same = [(s, pa, pb) for s, pa, pb in usable
+                    if pa.same_dev(usable[0][1], split) and pb.same_dev(usable[0][1], split)]
+            if not same:  # A and B of the first seed were scored on different dev sets
+                without += 1
+                continue
+            labels = same[0][1].labels[split]
+            a = np.stack([pa.preds[split] for _, pa, _ in same])
+            b = np.stack([pb.preds[split] for _, _, pb in same])
+            mb = example_stats.multi_bootstrap(a, b, labels, metric)
+            test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
+            dropped = len(seeds) - len(same)
+            rows.append([task_label(task), pair.a, pair.b, f"{len(same)}" + (f" (of {len(seeds)})" if dropped else ""),
+                         str(len(labels)), f"{100 * mb['diff']:+.2f}",
+                         f"[{100 * mb['ci_low']:+.2f}, {100 * mb['ci_high']:+.2f}]", _p(mb["p"]),
+                         f"{test}, seed {same[0][0]}", _p(p_one)])
+            frame.append({"task": task, "a": pair.a, "b": pair.b, "metric": metric, "seeds": len(same),
+                          "seeds_matched": len(seeds), "examples": len(labels), "mean_diff": 100 * mb["diff"],
+                          "ci_low": 100 * mb["ci_low"], "ci_high": 100 * mb["ci_high"], "p": mb["p"],
+                          "one_seed": same[0][0], "one_seed_test": test, "one_seed_p": p_one})
+    notes = []
+    if rows:
+        metric_names = ", ".join(sorted({METRIC_ABBREV.get(m, m) for m in metrics.values()}))
+        notes.append(f"multi-bootstrap (Sellam et al. 2022): {example_stats.RESAMPLES:,} resamples of the seeds both "
+                     "rows ran and of the dev examples together (seeded), the same for A and B; p two-sided; the "
+                     f"column's metric ({metric_names}) on the best epoch's predictions (by the primary metric); "
+                     "one seed: McNemar for accuracy, else a paired bootstrap over the examples")
+    if without:
+        notes.append(f"note: {without} pair(s) x task without dev predictions in their records (written before "
+                     "records kept them): seed-level statistics only")
+    if unsupported:
+        notes.append(f"note: no per-example statistics for {', '.join(sorted(unsupported))} (only "
+                     f"{', '.join(example_stats.METRICS)}): seed-level statistics only")
+    notes += [f"note: predictions left out: {p}" for p in problems]
+    return rows, pd.DataFrame(frame), notes
+
+
+def _p(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    return f"{value:.2e}" if value < 1e-3 else f"{value:.4f}"

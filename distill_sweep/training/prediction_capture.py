@@ -1,0 +1,105 @@
+"""Keeps the student's per-example dev predictions while the stage driver evaluates, so the record can carry
+the best epoch's (records/predictions.py writes and reads the file).
+
+`DevPredictionCapture.evaluate` is the driver's `evaluate_fn`: the same dev metrics as `loop.evaluate`, plus each
+example's prediction in its split's row order (the dev loaders sort by length; the batches' `idx` puts them
+back). Every epoch's predictions go to `dev_predictions.partial/<epoch index>.npz` in the job's directory, so
+a job resumed after preemption still has the epochs evaluated before it; `finish` keeps the best epoch's as
+`dev_predictions.npz` and removes the rest.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from distill_sweep.data.fingerprints import content_hash
+from distill_sweep.records.predictions import write_predictions
+from distill_sweep.training.distributed import is_main
+from distill_sweep.training.loop import autocast, model_inputs, to_device
+
+PARTIAL = "dev_predictions.partial"
+HASHED_COLUMNS = ("input_ids", "token_type_ids", "labels", "idx")  # what makes two dev splits the same
+
+
+def dev_hashes(dev: dict[str, Any]) -> dict[str, str]:
+    """Each tokenised dev split's content hash (its token ids, labels and row indices)."""
+    return {split: content_hash(ds, [c for c in HASHED_COLUMNS if c in ds.column_names]) for split, ds in dev.items()}
+
+
+def predict_rows(model: nn.Module, loader: Any, device: torch.device, precision: str
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Logits, labels and row indices (`idx`) over a loader, in the loader's order."""
+    was_training = model.training
+    model.eval()
+    logits, labels, rows = [], [], []
+    try:
+        with torch.no_grad():
+            for batch in loader:
+                batch = to_device(batch, device)
+                with autocast(device, precision):
+                    out = model(**model_inputs(batch, model)).logits
+                logits.append(out.float().cpu().numpy())
+                labels.append(batch["labels"].cpu().numpy())
+                rows.append(batch["idx"].cpu().numpy())
+    finally:
+        model.train(was_training)
+    return np.concatenate(logits), np.concatenate(labels), np.concatenate(rows)
+
+
+def prediction_of(logits: np.ndarray, regression: bool) -> np.ndarray:
+    """What the metrics score: the class id (argmax, compact int16) or the regression output (float32)."""
+    if regression:
+        return logits.reshape(len(logits), -1)[:, 0].astype(np.float32)
+    return logits.argmax(axis=-1).astype(np.int16)
+
+
+class DevPredictionCapture:
+    """The driver's evaluate function that also keeps every epoch's predictions (see the module's doc)."""
+
+    def __init__(self, out_dir: Path, dev: dict[str, Any], history: list[dict[str, Any]], regression: bool) -> None:
+        self.out_dir, self.dev, self.history, self.regression = out_dir, dev, history, regression
+        self.partial = out_dir / PARTIAL
+        self._hashes: dict[str, str] | None = None
+
+    def evaluate(self, model: nn.Module, dev_loaders: dict[str, Any],
+                 metric_fn: Callable[[np.ndarray, np.ndarray], dict[str, float]], device: torch.device,
+                 precision: str) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        arrays: dict[str, np.ndarray] = {}
+        for i, (split, loader) in enumerate(dev_loaders.items()):
+            logits, labels, rows = predict_rows(model, loader, device, precision)
+            # the same keys as loop.evaluate: the first split plain, MNLI mismatched `_mm`, others `_<split>`
+            suffix = "" if i == 0 else ("_mm" if split.endswith("mismatched") else f"_{split}")
+            metrics.update({f"{k}{suffix}": float(v) for k, v in metric_fn(logits, labels).items()})
+            order = np.argsort(rows, kind="stable")
+            arrays[f"pred/{split}"] = prediction_of(logits, self.regression)[order]
+            arrays[f"label/{split}"] = labels[order]
+        if is_main():
+            self.partial.mkdir(parents=True, exist_ok=True)
+            np.savez(self.partial / f"{len(self.history)}.npz", **arrays)  # this epoch's index in the history
+        return metrics
+
+    def finish(self, index: int, best: dict[str, Any]) -> Path | None:
+        """Keep the predictions of history entry `index` (the best epoch) as the record's file; None when that
+        epoch's were not kept (evaluated by a version before this one, then resumed)."""
+        if not is_main():
+            return None
+        path = self.partial / f"{index}.npz"
+        written = None
+        if path.is_file():
+            if self._hashes is None:
+                self._hashes = dev_hashes(self.dev)
+            with np.load(path, allow_pickle=False) as data:
+                splits = [n.split("/", 1)[1] for n in data.files if n.startswith("pred/")]
+                written = write_predictions(self.out_dir, {s: data[f"pred/{s}"] for s in splits},
+                                            {s: data[f"label/{s}"] for s in splits}, self._hashes,
+                                            str(best["stage"]), int(best["epoch"]))
+        shutil.rmtree(self.partial, ignore_errors=True)
+        return written

@@ -1,0 +1,84 @@
+"""The report's comparisons over seeds and dev examples (report.examples): from the records' dev predictions,
+a note for records without them (written before they were kept), a changed dev set left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import write_record
+from scipy import stats as sps
+
+from distill_sweep.records.predictions import write_predictions
+from distill_sweep.report.cli import main
+
+N = 400
+
+
+def _run(root: Path, objective: str, seed: int, accuracy: float, labels: np.ndarray, dev_hash: str = "dev1",
+         with_predictions: bool = True) -> np.ndarray:
+    """A record on toy whose dev predictions score `accuracy` (the record's score is theirs)."""
+    rng = np.random.default_rng(hash((objective, seed)) % 2**32)
+    wrong = rng.choice(N, size=round((1 - accuracy) * N), replace=False)
+    preds = labels.copy()
+    preds[wrong] = 1 - preds[wrong]
+    path = write_record(root, task="toy", objective=objective, seed=seed, score=float(np.mean(preds == labels)))
+    if with_predictions:
+        write_predictions(path.parent, {"validation": preds}, {"validation": labels}, {"validation": dev_hash},
+                          "prediction", 1)
+    return preds
+
+
+def test_multi_bootstrap_rows_from_the_records_predictions(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    labels = np.random.default_rng(0).integers(0, 2, N)
+    by_seed = []
+    for seed in range(3):
+        a = _run(tmp_path, "att_kl", seed, 0.80, labels)
+        b = _run(tmp_path, "att_mse", seed, 0.72, labels)
+        by_seed.append(100 * (np.mean(a == labels) - np.mean(b == labels)))
+        if seed == 0:
+            first = (a, b)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "Table 1: comparisons over seeds and dev examples" in out
+    frame = pd.read_csv(tmp_path / "tables" / "examples_table1.csv")
+    (row,) = frame.to_dict("records")
+    sign = 1.0 if row["a"] == "att_kl" else -1.0  # the table's pair order (the paper's objective order)
+    assert row["seeds"] == 3 and row["examples"] == N
+    assert row["mean_diff"] == pytest.approx(sign * np.mean(by_seed))  # the seed-level difference, from predictions
+    assert row["ci_low"] < row["mean_diff"] < row["ci_high"] and 0 < sign * row["mean_diff"] and row["p"] < 0.01
+    assert not row["ci_low"] < 0 < row["ci_high"]
+    # one seed: McNemar on the first seed's discordant examples
+    right_a, right_b = (first[0] == labels, first[1] == labels)[::int(sign)]
+    n_ab, n_ba = int(np.sum(right_a & ~right_b)), int(np.sum(~right_a & right_b))
+    assert row["one_seed"] == 0 and row["one_seed_test"].startswith(f"McNemar ({n_ab} vs {n_ba} discordant)")
+    if n_ab + n_ba >= 25:
+        assert row["one_seed_p"] == pytest.approx(sps.chi2.sf((abs(n_ab - n_ba) - 1) ** 2 / (n_ab + n_ba), df=1))
+
+
+def test_records_without_predictions_get_the_seed_level_statistics_and_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = np.random.default_rng(1).integers(0, 2, N)
+    for seed in range(2):
+        _run(tmp_path, "att_kl", seed, 0.80, labels, with_predictions=False)  # as an older version wrote them
+        _run(tmp_path, "att_mse", seed, 0.70, labels, with_predictions=False)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "Table 1 paired t-tests" in out  # the seed-level statistics as before
+    assert ("note: 1 pair(s) x task without dev predictions in their records (written before records kept them): "
+            "seed-level statistics only") in out
+    assert not (tmp_path / "tables" / "examples_table1.csv").exists()
+
+
+def test_a_seed_scored_on_another_dev_set_is_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = np.random.default_rng(2).integers(0, 2, N)
+    for seed in range(3):
+        _run(tmp_path, "att_kl", seed, 0.80, labels, dev_hash="dev2" if seed == 2 else "dev1")
+        _run(tmp_path, "att_mse", seed, 0.70, labels)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    frame = pd.read_csv(tmp_path / "tables" / "examples_table1.csv")
+    assert list(frame["seeds"]) == [2] and list(frame["seeds_matched"]) == [3]
+    assert "2 (of 3)" in capsys.readouterr().out
