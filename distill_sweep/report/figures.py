@@ -50,7 +50,8 @@ def table_heatmaps(table: Table, baseline: str | None) -> str:
                                          (f"Avg {r.cells[t].mean:.2f}" if r.cells[t].present else r.avg_reason))
              for j, t in enumerate(cols)] for name, r in zip(rows, table.rows, strict=True)]
     out = [svg.heatmap(rows, names, means, texts, tips, diverging=False, css="heatmap",
-                       legend=f"{table.title}: mean dev score (darker = higher); grey = no completed run")]
+                       legend=f"{table.title}: mean dev score (darker = higher); grey = no completed run",
+                       unit="mean dev score (%)")]
     base = {r.init: r for r in table.rows if r.system == baseline}
     if base:
         deltas = [[(r.cells[t].mean - base[r.init].cells[t].mean) if r.init in base and r.cells[t].present
@@ -59,7 +60,8 @@ def table_heatmaps(table: Table, baseline: str | None) -> str:
         tips = [[f"{name} · {names[j]}: {v:+.2f} vs {baseline}" if not math.isnan(v) else f"{name} · {names[j]}: —"
                  for j, v in enumerate(line)] for name, line in zip(rows, deltas, strict=True)]
         out.append(svg.heatmap(rows, names, deltas, texts, tips, diverging=True, css="heatmap delta",
-                               legend=f"difference to {baseline} at the same init (blue = better, red = worse)"))
+                               legend=f"difference to {baseline} at the same init (blue = better, red = worse)",
+                               unit=f"points vs {baseline}"))
     return '<div class="figures">' + "".join(out) + "</div>"
 
 
@@ -71,7 +73,8 @@ def test_tip(r: dict[str, Any]) -> str:
 
 
 def tests_matrix(tests: pd.DataFrame, levels: Sequence[str], title: str, alpha: float) -> str:
-    """Rows x columns of the levels: colour = Cohen's d_z of row minus column; * = significant after Holm,
+    """Rows x columns of the levels: colour = the mean difference of row minus column (in points: with 2 seeds
+    d_z can be ±inf for a 0.2-point gap, so it is the text, not the colour); * = significant after Holm,
     ▲ = the row almost stochastically better than the column (ASO, Bonferroni)."""
     index = {(r["a"], r["b"]): (r, 1.0) for r in tests.to_dict("records")}
     index.update({(r["b"], r["a"]): (r, -1.0) for r in tests.to_dict("records")})
@@ -89,16 +92,18 @@ def tests_matrix(tests: pd.DataFrame, levels: Sequence[str], title: str, alpha: 
             d = sign * r["d"]
             mark = "*" if r["significant_holm"] else ""
             mark += "▲" if r["aso_better"] == ("A" if sign > 0 else "B") else ""
-            vline.append(d)
+            vline.append(sign * r["mean_diff"])
             shown = "nan" if math.isnan(d) else ("+∞" if d > 0 else "−∞") if math.isinf(d) else f"{d:+.1f}"
-            tline.append(shown + mark)
+            tline.append("d " + shown + mark)
             pline.append(test_tip(r))
         values.append(vline)
         texts.append(tline)
         tips.append(pline)
-    legend = (f"{title}: colour = Cohen's d_z of row minus column; * = p < {alpha} after Holm; "
-              f"▲ = row almost stochastically better (ASO eps_min < {stats.ASO_THRESHOLD}, Bonferroni)")
-    return svg.heatmap(list(levels), list(levels), values, texts, tips, diverging=True, css="matrix", legend=legend)
+    legend = (f"{title}: colour = mean difference of row minus column (blue = row better); text = Cohen's d_z; "
+              f"* = p < {alpha} after Holm; ▲ = row almost stochastically better (ASO eps_min < "
+              f"{stats.ASO_THRESHOLD}, Bonferroni); hover for the CI")
+    return svg.heatmap(list(levels), list(levels), values, texts, tips, diverging=True, css="matrix", legend=legend,
+                       unit="mean(row - column), points")
 
 
 def per_task_matrices(scores: pd.DataFrame, row_order: Sequence[str], alpha: float) -> str:

@@ -19,6 +19,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 DASHES = ("", "6 3", "2 3", "8 3 2 3")
 MISSING_FILL = "#e0e0e0"
 CELL_W, CELL_H, CHAR_W = 74, 24, 7.0  # pixels; CHAR_W: a label character at the page's 12px font
+BAR_STEPS, BAR_W, BAR_H = 24, 192, 10  # the colour bar under every heatmap: rects, not a gradient (no ids)
 
 
 def _mix(stops: Sequence[Colour], t: float) -> str:
@@ -51,18 +52,36 @@ def _ink(value: float, low: float, high: float, diverging: bool) -> str:
     return "#fff" if high > low and (value - low) / (high - low) > 0.6 else "#000"
 
 
+def colour_bar(x: float, y: float, low: float, high: float, diverging: bool, unit: str) -> str:
+    """What the colours mean: a bar from low to high (diverging: -span, 0, +span) with its ends and `unit`."""
+    if diverging:
+        low, high = -(max(abs(low), abs(high)) or 1.0), max(abs(low), abs(high)) or 1.0
+    out = [f'<g class="colourbar"><text x="{x:.1f}" y="{y - 3:.1f}" font-size="11">{escape(unit)}</text>']
+    for k in range(BAR_STEPS):
+        v = low + (high - low) * (k + 0.5) / BAR_STEPS
+        out.append(f'<rect x="{x + k * BAR_W / BAR_STEPS:.1f}" y="{y:.1f}" width="{BAR_W / BAR_STEPS + 0.5:.1f}" '
+                   f'height="{BAR_H}" fill="{colour(v, low, high, diverging)}"/>')
+    labels = [(low, "start"), (high, "end")] + ([(0.0, "middle")] if diverging else [])
+    for v, anchor in labels:
+        lx = x + BAR_W * ((v - low) / (high - low) if high > low else 0.5)
+        out.append(f'<text x="{lx:.1f}" y="{y + BAR_H + 11:.1f}" text-anchor="{anchor}" font-size="10">'
+                   f'{v:{"+.1f" if diverging else ".1f"}}</text>')
+    return "".join(out) + "</g>"
+
+
 def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[float]],
             texts: Sequence[Sequence[str]], tips: Sequence[Sequence[str]], *, diverging: bool, css: str,
-            legend: str) -> str:
-    """A grid: one rect per (row, column) coloured by its value (NaN grey), its text on it, its tip on hover;
-    `legend` as the figure's caption."""
+            legend: str, unit: str = "") -> str:
+    """A grid: one rect per (row, column) coloured by its value (NaN grey), its text on it, its tip on hover,
+    and under it a colour bar of the values' range labelled `unit`; `legend` as the figure's caption."""
     finite = [v for line in values for v in line if not math.isnan(v) and math.isfinite(v)]
     low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
     left = 12 + CHAR_W * max((len(r) for r in rows), default=4)
     top = 16 + CHAR_W * max((len(c) for c in cols), default=4) * 0.75  # column labels turned 45 degrees
     # the last column's label, turned 45 degrees, reaches past the grid's right edge
     width = left + CELL_W * len(cols) + 10 + CHAR_W * max((len(c) for c in cols), default=4) * 0.75
-    height = top + CELL_H * len(rows) + 6
+    height = top + CELL_H * len(rows) + 6 + 40  # the colour bar below the grid
+    width = max(width, left + BAR_W + 20)
     out = [f'<svg class="{escape(css)}" xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
            f'role="img" aria-label="{escape(legend)}">']
     for j, col in enumerate(cols):
@@ -82,6 +101,7 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[
                        f'height="{CELL_H - 1}" fill="{colour(shown, low, high, diverging)}"/>'
                        f'<text x="{x + CELL_W / 2:.1f}" y="{y + CELL_H * 0.68:.1f}" text-anchor="middle" font-size="11" '
                        f'fill="{_ink(shown, low, high, diverging)}">{escape(texts[i][j])}</text></g>')
+    out.append(colour_bar(left, top + CELL_H * len(rows) + 20, low, high, diverging, unit))
     out.append("</svg>")
     return f'<figure class="{escape(css)}">' + "".join(out) + f"<figcaption>{escape(legend)}</figcaption></figure>"
 

@@ -205,3 +205,23 @@ def test_a_baseline_that_is_no_row_is_refused_in_one_line(tmp_path: Path, capsys
     assert len(err) == 1 and err[0].startswith("distill_sweep.report: error: baseline='vanila_kd' is not a row")
     assert "vanilla_kd" in err[0] and not (tmp_path / "tables").exists()  # the rows it could be, nothing written
     assert main([str(tmp_path), "baseline=vanilla_kd", "format=html"]) == 0  # a row that exists
+
+
+def test_matrix_is_coloured_by_the_mean_difference_with_d_as_text() -> None:
+    """A 0.2-point gap with zero-variance differences (d = +inf) stays pale; a 10-point gap is the darkest."""
+    from distill_sweep.report import figures, svg
+
+    base = {"n": 2, "tasks": 1, "mean_a": 0.0, "mean_b": 0.0, "ci_low": 0.0, "ci_high": 0.0, "t": 1.0, "p": 0.5,
+            "p_holm": 0.5, "significant": False, "significant_holm": False, "testable": True, "few_pairs": True,
+            "aso_ab": 0.5, "aso_ba": 0.5, "aso_better": "", "seeds": 3.0, "note": ""}
+    tests = pd.DataFrame([{**base, "a": "x", "b": "y", "mean_diff": 0.2, "d": float("inf")},
+                          {**base, "a": "x", "b": "z", "mean_diff": 10.0, "d": 1.0}])
+    html = figures.tests_matrix(tests, ["x", "y", "z"], "T", 0.05)
+    cells: dict[str, str] = {}
+    for col, fill in re.findall(r'<title>x vs (\w): [^<]*</title><rect [^>]*fill="([^"]+)"', html):
+        cells.setdefault(col, fill)  # row x comes first (rows in order); the column's cells repeat the tip
+    assert cells["z"] == svg.colour(10.0, -10.0, 10.0, diverging=True) == "rgb(33,102,172)"  # the strongest blue
+    assert cells["y"] == svg.colour(0.2, -10.0, 10.0, diverging=True)  # 2% of the way: nearly white
+    assert ">d +∞<" in html and ">d +1.0<" in html  # d_z is the text
+    assert '<g class="colourbar">' in html and ">mean(row - column), points<" in html
+    assert ">-10.0<" in html and ">+10.0<" in html  # the bar's ends
