@@ -71,8 +71,7 @@ def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
     job = prepare(cfg)  # the config's last stop: below, the job's typed settings
     if alone:
         job.check_used()
-    config = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(config, dict)
+    config = dict(job.composed)  # the record keeps the config as run
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job, config)
     if requested_size() > 1:  # (job.identify refused a procedure that runs in one process)

@@ -263,6 +263,10 @@ class TeacherSettings:
         if self.ensemble is not None:
             self._validate_ensemble(f"{where}.ensemble")
 
+    def member_settings(self) -> list[TeacherSettings]:
+        """An ensemble's members, each as that single teacher, as `validate` parsed them ([] for one teacher)."""
+        return list(getattr(self, "_members", []))
+
     def _validate_ensemble(self, where: str) -> None:
         if not self.ensemble:
             raise ConfigError(f"{where} is empty: list the members (fine-tuning seeds or teacher settings), or "
@@ -274,8 +278,9 @@ class TeacherSettings:
             if isinstance(entry, dict) and "ensemble" in entry:
                 raise ConfigError(f"{where}[{i}].ensemble: a member is one teacher, not an ensemble")
         members = ensemble_members(as_dict(self))
+        # each member parsed once, here, and kept for the job (`member_settings`); not a field: no config key
+        self._members = [parse(TeacherSettings, member, f"{where}[{i}]") for i, member in enumerate(members)]
         for i, member in enumerate(members):
-            parse(TeacherSettings, member, f"{where}[{i}]")
             for j in range(i):
                 if members[j] == member:
                     raise ConfigError(f"{where}[{j}] and {where}[{i}] are the same teacher: members differ in their "

@@ -1,7 +1,8 @@
 """A job's identity, decided from the config alone, before torch or any data or model is loaded.
 
-This is where the composed config ends: `identify` turns it into typed settings (and the keys of the shared
-stores, taken from the config as composed), and every module below receives those, never the config.
+This is where the composed config ends: `identify` types it in one pass (job/config.py's `parse_job`), applies
+the rules between the parts and derives the keys of the shared stores and the config hash (from the config as
+composed: `JobConfig.composed`, the one compatibility shim); every module below receives typed settings only.
 
 `identify` reads the config alone (typed settings with every part's own settings, the rules between the
 parts, config hash, result directory): the command line calls it before the training code is imported, so a
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,23 +22,22 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from distill_sweep.config.parse import as_dict, new_keys_at_default, parse
-from distill_sweep.config.schema import ConfigSettings, check_config
+from distill_sweep.config.parse import as_dict, new_keys_at_default
+from distill_sweep.config.schema import ConfigSettings
 from distill_sweep.config.space import default_choices, option_defaults
-from distill_sweep.data.augment_settings import parse_augment
 from distill_sweep.data.task_files import check_files
 from distill_sweep.errors import ConfigError
-from distill_sweep.job.plain_config import plain_config
+from distill_sweep.job.config import parse_job
 from distill_sweep.job.stated_config import DEPTH_KEYS, stated_int, stated_teacher_config
 from distill_sweep.job.teacher_keys import teacher_specs
 from distill_sweep.models.inits import StudentInit, init_dirname, init_spec, resolve_init, skip_layers
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.model_info import check_positions
-from distill_sweep.objectives import ObjectiveSettings, parse_objective
-from distill_sweep.procedures import Procedure, procedure_named
+from distill_sweep.objectives import ObjectiveSettings
+from distill_sweep.procedures import Procedure
 from distill_sweep.records import files, hashing
 from distill_sweep.records.record import completed_record
-from distill_sweep.students import StudentType, student_type
+from distill_sweep.students import StudentType
 from distill_sweep.teachers.cache import TeacherSpec
 from distill_sweep.teachers.output_plan import plan
 from distill_sweep.training.processes import requested_size
@@ -61,8 +62,9 @@ class JobIdentity:
     teacher: TeacherSpec  # the teacher block (an ensemble: the whole block) and its cache key
     members: list[TeacherSpec]  # an ensemble's members, each as that single teacher ([] for one teacher)
     # settings the user chose (not the defaults) that this job's procedure does not read: a job on its own
-    # is refused (train.run_job); in a sweep's cross product such jobs are one job, run once (grid.py)
+    # is refused (cli/run_job.run_job); in a sweep's cross product such jobs are one job, run once (sweep/sweeper.py)
     ignored: list[str]
+    composed: Mapping[str, Any]  # the config as composed (job/config.py's shim): the record keeps it as run
 
     @property
     def objective_name(self) -> str:
@@ -84,20 +86,11 @@ class JobIdentity:
 
 
 def identify(cfg: DictConfig) -> JobIdentity:
-    config = plain_config(cfg)
-    settings = check_config(config)
-    # keyed by the task as configured (a procedure that reads no task replaces it below)
-    teacher, members = teacher_specs(config, settings.teacher, settings.task)
-    procedure = procedure_named(str(config["procedure"]["name"]))
-    procedure_settings = parse(procedure.settings, config["procedure"], "procedure")
-    own_task = procedure_settings.own_task(config.get("corpus"))
-    if own_task is not None:  # a procedure whose data is not the task (task_agnostic: a corpus) describes its own
-        settings.task = own_task
-    settings.task.augment = parse_augment(settings.task.augment, "task.augment")  # the augment part's settings
-    procedure_settings.check_task(settings.task, "procedure")  # e.g. ptp: class labels
-    kind = student_type(str(config["student"].get("name")))
-    student = parse(kind.settings, config["student"], "student")
-    objective = parse_objective(config.get("objective")) if procedure.distils else None
+    job = parse_job(cfg)
+    config, settings, procedure, procedure_settings = job.composed, job.settings, job.procedure, job.procedure_settings
+    kind, student, objective = job.student_kind, job.student, job.objective
+    # keyed by the task as configured, not the one a procedure that reads no task describes (its corpus')
+    teacher, members = teacher_specs(config, settings.teacher, job.members, job.configured_task)
     init = settings.run.init
     if procedure.uses_student and not kind.uses_init and init_spec(init) != str(DEFAULT_INIT):
         hint = " (choose its layer map with map=)" if kind.has_layers else ""
@@ -134,7 +127,7 @@ def identify(cfg: DictConfig) -> JobIdentity:
     legacy = [hashing.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
               for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
     ident = JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
-                        out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings))
+                        out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings), config)
     _check_stated_shapes(ident)
     return ident
 
@@ -204,7 +197,7 @@ def check_writable(path: Path, key: str) -> None:
         raise ConfigError(f"{key}={str(path)!r}: cannot create directories in {probe} ({err.strerror})") from None
 
 
-def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: Any) -> list[str]:
+def _ignored(config: Mapping[str, Any], procedure: Procedure, procedure_settings: Any) -> list[str]:
     """The chosen settings (other than the defaults) that `procedure` does not read, each with why."""
     defaults, out = default_choices(), []
     objective = (config.get("objective") or {}).get("name")
@@ -226,7 +219,7 @@ def _ignored(config: dict[str, Any], procedure: Procedure, procedure_settings: A
     return out
 
 
-def _hashed(config: dict[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
+def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
             reads_corpus: bool = False, unhashed: set[str] | None = None) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
     procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default)."""

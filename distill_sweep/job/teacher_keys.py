@@ -3,7 +3,8 @@
 A fine-tuned teacher is cached under a key of what determines it (backbone, task data, recipe, seed); the
 teacher-output store is named by that key too. The keys are taken from the config blocks as composed (not
 from their typed form, which fills in defaults), so teachers cached by earlier versions keep their key.
-`job.identify` computes them once per job and hands the parts `TeacherSpec`s: typed settings plus key.
+`job.identity.identify` computes them once per job (from `JobConfig.composed`, job/config.py's one compatibility
+shim) and hands the parts `TeacherSpec`s: typed settings plus key.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from distill_sweep.config.parse import parse
 from distill_sweep.config.schema import TaskSettings, TeacherSettings, ensemble_members
 from distill_sweep.teachers.cache import CACHE_VERSION, TeacherSpec, finetune_settings
 
@@ -41,13 +41,11 @@ def teacher_key(config: Mapping[str, Any], teacher: TeacherSettings, task: TaskS
     }
 
 
-def teacher_specs(config: Mapping[str, Any], teacher: TeacherSettings, task: TaskSettings
-                  ) -> tuple[TeacherSpec, list[TeacherSpec]]:
-    """The job's teacher and, for an ensemble, each member as a single teacher would be (same key, so a
-    member shares the cache entry of that teacher); [] members for one teacher."""
+def teacher_specs(config: Mapping[str, Any], teacher: TeacherSettings, members: list[TeacherSettings],
+                  task: TaskSettings) -> tuple[TeacherSpec, list[TeacherSpec]]:
+    """The job's teacher and, for an ensemble, each member (`members`, parsed with the job) as a single teacher
+    would be (same key, so a member shares the cache entry of that teacher); [] members for one teacher."""
     whole = TeacherSpec(teacher, teacher_key(config, teacher, task))
-    members = []
-    for i, block in enumerate(ensemble_members(config["teacher"])):
-        settings = parse(TeacherSettings, block, f"teacher.ensemble[{i}]")
-        members.append(TeacherSpec(settings, teacher_key({**config, "teacher": block}, settings, task)))
-    return whole, members
+    blocks = ensemble_members(config["teacher"])
+    return whole, [TeacherSpec(settings, teacher_key({**config, "teacher": block}, settings, task))
+                   for settings, block in zip(members, blocks, strict=True)]
