@@ -62,8 +62,8 @@ from distill_sweep.training.loop import LossFn, seed_everything
 from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
+from .sequences import accumulated, sequence_driver, stage_plan
 from .settings import CausalLMSettings
-from .task_agnostic import accumulated, sequence_driver, stage_plan
 
 STAGE = "distill"
 STUDENTS = ("truncated", "fresh")  # the student types built for decoders

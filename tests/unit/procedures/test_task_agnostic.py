@@ -18,7 +18,8 @@ from distill_sweep.data import corpus as corpus_mod
 from distill_sweep.data.corpus import IGNORE, load_corpus, mask_tokens, pack
 from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.errors import ConfigError
-from distill_sweep.procedures.task_agnostic import accumulated, mlm_kd_loss
+from distill_sweep.procedures.sequences import accumulated
+from distill_sweep.procedures.task_agnostic import mlm_kd_loss
 
 BASE = ["procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "corpus.num_documents=100",
         "corpus.dev_documents=20", "procedure.epochs=1", "guards.allow_weak_teacher=true"]  # a random teacher
