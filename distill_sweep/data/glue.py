@@ -14,7 +14,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from datasets import Dataset
 
-from distill_sweep.config.schema import TaskSettings
+from distill_sweep.config.schema import TaskSettings, TsvSettings
 from distill_sweep.data.batching import STUDENT_IDS
 from distill_sweep.data.fingerprints import TEACHER_FINGERPRINTS, content_hash, tokenizer_hash
 from distill_sweep.data.task_files import (
@@ -187,15 +187,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: TaskSettings) -> Dataset:
     with f:
         try:
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            if header:
-                head = next(reader, None)
-                if head is None:
-                    raise DataError(f"{path}: empty file (expected a header row)")
-                width = len(head)
-                index = column_index(path, head, columns)
-            else:
-                width = None  # header-less files are checked by the highest position we read
-                index = {key: int(col) for key, col in columns.items()}
+            width, index = _columns(path, reader, header, columns)
             need = max(index.values()) + 1
 
             rows: dict[str, list] = {k: [] for k in [*fields, "label"]}
@@ -209,28 +201,7 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: TaskSettings) -> Dataset:
                     bad += 1
                     first_bad = first_bad or lineno
                     continue
-                raw_label = row[index["label"]].strip()
-                label: int | float
-                if label_type == "str":
-                    if raw_label not in label_names:
-                        raise DataError(
-                            f"{path}:{lineno}: unknown label {raw_label!r} (expected one of {label_names})"
-                        )
-                    label = label_names.index(raw_label)
-                elif label_type == "float":
-                    try:
-                        label = float(raw_label)
-                    except ValueError:
-                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a number") from None
-                    if not math.isfinite(label):
-                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not a finite number")
-                else:
-                    try:
-                        label = int(raw_label)
-                    except ValueError:
-                        raise DataError(f"{path}:{lineno}: label {raw_label!r} is not an integer id") from None
-                    if not 0 <= label < num_labels:
-                        raise DataError(f"{path}:{lineno}: label {label} outside 0..{num_labels - 1}")
+                label = _label(row[index["label"]].strip(), tsv, label_names, num_labels, f"{path}:{lineno}")
                 for k in fields:
                     rows[k].append(row[index[k]])
                 rows["label"].append(label)
@@ -261,6 +232,40 @@ def read_glue_tsv(path: str | os.PathLike, task_cfg: TaskSettings) -> Dataset:
         }
     )
     return Dataset.from_dict(rows, features=feats)
+
+
+def _columns(path: Path, reader: Iterator[list[str]], header: bool, columns: Mapping[str, Any]
+             ) -> tuple[int | None, dict[str, int]]:
+    """(the row width a header fixes, else None; each field's 0-based column), reading the header row if any."""
+    if not header:  # header-less files are checked by the highest position we read
+        return None, {key: int(col) for key, col in columns.items()}
+    head = next(reader, None)
+    if head is None:
+        raise DataError(f"{path}: empty file (expected a header row)")
+    return len(head), column_index(path, head, columns)
+
+
+def _label(raw: str, tsv: TsvSettings, label_names: list[str], num_labels: int, where: str) -> int | float:
+    """One row's label as the task reads it: a name mapped through label_names, a regression score, or an id."""
+    if tsv.label_type == "str":
+        if raw not in label_names:
+            raise DataError(f"{where}: unknown label {raw!r} (expected one of {label_names})")
+        return label_names.index(raw)
+    if tsv.label_type == "float":
+        try:
+            score = float(raw)
+        except ValueError:
+            raise DataError(f"{where}: label {raw!r} is not a number") from None
+        if not math.isfinite(score):
+            raise DataError(f"{where}: label {raw!r} is not a finite number")
+        return score
+    try:
+        label = int(raw)
+    except ValueError:
+        raise DataError(f"{where}: label {raw!r} is not an integer id") from None
+    if not 0 <= label < num_labels:
+        raise DataError(f"{where}: label {label} outside 0..{num_labels - 1}")
+    return label
 
 
 def tokenize_splits(
