@@ -8,8 +8,10 @@ code; this module holds the rest. `check_config` parses them all: a wrong key, t
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -116,10 +118,13 @@ class RunSettings:
     guards: GuardSettings = field(default_factory=GuardSettings)
     # the result store: records, checkpoints, tables (relative: to the launch directory)
     results_dir: str = "results"
-    # fine-tuned teachers, teacher-output stores, corpora, augmented splits, vocabularies
-    cache_dir: str = "~/.cache/distill_sweep"
-    dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (grid.py)
-    # `-m +plan_seeds=true`: the dry run, plus the seeds each comparison needs from a pilot (seed_plan.py)
+    # fine-tuned teachers, teacher-output stores, corpora, augmented splits, vocabularies ($DISTILL_SWEEP_CACHE,
+    # else ~/.cache/distill_sweep: conf/config.yaml's value, resolved)
+    cache_dir: str = field(default_factory=lambda: os.environ.get("DISTILL_SWEEP_CACHE",
+                                                                  str(Path.home() / ".cache" / "distill_sweep")),
+                           metadata={"shown_default": "$DISTILL_SWEEP_CACHE, else ~/.cache/distill_sweep"})
+    dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (sweep/sweeper.py)
+    # `-m +plan_seeds=true`: the dry run, plus the seeds each comparison needs from a pilot (analysis/seed_plan.py)
     plan_seeds: bool = False
     # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
     # then stop (no record), so the grid's jobs find both ready instead of queueing on one lock

@@ -135,6 +135,8 @@ def describe_range(metadata: typing.Mapping[str, Any]) -> str:
 
 
 def describe_default(f: dataclasses.Field) -> str:
+    if "shown_default" in f.metadata:  # a default taken from the environment, described rather than computed here
+        return f"`{f.metadata['shown_default']}`"
     if f.default is not dataclasses.MISSING:
         value = f.default
     elif f.default_factory is not dataclasses.MISSING:

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import pytest
-from helpers import FAST, compose_cfg
+from helpers import FAST, compose_cfg, plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from distill_sweep.config.parse import as_dict
 from distill_sweep.config.schema import (
     LoggerSettings,
     OptimizerSettings,
@@ -308,3 +309,16 @@ def test_an_accepted_boundary_value_trains_a_step(key: Key, value: str, tmp_path
                        f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
     record = run_job(cfg)  # accepted: the test above shows it is (every refused boundary case is named there)
     assert record["status"] == "completed", record.get("error")
+
+
+# Top-level keys the typed schema has and conf/config.yaml leaves out: set with `+key=...` (the sweeper's flags).
+PLUS_ONLY = {"dry_run", "plan_seeds", "prepare_only"}
+
+
+def test_conf_config_yaml_and_the_typed_defaults_are_one_set_of_defaults() -> None:
+    """Every top-level default is written twice (conf/config.yaml, which Hydra composes, and RunSettings, which
+    parses it and generates the config reference): they must say the same (the cache_dir once did not)."""
+    composed = plain(compose_cfg([]))
+    typed = as_dict(RunSettings())
+    assert set(typed) - set(composed) == PLUS_ONLY
+    assert {k: composed[k] for k in typed if k in composed} == {k: v for k, v in typed.items() if k in composed}
