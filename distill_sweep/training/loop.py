@@ -24,16 +24,13 @@ from torch.optim.lr_scheduler import LambdaLR
 from tqdm.auto import tqdm
 
 from distill_sweep.config.schema import OptimizerSettings
+from distill_sweep.errors import NonFiniteLossError  # (raised here; imported from here by callers)
 from distill_sweep.models.capture import MODEL_INPUT_KEYS
 
 log = logging.getLogger(__name__)
 
 Batch = dict[str, torch.Tensor]
 LossFn = Callable[[Batch], tuple[torch.Tensor, dict[str, float]]]
-
-
-class NonFiniteLossError(RuntimeError):
-    """The loss or the gradient became NaN/inf: training cannot continue meaningfully."""
 
 
 def seed_everything(seed: int) -> None:
@@ -224,14 +221,22 @@ def train_epoch(
     return progress
 
 
-@torch.no_grad()
 def predict(
     model: nn.Module, loader: Iterable[Batch], device: torch.device, precision: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Logits and labels over a loader (model in eval mode; its mode is restored afterwards)."""
+    logits, labels, _ = predict_rows(model, loader, device, precision)
+    return logits, labels
+
+
+@torch.no_grad()
+def predict_rows(
+    model: nn.Module, loader: Iterable[Batch], device: torch.device, precision: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Logits, labels and row indices (`idx`, None where the batches carry none) over a loader, in its order."""
     was_training = model.training
     model.eval()
-    logits, labels = [], []
+    logits, labels, rows = [], [], []
     try:
         for batch in loader:
             batch = to_device(batch, device)
@@ -239,9 +244,11 @@ def predict(
                 out = model(**model_inputs(batch, model)).logits
             logits.append(out.float().cpu().numpy())
             labels.append(batch["labels"].cpu().numpy())
+            if "idx" in batch:
+                rows.append(batch["idx"].cpu().numpy())
     finally:
         model.train(was_training)
-    return np.concatenate(logits), np.concatenate(labels)
+    return np.concatenate(logits), np.concatenate(labels), np.concatenate(rows) if rows else None
 
 
 def evaluate(

@@ -22,7 +22,7 @@ from torch import nn
 from distill_sweep.data.fingerprints import content_hash
 from distill_sweep.records.predictions import write_predictions
 from distill_sweep.training.distributed import is_main
-from distill_sweep.training.loop import autocast, model_inputs, to_device
+from distill_sweep.training.loop import predict_rows
 
 PARTIAL = "dev_predictions.partial"
 HASHED_COLUMNS = ("input_ids", "token_type_ids", "labels", "idx")  # what makes two dev splits the same
@@ -31,26 +31,6 @@ HASHED_COLUMNS = ("input_ids", "token_type_ids", "labels", "idx")  # what makes 
 def dev_hashes(dev: dict[str, Any]) -> dict[str, str]:
     """Each tokenised dev split's content hash (its token ids, labels and row indices)."""
     return {split: content_hash(ds, [c for c in HASHED_COLUMNS if c in ds.column_names]) for split, ds in dev.items()}
-
-
-def predict_rows(model: nn.Module, loader: Any, device: torch.device, precision: str
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Logits, labels and row indices (`idx`) over a loader, in the loader's order."""
-    was_training = model.training
-    model.eval()
-    logits, labels, rows = [], [], []
-    try:
-        with torch.no_grad():
-            for batch in loader:
-                batch = to_device(batch, device)
-                with autocast(device, precision):
-                    out = model(**model_inputs(batch, model)).logits
-                logits.append(out.float().cpu().numpy())
-                labels.append(batch["labels"].cpu().numpy())
-                rows.append(batch["idx"].cpu().numpy())
-    finally:
-        model.train(was_training)
-    return np.concatenate(logits), np.concatenate(labels), np.concatenate(rows)
 
 
 def prediction_of(logits: np.ndarray, regression: bool) -> np.ndarray:
@@ -78,6 +58,7 @@ class DevPredictionCapture:
             # the same keys as loop.evaluate: the first split plain, MNLI mismatched `_mm`, others `_<split>`
             suffix = "" if i == 0 else ("_mm" if split.endswith("mismatched") else f"_{split}")
             metrics.update({f"{k}{suffix}": float(v) for k, v in metric_fn(logits, labels).items()})
+            assert rows is not None, "task dev batches carry their row index (idx)"
             order = np.argsort(rows, kind="stable")
             arrays[f"pred/{split}"] = prediction_of(logits, self.regression)[order]
             arrays[f"label/{split}"] = labels[order]
