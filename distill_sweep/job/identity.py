@@ -119,7 +119,7 @@ def identify(cfg: DictConfig) -> JobIdentity:
                               "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
     hashed = _hashed(config, objective, student if procedure.uses_student else None,
                      reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
-                     unhashed=new_keys_at_default(procedure_settings))
+                     unhashed=new_keys_at_default(procedure_settings) | procedure_settings.unread_keys(objective))
     digest = hashing.digest(hashed)
     base = Path(files.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
@@ -222,7 +222,8 @@ def _ignored(config: Mapping[str, Any], procedure: Procedure, procedure_settings
 def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
             reads_corpus: bool = False, unhashed: set[str] | None = None) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
-    procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default)."""
+    procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default) and
+    those the objective gives nothing to read (ProcedureSettings.unread_keys)."""
     hashed = hashing.hashed_config(config)
     if unhashed and isinstance(hashed.get("procedure"), dict):
         hashed["procedure"] = {k: v for k, v in hashed["procedure"].items() if k not in unhashed}

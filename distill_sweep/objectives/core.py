@@ -49,6 +49,7 @@ class IntermediateObjective(nn.Module):
         needs_hidden: bool,
         uses_qkv: bool,
         reference_compat: bool = False,
+        embeddings_pair: bool = True,
     ) -> None:
         super().__init__()
         self.terms = nn.ModuleDict(dict(terms))
@@ -58,15 +59,15 @@ class IntermediateObjective(nn.Module):
         self.student_qkv_layers = [s for s, _ in self.layer_map] if uses_qkv else []
         self.teacher_qkv_layers = [t for _, t in self.layer_map] if uses_qkv else []
         self.reference_compat = bool(reference_compat)
+        self.embeddings_pair = bool(embeddings_pair)
 
     def forward(
         self, student: Features, teacher: Features, batch: Mapping[str, Tensor]
     ) -> tuple[Tensor, dict[str, float]]:
         """(total loss, unweighted value of every term)."""
         with fp32_region(student.logits.device):
-            x = LossInputs(
-                student, teacher, batch, layer_map=self.layer_map, reference_compat=self.reference_compat
-            )
+            x = LossInputs(student, teacher, batch, layer_map=self.layer_map,
+                           reference_compat=self.reference_compat, embeddings_pair=self.embeddings_pair)
             total: Tensor | None = None
             values: dict[str, float] = {}
             for name, term in self.terms.items():
@@ -91,7 +92,8 @@ class IntermediateObjective(nn.Module):
         return teacher.features(batch, hidden=self.needs_hidden, qkv_layers=self.teacher_qkv_layers, logits=logits)
 
     def extra_repr(self) -> str:
-        return f"weights={self.weights}, layer_map={list(self.layer_map)}, reference_compat={self.reference_compat}"
+        return (f"weights={self.weights}, layer_map={list(self.layer_map)}, reference_compat={self.reference_compat}, "
+                f"embeddings_pair={self.embeddings_pair}")
 
 
 def _check_layer_map(layer_map: Sequence[Sequence[int]], student_layers: int, teacher_layers: int) -> tuple:
@@ -119,9 +121,11 @@ def build_objective(
     layer_map: Sequence[Sequence[int]],
     train_labels: Tensor | None,
     num_labels: int,
+    embeddings_pair: bool = True,
 ) -> IntermediateObjective | None:
     """The weighted sum of the objective's terms (None when it has none, e.g. vanilla_kd); `objective` is its
-    checked settings or a config node / mapping (checked here)."""
+    checked settings or a config node / mapping (checked here). `embeddings_pair`: the hidden-state terms also
+    pair the embedding outputs (task_agnostic's `procedure.embeddings_pair`; every other procedure keeps it)."""
     settings = objective if isinstance(objective, ObjectiveSettings) else parse_objective(objective)
     if not settings.terms:
         return None
@@ -134,7 +138,7 @@ def build_objective(
         i.name: i.factory(TermSpec(
             name=i.name, settings=settings.terms[i.name], student_config=student_config,
             teacher_config=teacher_config, layer_map=pairs, train_labels=labels, num_labels=int(num_labels),
-            reference_compat=settings.reference_compat,
+            reference_compat=settings.reference_compat, embeddings_pair=bool(embeddings_pair),
         ))
         for i in infos
     }
@@ -145,6 +149,7 @@ def build_objective(
         needs_hidden=any(i.uses_hidden for i in infos),
         uses_qkv=any(i.uses_qkv for i in infos),
         reference_compat=settings.reference_compat,
+        embeddings_pair=bool(embeddings_pair),
     )
 
 

@@ -54,12 +54,14 @@ class LossInputs:
         *,
         layer_map: tuple[tuple[int, int], ...],
         reference_compat: bool = False,
+        embeddings_pair: bool = True,
     ) -> None:
         self.student = student
         self.teacher = teacher
         self.batch = batch
         self.layer_map = layer_map
         self.reference_compat = reference_compat
+        self.embeddings_pair = embeddings_pair
         mask = batch.get("attention_mask")
         if mask is None:
             ids = batch["input_ids"]
@@ -82,7 +84,9 @@ class LossInputs:
 
     @property
     def hidden_pairs(self) -> tuple[tuple[int, int], ...]:
-        return ((0, 0), *self.layer_map)
+        """The hidden-state terms' pairs: the embedding outputs (0, 0) (unless ``embeddings_pair`` is off), then
+        the layer map (TermSpec.hidden_pairs, the same rule)."""
+        return ((0, 0), *self.layer_map) if self.embeddings_pair else self.layer_map
 
     # ----------------------------------------------------------------- tensors
     def hidden(self, side: str, layer: int) -> Tensor:

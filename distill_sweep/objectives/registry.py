@@ -49,6 +49,9 @@ class TermInfo:
     settings: type = TermSettings
     same_heads: bool = True  # with uses_qkv: compares attention heads one to one (equal head counts)
     cls_only: bool = False  # with uses_hidden: reads only the first token's state of each mapped layer
+    # with uses_hidden: also pairs the embedding outputs (0, 0) (TermSpec.hidden_pairs), unless a procedure
+    # turns that pair off (task_agnostic's `procedure.embeddings_pair`)
+    pairs_embeddings: bool = False
     next_token: bool = False  # reads only the next-token logits (decoder LMs): no hidden states, no q/k/v
 
     @property
@@ -70,16 +73,16 @@ def declare(*terms: TermInfo) -> None:
 declare(
     TermInfo("hid_cls", "distill_sweep.objectives.hidden:HidCLS",
              "Hid-CLS: MSE between projected student and teacher [CLS] (first token) states, summed over pairs.",
-             uses_hidden=True, settings=HiddenSettings, cls_only=True),
+             uses_hidden=True, settings=HiddenSettings, cls_only=True, pairs_embeddings=True),
     TermInfo("hid_seq", "distill_sweep.objectives.hidden:HidSeq",
              "Hid-Seq: MSE between projected student and teacher states of all valid tokens, summed over pairs.",
-             uses_hidden=True, settings=HiddenSettings),
+             uses_hidden=True, settings=HiddenSettings, pairs_embeddings=True),
     TermInfo("hid_cos", "distill_sweep.objectives.cosine:HidCos",
              "Hid-Cos (DistilBERT): mean over real tokens of 1 - cos(student state, teacher state), summed over "
              "pairs.", uses_hidden=True),
     TermInfo("hid_cls_contrast", "distill_sweep.objectives.contrastive:HidCLSContrast",
              "Hid-CLS-Contrast: CoDIR contrastive [CLS] distillation with a training-set memory bank.",
-             uses_hidden=True, settings=ContrastSettings, cls_only=True),
+             uses_hidden=True, settings=ContrastSettings, cls_only=True, pairs_embeddings=True),
     TermInfo("pkd_cls", "distill_sweep.objectives.pkd:PatienceCLS",
              "PKD's patient loss: MSE of L2-normalised [CLS] states of student layers 1..k-1 and their teacher "
              "layers.", uses_hidden=True, settings=PKDSettings, cls_only=True),

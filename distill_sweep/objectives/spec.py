@@ -29,6 +29,7 @@ class TermSpec:
     train_labels: Tensor | None = None
     num_labels: int = 2
     reference_compat: bool = False
+    embeddings_pair: bool = True  # hidden-state terms also pair the embedding outputs (0, 0)
 
     @property
     def student_hidden(self) -> int:
@@ -40,8 +41,9 @@ class TermSpec:
 
     @property
     def hidden_pairs(self) -> tuple[tuple[int, int], ...]:
-        """Hidden-state pairs: the embedding outputs (0, 0) first, then the layer map."""
-        return ((0, 0), *self.layer_map)
+        """Hidden-state pairs: the embedding outputs (0, 0) first (unless ``embeddings_pair`` is off), then the
+        layer map."""
+        return ((0, 0), *self.layer_map) if self.embeddings_pair else self.layer_map
 
 
 class FunctionTerm(nn.Module):

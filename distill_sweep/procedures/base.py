@@ -26,6 +26,11 @@ class ProcedureSettings:
         """Whether its data is the corpus group (else the corpus is ignored, and left out of the job's hash)."""
         return not self.reads_task
 
+    def unread_keys(self, objective: Any) -> set[str]:
+        """Its settings that `objective` (checked settings, None for none) gives nothing to read: left out of
+        the job's hash, so setting them makes no other job."""
+        return set()
+
     def own_task(self, corpus: Any) -> Any:
         """The task settings a procedure that reads no task describes itself with (None: the task's);
         `corpus`: the corpus group as composed (plain containers), None when the config has none."""

@@ -16,6 +16,7 @@ from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, so
 from distill_sweep.data.decoder_settings import CHOICE, InstructionSettings
 from distill_sweep.data.decoder_settings import PRIMARY as TOKEN_ACCURACY
 from distill_sweep.errors import ConfigError
+from distill_sweep.objectives.registry import TERMS
 from distill_sweep.training.processes import requested_size
 
 from .base import ProcedureSettings
@@ -44,6 +45,9 @@ class TaskAgnosticSettings(ProcedureSettings):
     # warmup share, unless optimizer.warmup_ratio is set
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
     kd: KDSettings = field(default_factory=KDSettings)  # the KD term on the MLM logits
+    # the hidden-state terms (hid_seq, hid_cls) also pair the embedding outputs, as in task-specific runs;
+    # false: the mapped layers only, as the paper's reference code (its presets paper_table2/4 say false)
+    embeddings_pair: bool = field(default=True, metadata=UNHASHED_AT_DEFAULT)
 
     reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
 
@@ -56,6 +60,11 @@ class TaskAgnosticSettings(ProcedureSettings):
 
     def sequences_per_step(self) -> int:
         return self.global_batch
+
+    def unread_keys(self, objective: Any) -> set[str]:
+        # embeddings_pair changes only terms that pair the embeddings: the presets' other rows keep their hash
+        terms = objective.terms if objective is not None else {}
+        return set() if any(TERMS[name].pairs_embeddings for name in terms) else {"embeddings_pair"}
 
     def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
         """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by

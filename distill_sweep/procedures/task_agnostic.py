@@ -6,7 +6,9 @@ The teacher is a pre-trained model with its MLM head, never fine-tuned (`teacher
 (`corpus=`, see corpus.py) in ONE stage, `pretrain`, whose loss is
 
   sum_term weight * term   over the objective's terms on the mapped layers (default map: top, the last
-                           student layer <-> the last teacher layer, as the paper)
+                           student layer <-> the last teacher layer, as the paper); the hidden-state terms
+                           also pair the embedding outputs unless `procedure.embeddings_pair=false` (the
+                           paper's reference code, and its presets)
   + kd_weight * T^2 KL(softmax(z_t / T) || softmax(z_s / T)) + mlm_weight * CE(z_s, masked tokens)
                            (vanilla KD on the MLM logits) when the objective has no terms (vanilla_kd) or a
                            `combined` stage; kd_weight/mlm_weight default to alpha / 1 - alpha, T is
@@ -137,12 +139,13 @@ class KDForm:
     positions: str
 
 
-def loss_parts(objective: Any, kd: Any, student_config: Any, teacher_config: Any, layer_map: Any
-               ) -> tuple[Any | None, KDForm | None]:
+def loss_parts(objective: Any, kd: Any, student_config: Any, teacher_config: Any, layer_map: Any, *,
+               embeddings_pair: bool = True) -> tuple[Any | None, KDForm | None]:
     """The objective's terms on the mapped layers (None for none) and the vanilla-KD form (None when the
-    objective has terms and no combined stage), from the objective and `procedure.kd` settings."""
+    objective has terms and no combined stage), from the objective and `procedure.kd` settings;
+    `embeddings_pair`: `procedure.embeddings_pair` (the hidden-state terms also pair the embedding outputs)."""
     terms = build_objective(objective, student_config=student_config, teacher_config=teacher_config,
-                            layer_map=layer_map, train_labels=None, num_labels=2)
+                            layer_map=layer_map, train_labels=None, num_labels=2, embeddings_pair=embeddings_pair)
     if terms is not None and "combined" not in objective.stages:
         return terms, None
     return terms, KDForm(objective.alpha if kd.kd_weight is None else kd.kd_weight,
@@ -287,7 +290,8 @@ def run(ctx: RunContext) -> None:
     check_beats_baseline(ctx, record["teacher"]["dev"], baseline, "the unigram baseline (the dev slice's most "
                          "frequent masked token, always)")
     student, head_source = build_mlm_student(ctx, teacher)
-    terms, kd = loss_parts(job.objective, settings.kd, student.config, teacher.config, job.layer_map)
+    terms, kd = loss_parts(job.objective, settings.kd, student.config, teacher.config, job.layer_map,
+                           embeddings_pair=settings.embeddings_pair)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     opt = job.settings.optimizer
