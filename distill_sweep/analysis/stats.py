@@ -242,15 +242,28 @@ def paired_tests(
 # ----------------------------------------------------------------------------- uncertainty and effect
 
 
-def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Student t-interval of the mean: mean +- t_{n-1, (1 + confidence) / 2} * sd / sqrt(n), sd with ddof=1.
-    NaNs for fewer than 2 values; (v, v) when all values are v."""
+def _finite(values: Sequence[float]) -> np.ndarray:
     x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
+    return x[~np.isnan(x)]
+
+
+def _named_case(x: np.ndarray) -> tuple[float, float] | None:
+    """The intervals every method shares: none (NaNs) for fewer than 2 values, the point itself when all are
+    equal; None otherwise (the method computes it)."""
     if len(x) < 2:
         return math.nan, math.nan
     if np.ptp(x) == 0.0:
         return float(x[0]), float(x[0])
+    return None
+
+
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Student t-interval of the mean: mean +- t_{n-1, (1 + confidence) / 2} * sd / sqrt(n), sd with ddof=1.
+    NaNs for fewer than 2 values; (v, v) when all values are v."""
+    x = _finite(values)
+    named = _named_case(x)
+    if named is not None:
+        return named
     mean = float(x.mean())
     half = float(sps.t.ppf(0.5 + confidence / 2.0, len(x) - 1)) * float(x.std(ddof=1)) / math.sqrt(len(x))
     return mean - half, mean + half
@@ -267,10 +280,10 @@ def mean_ci(values: Sequence[float], method: str = "t",
         return bootstrap_ci(values, confidence)
     if method != "bca":
         raise ValueError(f"ci must be one of {'|'.join(CI_METHODS)}, got {method!r}")
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if len(x) < 2 or np.ptp(x) == 0.0:
-        return bootstrap_ci(x, confidence)  # the same named cases: no interval, or the point itself
+    x = _finite(values)
+    named = _named_case(x)
+    if named is not None:
+        return named
     with np.errstate(all="ignore"):
         res = sps.bootstrap((x,), np.mean, confidence_level=confidence, method="BCa", n_resamples=RESAMPLES,
                             random_state=np.random.default_rng(BOOT_SEED)).confidence_interval
@@ -282,12 +295,10 @@ def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE, resamp
     """Percentile bootstrap interval of the mean (resampling the values with replacement). NaNs for fewer
     than 2 values; (v, v) when all values are v. Only by choice (`ci=bootstrap`): it undercovers at few
     seeds."""
-    x = np.asarray(values, dtype=float)
-    x = x[~np.isnan(x)]
-    if len(x) < 2:
-        return math.nan, math.nan
-    if np.ptp(x) == 0.0:
-        return float(x[0]), float(x[0])
+    x = _finite(values)
+    named = _named_case(x)
+    if named is not None:
+        return named
     rng = np.random.default_rng(seed)
     means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
     tail = (1.0 - confidence) / 2.0
