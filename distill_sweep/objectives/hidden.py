@@ -1,6 +1,7 @@
 """Hidden-state transfer: Hid-CLS and Hid-Seq (paper Sec. 3, L_hid = MSE(h^S W_h, h^T)).
 
-Pairs: the embedding outputs (0, 0) plus every (student_layer, teacher_layer) of the layer map; the loss
+Pairs: the embedding outputs (0, 0) plus every (student_layer, teacher_layer) of the layer map (the
+embeddings pair left out where the procedure says so: task_agnostic's ``procedure.embeddings_pair``); the loss
 is the SUM over pairs of a per-pair MSE.  The per-pair MSE has torch ``mse_loss(reduction="mean")``
 semantics over the elements it covers: mean over (examples x teacher hidden dims) for Hid-CLS, and over
 (valid tokens x teacher hidden dims) for Hid-Seq; padding tokens are excluded unless
@@ -12,8 +13,9 @@ the widths agree, so at the start the loss equals the projection-free MSE (defau
 ``projection_init: random`` starts it as TinyBERT's code does at any widths (``init_bert_weights``: normal,
 std = the student's ``initializer_range``).  ``projection: none`` drops it (refused when the widths differ).
 
-This is the paper's formula.  The reference code's Hid-CLS is PKD-style instead (L2-normalised [CLS]
-states, summed squared error, no W_h); its Hid-Seq matches ours with equal widths and padding included.
+This is the paper's formula.  The reference code has no W_h: its Hid-CLS is a plain MSE of the first-token
+states (``F.mse_loss`` over [B, D]), its Hid-Seq an MSE over every position; with equal widths both are ours
+with ``projection: none`` (Hid-Seq also with ``reference_compat``, which counts the padding as it does).
 """
 
 from __future__ import annotations
