@@ -45,6 +45,7 @@ from distill_sweep.models.inits import skip_layers
 from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.objectives.core import Objective, build_objective
 from distill_sweep.records.environment import git_commit
+from distill_sweep.teachers.output_store import SAMPLED, TOP_K, sparse_entries, topk_dtypes
 from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.loop import build_optimizer, linear_schedule, update_step
 
@@ -480,7 +481,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 DECODER_OBJECTIVES = ("fkl", "rkl", "gjsd", "fkl_hid_seq")
-TOPK_ROW, TOPK = "fkl@top-32", 32  # forward KL from the teacher's stored top-32 logits: the teacher does not run
+TOPK = 32  # entries per position of the stored rows: the teacher does not run
+# forward KL from the teacher's stored entries, per estimator (procedure.teacher_logits), and the store's mode
+SPARSE_ROWS = {f"fkl@top-{TOPK}": ("top_k", TOP_K), f"fkl@top-{TOPK}+tail": ("top_k_tail", TOP_K),
+               f"fkl@sampled-{TOPK}": ("sampled", SAMPLED)}
 
 
 def decoder_table(args: argparse.Namespace, make_step: Callable[..., Any], clock: Callable[[], float]) -> None:
@@ -511,30 +515,48 @@ def decoder_table(args: argparse.Namespace, make_step: Callable[..., Any], clock
         labels[:, :-1] = torch.where(b["attention_mask"][:, 1:].bool(), b["input_ids"][:, 1:], -100)
         batches.append({"input_ids": b["input_ids"], "attention_mask": b["attention_mask"], "labels": labels,
                         "idx": torch.arange(len(batches), len(batches) + 1).repeat(args.batch)})
-    tops = {}
+    dtypes = topk_dtypes(args.vocab)
+    entries: dict[str, dict[int, tuple[Tensor, Tensor]]] = {TOP_K: {}, SAMPLED: {}}
+    stored_bytes = {"compact": 0, "float32 + int32": 0}
+    positions = 0
+    generator = torch.Generator(args.device).manual_seed(0)
     with torch.no_grad():
         for i, b in enumerate(batches):
-            top = teacher(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits.topk(TOPK, dim=-1)
-            tops[i] = (top.values, top.indices)
+            logits = teacher(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+            for mode in entries:
+                values, ids = sparse_entries(logits, TOPK, mode, generator)
+                # what the store writes (output_store's dtypes), read back as gather returns it
+                v, n = values.cpu().numpy().astype(dtypes["values"]), ids.cpu().numpy().astype(dtypes["indices"])
+                entries[mode][i] = (torch.from_numpy(v.astype("float32")).to(args.device),
+                                    torch.from_numpy(n.astype("int64")).to(args.device))
+                if mode == TOP_K:
+                    stored_bytes["compact"] += v.nbytes + n.nbytes
+                    stored_bytes["float32 + int32"] += v.astype("float32").nbytes + n.astype("int32").nbytes
+                    positions += ids.shape[0] * ids.shape[1]
+    per_token = {form: total / positions for form, total in stored_bytes.items()}
 
-    class Stored:  # the batch's stored top-k (output_store.TopKOutputs.gather), here held in memory
+    class Stored:  # the batch's stored entries (output_store.TopKOutputs.gather), here held in memory
+        def __init__(self, mode: str) -> None:
+            self.mode = mode
+
         def gather(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-            return tops[int(batch["idx"][0])]
+            return entries[self.mode][int(batch["idx"][0])]
 
     conf_dir = args.conf_dir or objective_conf_dir()
     layer_map = init.layer_map
 
-    def step_of(name: str, stored: Any = None) -> Callable[[dict[str, Tensor]], None]:
+    def step_of(name: str, stored: Any = None, estimator: str = TOP_K) -> Callable[[dict[str, Tensor]], None]:
         terms = build_objective(load_objective_cfg(name, conf_dir), student_config=student.config,
                                 teacher_config=teacher.config, layer_map=layer_map, train_labels=None, num_labels=2)
         assert terms is not None
         terms = terms.to(args.device).train()
-        return make_step(distill_loss(student, teacher, terms, 0.0, stored),
+        return make_step(distill_loss(student, teacher, terms, 0.0, stored, estimator),
                          list(student.parameters()) + list(terms.parameters()))
 
     baseline = step_of("fkl")
     steps = {name: step_of(name) for name in DECODER_OBJECTIVES}
-    steps[TOPK_ROW] = step_of("fkl", Stored())
+    for row, (estimator, mode) in SPARSE_ROWS.items():
+        steps[row] = step_of("fkl", Stored(mode), estimator)
     it = _cycle(batches)
     for fn in [baseline, *steps.values()]:
         fn(next(it))  # warm-up
@@ -553,16 +575,20 @@ def decoder_table(args: argparse.Namespace, make_step: Callable[..., Any], clock
           f"{init.layers}), vocab {args.vocab}, batch {args.batch}, seq {args.seq}, {args.device}, median of "
           f"{args.repeats} paired repeats.\nBaseline (teacher forward + student step with plain forward KL, "
           f"T = 1): {tb_med * 1e3:.0f} ms/step.\n")
-    print("| decoder objective | terms | ms/step | step ratio vs forward KL (median) | ratio range |")
-    print("|---|---|---:|---:|---:|")
+    print("| decoder objective | terms | ms/step | step ratio vs forward KL (median) | ratio range | "
+          "stored B/token |")
+    print("|---|---|---:|---:|---:|---:|")
     for name in names:
-        label = "fkl, teacher's top-32 logits stored" if name == TOPK_ROW else \
-            "+".join(load_objective_cfg(name, conf_dir).terms)
+        estimator = SPARSE_ROWS.get(name, (None, None))[0]
+        label = f"fkl, teacher_logits={estimator}" if estimator else "+".join(load_objective_cfg(name, conf_dir).terms)
         rat = statistics.median(ratios[name])
+        stored = f"{per_token['compact']:.0f}" if estimator else "-"
         print(f"| {name} | {label} | {statistics.median(times[name]) * 1e3:.0f} | {rat:.3f} | "
-              f"{min(ratios[name]):.3f}-{max(ratios[name]):.3f} |")
-    print(f"\n`fkl` runs the baseline's own code (the noise floor); `{TOPK_ROW}` reads the stored top-k instead of "
-          "running the teacher.")
+              f"{min(ratios[name]):.3f}-{max(ratios[name]):.3f} | {stored} |")
+    print(f"\n`fkl` runs the baseline's own code (the noise floor); the `@` rows read {TOPK} stored entries per "
+          f"position instead of running the teacher: {per_token['compact']:.0f} bytes per stored token "
+          f"({dtypes['values']} log-probabilities, {dtypes['indices']} ids), against "
+          f"{per_token['float32 + int32']:.0f} as float32 logits and int32 ids.")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,21 @@ scaling, as the encoders' KD term), so T = 1 gives the plain divergence:
          (Agarwal et al. 2024, eq. 1; beta = 0 is taken as fkl and beta = 1 as rkl, as TRL's
          `generalized_jsd_loss` does, since the mixture form vanishes there)
 
-Top-k teacher logits (`procedure.teacher_top_k`, from the teacher-output store): the teacher is known only
-on its k most likely tokens, so both distributions are restricted to those k tokens and renormalised over
-them before the divergence is taken (TRL's GOLD trainer's rule for `top_k`); the batch then carries
-`teacher_topk_values` / `teacher_topk_indices` (B, S, k) and the teacher's logits are not needed.
+Sparse teacher logits (`procedure.teacher_logits`, k entries per position from the teacher-output store: token
+ids and the teacher's log-probabilities of them at T = 1), one estimator each:
+
+  top_k       both distributions restricted to the teacher's k most likely tokens and renormalised there (TRL's
+              GOLD rule): any T, but biased: the tail's mass is dropped and the head's share inflated, so the
+              student's gradient is not full KD's (zero outside the k; Anshumann et al., ACL 2025)
+  top_k_tail  the k tokens plus one more class holding the rest of each distribution's mass (the teacher's
+              1 - sum of its k probabilities, the student's own tail): exact on the k, the tail as one lump; T = 1
+              (the teacher's tail at another T needs its whole vocabulary)
+  sampled     k tokens x_1..x_k drawn from the teacher's distribution, loss (1/k) sum_j [log p_T(x_j) - log p_S(x_j)]
+              with the student's full softmax: its expectation is KL(p_T || p_S) and its gradient's expectation
+              p_S - p_T, forward KL's exactly (random-sampling KD, after Anshumann et al. 2025, with the teacher as
+              the proposal). Forward KL at T = 1 only: reverse KL and JSD are not linear in p_T.
+
+The batch then carries the entries under the mode's keys (`SPARSE_KEYS`) and the teacher's logits are not needed.
 """
 
 from __future__ import annotations
@@ -34,10 +45,18 @@ from distill_sweep.models.model_info import ModelInfo
 from ..errors import ConfigError
 from .inputs import LossInputs, as_target
 
-__all__ = ["IGNORE", "causal_kd", "divergence"]
+__all__ = ["IGNORE", "SPARSE_KEYS", "causal_kd", "divergence"]
 
 IGNORE = -100  # a position that predicts nothing (corpus.IGNORE's value; objectives sit beside corpus.py)
+TOP_K, TOP_K_TAIL, SAMPLED = "top_k", "top_k_tail", "sampled"
+Sparse = Literal["top_k", "top_k_tail", "sampled"]
 TOPK_VALUES, TOPK_INDICES = "teacher_topk_values", "teacher_topk_indices"
+# the batch keys of each sparse mode's (log-probabilities, ids): the mode is told by which keys the batch has
+SPARSE_KEYS: dict[str, tuple[str, str]] = {
+    TOP_K: (TOPK_VALUES, TOPK_INDICES),
+    TOP_K_TAIL: ("teacher_topk_tail_values", "teacher_topk_tail_indices"),
+    SAMPLED: ("teacher_sampled_values", "teacher_sampled_indices"),
+}
 
 
 def divergence(logp_s: Tensor, logp_t: Tensor, kind: Literal["fkl", "rkl", "gjsd"], beta: float = 0.5) -> Tensor:
@@ -58,36 +77,54 @@ def divergence(logp_s: Tensor, logp_t: Tensor, kind: Literal["fkl", "rkl", "gjsd
 
 
 def causal_kd(student_logits: Tensor, teacher: Tensor | tuple[Tensor, Tensor], labels: Tensor, *,
-              kind: Literal["fkl", "rkl", "gjsd"], temperature: float = 1.0, beta: float = 0.5) -> Tensor:
+              kind: Literal["fkl", "rkl", "gjsd"], temperature: float = 1.0, beta: float = 0.5,
+              sparse: Sparse = TOP_K) -> Tensor:
     """T^2 x the mean divergence over the predicting positions (labels != IGNORE). `student_logits` (B, S, V);
-    `teacher`: its logits (B, S, V), or its top-k (values, indices), each (B, S, k)."""
+    `teacher`: its logits (B, S, V), or k stored entries (log-probabilities or logits, ids), each (B, S, k), read
+    by the estimator `sparse` (the module's docstring)."""
     where = labels != IGNORE
     s_rows = student_logits[where].float() / temperature
-    if isinstance(teacher, tuple):
-        values, indices = teacher
-        idx = indices[where].long()
-        s_rows = s_rows.gather(-1, idx)  # both restricted to the teacher's k tokens, renormalised there
-        t_rows = as_target(values[where]) / temperature
-    else:
-        t_rows = as_target(teacher[where]) / temperature
     if s_rows.shape[0] == 0:  # no predicting position in the batch: a zero that keeps the graph
         return student_logits.sum() * 0.0
-    per_row = divergence(F.log_softmax(s_rows, -1), F.log_softmax(t_rows, -1), kind, beta)
-    return per_row.mean() * (temperature * temperature)
+    if not isinstance(teacher, tuple):
+        t_rows = as_target(teacher[where]) / temperature
+        per_row = divergence(F.log_softmax(s_rows, -1), F.log_softmax(t_rows, -1), kind, beta)
+        return per_row.mean() * (temperature * temperature)
+    values, indices = teacher
+    idx, t_rows = indices[where].long(), as_target(values[where])
+    if sparse == TOP_K:  # both restricted to the teacher's k tokens, renormalised there
+        logp_s, logp_t = F.log_softmax(s_rows.gather(-1, idx), -1), F.log_softmax(t_rows / temperature, -1)
+        return divergence(logp_s, logp_t, kind, beta).mean() * (temperature * temperature)
+    if temperature != 1.0:
+        raise ValueError(f"teacher_logits={sparse} reads the teacher's probabilities at T = 1, not T = {temperature}")
+    logp_s = F.log_softmax(s_rows, -1)  # the student's whole vocabulary
+    if sparse == SAMPLED:
+        if kind != "fkl":
+            raise ValueError(f"teacher_logits=sampled estimates forward KL only, not {kind}")
+        return (t_rows - logp_s.gather(-1, idx)).mean(-1).mean()
+    # top_k_tail: k + 1 classes. The student's tail is a logsumexp over the tokens outside the k (stable where the
+    # k hold nearly all its mass); the teacher's is 1 - sum, floored (float16 sums can reach 1) and renormalised
+    s_tail = logp_s.scatter(-1, idx, float("-inf")).logsumexp(-1, keepdim=True)
+    t_tail = (1.0 - t_rows.exp().sum(-1, keepdim=True)).clamp(min=torch.finfo(torch.float32).tiny).log()
+    logp_t = F.log_softmax(torch.cat([t_rows, t_tail], -1), -1)
+    return divergence(torch.cat([logp_s.gather(-1, idx), s_tail], -1), logp_t, kind, beta).mean()
 
 
-def _teacher(x: LossInputs) -> Tensor | tuple[Tensor, Tensor]:
-    if TOPK_INDICES in x.batch:
-        return x.batch[TOPK_VALUES], x.batch[TOPK_INDICES]
+def _teacher(x: LossInputs) -> tuple[Tensor | tuple[Tensor, Tensor], Sparse]:
+    for mode, (values, indices) in SPARSE_KEYS.items():
+        if indices in x.batch:
+            return (x.batch[values], x.batch[indices]), mode  # type: ignore[return-value]
     logits = x.teacher.logits
     if logits is None:
         raise RuntimeError("a next-token term needs the teacher's logits (or its stored top-k)")
-    return logits
+    return logits, TOP_K
 
 
 def _term(x: LossInputs, kind: Literal["fkl", "rkl", "gjsd"], temperature: float, beta: float = 0.5) -> Tensor:
     assert x.student.logits is not None
-    return causal_kd(x.student.logits, _teacher(x), x.batch["labels"], kind=kind, temperature=temperature, beta=beta)
+    teacher, sparse = _teacher(x)
+    return causal_kd(x.student.logits, teacher, x.batch["labels"], kind=kind, temperature=temperature, beta=beta,
+                     sparse=sparse)
 
 
 class ForwardKL(torch.nn.Module):

@@ -11,10 +11,10 @@ importance on a calibration slice, students/prune.py; embeddings, final norm and
 ONE stage, `distill`, whose loss is the objective's terms summed (their `stages` are not read): the next-token
 terms fkl / rkl / gjsd (objectives/causal.py) and hidden-state terms on the mapped layers (hid_seq, ...), plus
 `ce_weight` x the next-token cross-entropy on the data's targets. Attention terms are refused for decoders
-(families.py says why). With `teacher_top_k: k` the teacher's k largest logits per target position come from
-the teacher-output store in its top-k mode (teachers/output_store.py: values + indices, checksummed and row-checked,
-built once per teacher and data, by the sweeper's build job when several jobs read it) and the teacher does not run
-during training.
+(families.py says why). With `teacher_top_k: k` k entries per target position (the teacher's k most likely
+tokens, or k draws from it: `teacher_logits`) come from the teacher-output store in its top_k or sampled mode
+(teachers/output_store.py: ids + log-probabilities, checksummed and row-checked, built once per teacher and data, by
+the sweeper's build job when several jobs read it) and the teacher does not run during training.
 
 Dev metrics: next-token accuracy on the held-out targets (`token_accuracy`, the primary metric: it picks the
 best epoch, higher is better), `perplexity` (exp of the mean target NLL) and, for classification-style
@@ -41,7 +41,7 @@ from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
 from distill_sweep.objectives import NEXT_TOKEN_TERMS
-from distill_sweep.objectives.causal import TOPK_INDICES, TOPK_VALUES
+from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_TAIL
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
@@ -96,6 +96,7 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
         if live:
             raise ConfigError(f"procedure.teacher_top_k stores the teacher's logits so that it need not run, but "
                               f"term {live[0]} reads its hidden states: use it with fkl/rkl/gjsd terms only")
+        check_sparse_terms(settings.logits_mode(), job.objective.terms if job.objective is not None else {})
         # a teacher built from its config with the toy tokenizer gets the toy vocabulary (trained_teacher)
         toy = teacher.name_or_path is None and tokenizer_source(teacher) == "toy"
         vocab = len(vocabulary()) if toy else int(job.teacher_arch.vocab_size)
@@ -104,10 +105,26 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
                               f"({vocab})")
 
 
+def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
+    """What each sparse estimator can serve (objectives/causal.py says why): top_k_tail and sampled read the
+    teacher's probabilities at T = 1, and sampled estimates forward KL only."""
+    for name, term in terms.items():
+        temperature = getattr(term, "temperature", 1.0)
+        if mode in (TOP_K_TAIL, SAMPLED) and temperature != 1.0:
+            raise ConfigError(f"procedure.teacher_logits={mode} stores the teacher's probabilities at T = 1 (its "
+                              f"tail or its draws at another T would need the whole vocabulary): term {name} has "
+                              f"temperature {temperature}; set it to 1 or use teacher_logits=top_k")
+        if mode == SAMPLED and name != "fkl":
+            raise ConfigError(f"procedure.teacher_logits=sampled estimates forward KL without bias, and only it: "
+                              f"term {name} is not linear in the teacher's probabilities; use objective=fkl, or "
+                              "teacher_logits=top_k_tail")
+
+
 # ------------------------------------------------------------------------------------------------- loss
 def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_weight: float,
-                 stored: Any | None) -> LossFn:
-    """The objective's terms (teacher features live, or its top-k logits from the store) + ce_weight x CE."""
+                 stored: Any | None, estimator: str = TOP_K) -> LossFn:
+    """The objective's terms (teacher features live, or its sparse entries from the store, read by `estimator`:
+    procedure.teacher_logits) + ce_weight x CE."""
 
     def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         batch = dict(batch)
@@ -115,7 +132,8 @@ def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_w
         total: Tensor | None = None
         if terms is not None:
             if stored is not None:
-                batch[TOPK_VALUES], batch[TOPK_INDICES] = stored.gather(batch)
+                values, indices = SPARSE_KEYS[estimator]
+                batch[values], batch[indices] = stored.gather(batch)
                 t = Features(logits=None, hidden_states=None)  # the teacher's side is the stored top-k alone
             else:
                 with torch.no_grad():
@@ -195,8 +213,9 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
         with distributed.main_first():
             stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
                                         group=decoder_group(job.teacher, settings), precision=ctx.precision,
-                                        device=ctx.device)
-        store_info = {"mode": "store", "top_k": settings.teacher_top_k, **stored.describe()}
+                                        device=ctx.device, mode=settings.store_mode())
+        store_info = {"mode": "store", "top_k": settings.teacher_top_k, "teacher_logits": settings.logits_mode(),
+                      **stored.describe()}
     ctx.record["teacher_outputs"] = store_info
     return data, teacher, teacher_info, stored
 
@@ -235,7 +254,8 @@ def run(ctx: RunContext) -> None:
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
                   # several processes: each its slice, gradients averaged over ranks (one process: the loss itself)
-                  accumulated(distill_loss(student, teacher, terms, settings.ce_weight, stored), params,
+                  accumulated(distill_loss(student, teacher, terms, settings.ce_weight, stored,
+                                           settings.logits_mode()), params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
     record["config"]["task"] = None  # ignored: the job reads its own data
     record["init"].update(layers=list(init.layers))

@@ -100,7 +100,14 @@ class CausalLMSettings(ProcedureSettings):
     # a teacher built from teacher.config is first trained this many steps on the training sequences (0: random)
     teacher_steps: int = field(default=400, metadata={"ge": 0})
     teacher_lr: float = field(default=3e-3, metadata={"gt": 0.0})  # its learning rate
-    # distil from the teacher's k largest logits per position, stored once (null: the full logits, live)
+    # what the next-token terms read of the teacher: full (all its logits, the teacher running live); top_k (its
+    # k most likely tokens, stored; both distributions renormalised over them: biased, the tail's mass is
+    # dropped); top_k_tail (those k plus the rest of the mass as one more class; T = 1); sampled (k tokens drawn
+    # from its distribution, stored: forward KL unbiased in expectation; fkl terms at T = 1). null: top_k when
+    # teacher_top_k is set, else full
+    teacher_logits: Literal["full", "top_k", "top_k_tail", "sampled"] | None = field(
+        default=None, metadata=UNHASHED_AT_DEFAULT)
+    # k: the tokens stored per position for teacher_logits top_k, top_k_tail or sampled (null: the full logits)
     teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
     # init=prune: training sequences the block importance is computed on
     calibration: int = field(default=64, metadata={"ge": 1})
@@ -112,6 +119,22 @@ class CausalLMSettings(ProcedureSettings):
         if self.batch_size % ranks:
             raise ConfigError(f"{where}.batch_size={self.batch_size} is not a multiple of the {ranks} processes (each "
                               "takes an equal slice of every batch)")
+        mode = self.logits_mode()
+        if mode == "full" and self.teacher_top_k is not None:
+            raise ConfigError(f"{where}.teacher_logits=full reads all the teacher's logits live: leave "
+                              f"{where}.teacher_top_k null, or choose top_k, top_k_tail or sampled")
+        if mode != "full" and self.teacher_top_k is None:
+            raise ConfigError(f"{where}.teacher_logits={mode} stores k tokens per position: set {where}.teacher_top_k")
+        if self.teacher_logits == ("top_k" if self.teacher_top_k is not None else "full"):
+            self.teacher_logits = None  # what null means: the same job as before the key, with the same hash
+
+    def logits_mode(self) -> str:
+        """teacher_logits with null resolved: top_k when teacher_top_k is set, else full."""
+        return self.teacher_logits or ("top_k" if self.teacher_top_k is not None else "full")
+
+    def store_mode(self) -> str:
+        """The sparse store the job reads (output_store's mode): top_k serves top_k and top_k_tail."""
+        return "sampled" if self.logits_mode() == "sampled" else "top_k"
     prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
     decoders = True  # its teacher is a decoder LM (families.py)
 

@@ -51,8 +51,10 @@ def stored_cls_layers(objective: Any, layer_map: Any) -> list[int]:
     return sorted({0, *(int(t) for _, t in layer_map)})
 
 
-def topk_tag(k: int) -> str:
-    return f"top{int(k)}"
+def topk_tag(k: int, mode: str = "top_k") -> str:
+    """A sparse store's tag in its directory name: `top<k>` (top_k and top_k_tail read the same store) or
+    `sampled<k>`."""
+    return f"sampled{int(k)}" if mode == "sampled" else f"top{int(k)}"
 
 
 def decoder_group(teacher: TeacherSpec, settings: Any) -> str:
@@ -89,11 +91,13 @@ class StoreRequest:
 
 def store_request(ident: Any) -> StoreRequest | None:
     """The store the job `ident` (a job identity) reads, or None when it reads none: an encoder job's logits
-    where `plan` says so; a decoder job's top-k logits when `procedure.teacher_top_k` is set."""
+    where `plan` says so; a decoder job's sparse store (top-k or sampled) when `procedure.teacher_top_k` is set."""
     settings = ident.procedure_settings
     if getattr(settings, "decoders", False):
         k = getattr(settings, "teacher_top_k", None)
-        return None if k is None else StoreRequest(ident.task, decoder_group(ident.teacher, settings), topk_tag(k))
+        if k is None:
+            return None
+        return StoreRequest(ident.task, decoder_group(ident.teacher, settings), topk_tag(k, settings.store_mode()))
     if not plan(ident.settings.run.teacher_outputs, ident.procedure, ident.objective).use_store:
         return None
     cls_layers = stored_cls_layers(ident.objective, getattr(ident, "layer_map", None))

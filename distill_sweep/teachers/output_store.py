@@ -16,11 +16,14 @@ that teacher over the training set at every epoch of every logit-reading stage. 
   array, checked on every open: a killed build leaves only a `.partial` directory, a damaged store is moved
   aside (`.corrupt-<time>`) with one warning line and built again.
 
-A store has a mode, recorded with each array's dtype and shape in `meta.json`: `logits` (above) or `top_k`, a
-decoder LM's k largest next-token logits per position of every training sequence (procedure=causal_lm with
-`procedure.teacher_top_k`: `values.npy` float32 and `indices.npy` int32, (N, L, k), and `rowcheck.npy`), keyed by
-the teacher's weights, the sequences' content key, k, the precision and the stored form, and kept, checked and
-built the same way (`open_or_build_topk`).
+A store has a mode, recorded with each array's dtype and shape in `meta.json`: `logits` (above), or one of a
+decoder LM's two sparse modes (procedure=causal_lm with `procedure.teacher_top_k`), k entries per position of every
+training sequence: `top_k`, the teacher's k most likely next tokens, or `sampled`, k tokens drawn with replacement
+from its next-token distribution. Each entry is a token id and the teacher's log-probability of it at T = 1
+(`indices.npy` uint16 where the vocabulary fits in 16 bits, else int32; `values.npy` float16; (N, L, k)), so a
+stored position costs 4k bytes (6k for larger vocabularies; float32 logits and int32 ids were 8k), and
+`rowcheck.npy`. Keyed by the teacher's weights, the sequences' content key, k, the mode, the precision and the
+stored form, and kept, checked and built the same way (`open_or_build_topk`).
 
 It is only used where it is exact (`plan`): a frozen, eval-mode teacher on a fixed tokenised split. On-the-fly
 augmentation, dynamic masking or a teacher that trains would make stored outputs wrong; those procedures run
@@ -57,10 +60,12 @@ from distill_sweep.training.loop import autocast, to_device
 
 log = logging.getLogger("distill_sweep")
 STORE_VERSION = 1  # bump when building produces other numbers
-LOGITS, TOP_K = "logits", "top_k"  # the store's modes: every logit of a classifier; a decoder's k largest
+# the store's modes: every logit of a classifier; a decoder's k most likely tokens; k tokens drawn from it
+LOGITS, TOP_K, SAMPLED = "logits", "top_k", "sampled"
+SPARSE_MODES = (TOP_K, SAMPLED)
 ARRAYS = ("logits", "rowcheck")
 TOPK_ARRAYS = ("values", "indices", "rowcheck")
-TOPK_DTYPES = {"values": "float32", "indices": "int32"}  # in the key and meta.json: a compact form is another store
+SAMPLE_SEED = 0  # the draws of a sampled store (in its key): every job reading it sees the same draws
 TOPK_BATCH = 32  # sequences per teacher forward while building a top-k store
 # what a build that cannot write leaves (_build): its partial directory is removed, other stores are untouched
 BUILD_KEPT = "the store was not built and nothing of it is left; the next job that needs it builds it"
@@ -201,7 +206,7 @@ def store_problem(path: Path, key: dict[str, Any]) -> str | None:
 
 
 def _arrays(key: dict[str, Any]) -> tuple[str, ...]:
-    if key.get("mode") == TOP_K:
+    if key.get("mode") in SPARSE_MODES:
         return TOPK_ARRAYS
     return (*ARRAYS, "cls") if len(key["features"]) > 1 else ARRAYS
 
@@ -293,18 +298,43 @@ def _finish(partial: Path, path: Path, key: dict[str, Any], arrays: dict[str, np
 
 
 # ---------------------------------------------------------------------------------- top-k (decoder LMs)
+def topk_dtypes(vocab: int) -> dict[str, str]:
+    """The stored form of a sparse store's entries (in its key and meta.json: another form is another store):
+    log-probabilities (<= 0, where float16 keeps about 3 significant digits) and ids in 16 bits where the
+    vocabulary fits."""
+    return {"values": "float16", "indices": "uint16" if vocab <= 1 << 16 else "int32"}
+
+
+def bytes_per_token(dtypes: dict[str, str], k: int) -> int:
+    """Bytes a sparse store spends per stored position: k entries of a value and an id."""
+    return k * (np.dtype(dtypes["values"]).itemsize + np.dtype(dtypes["indices"]).itemsize)
+
+
+def sparse_entries(logits: Tensor, k: int, mode: str, generator: torch.Generator | None = None
+                   ) -> tuple[Tensor, Tensor]:
+    """What a sparse store keeps of next-token `logits` (..., V): (log-probabilities at T = 1, ids), each (..., k).
+    top_k: the k most likely tokens; sampled: k draws with replacement from softmax(logits), in draw order."""
+    logp = torch.log_softmax(logits.float(), -1)
+    if mode == TOP_K:
+        top = logp.topk(k, dim=-1)
+        return top.values, top.indices
+    flat = logp.reshape(-1, logp.shape[-1]).exp()
+    ids = torch.multinomial(flat, k, replacement=True, generator=generator).reshape(*logp.shape[:-1], k)
+    return logp.gather(-1, ids), ids
+
+
 class TopKOutputs:
-    """An opened top-k store: for every training sequence and position the teacher's k largest next-token
-    logits (`values`, float32) and their token ids (`indices`, int32), (N, L, k) memory-mapped, and the row
+    """An opened sparse store (`mode` top_k or sampled): for every training sequence and position k token ids
+    (`indices`) and the teacher's log-probabilities of them (`values`), (N, L, k) memory-mapped, and the row
     checks (N, 2) on the job's device."""
 
     def __init__(self, path: Path, key: str, values: np.ndarray, indices: np.ndarray, rowcheck: Tensor,
-                 built: bool) -> None:
-        self.path, self.key, self.built = path, key, built
+                 built: bool, mode: str = TOP_K) -> None:
+        self.path, self.key, self.built, self.mode = path, key, built, mode
         self.values, self.indices, self.rowcheck = values, indices, rowcheck
 
     def gather(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """The batch's rows cut to its width, on its device: (values, indices), each (B, S, k);
+        """The batch's rows cut to its width, on its device: (values float32, indices int64), each (B, S, k);
         StoreMismatchError if a row is not the stored one."""
         idx = batch["idx"]
         if idx.numel() and int(idx.max()) >= len(self.values):
@@ -317,41 +347,56 @@ class TopKOutputs:
             raise StoreMismatchError(f"teacher-output store {self.path}: the batch's rows {idx[bad].tolist()} are "
                                      "not the rows it was built from (data changed under it, or misaligned)")
         rows, width, device = idx.cpu().numpy(), int(batch["input_ids"].shape[1]), batch["input_ids"].device
-        values = torch.from_numpy(np.asarray(self.values[rows, :width]))
+        values = torch.from_numpy(np.asarray(self.values[rows, :width], dtype=np.float32))
         indices = torch.from_numpy(np.asarray(self.indices[rows, :width], dtype=np.int64))
         return values.to(device), indices.to(device)
 
+    def bytes_per_token(self) -> int:
+        return int(self.values.dtype.itemsize + self.indices.dtype.itemsize) * int(self.values.shape[-1])
+
     def describe(self) -> dict[str, Any]:
-        return {"key": self.key, "path": str(self.path), "built": self.built}
+        return {"key": self.key, "path": str(self.path), "built": self.built, "store_mode": self.mode,
+                "bytes_per_token": self.bytes_per_token()}
 
 
-def topk_key(model: nn.Module, data: CausalData, k: int, precision: str) -> dict[str, Any]:
-    """What a top-k store's numbers are a function of: the teacher's weights, the sequences' content key, k, the
-    precision, and the stored form (mode, dtypes), so that another form is another store."""
+def topk_key(model: nn.Module, data: CausalData, k: int, precision: str, mode: str = TOP_K) -> dict[str, Any]:
+    """What a sparse store's numbers are a function of: the teacher's weights, the sequences' content key, k, the
+    mode (and a sampled store's seed), the precision, and the stored form (log-probabilities, dtypes), so that
+    another form is another store."""
     config = getattr(model, "config", None)
-    return {"version": STORE_VERSION, "mode": TOP_K, "teacher": weights_digest(model),
-            "attn_implementation": str(getattr(config, "_attn_implementation", None)),
-            "train": {"fingerprint": data.key, "rows": len(data.train)}, "precision": precision, "k": int(k),
-            "dtypes": dict(TOPK_DTYPES)}
+    key = {"version": STORE_VERSION, "mode": mode, "teacher": weights_digest(model),
+           "attn_implementation": str(getattr(config, "_attn_implementation", None)),
+           "train": {"fingerprint": data.key, "rows": len(data.train)}, "precision": precision, "k": int(k),
+           "values": "log_softmax", "dtypes": topk_dtypes(_vocab(model))}
+    if mode == SAMPLED:
+        key["seed"] = SAMPLE_SEED
+    return key
 
 
-def topk_store_path(cache_dir: Path, data_name: str, group: str, k: int, digest: str) -> Path:
-    return store_root(cache_dir, data_name) / f"{group}-{topk_tag(k)}-{digest}"
+def _vocab(model: nn.Module) -> int:
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return int(head.weight.shape[0]) if head is not None else int(model.config.vocab_size)  # type: ignore[union-attr]
+
+
+def topk_store_path(cache_dir: Path, data_name: str, group: str, k: int, digest: str, mode: str = TOP_K) -> Path:
+    return store_root(cache_dir, data_name) / f"{group}-{topk_tag(k, mode)}-{digest}"
 
 
 def open_or_build_topk(model: nn.Module, data: CausalData, k: int, *, cache_dir: Path, group: str,
-                       precision: str, device: torch.device) -> TopKOutputs:
-    """The top-k store of `model` on `data`'s training sequences, built now if no job built it before (at most one
-    build per key whatever the number of concurrent jobs; a damaged one set aside and built again). `group`:
-    output_plan.decoder_group of the job, the prefix the sweeper looks for."""
-    key = topk_key(model, data, k, precision)
+                       precision: str, device: torch.device, mode: str = TOP_K) -> TopKOutputs:
+    """The sparse store (`mode`: top_k or sampled) of `model` on `data`'s training sequences, built now if no job
+    built it before (at most one build per key whatever the number of concurrent jobs; a damaged one set aside and
+    built again). `group`: output_plan.decoder_group of the job, the prefix the sweeper looks for."""
+    if mode not in SPARSE_MODES:
+        raise ValueError(f"a sparse store's mode is one of {SPARSE_MODES}, not {mode!r}")
+    key = topk_key(model, data, k, precision, mode)
     digest = hashing.digest(key)[:16]
-    path = topk_store_path(cache_dir, data.name, group, k, digest)
+    path = topk_store_path(cache_dir, data.name, group, k, digest, mode)
     path.parent.mkdir(parents=True, exist_ok=True)
     built = _open(path, key, lambda: _in_partial(path, lambda partial: _write_topk(
         model, data, k, path, partial, key, device=device, precision=precision)))
     values, indices, rowcheck = (np.load(path / f"{name}.npy", mmap_mode="r") for name in TOPK_ARRAYS)
-    return TopKOutputs(path, digest, values, indices, torch.from_numpy(np.array(rowcheck)).to(device), built)
+    return TopKOutputs(path, digest, values, indices, torch.from_numpy(np.array(rowcheck)).to(device), built, mode)
 
 
 @torch.inference_mode()
@@ -362,10 +407,12 @@ def _write_topk(model: nn.Module, data: CausalData, k: int, path: Path, partial:
     with writing(partial, BUILD_KEPT):
         partial.mkdir(parents=True)
     n, width = data.train.ids.shape
+    dtypes = key["dtypes"]
     # new files read as zeros: positions past a row's length stay 0 (never gathered: they are padding)
-    values = _array(partial / "values.npy", np.dtype(TOPK_DTYPES["values"]), (n, width, k))
-    indices = _array(partial / "indices.npy", np.dtype(TOPK_DTYPES["indices"]), (n, width, k))
+    values = _array(partial / "values.npy", np.dtype(dtypes["values"]), (n, width, k))
+    indices = _array(partial / "indices.npy", np.dtype(dtypes["indices"]), (n, width, k))
     rowcheck = _array(partial / "rowcheck.npy", np.int64, (n, 2))
+    generator = torch.Generator(device).manual_seed(key.get("seed", 0))
     was_training = model.training
     model.eval()
     try:
@@ -374,10 +421,10 @@ def _write_topk(model: nn.Module, data: CausalData, k: int, path: Path, partial:
             batch = to_device(data.batch(data.train, rows), device)
             with autocast(device, precision):
                 logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
-            top = logits.topk(k, dim=-1)
+            logp, ids = sparse_entries(logits, k, key["mode"], generator)
             w = logits.shape[1]
-            values[rows, :w] = top.values.cpu().numpy()
-            indices[rows, :w] = top.indices.cpu().numpy().astype(indices.dtype)
+            values[rows, :w] = logp.cpu().numpy().astype(values.dtype)
+            indices[rows, :w] = ids.cpu().numpy().astype(indices.dtype)
             rowcheck[rows] = row_check(batch["input_ids"], batch["attention_mask"]).cpu().numpy()
     finally:
         model.train(was_training)

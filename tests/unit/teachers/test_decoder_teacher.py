@@ -175,7 +175,7 @@ def test_a_garbage_topk_array_is_detected_and_rebuilt(tmp_path: Path, caplog) ->
     expected = np.array(store.values)
     meta = json.loads((store.path / "meta.json").read_text())
     assert meta["mode"] == "top_k" and meta["key"]["k"] == 5
-    assert meta["arrays"]["values"]["dtype"] == "float32" and meta["arrays"]["indices"]["dtype"] == "int32"
+    assert meta["arrays"]["values"]["dtype"] == "float16" and meta["arrays"]["indices"]["dtype"] == "uint16"
     file = store.path / "values.npy"
     raw = bytearray(file.read_bytes())
     header = len(raw) - expected.nbytes
