@@ -41,6 +41,16 @@ def selection_text(which: str) -> str:
     return f"{frames.WHICH_TEXT[which]} (which={which})"
 
 
+def curves_text(stages: str) -> str:
+    """What the dev curves show, under their heading."""
+    which = ("the scored stage's epochs only (curves=all adds the earlier stages')" if stages == "scored" else
+             "every stage's epochs; the dashed line separates the earlier stages (their dev score from the "
+             "student's untrained head) from the scored stage, and no line joins them")
+    return (f"mean over seeds at each whole epoch; band: the {stats.CONFIDENCE:.0%} Student t-interval of that mean "
+            f"over the seeds (none at one seed; cut at the plot's edge, hover a line for its numbers); {which}; "
+            f"more than {figures.SMALL_MULTIPLES_ABOVE} rows: one chart per row, the others grey behind it")
+
+
 def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, Any]]:
     """The whole report as a Doc plus the artefacts to write (name -> str | DataFrame | plot tuple)."""
     # distillations on a corpus and the fine-tuning of their students have Tables 2 and 4 of their own
@@ -100,11 +110,11 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
                 tests, [s for s in systems if s in set(tests["a"]) | set(tests["b"])], "Table 1", opts.alpha) + "</div>")
         if opts.paper:
             _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
-        if not st.curves.empty:
-            files["curves.png"] = ("plot", st.curves[st.curves["path"].isin(t1_paths)], table.title, systems, None)
-            doc.figure(f"<h2>Dev curves: {table.title}</h2><p>mean over seeds, band ±std; the dashed line "
-                       "separates the intermediate from the scored stage</p>"
-                       + figures.curve_figures(st.curves[st.curves["path"].isin(t1_paths)], systems, None))
+        curves = stats.curve_stages(st.curves, opts.curves)
+        if not curves.empty:
+            files["curves.png"] = ("plot", curves[curves["path"].isin(t1_paths)], table.title, systems, None)
+            doc.figure(f"<h2>Dev curves: {table.title}</h2><p>{curves_text(opts.curves)}</p>"
+                       + figures.curve_figures(curves[curves["path"].isin(t1_paths)], systems, None))
 
     if "3" in opts.tables and not records.empty:
         agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
@@ -124,11 +134,12 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
                        "ASO's Bonferroni over each task's pairs</p>" + matrices)
         if opts.paper:
             _paper_section(doc, files, "3", paper_sc, opts, by_init=True)
-        if not st.curves.empty and st.curves["init_label"].nunique() > 1:
-            files["curves_inits.png"] = ("plot", st.curves, "dev curves per row and init", systems,
+        curves = stats.curve_stages(st.curves, opts.curves)
+        if not curves.empty and curves["init_label"].nunique() > 1:
+            files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems,
                                          frames.init_order(records))
-            doc.figure("<h2>Dev curves per row and init</h2>"
-                       + figures.curve_figures(st.curves, systems, frames.init_order(records)))
+            doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
+                       + figures.curve_figures(curves, systems, frames.init_order(records)))
 
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)

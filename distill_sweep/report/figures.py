@@ -3,8 +3,10 @@ tests, dev curves per task, and the hover text of a table's cells (their confide
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -120,31 +122,80 @@ def per_task_matrices(scores: pd.DataFrame, row_order: Sequence[str], alpha: flo
     return '<div class="figures">' + "".join(out) + "</div>" if out else ""
 
 
-def curve_figures(curves: pd.DataFrame, systems: Sequence[str], inits: Sequence[str] | None) -> str:
-    """Per task: the dev metric per epoch, mean over seeds with a +-std band, one line per row."""
+SMALL_MULTIPLES_ABOVE = 4  # rows in one task's chart; more get a small chart each, the others faint behind
+# (unless every row is lone points: marks side by side do not tangle)
+
+
+@dataclass
+class CurvePanel:
+    """One chart of the dev curves: a task's rows, or one row of it (small multiples)."""
+
+    title: str
+    series: list[svg.Series]  # context series (the task's other rows, faint) first
+    boundary: float | None  # between the earlier stages and the scored one; None: scored stage only
+    y_limits: tuple[float, float]  # shared by a task's small multiples
+    y_label: str
+
+    @property
+    def x_label(self) -> str:
+        return "epoch (intermediate | scored stage)" if self.boundary is not None else "epoch of the scored stage"
+
+
+def curve_panels(curves: pd.DataFrame, systems: Sequence[str], inits: Sequence[str] | None
+                 ) -> tuple[list[list[CurvePanel]], list[tuple[str, str, str]]]:
+    """The dev curves' charts, per task (in task order): one chart of every row, or, with more than
+    SMALL_MULTIPLES_ABOVE rows of several epochs, one per row (its inits as dashes) with the others' means faint
+    behind; and
+    the legend's (label, colour, dash). A point is the mean over seeds at an epoch, its band the t-interval
+    of that mean (stats.curve_means); a curve is broken between stages (`scored`)."""
     by = ["system", "init_label"] if inits is not None else ["system"]
     means = stats.curve_means(curves, by)
     if means.empty:
-        return ""
+        return [], []
     present = set(means["system"])
     systems = [s for s in systems if s in present] + sorted(present - set(systems))
     colours = {s: svg.PALETTE[i % len(svg.PALETTE)] for i, s in enumerate(systems)}
     levels: list[str | None] = list(inits) if inits is not None else [None]
     dashes = {lab: svg.DASHES[i % len(svg.DASHES)] for i, lab in enumerate(levels)}
-    charts, keys = [], {}
+    out, keys = [], {}
     for task in task_order(means["task"].unique()):
         sub = means[means["task"] == task]
-        series = []
+        lines: dict[str, list[svg.Series]] = {}
         for system, init, label, line in stats.curve_lines(sub, systems, inits):
-            series.append(svg.Series(label, line["x"].tolist(), line["mean"].tolist(),
-                                     line["std"].fillna(0.0).tolist(), colours[system], dashes[init]))
+            lines.setdefault(system, []).append(svg.Series(
+                label, line["x"].tolist(), line["mean"].tolist(), line["ci_low"].tolist(), line["ci_high"].tolist(),
+                colours[system], dashes[init], parts=line["scored"].astype(int).tolist(),
+                n=line["n"].astype(int).tolist()))
             keys[label] = (label, colours[system], dashes[init])
+        every = [s for group in lines.values() for s in group]
         boundary = sub["boundary"].dropna()
         metric = str(sub["metric"].iloc[0])
-        charts.append(svg.line_chart(task_label(task), series, x_label="epoch (intermediate | scored stage)",
-                                     y_label=f"dev {METRIC_ABBREV.get(metric, metric)} (%)",
-                                     boundary=float(boundary.iloc[0]) if not boundary.empty else None))
-    return '<div class="figures">' + "".join(charts) + "</div>" + svg.legend(list(keys.values()))
+        y_label = f"dev {METRIC_ABBREV.get(metric, metric)} (%)"
+        cut = float(boundary.iloc[0]) if not boundary.empty else None
+        limits = svg.y_range(every)
+        if len(lines) <= SMALL_MULTIPLES_ABOVE or max(len(run) for s in every for run in s.runs()) < 2:
+            out.append([CurvePanel(task_label(task), every, cut, limits, y_label)])
+            continue
+        out.append([CurvePanel(f"{task_label(task)}: {system}",
+                               [dataclasses.replace(s, context=True) for other, group in lines.items()
+                                if other != system for s in group] + group, cut, limits, y_label)
+                    for system, group in lines.items()])
+    return out, list(keys.values())
+
+
+def curve_figures(curves: pd.DataFrame, systems: Sequence[str], inits: Sequence[str] | None) -> str:
+    """Per task: the dev metric per epoch, mean over seeds with its t-interval band (`curve_panels`)."""
+    panels, keys = curve_panels(curves, systems, inits)
+    if not panels:
+        return ""
+    charts = []
+    for task in panels:
+        small = len(task) > 1
+        charts.append('<div class="figures">' + "".join(
+            svg.line_chart(p.title, p.series, x_label=p.x_label, y_label=p.y_label, boundary=p.boundary,
+                           y_limits=p.y_limits, width=300 if small else 420, height=210 if small else 260)
+            for p in task) + "</div>")
+    return "".join(charts) + svg.legend(keys)
 
 
 def jobs_table(records: pd.DataFrame, link: Callable[[str], str]) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from distill_sweep.analysis.frames import NO_KD_LABEL, WHICH_CHOICES
 from distill_sweep.analysis.paper import DEFAULT_PAPER_DIR, METRIC_MODES
-from distill_sweep.analysis.stats import CI_METHODS
+from distill_sweep.analysis.stats import CI_METHODS, CURVE_STAGES
 from distill_sweep.report.layouts import LAYOUT_CHOICES, PRESET_LAYOUTS
 
 TABLE_CHOICES = ("1", "2", "3", "4", "all", *LAYOUT_CHOICES)  # layouts: other systems' tables (report.layouts)
@@ -32,6 +32,8 @@ class ReportOptions:
     # a cell's 95% CI: t = Student t-interval (default); bootstrap | bca undercover at few seeds (docs/guide/report.md)
     ci: str = "t"
     table1_init: str = "skip"
+    # the dev curves' epochs: scored = the scored stage's only; all = the earlier stages' too (their own line)
+    curves: str = "scored"
     out: str | None = None  # default <results_dir>/tables
     paper_dir: str = str(DEFAULT_PAPER_DIR)
     # what is written: all = Markdown, LaTeX, CSV, PNG and report.html; html = report.html only; text = all but it
@@ -65,7 +67,8 @@ class ReportOptions:
     def check(self) -> None:
         """Values the types alone do not restrict; raises UsageError."""
         for key, choices in (("table", TABLE_CHOICES), ("metric", METRIC_MODES), ("which", WHICH_CHOICES),
-                             ("format", FORMAT_CHOICES), ("wandb_mode", WANDB_MODES), ("ci", CI_METHODS)):
+                             ("format", FORMAT_CHOICES), ("wandb_mode", WANDB_MODES), ("ci", CI_METHODS),
+                             ("curves", CURVE_STAGES)):
             if getattr(self, key) not in choices:
                 raise UsageError(f"{key} must be one of {'|'.join(choices)}, got {getattr(self, key)!r}")
         if self.ddof < 0:

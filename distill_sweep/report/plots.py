@@ -1,4 +1,4 @@
-"""Dev curves per task: one line per row of a table (mean over seeds with a ±std band)."""
+"""Dev curves per task: one line per row of a table (mean over seeds with its t-interval band)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from distill_sweep.analysis.stats import curve_lines, curve_means
 def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[str],
                 inits: Sequence[str] | None = None) -> bool:
     """Per-epoch dev curves of the primary metric: one subplot per task, one line per system (per
-    system x init when `inits` is given), in the order given; the dashed vertical line is the boundary
-    between the intermediate and the scored stages. False if there is no data."""
+    system x init when `inits` is given), in the order given, the band the t-interval of the mean over
+    seeds (stats.curve_means); the dashed vertical line is the boundary between the intermediate and the
+    scored stages, where the curves are given every stage (stats.curve_stages). False if there is no data."""
     by = ["system", "init_label"] if inits is not None else ["system"]
     means = curve_means(curves, by)
     if means.empty:
@@ -26,6 +27,7 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
 
     matplotlib.use("Agg")  # headless: never needs a display
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     tasks = task_order(means["task"].unique())
     ncols = min(4, len(tasks))
@@ -40,15 +42,18 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
     for ax, task in zip(axes.flat, tasks, strict=False):
         sub = means[means["task"] == task]
         for system, init, label, line in curve_lines(sub, systems, inits):  # legend in table order
-            ax.plot(line["x"], line["mean"], styles[init], color=colors[system], label=label, marker=".", lw=1.2)
-            band = line["std"].fillna(0.0)
-            ax.fill_between(line["x"], line["mean"] - band, line["mean"] + band, color=colors[system], alpha=0.12)
+            for _, part in line.groupby("scored", sort=False):  # no line across the stages' boundary
+                ax.plot(part["x"], part["mean"], styles[init], color=colors[system], label=label, marker=".", lw=1.2)
+                ax.fill_between(part["x"], part["ci_low"], part["ci_high"], color=colors[system], alpha=0.12)
+                if len(part) == 1:  # a lone epoch: its interval as an error bar (fill_between draws nothing)
+                    ax.vlines(part["x"], part["ci_low"], part["ci_high"], color=colors[system], alpha=0.4, lw=3)
         boundary = sub["boundary"].dropna()
         if not boundary.empty:
             ax.axvline(float(boundary.iloc[0]), color="grey", ls="--", lw=0.8)
         metric = str(sub["metric"].iloc[0])
         ax.set_title(task_label(task))
-        ax.set_xlabel("epoch (intermediate | scored stage)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
+        ax.set_xlabel("epoch (intermediate | scored stage)" if not boundary.empty else "epoch of the scored stage")
         ax.set_ylabel(f"dev {METRIC_ABBREV.get(metric, metric)} (%)")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:

@@ -111,9 +111,24 @@ class Series:
     label: str
     xs: list[float]
     mean: list[float]
-    std: list[float]  # the band: mean +- std (0 where a point has one seed)
+    low: list[float]  # the band's bounds per point; NaN where there is none (one seed)
+    high: list[float]
     colour: str
     dash: str = ""
+    parts: list[int] | None = None  # points of one part are joined (a stage); None: one part
+    n: list[int] | None = None  # seeds per point, for the tooltip
+    context: bool = False  # another row shown faintly behind a small multiple: no band, no marks, no tooltip
+
+    def runs(self) -> list[list[int]]:
+        """The indices of each part, in order: consecutive points of the same part."""
+        parts = self.parts or [0] * len(self.xs)
+        out: list[list[int]] = []
+        for i, part in enumerate(parts):
+            if out and parts[out[-1][-1]] == part:
+                out[-1].append(i)
+            else:
+                out.append([i])
+        return out
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -126,55 +141,117 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [start + k * step for k in range(int((high - start) / step + 1e-9) + 1)]
 
 
+def epoch_ticks(low: float, high: float, count: int = 8) -> list[int]:
+    """Whole epochs between low and high: every one, or every k-th (k a whole number) when there are more
+    than `count`."""
+    first, last = math.ceil(low - 1e-9), math.floor(high + 1e-9)
+    step = max(1, math.ceil((last - first + 1) / count))
+    return list(range(first, last + 1, step))
+
+
+BAND_REACH = 2.0  # a band reaches at most max(this, the means' span) beyond the means; the rest is cut off
+
+
+def y_range(series: Sequence[Series]) -> tuple[float, float]:
+    """The y axis of a chart of scores in percent: every mean, and the bands as far as BAND_REACH allows
+    and a score can go, so that the wide t-interval of 2 seeds (t = 12.7) does not squeeze the lines into a
+    sliver; plus 5% margins."""
+    means = [m for s in series for m in s.mean if math.isfinite(m)]
+    if not means:
+        return 0.0, 1.0
+    lo_m, hi_m = min(means), max(means)
+    reach = max(BAND_REACH, hi_m - lo_m)
+    lows = [v for s in series if not s.context for v in s.low if math.isfinite(v)]
+    highs = [v for s in series if not s.context for v in s.high if math.isfinite(v)]
+    y0, y1 = max(min([lo_m, *lows]), lo_m - reach), min(max([hi_m, *highs]), hi_m + reach)
+    # nor past what a score in percent can be (accuracy, F1: 0 to 100; MCC, Pearson: -100 to 100)
+    y0, y1 = max(y0, min(lo_m, 0.0 if lo_m >= 0 else -100.0)), min(y1, max(hi_m, 100.0))
+    margin = (y1 - y0) * 0.05 or 1.0
+    return y0 - margin, y1 + margin
+
+
+DODGE = 12.0  # pixels between the rows' marks at one epoch at most, so their bands do not cover each other
+
+
 def line_chart(title: str, series: Sequence[Series], *, x_label: str, y_label: str, boundary: float | None = None,
-               css: str = "curve", width: int = 420, height: int = 260) -> str:
-    """Lines of means with a translucent band of +-std, axes with ticks, a dashed vertical line at `boundary`."""
+               css: str = "curve", width: int = 420, height: int = 260,
+               y_limits: tuple[float, float] | None = None) -> str:
+    """Lines of means, each part (stage) on its own, with translucent bands (a whisker at a lone point),
+    whole-epoch ticks, a dashed vertical line at `boundary`. Bands are cut at the plot's edge (`y_range`);
+    every point's tooltip has its numbers."""
     pad_l, pad_r, pad_t, pad_b = 48, 12, 24, 38
     xs = [x for s in series for x in s.xs]
-    lows = [m - d for s in series for m, d in zip(s.mean, s.std, strict=True)]
-    highs = [m + d for s in series for m, d in zip(s.mean, s.std, strict=True)]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    y0, y1 = (min(lows), max(highs)) if lows else (0.0, 1.0)
-    if x1 == x0:
-        x0, x1 = x0 - 0.5, x1 + 0.5
-    margin = (y1 - y0) * 0.05 or 1.0
-    y0, y1 = y0 - margin, y1 + margin
+    x0, x1 = x0 - 0.25, x1 + 0.25  # room for the dodged marks at the ends
+    y0, y1 = y_limits if y_limits is not None else y_range(series)
+    plot_w, plot_h = width - pad_l - pad_r, height - pad_t - pad_b
 
     def px(x: float) -> float:
-        return pad_l + (x - x0) / (x1 - x0) * (width - pad_l - pad_r)
+        return pad_l + (x - x0) / (x1 - x0) * plot_w
 
     def py(y: float) -> float:
-        return height - pad_b - (y - y0) / (y1 - y0) * (height - pad_t - pad_b)
+        return height - pad_b - (y - y0) / (y1 - y0) * plot_h
 
     out = [f'<svg class="{escape(css)}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'role="img" aria-label="{escape(title)}">',
            f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="13">{escape(title)}</text>',
-           f'<rect x="{pad_l}" y="{pad_t}" width="{width - pad_l - pad_r}" height="{height - pad_t - pad_b}" '
-           'fill="none" stroke="#999"/>']
+           f'<rect x="{pad_l}" y="{pad_t}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
     for y in _ticks(y0, y1):
         out.append(f'<line x1="{pad_l - 4}" x2="{width - pad_r}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#eee"/>'
                    f'<text x="{pad_l - 6}" y="{py(y) + 4:.1f}" text-anchor="end" font-size="10">{y:g}</text>')
-    for x in _ticks(x0, x1, 6):
-        out.append(f'<text x="{px(x):.1f}" y="{height - pad_b + 14}" text-anchor="middle" font-size="10">{x:g}</text>')
+    for x in epoch_ticks(x0, x1):
+        out.append(f'<text class="xtick" x="{px(x):.1f}" y="{height - pad_b + 14}" text-anchor="middle" '
+                   f'font-size="10">{x}</text>')
     out.append(f'<text x="{(pad_l + width - pad_r) / 2:.0f}" y="{height - 6}" text-anchor="middle" font-size="11">'
                f'{escape(x_label)}</text>')
     out.append(f'<text x="12" y="{(pad_t + height - pad_b) / 2:.0f}" text-anchor="middle" font-size="11" '
                f'transform="rotate(-90 12 {(pad_t + height - pad_b) / 2:.0f})">{escape(y_label)}</text>')
+    # the marks in a nested <svg>: it clips what leaves the plot (a cut band) without an id to clash
+    out.append(f'<svg x="{pad_l}" y="{pad_t}" width="{plot_w}" height="{plot_h}" '
+               f'viewBox="{pad_l} {pad_t} {plot_w} {plot_h}">')
     if boundary is not None and x0 <= boundary <= x1:
         out.append(f'<line class="boundary" x1="{px(boundary):.1f}" x2="{px(boundary):.1f}" y1="{pad_t}" '
                    f'y2="{height - pad_b}" stroke="#888" stroke-dasharray="4 3"/>')
-    for s in series:
-        upper = [f"{px(x):.1f},{py(m + d):.1f}" for x, m, d in zip(s.xs, s.mean, s.std, strict=True)]
-        lower = [f"{px(x):.1f},{py(m - d):.1f}" for x, m, d in zip(s.xs, s.mean, s.std, strict=True)]
-        points = " ".join(f"{px(x):.1f},{py(m):.1f}" for x, m in zip(s.xs, s.mean, strict=True))
+    for s in (s for s in series if s.context):
+        for run in s.runs():
+            points = " ".join(f"{px(s.xs[i]):.1f},{py(s.mean[i]):.1f}" for i in run)
+            out.append(f'<polyline class="context" points="{points}" fill="none" stroke="#d4d4d4" stroke-width="1.2"/>'
+                       if len(run) >= 2 else f'<circle class="context" cx="{points.split(",")[0]}" '
+                       f'cy="{points.split(",")[1]}" r="2.2" fill="#d4d4d4"/>')
+    shown = [s for s in series if not s.context]
+    # the rows' marks at one epoch side by side: at most DODGE apart, together within half an epoch
+    dodge = min(DODGE, 0.5 * plot_w / (x1 - x0) / max(1, len(shown)))
+    for k, s in enumerate(shown):
+        shift = (k - (len(shown) - 1) / 2) * dodge
+
+        def qx(x: float, shift: float = shift) -> float:
+            return px(x) + shift
+
+        tips = []
+        for i, (x, m) in enumerate(zip(s.xs, s.mean, strict=True)):
+            band = f", 95% CI [{s.low[i]:.2f}, {s.high[i]:.2f}]" if math.isfinite(s.low[i]) else ", no interval"
+            tips.append(f"epoch {x:g}: {m:.2f}{band}" + (f", n = {s.n[i]}" if s.n is not None else ""))
         dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
-        tip = "; ".join(f"epoch {x:g}: {m:.2f}±{d:.2f}" for x, m, d in zip(s.xs, s.mean, s.std, strict=True))
-        out.append(f'<g class="series"><title>{escape(s.label)}: {escape(tip)}</title>'
-                   f'<polygon points="{" ".join(upper + lower[::-1])}" fill="{s.colour}" fill-opacity="0.12"/>'
-                   f'<polyline points="{points}" fill="none" stroke="{s.colour}" stroke-width="1.6"{dash}/>'
-                   + "".join(f'<circle cx="{px(x):.1f}" cy="{py(m):.1f}" r="2.5" fill="{s.colour}"/>'
-                             for x, m in zip(s.xs, s.mean, strict=True)) + "</g>")
-    out.append("</svg>")
+        parts = [f'<g class="series"><title>{escape(s.label)}: {escape("; ".join(tips))}</title>']
+        for run in s.runs():
+            banded = [i for i in run if math.isfinite(s.low[i]) and math.isfinite(s.high[i])]
+            if len(banded) == len(run) and len(run) >= 2:
+                upper = [f"{qx(s.xs[i]):.1f},{py(s.high[i]):.1f}" for i in run]
+                lower = [f"{qx(s.xs[i]):.1f},{py(s.low[i]):.1f}" for i in run]
+                parts.append(f'<polygon class="band" points="{" ".join(upper + lower[::-1])}" fill="{s.colour}" '
+                             'fill-opacity="0.15"/>')
+            else:  # a lone point, or a part where some point has no interval: one whisker per point
+                parts += [f'<line class="band" x1="{qx(s.xs[i]):.1f}" x2="{qx(s.xs[i]):.1f}" y1="{py(s.low[i]):.1f}" '
+                          f'y2="{py(s.high[i]):.1f}" stroke="{s.colour}" stroke-opacity="0.45" stroke-width="3"{dash}/>'
+                          for i in banded]
+            if len(run) >= 2:
+                points = " ".join(f"{qx(s.xs[i]):.1f},{py(s.mean[i]):.1f}" for i in run)
+                parts.append(f'<polyline points="{points}" fill="none" stroke="{s.colour}" stroke-width="1.6"{dash}/>')
+            # a dashed row's marks are hollow: a lone point has no line to show its dashes
+            mark = f'fill="#fff" stroke="{s.colour}" stroke-width="1.5"' if s.dash else f'fill="{s.colour}"'
+            parts += [f'<circle cx="{qx(s.xs[i]):.1f}" cy="{py(s.mean[i]):.1f}" r="2.8" {mark}/>' for i in run]
+        out.append("".join(parts) + "</g>")
+    out.append("</svg></svg>")
     return "".join(out)
 
 
@@ -183,6 +260,7 @@ def legend(items: Sequence[tuple[str, str, str]]) -> str:
     spans = []
     for label, col, dash in items:
         stroke = f' stroke-dasharray="{dash}"' if dash else ""
+        mark = f'fill="#fff" stroke="{col}" stroke-width="1.5"' if dash else f'fill="{col}"'  # as line_chart's
         spans.append(f'<span class="key"><svg width="26" height="10"><line x1="0" x2="26" y1="5" y2="5" stroke="{col}" '
-                     f'stroke-width="2"{stroke}/></svg>{escape(label)}</span>')
+                     f'stroke-width="2"{stroke}/><circle cx="13" cy="5" r="2.8" {mark}/></svg>{escape(label)}</span>')
     return '<div class="legend">' + "".join(spans) + "</div>"

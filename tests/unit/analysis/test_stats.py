@@ -208,6 +208,43 @@ def test_align_curves() -> None:
     assert set(out["boundary"]) == {1.5}
 
 
+
+def _two_stage_curves() -> pd.DataFrame:
+    """hid_seq: an intermediate epoch (scored with the untrained head) then 2 prediction epochs, 3 seeds;
+    vanilla_kd: 2 prediction epochs, one seed."""
+    rows = []
+    for seed, values in enumerate([(30.0, 70.0, 74.0), (45.0, 72.0, 77.0), (20.0, 69.0, 78.0)]):
+        for k, (stage, value) in enumerate(zip(("intermediate", "prediction", "prediction"), values, strict=True)):
+            rows.append({"task": "rte", "system": "hid_seq", "path": f"h{seed}", "stage": stage, "seed": seed,
+                         "global_epoch": k + 1, "value": value, "metric": "accuracy"})
+    rows += [{"task": "rte", "system": "vanilla_kd", "path": "v0", "stage": "prediction", "seed": 0,
+              "global_epoch": k + 1, "value": value, "metric": "accuracy"} for k, value in enumerate((60.0, 65.0))]
+    return pd.DataFrame(rows)
+
+
+def test_curve_band_is_the_t_interval_of_the_mean_over_seeds() -> None:
+    means = stats.curve_means(_two_stage_curves())
+    for x, values in ((1.0, [30.0, 45.0, 20.0]), (2.0, [70.0, 72.0, 69.0]), (3.0, [74.0, 77.0, 78.0])):
+        (row,) = means[(means["system"] == "hid_seq") & (means["x"] == x)].to_dict("records")
+        lo, hi = sps.t.interval(0.95, df=2, loc=np.mean(values), scale=sps.sem(values))
+        assert (row["ci_low"], row["ci_high"], row["n"]) == (pytest.approx(lo), pytest.approx(hi), 3)
+    one = means[means["system"] == "vanilla_kd"]
+    assert one["ci_low"].isna().all() and one["ci_high"].isna().all()  # one seed: no band, not a zero-width one
+
+
+def test_curve_stages_scored_only_by_default_numbers_its_epochs_from_1() -> None:
+    curves = _two_stage_curves()
+    scored = stats.curve_means(stats.curve_stages(curves))
+    hid = scored[scored["system"] == "hid_seq"]
+    assert list(hid["x"]) == [1.0, 2.0] and list(hid["mean"]) == pytest.approx([70.333333, 76.333333])
+    assert scored["boundary"].isna().all() and scored["scored"].all()  # nothing before the scored stage
+    every = stats.curve_means(stats.curve_stages(curves, "all"))
+    hid = every[every["system"] == "hid_seq"]
+    assert list(hid["x"]) == [1.0, 2.0, 3.0] and list(hid["scored"]) == [False, True, True]
+    assert set(every["boundary"]) == {1.5}
+    with pytest.raises(ValueError, match="curves must be one of scored|all"):
+        stats.curve_stages(curves, "intermediate")
+
 # ----------------------------------------------------------------------------- uncertainty, effect, ASO, power
 
 
