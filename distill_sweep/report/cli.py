@@ -49,6 +49,7 @@ results_dir; printed, and written to <results_dir>/tables/ (or out=DIR). Argumen
   ci=t|bootstrap|bca  a cell's 95% CI: the Student t-interval of the mean (default); the bootstraps cover far
                       less than 95% at few seeds (under 20), so they are only for large cells, by choice
   table1_init=skip    the init of Table 1 (a rule name, spec or layers)
+  curves=scored|all   the dev curves' epochs: the scored stage's only (default), or the earlier stages' too
   out=DIR             where to write the files (default: <results_dir>/tables)
   paper_dir=DIR       the paper's CSVs (default: results/paper)
   format=all|html|text
