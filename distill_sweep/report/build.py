@@ -125,6 +125,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
                                    group_order=systems)
         _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
                        ["system"], opts)
+        _examples_section(doc, files, "table3", records, tests, table, level="init_label", within=("system",))
         names = {(r.system, r.init): " / ".join(r.labels) for r in table.rows}
         per_task = sc.assign(row=[names.get((s_, i), f"{s_} / {i}") for s_, i in zip(sc["system"], sc["init_label"],
                                                                                        strict=True)])
@@ -212,16 +213,17 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
 
 
 def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.DataFrame, tests: pd.DataFrame,
-                      table: Table) -> None:
-    """The pairs of a tests table over seeds and dev examples (report.examples), where records carry predictions."""
+                      table: Table, level: str = "system", within: tuple[str, ...] = ()) -> None:
+    """The pairs of a tests table over seeds and dev examples (report.examples), where records carry predictions:
+    `level` is the records' column the pairs' a and b name, `within` the columns the tests hold fixed."""
     if tests.empty:
         return
-    rows, frame, notes = examples.comparisons(records, tests, table.metrics)
+    rows, frame, notes = examples.comparisons(records, tests, table.metrics, level, within)
     if not rows and not notes:
         return
     doc.heading(f"{table.title.split(':')[0]}: comparisons over seeds and dev examples")
     if rows:
-        doc.table(examples.HEADERS, rows)
+        doc.table(examples.headers(within), rows)
         files[f"examples_{key}.csv"] = frame
     for note in notes:
         doc.text(note)
@@ -269,6 +271,7 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
     _table_section(doc, files, built.table, opts)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
                    [], opts)
+    _examples_section(doc, files, layout.key, built.records, built.tests, built.table, level="row")
     if opts.paper and built.comparison is not None:
         doc.heading(f"{layout.title}: the paper's numbers beside ours")
         metrics = {t: paper.column_metric(t, layout.metric_mode or opts.metric) for t in set(built.comparison["task"])}

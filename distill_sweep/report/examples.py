@@ -7,6 +7,7 @@ predictions (written before they were stored) leave their pair to the seed-level
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,11 @@ HEADERS = ["task", "A", "B", "seeds", "examples", "mean(A-B)", "95% CI (multi-bo
            "one seed: test", "p (one seed)"]
 
 
+def headers(within: Sequence[str] = ()) -> list[str]:
+    """The table's columns: HEADERS with the columns a pair is compared within (Table 3: the row) after task."""
+    return [HEADERS[0], *within, *HEADERS[1:]]
+
+
 def _load(paths: list[str], cache: dict[str, DevPredictions | None], problems: list[str]) -> None:
     for path in paths:
         if path not in cache:
@@ -30,28 +36,36 @@ def _load(paths: list[str], cache: dict[str, DevPredictions | None], problems: l
                 problems.append(str(exc))
 
 
-def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, str]
-                ) -> tuple[list[list[str]], pd.DataFrame, list[str]]:
-    """Rows of the table (HEADERS), its CSV frame and the notes, for every pair (a, b) of `tests` on every task
-    both rows ran. `records`: the table's records (system, task, seed, status, path); `metrics`: task -> the
-    column's metric."""
+def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, str], level: str = "system",
+                within: Sequence[str] = ()) -> tuple[list[list[str]], pd.DataFrame, list[str]]:
+    """Rows of the table (`headers(within)`), its CSV frame and the notes, for every pair (a, b) of `tests` on
+    every task both ran. `records`: the table's records (status, path, task, seed, the `level` column whose
+    values a and b are, and the `within` columns the tests hold fixed: Table 1 compares systems, Table 3 the
+    inits of one system); `metrics`: task -> the column's metric."""
     done = records[records["status"] == "completed"]
     cache: dict[str, DevPredictions | None] = {}
     problems: list[str] = []
     _load(list(done["path"]), cache, problems)
     rows, frame, without, unsupported = [], [], 0, set()
-    by_key = {(r.system, r.task, int(r.seed)): r.path for r in done.itertuples(index=False)}
-    for pair in tests[["a", "b"]].itertuples(index=False):
-        for task in task_order(set(done["task"])):
-            seeds = sorted({s for (sys_, t, s) in by_key if sys_ == pair.a and t == task}
-                           & {s for (sys_, t, s) in by_key if sys_ == pair.b and t == task})
+    by_key: dict[tuple, str] = {}
+    seeds_of: dict[tuple, set[int]] = {}  # (within..., level, task) -> its seeds
+    for r in done.to_dict("records"):
+        unit = (*(r[w] for w in within), r[level], r["task"])
+        by_key[(*unit, int(r["seed"]))] = r["path"]
+        seeds_of.setdefault(unit, set()).add(int(r["seed"]))
+    tasks = task_order(set(done["task"]))
+    for pair in tests.to_dict("records"):
+        fixed = tuple(pair[w] for w in within)
+        for task in tasks:
+            seeds = sorted(seeds_of.get((*fixed, pair["a"], task), set()) & seeds_of.get((*fixed, pair["b"], task), set()))
             if not seeds:
                 continue
             metric = metrics.get(task, "accuracy")
             if not example_stats.supported(metric):
                 unsupported.add(metric)
                 continue
-            got = [(cache[by_key[(pair.a, task, s)]], cache[by_key[(pair.b, task, s)]]) for s in seeds]
+            got = [(cache[by_key[(*fixed, pair["a"], task, s)]], cache[by_key[(*fixed, pair["b"], task, s)]])
+                   for s in seeds]
             usable = [(s, pa, pb) for s, (pa, pb) in zip(seeds, got, strict=True) if pa is not None and pb is not None]
             if not usable:
                 without += 1
@@ -68,14 +82,15 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
             mb = example_stats.multi_bootstrap(a, b, labels, metric)
             test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
             dropped = len(seeds) - len(same)
-            rows.append([task_label(task), pair.a, pair.b, f"{len(same)}" + (f" (of {len(seeds)})" if dropped else ""),
+            rows.append([task_label(task), *map(str, fixed), pair["a"], pair["b"],
+                         f"{len(same)}" + (f" (of {len(seeds)})" if dropped else ""),
                          str(len(labels)), f"{100 * mb['diff']:+.2f}",
                          f"[{100 * mb['ci_low']:+.2f}, {100 * mb['ci_high']:+.2f}]", _p(mb["p"]),
                          f"{test}, seed {same[0][0]}", _p(p_one)])
-            frame.append({"task": task, "a": pair.a, "b": pair.b, "metric": metric, "seeds": len(same),
-                          "seeds_matched": len(seeds), "examples": len(labels), "mean_diff": 100 * mb["diff"],
-                          "ci_low": 100 * mb["ci_low"], "ci_high": 100 * mb["ci_high"], "p": mb["p"],
-                          "one_seed": same[0][0], "one_seed_test": test, "one_seed_p": p_one})
+            frame.append({"task": task, **dict(zip(within, fixed, strict=True)), "a": pair["a"], "b": pair["b"],
+                          "metric": metric, "seeds": len(same), "seeds_matched": len(seeds), "examples": len(labels),
+                          "mean_diff": 100 * mb["diff"], "ci_low": 100 * mb["ci_low"], "ci_high": 100 * mb["ci_high"],
+                          "p": mb["p"], "one_seed": same[0][0], "one_seed_test": test, "one_seed_p": p_one})
     notes = []
     if rows:
         metric_names = ", ".join(sorted({METRIC_ABBREV.get(m, m) for m in metrics.values()}))

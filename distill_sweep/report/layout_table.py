@@ -30,6 +30,8 @@ class Built:
     tests: pd.DataFrame  # stats.paired_tests columns
     n_records: int  # the layout's records (any status)
     notes: list[str] = field(default_factory=list)  # store.scores notes
+    # the layout's records with their row's name (`row`): report.examples pairs their predictions
+    records: pd.DataFrame = field(default_factory=pd.DataFrame)
     comparison: pd.DataFrame | None = None  # COMPARISON_COLUMNS; None when the layout has no paper table
     not_compared: list[str] = field(default_factory=list)
 
@@ -103,7 +105,8 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
     mark_best(table.rows, [*tasks, "avg"])
 
     tests = stats.paired_tests(sc, "row", (), alpha, pairs=_name_pairs(layout, rows))
-    built = Built(table=table, tests=tests, n_records=len(mine), notes=notes)
+    named = mine.assign(row=[row_of[u] for u in zip(mine["system"], mine["init_label"], strict=True)])
+    built = Built(table=table, tests=tests, n_records=len(mine), notes=notes, records=named)
     if layout.paper_file is not None:
         _compare(built, layout, rows, agg, avgs, Path(paper_dir) / layout.paper_file)
     return built

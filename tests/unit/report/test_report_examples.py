@@ -4,6 +4,7 @@ a note for records without them (written before they were kept), a changed dev s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,13 +19,15 @@ N = 400
 
 
 def _run(root: Path, objective: str, seed: int, accuracy: float, labels: np.ndarray, dev_hash: str = "dev1",
-         with_predictions: bool = True) -> np.ndarray:
-    """A record on toy whose dev predictions score `accuracy` (the record's score is theirs)."""
-    rng = np.random.default_rng(hash((objective, seed)) % 2**32)
+         with_predictions: bool = True, **record: Any) -> np.ndarray:
+    """A record on toy whose dev predictions score `accuracy` (the record's score is theirs); `record`: more
+    of write_record's keys (init, student, ...)."""
+    rng = np.random.default_rng(hash((objective, seed, *sorted(record.items()))) % 2**32)
     wrong = rng.choice(N, size=round((1 - accuracy) * N), replace=False)
     preds = labels.copy()
     preds[wrong] = 1 - preds[wrong]
-    path = write_record(root, task="toy", objective=objective, seed=seed, score=float(np.mean(preds == labels)))
+    path = write_record(root, task="toy", objective=objective, seed=seed, score=float(np.mean(preds == labels)),
+                        **record)
     if with_predictions:
         write_predictions(path.parent, {"validation": preds}, {"validation": labels}, {"validation": dev_hash},
                           "prediction", 1)
@@ -82,3 +85,50 @@ def test_a_seed_scored_on_another_dev_set_is_left_out(tmp_path: Path, capsys: py
     frame = pd.read_csv(tmp_path / "tables" / "examples_table1.csv")
     assert list(frame["seeds"]) == [2] and list(frame["seeds_matched"]) == [3]
     assert "2 (of 3)" in capsys.readouterr().out
+
+
+def _mcnemar_counts(a: np.ndarray, b: np.ndarray, labels: np.ndarray) -> tuple[int, int]:
+    right_a, right_b = a == labels, b == labels
+    return int(np.sum(right_a & ~right_b)), int(np.sum(~right_a & right_b))
+
+
+def test_table3_compares_the_inits_of_each_row_over_seeds_and_examples(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = np.random.default_rng(3).integers(0, 2, N)
+    preds: dict[tuple[str, int], np.ndarray] = {}
+    for seed in range(3):
+        for init, accuracy in (("1", 0.82), ("3", 0.74)):
+            preds[(init, seed)] = _run(tmp_path, "att_kl", seed, accuracy, labels, init=init)
+        _run(tmp_path, "att_mse", seed, 0.75, labels, init="1", with_predictions=False)  # an older record
+        _run(tmp_path, "att_mse", seed, 0.70, labels, init="3", with_predictions=False)
+    assert main([str(tmp_path), "table=3", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "Table 3: comparisons over seeds and dev examples" in out
+    frame = pd.read_csv(tmp_path / "tables" / "examples_table3.csv")
+    (row,) = frame.to_dict("records")  # att_kl's two inits; att_mse has no predictions
+    assert row["system"] == "att_kl" and {row["a"], row["b"]} == {"4,8,12", "1,2,3"}  # inits 1 and 3 of 12 layers
+    first = "1" if row["a"] == "4,8,12" else "3"
+    second = "3" if first == "1" else "1"
+    by_seed = [100 * (np.mean(preds[(first, s)] == labels) - np.mean(preds[(second, s)] == labels)) for s in range(3)]
+    assert row["seeds"] == 3 and row["mean_diff"] == pytest.approx(np.mean(by_seed))
+    assert row["ci_low"] < row["mean_diff"] < row["ci_high"]
+    n_ab, n_ba = _mcnemar_counts(preds[(first, 0)], preds[(second, 0)], labels)
+    assert row["one_seed_test"] == f"McNemar ({n_ab} vs {n_ba} discordant)"
+    if n_ab + n_ba >= 25:
+        assert row["one_seed_p"] == pytest.approx(sps.chi2.sf((abs(n_ab - n_ba) - 1) ** 2 / (n_ab + n_ba), df=1))
+    assert ("note: 1 pair(s) x task without dev predictions in their records (written before records kept them): "
+            "seed-level statistics only") in out
+
+
+def test_a_layouts_pairs_against_its_baseline_over_examples(tmp_path: Path) -> None:
+    labels = np.random.default_rng(4).integers(0, 2, N)
+    preds = {}
+    for seed in range(2):
+        for objective, accuracy in (("vanilla_kd", 0.78), ("logit_mse", 0.70)):
+            preds[(objective, seed)] = _run(tmp_path, objective, seed, accuracy, labels, student="bilstm")
+    assert main([str(tmp_path), "table=bilstm", "paper=false", "format=text"]) == 0
+    (row,) = pd.read_csv(tmp_path / "tables" / "examples_bilstm.csv").to_dict("records")
+    assert (row["a"], row["b"]) == ("BiLSTM / logit MSE", "BiLSTM / vanilla KD")  # the layout's pair
+    by_seed = [100 * (np.mean(preds[("logit_mse", s)] == labels) - np.mean(preds[("vanilla_kd", s)] == labels))
+               for s in range(2)]
+    assert row["seeds"] == 2 and row["mean_diff"] == pytest.approx(np.mean(by_seed))
