@@ -30,6 +30,7 @@ import torch
 from distill_sweep.data.corpus import IGNORE, documents, load_corpus
 from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.data.decoder_settings import TOY_RESPONSES, InstructionSettings
+from distill_sweep.data.instruction_files import as_pair, read_file_pairs
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable
 
@@ -170,28 +171,8 @@ def read_pairs(settings: InstructionSettings) -> list[tuple[str, str]]:
     """The (prompt, response) pairs in their order (the first `dev_examples` are the dev slice)."""
     if settings.source == "toy":
         pairs = toy_pairs(settings)
-    elif settings.source == "jsonl":
-        pairs = []
-        with open(Path(str(settings.path)).expanduser(), encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    pairs.append((str(row[settings.prompt_field]), str(row[settings.response_field])))
-                except (ValueError, KeyError, TypeError) as err:
-                    raise ConfigError(f"procedure.instructions.path={settings.path!r} line {n}: not a JSON object "
-                                      f"with {settings.prompt_field!r} and {settings.response_field!r} ({err})") from None
-    elif settings.source == "parquet":
-        import pyarrow.parquet as pq  # a parquet file only (datasets' own dependency)
-
-        fields = [settings.prompt_field, settings.response_field]
-        try:
-            table = pq.read_table(Path(str(settings.path)).expanduser(), columns=fields)
-        except (OSError, KeyError, ValueError) as err:  # not parquet, or a column missing (pyarrow says which)
-            raise ConfigError(f"procedure.instructions.path={settings.path!r}: not a Parquet file with columns "
-                              f"{fields[0]!r} and {fields[1]!r} ({str(err).splitlines()[0]})") from None
-        pairs = [(str(p), str(r)) for p, r in zip(*(table.column(f).to_pylist() for f in fields), strict=True)]
+    elif settings.source in ("jsonl", "parquet"):
+        pairs = read_file_pairs(settings)  # what the command line checked before the job started
     else:
         from datasets import load_dataset  # a hub dataset only
 
@@ -200,7 +181,7 @@ def read_pairs(settings: InstructionSettings) -> list[tuple[str, str]]:
             rows = load_dataset(settings.hub_id, settings.hub_config, split=settings.split)
         except Exception as err:  # noqa: BLE001 - datasets raises many kinds for a missing dataset
             raise ConfigError(f"procedure.instructions.hub_id={settings.hub_id!r}: cannot load it ({err})") from None
-        pairs = [(str(r[settings.prompt_field]), str(r[settings.response_field])) for r in rows]
+        pairs = [as_pair(r, settings, f"{settings.hub_id} row {n}") for n, r in enumerate(rows)]
     if settings.max_examples is not None:
         pairs = pairs[:settings.max_examples]
     if len(pairs) <= settings.dev_examples:

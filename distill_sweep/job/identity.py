@@ -169,13 +169,15 @@ def _check_stated_shapes(ident: JobIdentity) -> None:
 
 
 def check_paths(ident: JobIdentity) -> None:
-    """The job's directories and its task's local files, from their first bytes: a missing, binary or
-    wrong-column TSV and a results or cache directory that cannot be made are refused before any work."""
+    """Refused before any work: a task's TSV that is missing, binary or lacks a column (from its first bytes), a
+    malformed file of the procedure's own (instruction data, read whole), and a results or cache directory that
+    cannot be made."""
     task = ident.settings.task
     if task.data_dir and not Path(task.data_dir).expanduser().is_dir():
         raise ConfigError(f"task.data_dir={task.data_dir!r} is not a directory")
     if ident.procedure_settings.reads_task:
         check_files(task)
+    ident.procedure_settings.check_files()  # its own files (causal_lm's instructions)
     for key in ("results_dir", "cache_dir"):
         check_writable(files.absolute(getattr(ident.settings.run, key)), key)
 

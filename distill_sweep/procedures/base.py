@@ -39,6 +39,10 @@ class ProcedureSettings:
     def check_task(self, task: Any, where: str) -> None:
         """Rules that involve the job's task, checked with the config alone."""
 
+    def check_files(self) -> None:
+        """Its own data files, read and checked before any job starts (job.check_paths: a run, not a dry run);
+        DataError, one line naming the file."""
+
     def sequences_per_step(self) -> int:
         """Sequences per update over all processes, for a procedure that reads no task (the dry run counts its
         training tokens as steps x this x the sequence length)."""

@@ -40,7 +40,7 @@ from distill_sweep.models.families import FAMILIES, family_of_model, is_causal_t
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
-from distill_sweep.objectives import NEXT_TOKEN_TERMS
+from distill_sweep.objectives import NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_TAIL
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.students import BuildInputs
@@ -89,8 +89,17 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
                           "optimizer.batch_size null")
     terms = list(job.objective.terms) if job.objective is not None else []
     if not terms and not settings.ce_weight:
-        raise ConfigError(f"objective={job.objective_name} has no terms for procedure=causal_lm: use fkl, rkl, "
-                          "gjsd (or hid_seq) terms, or procedure.ce_weight > 0")
+        stages = set(job.objective.stages) if job.objective is not None else set()
+        why = (f"objective={job.objective_name} distils a classifier's logits in a prediction stage, which "
+               "procedure=causal_lm does not run (its one stage sums the objective's terms)"
+               if stages & {"prediction", "combined"} else f"objective={job.objective_name} has no terms")
+        raise ConfigError(f"{why}: next-token KD is objective=fkl (or rkl, gjsd; hid_seq for hidden states), or "
+                          "set procedure.ce_weight > 0")
+    first_token = [t for t in terms if TERMS[t].cls_only]
+    if first_token:
+        raise ConfigError(f"term {first_token[0]} of objective={job.objective_name} reads the first token's state "
+                          "([CLS]); a decoder's first token is [BOS], which the causal mask lets see only itself, so "
+                          "its state is the same for every sequence: use hid_seq (every real token)")
     if settings.teacher_top_k is not None:
         live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
         if live:

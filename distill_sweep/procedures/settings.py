@@ -15,6 +15,7 @@ from distill_sweep.config.schema import RecipeSettings, TaskSettings
 from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, sources, text_files
 from distill_sweep.data.decoder_settings import CHOICE, InstructionSettings
 from distill_sweep.data.decoder_settings import PRIMARY as TOKEN_ACCURACY
+from distill_sweep.data.instruction_files import check_file as check_instruction_file
 from distill_sweep.errors import ConfigError
 from distill_sweep.objectives.registry import TERMS
 from distill_sweep.training.processes import requested_size
@@ -143,6 +144,10 @@ class CausalLMSettings(ProcedureSettings):
 
     def reads_corpus(self) -> bool:
         return self.data == "corpus"  # instructions: the corpus its defaults list composes is not read
+
+    def check_files(self) -> None:
+        if self.data == "instructions":  # a local JSONL or Parquet file, read whole (instruction_files.py)
+            check_instruction_file(self.instructions, self.batch_size)
 
     def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
         """The job's task in the data's terms: causal_<corpus or instructions name>, scored by token accuracy."""

@@ -122,7 +122,12 @@ def test_topk_store_holds_the_teachers_top_log_probabilities_and_gathers_by_row(
     (["objective=att_kl"], "needs per-layer query/key/value, which the student does not provide: rotary"),
     (["teacher=tiny", "objective=fkl"], "next-token distributions of decoder LMs"),
     (["objective=fkl_hid_seq", "procedure.teacher_top_k=4"], "term hid_seq reads its hidden states"),
-    (["objective=vanilla_kd"], "objective=vanilla_kd has no terms for procedure=causal_lm"),
+    (["objective=vanilla_kd"], "objective=vanilla_kd distils a classifier's logits in a prediction stage, which "
+                               "procedure=causal_lm does not run"),
+    # a decoder's first token ([BOS]) sees only itself: its state is the same for every sequence
+    (["objective=hid_cls"], r"term hid_cls of objective=hid_cls reads the first token's state \(\[CLS\]\); a "
+                            "decoder's first token is"),
+    (["objective=pkd"], "term pkd_cls of objective=pkd reads the first token's state"),
     (["student=sps", "student.num_layers=4", "student.shared_layers=1"], "student=sps is not built for decoders"),
     (["procedure=task_specific", "teacher=tiny", "task=toy", "init=prune"], "init=prune chooses decoder layers"),
     (["procedure=task_specific", "teacher=tiny_llama", "task=toy"], "is a decoder LM .llama.: procedure=task_specific"),
