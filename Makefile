@@ -21,7 +21,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-DEMO_RESULTS ?= results/demo
+# outside the default result store (results/): `make tables` reports the user's own records, not the demo's
+DEMO_RESULTS ?= demo-results
 demo: install
 	$(BIN)/python -m distill_sweep experiment=demo results_dir=$(DEMO_RESULTS) -m
 	$(BIN)/python -m distill_sweep.report $(DEMO_RESULTS) preset=demo
@@ -64,4 +65,4 @@ lint: install
 	$(BIN)/ruff check distill_sweep tests conf docs
 
 clean:
-	rm -rf $(VENV) multirun outputs .pytest_cache site
+	rm -rf $(VENV) multirun outputs .pytest_cache site demo-results

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import shutil
 import sys
 from typing import Any
@@ -11,13 +12,15 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
 from distill_sweep.cli.run_job import main
+from distill_sweep.config.schema import RunSettings
 from distill_sweep.config.space import CONF_DIR, check_group_choices
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import check_paths, identify
+from distill_sweep.job.machine import check_threads
 from distill_sweep.records.disk import room_problem
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
@@ -97,7 +100,7 @@ def check_overrides(argv: list[str]) -> str | None:
     try:
         parsed = OverridesParser.create().parse_overrides(list(args.overrides))
     except OverrideParseException as err:
-        return f"{err.override}: {_one_line(err)}"
+        return _unparsed(err, list(args.overrides))
     single: list[str] = []
     swept: list[tuple[int, str, list[str]]] = []  # (position in `single`, key, every value) per swept key
     for override in parsed:
@@ -124,6 +127,8 @@ def check_overrides(argv: list[str]) -> str | None:
         for n, overrides in enumerate(jobs[:_SWEEP_CHECKS]):
             try:
                 cfg = compose("config", overrides=overrides, return_hydra_config=True)
+            except InterpolationResolutionError as err:
+                return _unresolved(err)
             except (HydraException, OmegaConfBaseException) as err:
                 return _one_line(err)
             if n == 0:  # where Hydra writes its own files first (a full disk stops it there with a traceback)
@@ -137,9 +142,55 @@ def check_overrides(argv: list[str]) -> str | None:
                     job.check_used()
                 if not (args.cfg or _plans(argv)):  # its files and directories, for a run (a plan reads none)
                     check_paths(job)
+                    _check_cpus(cfg, job.settings.run)
             except ConfigError as err:
                 return str(err)
+            except InterpolationResolutionError as err:  # e.g. ${oc.env:X} with X unset, resolved by identify
+                return _unresolved(err)
     return None
+
+
+def _check_cpus(cfg: DictConfig, run: RunSettings) -> None:
+    """`threads` within the CPUs of where the job runs: this host, or a SLURM job's cpus_per_task (the job
+    checks its node's CPUs again when it starts: prepare.check_machine)."""
+    if str(OmegaConf.select(cfg, "hydra.launcher._target_", default="")).endswith("SlurmLauncher"):
+        cpus = OmegaConf.select(cfg, "hydra.launcher.cpus_per_task", default=None)
+        if run.threads is not None and isinstance(cpus, int) and run.threads > cpus:
+            raise ConfigError(f"threads={run.threads}: more than the {cpus} CPU(s) each SLURM job is given "
+                              f"(hydra.launcher.cpus_per_task={cpus}); use threads={cpus} or fewer, or raise "
+                              "cpus_per_task")
+        return
+    check_threads(run)
+
+
+_UNSET_VARIABLE = re.compile(r"Environment variable '([^']+)' not found")
+
+
+def _unresolved(err: InterpolationResolutionError) -> str:
+    """An interpolation that cannot be resolved, in one line that says what to do."""
+    where = f"{err.full_key}: " if err.full_key else ""
+    unset = _UNSET_VARIABLE.search(str(err))
+    if unset:
+        name = unset.group(1)
+        return (f"{where}the environment variable {name} is not set: set it (export {name}=...), or give the "
+                f"interpolation a default: ${{oc.env:{name},<default>}}")
+    return where + _one_line(err)
+
+
+def _unparsed(err: OverrideParseException, overrides: list[str]) -> str:
+    """An override Hydra's grammar refuses, in one line that says how to quote it."""
+    line = f"{err.override}: {_one_line(err)}"
+    key, sep, value = err.override.partition("=")
+    if not sep and err.override in overrides and overrides.index(err.override) > 0:
+        # a path with a space, unquoted: the shell made its second half an argument of its own
+        before = overrides[overrides.index(err.override) - 1]
+        bkey, _, bvalue = before.partition("=")
+        return (f"{line}; if it is the rest of a value with a space, quote the whole override: "
+                f"\"{bkey}='{bvalue} {err.override}'\"")
+    if sep and ("LexerNoViableAlt" in line or "token recognition error" in line):
+        return (f"{err.override}: Hydra reads some characters (~, spaces, brackets, quotes) only in a quoted "
+                f"value; quote it: \"{key}='{value}'\"")
+    return line
 
 
 # Compositions a sweep's command line is checked with here (each takes a few tens of milliseconds); a longer
@@ -197,7 +248,12 @@ def _cli() -> None:
     if problem:
         print(f"distill_sweep: error: {problem}", file=sys.stderr)
         sys.exit(2)
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever the job was
+        print("\ndistill_sweep: interrupted (Ctrl-C); a job that had started keeps its record ('running') and its "
+              "last checkpoint: the same command resumes it from there", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

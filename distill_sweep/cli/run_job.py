@@ -18,8 +18,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep.config.parse import as_dict
-from distill_sweep.config.space import CONF_DIR
-from distill_sweep.errors import ConfigError, DiskWriteError
+from distill_sweep.config.space import CONF_DIR, GROUPS, group_options
+from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import find_completed
 from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
@@ -50,6 +50,16 @@ if not OmegaConf.has_resolver("pkg_model_dir"):
     OmegaConf.register_new_resolver("pkg_model_dir", _pkg_model_dir)
 
 
+def _config_groups() -> str:
+    """`${config_groups:}` (conf/config.yaml's help): each group and its options, without the base configs
+    options extend (Hydra's own listing offers `objective: base`)."""
+    return "\n".join(f"{group}: {', '.join(group_options(group))}" for group in sorted(GROUPS))
+
+
+if not OmegaConf.has_resolver("config_groups"):
+    OmegaConf.register_new_resolver("config_groups", _config_groups)
+
+
 def _register_hydra_plugins() -> None:
     """Expose distill_sweep/plugins as part of the `hydra_plugins` namespace (see plugins/__init__.py)."""
     import hydra_plugins
@@ -65,12 +75,13 @@ _register_hydra_plugins()
 def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
     """Run (or skip, if already completed) one job; returns its record. `alone`: not one job of a sweep, so
     a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once)."""
-    from distill_sweep.job.prepare import prepare
+    from distill_sweep.job.prepare import check_machine, prepare
     from distill_sweep.training import distributed
 
     job = prepare(cfg)  # the config's last stop: below, the job's typed settings
     if alone:
         job.check_used()
+    check_machine(job)  # here, on the machine that runs it (a SLURM node, not the host that submitted it)
     config = dict(job.composed)  # the record keeps the config as run
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job, config)
@@ -226,10 +237,10 @@ def main(cfg: DictConfig) -> float | None:
                     "this runs the distillation only")
     try:
         record = run_job(cfg, alone=not _is_multirun())
-    except (ConfigError, DiskWriteError) as err:
+    except (ConfigError, DiskWriteError, NonFiniteLossError) as err:
         if _is_multirun():
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed
-        print(f"distill_sweep: error: {err}", file=sys.stderr)
+        print(f"distill_sweep: error: {failure_line(err)}", file=sys.stderr)
         sys.exit(2 if isinstance(err, ConfigError) else 1)
     if "left_to_holder" in record:
         return LEFT_TO_HOLDER  # the sweeper waits for it (grid.py)

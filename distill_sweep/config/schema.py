@@ -124,6 +124,8 @@ class RunSettings:
                                                                   str(Path.home() / ".cache" / "distill_sweep")),
                            metadata={"shown_default": "$DISTILL_SWEEP_CACHE, else ~/.cache/distill_sweep"})
     dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (sweep/sweeper.py)
+    # `-m +dry_run=true +dry_run_list=true`: the dry run lists every job it would run, not the first 20
+    dry_run_list: bool = False
     # `-m +plan_seeds=true`: the dry run, plus the seeds each comparison needs from a pilot (analysis/seed_plan.py)
     plan_seeds: bool = False
     # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,

@@ -18,6 +18,7 @@ from transformers import PretrainedConfig
 from distill_sweep.data.augment import check as check_augment
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, check_paths, identify, layer_plan
+from distill_sweep.job.machine import check_threads
 from distill_sweep.models.families import is_causal_type
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import teacher_config, tokenizer_source
@@ -84,6 +85,24 @@ def complete(ident: JobIdentity) -> Job:
     job = Job(**vars(ident), teacher_arch=teacher_arch, student_arch=student_arch, init=init, layer_map=layer_map)
     ident.procedure.check_job(ident.procedure_settings, job)  # e.g. task_agnostic: an MLM head, the corpus, the vocabulary
     return job
+
+
+def check_machine(job: JobIdentity) -> None:
+    """What the job asks of the machine it runs on, where it runs (the sweeper's host may not be the job's):
+    `threads` within the CPUs this process may use, and a CUDA device that exists (`device=auto` takes the CPU
+    where there is none; `cuda` would silently train on the CPU). ConfigError, one line."""
+    check_threads(job.settings.run)
+    device = job.settings.run.device
+    if not device.startswith("cuda"):
+        return
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device={device}: CUDA is not available on this machine (torch {torch.__version__}"
+                          f"{', a CPU-only build' if torch.version.cuda is None else ''}); use device=auto (CUDA "
+                          "where there is one, else the CPU) or device=cpu")
+    index = int(device[5:]) if ":" in device else 0
+    if index >= torch.cuda.device_count():
+        raise ConfigError(f"device={device}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                          f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
 
 
 def adopt_legacy_checkpoint(job: JobIdentity) -> Path | None:

@@ -13,9 +13,11 @@ from distill_sweep.records.disk import writing
 
 
 def absolute(path: str | Path) -> Path:
-    """Relative paths are taken from the directory the command was launched in (Hydra's rule)."""
+    """`~` is the home directory (as in every path the tool reads); relative paths are taken from the directory
+    the command was launched in (Hydra's rule)."""
     from hydra.utils import to_absolute_path
 
+    path = Path(path).expanduser()  # Hydra's to_absolute_path would make `~` a directory of the launch directory
     try:
         return Path(to_absolute_path(str(path)))
     except ValueError:  # not running under Hydra (tests calling run_job directly)

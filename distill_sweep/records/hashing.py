@@ -24,6 +24,7 @@ NOT_HASHED = (
     "threads",
     "log_every",
     "dry_run",
+    "dry_run_list",
     "plan_seeds",
     "prepare_only",
     "finetune_grid",  # the jobs a sweep runs after this one, not this job

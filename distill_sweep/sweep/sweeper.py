@@ -9,6 +9,7 @@ record already exists, and launches the rest. With `+dry_run=true` it prints the
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 import threading
 import time
@@ -19,7 +20,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from distill_sweep.errors import ConfigError, DiskWriteError
+from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import find_completed, identify
 from distill_sweep.records import files, locks
 from distill_sweep.records.record import RECORD, completed_record, is_complete
@@ -83,6 +84,19 @@ class FinishedJobs:
                     what += f" of the {source.objective_name} student, lr {opt.lr}, batch {opt.batch_size},"
                 print(f"distill_sweep: [{len(self.reported)}/{len(self.jobs)}] {status}: {ident.task}/{what} "
                       f"{ident.init_label} seed {ident.seed}", flush=True)
+
+
+def _submission_failure(err: BaseException) -> str | None:
+    """Why a launcher could not submit (the submission command's first error line), or None for any other
+    error. submitit raises its FailedJobError from the failed sbatch's CalledProcessError, and a RuntimeError
+    where there is no srun."""
+    if isinstance(err.__cause__, subprocess.CalledProcessError) or (isinstance(err, RuntimeError) and "srun" in str(err)):
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        return lines[0] if lines else type(err).__name__
+    return None
+
+
+DRY_RUN_LISTED = 20  # jobs a dry run lists (+dry_run_list=true: every one); the summary above counts them all
 
 
 class SkipCompletedSweeperImpl(BasicSweeper):
@@ -155,27 +169,30 @@ class SkipCompletedSweeperImpl(BasicSweeper):
             print(f"distill_sweep: then {then_done + len(then)} fine-tune jobs of {sources} distilled student(s) "
                   f"(finetune_grid), {then_done} already completed, {len(then)} to run", flush=True)
         builds = store_builds(configs, todo)
-        if dry_run:
-            for overrides in todo:
+        if dry_run:  # the summary and the cost first; the jobs after, capped unless asked for every one
+            print(estimate_cost([*configs, *(job.ident for job in then)], skipped))
+            listed = todo if OmegaConf.select(self.config, "dry_run_list", default=False) else todo[:DRY_RUN_LISTED]
+            for overrides in listed:
                 print("  would run: " + " ".join(overrides))
+            if len(listed) < len(todo):
+                print(f"  ... and {len(todo) - len(listed)} more (+dry_run_list=true lists every job)")
             for source, n in _count_by_source(then):
                 grid = source.settings.run.finetune_grid
                 print(f"  then: {n} fine-tune job(s) of the student of [{source.objective_name} {source.init_label} "
                       f"seed {source.seed}]: tasks {','.join(grid.tasks)} x lr {','.join(map(str, grid.lrs))} x "
                       f"batch {','.join(map(str, grid.batch_sizes))} x seed {','.join(map(str, grid.seeds))}")
-            print(estimate_cost([*configs, *(job.ident for job in then)], skipped))
             if plan_seeds:
                 from distill_sweep.analysis.seed_plan import plan_text
 
                 planned = [{"task": i.task, "procedure": i.procedure.name, "objective": i.objective_name,
                             "init": i.init_label, "seed": i.seed} for i, _ in distilled]
-                print(plan_text(self.config.results_dir, planned))
+                print(plan_text(str(files.absolute(self.config.results_dir)), planned))
             return []
 
         initial_job_idx = 0
         if builds:  # one job per task first: the grid's jobs then find the teacher and its outputs ready
             print(f"distill_sweep: building the teacher outputs of {len(builds)} task(s) first", flush=True)
-            build_returns = self.launcher.launch(builds, initial_job_idx=initial_job_idx)
+            build_returns = self._launch(builds, initial_job_idx)
             initial_job_idx += len(builds)
             for ret in build_returns:
                 if ret.status.name == "FAILED":
@@ -204,12 +221,27 @@ class SkipCompletedSweeperImpl(BasicSweeper):
             summary = f"{len(failed)} of {len(todo) + len(then)} jobs failed (see their result.json)"
             # (Hydra's `return_value` prints its own "Error executing job" line before it re-raises)
             first = failed[0]._return_value
-            if isinstance(first, DiskWriteError):  # a full disk: the file, in one line (as for one job)
-                print(f"distill_sweep: error: {summary}; the first: {first}", file=sys.stderr)
+            if isinstance(first, (DiskWriteError, NonFiniteLossError)):  # in one line, as for one job
+                print(f"distill_sweep: error: {summary}; the first: {failure_line(first)}", file=sys.stderr)
                 sys.exit(1)
             print(f"distill_sweep: {summary}", file=sys.stderr)
             _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
         return returns
+
+    def _launch(self, batch: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        """The launcher's launch; a launcher that cannot submit (SLURM's sbatch failing: no controller to reach)
+        is one line and exit code 1, not the submission tool's traceback."""
+        try:
+            return self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+        except Exception as err:
+            why = _submission_failure(err)
+            if why is None:
+                raise
+            before = f"{initial_job_idx} job(s) submitted before it, " if initial_job_idx else ""
+            print(f"distill_sweep: error: the launcher could not submit the jobs: {why}; {before}nothing of this batch "
+                  "was submitted: check that this host reaches the cluster (sinfo), or run here with "
+                  "hydra/launcher=local", file=sys.stderr)
+            sys.exit(1)
 
     def _launch_all(self, todo: list[list[str]], idents: list[Any], initial_job_idx: int,
                     sources: list[Any] | None = None) -> tuple[list[Any], int]:
@@ -228,7 +260,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 launched = []
                 while not self.is_done():
                     batch = self.get_job_batch()
-                    job_returns = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+                    job_returns = self._launch(batch, initial_job_idx)
                     # Unlike Hydra's basic sweeper, a failed job does not stop the following batches: its record
                     # says "failed"; the sweep exits 1 at the end if any job failed.
                     returns.append(job_returns)

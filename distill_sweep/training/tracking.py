@@ -29,7 +29,7 @@ class Tracker:
             os.environ.setdefault("WANDB_SILENT", "true")
             import wandb
 
-            run_dir = Path(logger.dir) if logger.dir else job_dir
+            run_dir = Path(logger.dir).expanduser() if logger.dir else job_dir
             run_dir.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(
                 project=str(logger.project), entity=logger.entity, mode=mode, dir=str(run_dir),
