@@ -8,7 +8,11 @@ results_dir. Any bad input is one line on stderr and exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from distill_sweep.analysis.frames import load_store
+from distill_sweep.analysis.frames import SCORE_KEYS, load_store
+from distill_sweep.analysis.frames import scores as load_scores
 from distill_sweep.report.build import build_report
 from distill_sweep.report.html_page import header, render_html
 from distill_sweep.report.options import ReportOptions, UsageError
@@ -109,8 +114,21 @@ def parse_args(argv: Sequence[str]) -> ReportOptions:
 
 def write_files(out_dir: Path, files: dict[str, Any]) -> list[Path]:
     """Write the report's artefacts: text, CSV frames, and plots (("plot", curves, title, systems, inits) and
-    ("speed_plot", early-exit summary))."""
+    ("speed_plot", early-exit summary)). All are written into a directory of their own inside `out_dir` first
+    and moved into place once every one is whole: a write that fails (a full or read-only disk: OSError) leaves
+    `out_dir` as it was."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".report-partial-", dir=out_dir))
+    try:
+        written = _write_all(staging, files)
+        for path in written:
+            os.replace(path, out_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out_dir / path.name for path in written]
+
+
+def _write_all(out_dir: Path, files: dict[str, Any]) -> list[Path]:
     written = []
     for name, payload in files.items():
         path = out_dir / name
@@ -129,21 +147,45 @@ def write_files(out_dir: Path, files: dict[str, Any]) -> list[Path]:
     return written
 
 
+def _expanded(opts: ReportOptions) -> ReportOptions:
+    """The options' paths with `~` as the home directory, as the main command reads every path."""
+    home = {key: os.path.expanduser(value) for key in ("results_dir", "out", "paper_dir")
+            if isinstance(value := getattr(opts, key), str)}
+    return dataclasses.replace(opts, **home)
+
+
+def _warn_ddof(records: pd.DataFrame, opts: ReportOptions) -> None:
+    """A warning on stderr where a cell has too few seeds for a std with this ddof (it is then left out)."""
+    scores, _ = load_scores(records, opts.metric)
+    if scores.empty:
+        return
+    cell = [k for k in SCORE_KEYS if k not in ("seed", "config_hash", "path")]  # the runs of one table cell
+    per_cell = scores.groupby([*cell, "metric"], dropna=False).size()
+    short = int((per_cell <= opts.ddof).sum())
+    if short:
+        print(f"{PROG}: warning: ddof={opts.ddof}: {short} of {len(per_cell)} cells have at most {opts.ddof} seed(s), "
+              "so their std is left out (a std with ddof=d needs more than d runs)", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
         return 0
     try:
-        opts = parse_args(argv)
+        opts = _expanded(parse_args(argv))
         if not opts.results_path.is_dir():
             raise UsageError(f"results_dir {opts.results_dir!r} does not exist or is not a directory")
+        if opts.paper and not Path(opts.paper_dir).is_dir():
+            print(f"{PROG}: warning: paper_dir {opts.paper_dir!r} does not exist: the comparison with the paper's "
+                  "numbers is left out (paper=false says so without this warning)", file=sys.stderr)
         store = load_store(opts.results_path, opts.which)
         for why in store.skipped:
             print(f"{PROG}: warning: skipped {why}", file=sys.stderr)
         if store.records.empty:
             print(f"no readable result.json under {opts.results_dir}; nothing to report")
             return 0
+        _warn_ddof(store.records, opts)
         doc, files = build_report(opts, store)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -152,7 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = {} if opts.format == "html" else {**files, "report.md": doc.render(markdown=True)}
     if opts.format != "text":
         files[HTML_NAME] = render_html(doc, f"distill_sweep report: {opts.results_dir}", header(opts, store.records))
-    written = write_files(opts.out_dir, files)
+    try:
+        written = write_files(opts.out_dir, files)
+    except OSError as err:  # a full or read-only disk: one line, and no file of this report in out_dir
+        why = f"{err.strerror} [{errno.errorcode.get(err.errno, err.errno)}]" if err.strerror else str(err)
+        print(f"{PROG}: error: cannot write the report to {opts.out_dir}: {why}; nothing was written there (out=DIR "
+              "writes it elsewhere)", file=sys.stderr)
+        return 1
     print(report)
     print(f"wrote {len(written)} files to {opts.out_dir}: " + ", ".join(p.name for p in written))
     if opts.wandb:
