@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -99,6 +100,20 @@ def _submission_failure(err: BaseException) -> str | None:
 DRY_RUN_LISTED = 20  # jobs a dry run lists (+dry_run_list=true: every one); the summary above counts them all
 
 
+@dataclass
+class SweepPlan:
+    """What a sweep will do: the grid's jobs to run and those already completed, and the fine-tunes after."""
+
+    total: int  # jobs in the expanded grid, duplicates included
+    todo: list[list[str]] = field(default_factory=list)  # the overrides of each job to run
+    configs: list[Any] = field(default_factory=list)  # their identities (prepared jobs unless a dry run)
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # completed records found
+    distilled: list[tuple[Any, list[str]]] = field(default_factory=list)  # every job (completed or not), for chains
+    then: list[Any] = field(default_factory=list)  # the fine-tune jobs to run after (chain.ChainedJob)
+    seen: set[str] = field(default_factory=set)  # config hashes already planned
+    duplicates: int = 0  # jobs of the grid that are another job of it (same hash)
+
+
 class SkipCompletedSweeperImpl(BasicSweeper):
     """Hydra's basic sweeper + up-front validation, skip-completed, and dry run."""
 
@@ -106,8 +121,6 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from distill_sweep.job.prepare import complete, prepare
-
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         all_jobs = self.split_arguments(parser.parse_overrides(self._parse_config() + arguments), None)[0]
@@ -115,118 +128,149 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         plan_seeds = bool(OmegaConf.select(self.config, "plan_seeds", default=False))
         dry_run = plan_seeds or bool(OmegaConf.select(self.config, "dry_run", default=False))
         loader = self.hydra_context.config_loader
-
         compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
+        plan = self._plan_grid(all_jobs, compose, dry_run)
+        self._plan_chain(plan, compose)
+        if dry_run:
+            self._print_dry_run(plan, plan_seeds)
+            return []
+        initial_job_idx = self._build_stores(store_builds(plan.configs, plan.todo))
+        returns, initial_job_idx = self._launch_all(plan.todo, plan.configs, initial_job_idx)
+        if plan.then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
+            returns += self._launch_chain(plan.then, initial_job_idx)
+        self._report_failures(returns, len(plan.todo) + len(plan.then))
+        return returns
+
+    def _plan_grid(self, all_jobs: Sequence[Sequence[str]], compose: JobComposer, dry_run: bool) -> SweepPlan:
+        """Every job of the grid identified (checked against the models' configs unless a dry run, which must
+        work where the hub cannot be reached), duplicates left out, completed ones found; a bad job exits 2."""
+        from distill_sweep.job.prepare import (
+            prepare,  # transformers and torch: only for the sweep that uses it
+        )
+
+        plan = SweepPlan(total=len(all_jobs))
+        last_note = time.monotonic()
         # the grid's jobs are checked as the launcher will start them (several processes each on SLURM with
         # tasks_per_node or nodes > 1); the fine-tune jobs that follow run as one process each
         with processes.planned(processes_per_job(self.launcher)):
-            todo, skipped, configs, seen = [], [], [], set()
-            distilled: list[tuple[Any, list[str]]] = []  # every job of the grid (completed or not), for its chain
-            duplicates = 0
-            last_note = time.monotonic()
             for index, overrides in enumerate(all_jobs):
                 if time.monotonic() - last_note > PROGRESS_EVERY_S:  # never a silent stretch while planning
                     print(f"distill_sweep: planning: {index}/{len(all_jobs)} jobs checked", file=sys.stderr, flush=True)
                     last_note = time.monotonic()
                 cfg = compose(overrides)
                 try:
-                    # the dry run reads no model config: it must work where the hub cannot be reached
                     ident = identify(cfg) if dry_run else prepare(cfg)
                 except ConfigError as err:
                     print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)
-                if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
-                    duplicates += 1
+                if ident.digest in plan.seen:  # e.g. procedure=finetune swept over objectives it ignores
+                    plan.duplicates += 1
                     continue
-                seen.add(ident.digest)
-                distilled.append((ident, list(overrides)))
+                plan.seen.add(ident.digest)
+                plan.distilled.append((ident, list(overrides)))
                 record = find_completed(ident)
                 if record is not None:
-                    skipped.append(record)
+                    plan.skipped.append(record)
                 else:
-                    todo.append(overrides)
-                    configs.append(ident)
+                    plan.todo.append(list(overrides))
+                    plan.configs.append(ident)
+        same = f" ({plan.duplicates} duplicate(s) of the same job left out)" if plan.duplicates else ""
+        print(f"distill_sweep: {plan.total - plan.duplicates} jobs in the grid, {len(plan.skipped)} already "
+              f"completed, {len(plan.todo)} to run{same}", flush=True)
+        return plan
 
-        same = f" ({duplicates} duplicate(s) of the same job left out)" if duplicates else ""
-        print(f"distill_sweep: {len(all_jobs) - duplicates} jobs in the grid, {len(skipped)} already completed, "
-              f"{len(todo)} to run{same}", flush=True)
-        try:  # the fine-tune grid after each distillation (finetune_grid): identified now, run after them
-            chained = chain.plan(distilled, compose, lambda ov: compose.choice(ov, "teacher"), identify)
+    def _plan_chain(self, plan: SweepPlan, compose: JobComposer) -> None:
+        """The fine-tune grid after each distillation (finetune_grid): identified now, run after them."""
+        try:
+            chained = chain.plan(plan.distilled, compose, lambda ov: compose.choice(ov, "teacher"), identify)
         except ConfigError as err:
             print(f"distill_sweep: error: {err}", file=sys.stderr)
             sys.exit(2)
-        then, then_done = [], 0
+        done = 0
         for job in chained:
-            if job.ident.digest in seen:
+            if job.ident.digest in plan.seen:
                 continue
-            seen.add(job.ident.digest)
+            plan.seen.add(job.ident.digest)
             if find_completed(job.ident) is not None:
-                then_done += 1
+                done += 1
             else:
-                then.append(job)
+                plan.then.append(job)
         if chained:
             sources = len({job.source.digest for job in chained})
-            print(f"distill_sweep: then {then_done + len(then)} fine-tune jobs of {sources} distilled student(s) "
-                  f"(finetune_grid), {then_done} already completed, {len(then)} to run", flush=True)
-        builds = store_builds(configs, todo)
-        if dry_run:  # the summary and the cost first; the jobs after, capped unless asked for every one
-            print(estimate_cost([*configs, *(job.ident for job in then)], skipped))
-            listed = todo if OmegaConf.select(self.config, "dry_run_list", default=False) else todo[:DRY_RUN_LISTED]
-            for overrides in listed:
-                print("  would run: " + " ".join(overrides))
-            if len(listed) < len(todo):
-                print(f"  ... and {len(todo) - len(listed)} more (+dry_run_list=true lists every job)")
-            for source, n in _count_by_source(then):
-                grid = source.settings.run.finetune_grid
-                print(f"  then: {n} fine-tune job(s) of the student of [{source.objective_name} {source.init_label} "
-                      f"seed {source.seed}]: tasks {','.join(grid.tasks)} x lr {','.join(map(str, grid.lrs))} x "
-                      f"batch {','.join(map(str, grid.batch_sizes))} x seed {','.join(map(str, grid.seeds))}")
-            if plan_seeds:
-                from distill_sweep.analysis.seed_plan import plan_text
+            print(f"distill_sweep: then {done + len(plan.then)} fine-tune jobs of {sources} distilled student(s) "
+                  f"(finetune_grid), {done} already completed, {len(plan.then)} to run", flush=True)
 
-                planned = [{"task": i.task, "procedure": i.procedure.name, "objective": i.objective_name,
-                            "init": i.init_label, "seed": i.seed} for i, _ in distilled]
-                print(plan_text(str(files.absolute(self.config.results_dir)), planned))
-            return []
+    def _print_dry_run(self, plan: SweepPlan, plan_seeds: bool) -> None:
+        """The summary and the cost first; the jobs after, capped unless asked for every one."""
+        assert self.config is not None
+        print(estimate_cost([*plan.configs, *(job.ident for job in plan.then)], plan.skipped))
+        every = OmegaConf.select(self.config, "dry_run_list", default=False)
+        listed = plan.todo if every else plan.todo[:DRY_RUN_LISTED]
+        for overrides in listed:
+            print("  would run: " + " ".join(overrides))
+        if len(listed) < len(plan.todo):
+            print(f"  ... and {len(plan.todo) - len(listed)} more (+dry_run_list=true lists every job)")
+        for source, n in _count_by_source(plan.then):
+            grid = source.settings.run.finetune_grid
+            print(f"  then: {n} fine-tune job(s) of the student of [{source.objective_name} {source.init_label} "
+                  f"seed {source.seed}]: tasks {','.join(grid.tasks)} x lr {','.join(map(str, grid.lrs))} x "
+                  f"batch {','.join(map(str, grid.batch_sizes))} x seed {','.join(map(str, grid.seeds))}")
+        if plan_seeds:
+            from distill_sweep.analysis.seed_plan import plan_text  # the pilot records: only when asked
 
-        initial_job_idx = 0
-        if builds:  # one job per task first: the grid's jobs then find the teacher and its outputs ready
-            print(f"distill_sweep: building the teacher outputs of {len(builds)} task(s) first", flush=True)
-            build_returns = self._launch(builds, initial_job_idx)
-            initial_job_idx += len(builds)
-            for ret in build_returns:
-                if ret.status.name == "FAILED":
-                    print("distill_sweep: a teacher-output build failed; nothing else launched", file=sys.stderr)
-                    _ = ret.return_value  # re-raises: Hydra reports it and exits 1
-        returns, initial_job_idx = self._launch_all(todo, configs, initial_job_idx)
-        if then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
-            ready = [job for job in then if completed_record(job.source.out_dir) is not None]
-            if len(ready) < len(then):
-                print(f"distill_sweep: {len(then) - len(ready)} fine-tune job(s) not launched: their distillation "
-                      "did not complete", file=sys.stderr, flush=True)
-            for job in ready:
-                try:
-                    complete(job.ident)
-                except ConfigError as err:
-                    print(f"distill_sweep: error in job [{' '.join(job.overrides)}]: {err}", file=sys.stderr)
-                    sys.exit(2)
-            if ready:
-                print(f"distill_sweep: fine-tuning the distilled students: {len(ready)} job(s)", flush=True)
-            with one_process_per_job(self.launcher):
-                more, _ = self._launch_all([job.overrides for job in ready], [job.ident for job in ready],
-                                           initial_job_idx, sources=[job.source for job in ready])
-            returns += more
+            planned = [{"task": i.task, "procedure": i.procedure.name, "objective": i.objective_name,
+                        "init": i.init_label, "seed": i.seed} for i, _ in plan.distilled]
+            print(plan_text(str(files.absolute(self.config.results_dir)), planned))
+
+    def _build_stores(self, builds: list[list[str]]) -> int:
+        """One job per task first, so the grid's jobs find the teacher and its outputs ready; the next job index."""
+        if not builds:
+            return 0
+        print(f"distill_sweep: building the teacher outputs of {len(builds)} task(s) first", flush=True)
+        for ret in self._launch(builds, 0):
+            if ret.status.name == "FAILED":
+                print("distill_sweep: a teacher-output build failed; nothing else launched", file=sys.stderr)
+                _ = ret.return_value  # re-raises: Hydra reports it and exits 1
+        return len(builds)
+
+    def _launch_chain(self, then: list[Any], initial_job_idx: int) -> list[Any]:
+        """The fine-tune jobs whose distillation completed, checked against the saved students, one process each."""
+        from distill_sweep.job.prepare import (
+            complete,  # transformers and torch: only for the sweep that uses it
+        )
+
+        ready = [job for job in then if completed_record(job.source.out_dir) is not None]
+        if len(ready) < len(then):
+            print(f"distill_sweep: {len(then) - len(ready)} fine-tune job(s) not launched: their distillation "
+                  "did not complete", file=sys.stderr, flush=True)
+        for job in ready:
+            try:
+                complete(job.ident)
+            except ConfigError as err:
+                print(f"distill_sweep: error in job [{' '.join(job.overrides)}]: {err}", file=sys.stderr)
+                sys.exit(2)
+        if ready:
+            print(f"distill_sweep: fine-tuning the distilled students: {len(ready)} job(s)", flush=True)
+        with one_process_per_job(self.launcher):
+            more, _ = self._launch_all([job.overrides for job in ready], [job.ident for job in ready],
+                                       initial_job_idx, sources=[job.source for job in ready])
+        return more
+
+    @staticmethod
+    def _report_failures(returns: list[Any], total: int) -> None:
+        """A failed job makes the sweep exit 1: one line for the failures whose one line is known (a full disk, a
+        non-finite loss), else Hydra's report of the first."""
         failed = [r for batch in returns for r in batch if r.status.name == "FAILED"]
-        if failed:
-            summary = f"{len(failed)} of {len(todo) + len(then)} jobs failed (see their result.json)"
-            # (Hydra's `return_value` prints its own "Error executing job" line before it re-raises)
-            first = failed[0]._return_value
-            if isinstance(first, (DiskWriteError, NonFiniteLossError)):  # in one line, as for one job
-                print(f"distill_sweep: error: {summary}; the first: {failure_line(first)}", file=sys.stderr)
-                sys.exit(1)
-            print(f"distill_sweep: {summary}", file=sys.stderr)
-            _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
-        return returns
+        if not failed:
+            return
+        summary = f"{len(failed)} of {total} jobs failed (see their result.json)"
+        # (Hydra's `return_value` prints its own "Error executing job" line before it re-raises)
+        first = failed[0]._return_value
+        if isinstance(first, (DiskWriteError, NonFiniteLossError)):  # in one line, as for one job
+            print(f"distill_sweep: error: {summary}; the first: {failure_line(first)}", file=sys.stderr)
+            sys.exit(1)
+        print(f"distill_sweep: {summary}", file=sys.stderr)
+        _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
 
     def _launch(self, batch: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
         """The launcher's launch; a launcher that cannot submit (SLURM's sbatch failing: no controller to reach)
