@@ -59,6 +59,7 @@ from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed
 from distill_sweep.training.context import RunContext
 from distill_sweep.training.loop import LossFn, seed_everything
+from distill_sweep.training.prediction_capture import SequenceCapture, sequences_hash
 from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
@@ -171,8 +172,15 @@ class CausalContext(RunContext):
 
     def driver(self, **driver_args: Any) -> StageDriver:
         assert self.causal is not None
-        return sequence_driver(self, self.causal, self.job.procedure_settings.batch_size, lm_evaluator(self.causal),
-                               **driver_args)
+        sink = None
+        if driver_args.get("history") is self.record.get("epochs"):  # the student's: keep its per-sequence sums
+            dev = self.causal.dev
+            self.predictions = SequenceCapture(self.job.out_dir, sequences_hash(dev.ids, dev.lengths,
+                                                                                dev.first_target, dev.choice),
+                                               driver_args["history"])
+            sink = self.predictions.keep
+        return sequence_driver(self, self.causal, self.job.procedure_settings.batch_size,
+                               lm_evaluator(self.causal, sink), **driver_args)
 
 
 def load_data(ctx: RunContext, settings: CausalLMSettings) -> CausalData:

@@ -6,14 +6,20 @@ row order (`idx`). Its `meta` entry (JSON) names the epoch, the dev splits' cont
 made on another dev set are told apart) and each array's sha256, checked on every read. No pickle: plain
 numeric arrays and one string. The record itself and its hash are untouched: a record without the file
 (written before it existed) is reported from its scores alone.
+
+A decoder student (procedure=causal_lm) has no class per example: its file holds, per dev sequence, the
+summary its metrics are sums of (`SequenceSummary`: summed target negative log-likelihood, number of targets,
+number of targets whose argmax is right), so token accuracy, NLL and perplexity follow for any subset or
+resample of the sequences. Same file, same checks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,25 @@ class PredictionsError(ValueError):
     """A predictions file that cannot be trusted (damaged, or not ours): the report names it and goes on."""
 
 
+SEQUENCE_FIELDS = ("nll", "targets", "correct")  # a decoder's per-sequence arrays (SequenceSummary)
+MAX_MEAN_NLL = 50.0  # perplexity is exp of the mean NLL capped here, as the decoder dev metrics (lm_evaluator)
+
+
+@dataclass(frozen=True)
+class SequenceSummary:
+    """Per dev sequence, in row order: what the decoder metrics sum over its targets."""
+
+    nll: np.ndarray  # float64: the summed negative log-likelihood of the sequence's targets
+    targets: np.ndarray  # int: how many targets it has
+    correct: np.ndarray  # int: how many of them are the argmax of the next-token distribution
+
+    def token_accuracy(self) -> float:
+        return float(self.correct.sum() / max(1, int(self.targets.sum())))
+
+    def perplexity(self) -> float:
+        return math.exp(min(float(self.nll.sum()) / max(1, int(self.targets.sum())), MAX_MEAN_NLL))
+
+
 @dataclass(frozen=True)
 class DevPredictions:
     """One run's dev predictions: per split, predictions and labels in row order; the dev hashes they hold for."""
@@ -36,6 +61,7 @@ class DevPredictions:
     dev_hash: dict[str, str]  # split -> content hash of the tokenised dev split
     stage: str
     epoch: int
+    sequences: dict[str, SequenceSummary] = field(default_factory=dict)  # a decoder's, per split
 
     def same_dev(self, other: DevPredictions, split: str) -> bool:
         """Whether both were made on the same content of `split`."""
@@ -47,12 +73,18 @@ def _digest(array: np.ndarray) -> str:
 
 
 def write_predictions(directory: Path, preds: dict[str, np.ndarray], labels: dict[str, np.ndarray],
-                      dev_hash: dict[str, str], stage: str, epoch: int) -> Path:
-    """Write `directory/dev_predictions.npz` atomically (a temporary file renamed into place)."""
+                      dev_hash: dict[str, str], stage: str, epoch: int,
+                      sequences: dict[str, SequenceSummary] | None = None) -> Path:
+    """Write `directory/dev_predictions.npz` atomically (a temporary file renamed into place); a decoder's
+    `sequences` (with no preds or labels) go in as `nll/<split>`, `targets/<split>`, `correct/<split>`."""
     arrays: dict[str, np.ndarray] = {}
     for split, values in preds.items():
         arrays[f"pred/{split}"] = np.asarray(values)
         arrays[f"label/{split}"] = np.asarray(labels[split])
+    for split, summary in (sequences or {}).items():
+        arrays[f"nll/{split}"] = np.asarray(summary.nll, dtype=np.float64)
+        arrays[f"targets/{split}"] = np.asarray(summary.targets, dtype=np.int64)
+        arrays[f"correct/{split}"] = np.asarray(summary.correct, dtype=np.int64)
     meta = {"version": VERSION, "stage": stage, "epoch": int(epoch), "dev_hash": dev_hash,
             "sha256": {name: _digest(a) for name, a in arrays.items()}}
     path = directory / PREDICTIONS
@@ -79,6 +111,14 @@ def read_predictions(directory: Path) -> DevPredictions | None:
         if _digest(arrays[name]) != digest:
             raise PredictionsError(f"{path}: {name} does not match its checksum")
     splits = [name.split("/", 1)[1] for name in arrays if name.startswith("pred/")]
+    lm_splits = [name.split("/", 1)[1] for name in arrays if name.startswith("nll/")]
+    try:
+        sequences = {s: SequenceSummary(*(arrays[f"{f}/{s}"] for f in SEQUENCE_FIELDS)) for s in lm_splits}
+    except KeyError as exc:
+        raise PredictionsError(f"{path}: a decoder split lacks {exc}") from None
+    if any(len({len(getattr(q, f)) for f in SEQUENCE_FIELDS}) != 1 for q in sequences.values()):
+        raise PredictionsError(f"{path}: a decoder split's arrays differ in length")
     return DevPredictions(preds={s: arrays[f"pred/{s}"] for s in splits},
                           labels={s: arrays[f"label/{s}"] for s in splits},
-                          dev_hash=dict(meta["dev_hash"]), stage=str(meta["stage"]), epoch=int(meta["epoch"]))
+                          dev_hash=dict(meta["dev_hash"]), stage=str(meta["stage"]), epoch=int(meta["epoch"]),
+                          sequences=sequences)

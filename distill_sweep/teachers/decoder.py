@@ -161,9 +161,12 @@ def _train(teacher: TeacherSettings, data: CausalData, vocab_size: int, recipe: 
 
 
 # ------------------------------------------------------------------------------------------------ metrics
-def lm_evaluator(data: CausalData) -> Callable[..., dict[str, float]]:
+def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None] | None = None
+                 ) -> Callable[..., dict[str, float]]:
     """The stage driver's `evaluate_fn` over `data`'s dev slice: token accuracy (primary), perplexity (exp of the
-    mean target NLL), and the next-token choice accuracy for classification-style data."""
+    mean target NLL), and the next-token choice accuracy for classification-style data. With `sink`, each
+    evaluation also hands it every dev sequence's `nll` (summed over its targets), `targets` and `correct`, in
+    row order: the sums the metrics are made of (records/predictions.py keeps them)."""
 
     @torch.no_grad()
     def evaluate(model: nn.Module, dev_loaders: dict[str, Callable[[], Iterator[dict[str, Tensor]]]],
@@ -172,6 +175,7 @@ def lm_evaluator(data: CausalData) -> Callable[..., dict[str, float]]:
         model.eval()
         nll, correct, count, chosen, choices = 0.0, 0, 0, 0, 0
         choice_ids = torch.tensor(data.choice_ids, dtype=torch.long, device=device) if data.choice_ids else None
+        per_nll, per_targets, per_correct = (np.zeros(len(data.dev), dtype=t) for t in (np.float64, np.int64, np.int64))
         try:
             for batches in dev_loaders.values():
                 for batch in batches():
@@ -184,6 +188,14 @@ def lm_evaluator(data: CausalData) -> Callable[..., dict[str, float]]:
                     nll += float(F.cross_entropy(rows, gold, reduction="sum"))
                     correct += int((rows.argmax(-1) == gold).sum())
                     count += int(gold.numel())
+                    if sink is not None:  # the same sums per sequence (float64: they add up to the totals)
+                        seq, idx = where.nonzero()[:, 0], batch["idx"].cpu().numpy()
+                        n = torch.zeros(len(labels), dtype=torch.float64, device=device)
+                        n.index_add_(0, seq, F.cross_entropy(rows, gold, reduction="none").double())
+                        per_nll[idx] = n.cpu().numpy()
+                        per_targets[idx] = where.sum(1).cpu().numpy()
+                        per_correct[idx] = (torch.zeros(len(labels), dtype=torch.long, device=device)
+                                            .index_add_(0, seq, (rows.argmax(-1) == gold).long()).cpu().numpy())
                     if choice_ids is not None:
                         idx = batch["idx"].cpu().numpy()
                         right = data.dev.choice[idx]
@@ -199,6 +211,8 @@ def lm_evaluator(data: CausalData) -> Callable[..., dict[str, float]]:
                "nll": nll / max(1, count)}
         if choice_ids is not None:
             out[CHOICE] = chosen / max(1, choices)
+        if sink is not None:
+            sink({"nll": per_nll, "targets": per_targets, "correct": per_correct})
         return out
 
     return evaluate

@@ -6,10 +6,15 @@ example's prediction in its split's row order (the dev loaders sort by length; t
 back). Every epoch's predictions go to `dev_predictions.partial/<epoch index>.npz` in the job's directory, so
 a job resumed after preemption still has the epochs evaluated before it; `finish` keeps the best epoch's as
 `dev_predictions.npz` and removes the rest.
+
+`SequenceCapture` does the same for a decoder student (procedure=causal_lm): the decoder evaluator hands it each
+dev sequence's summed target NLL, target count and right argmaxes (`keep`), and it keeps the final epoch's,
+because the decoder table reports the final epoch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +25,7 @@ import torch
 from torch import nn
 
 from distill_sweep.data.fingerprints import content_hash
-from distill_sweep.records.predictions import write_predictions
+from distill_sweep.records.predictions import SEQUENCE_FIELDS, SequenceSummary, write_predictions
 from distill_sweep.training.distributed import is_main
 from distill_sweep.training.loop import predict_rows
 
@@ -82,5 +87,48 @@ class DevPredictionCapture:
                 written = write_predictions(self.out_dir, {s: data[f"pred/{s}"] for s in splits},
                                             {s: data[f"label/{s}"] for s in splits}, self._hashes,
                                             str(best["stage"]), int(best["epoch"]))
+        shutil.rmtree(self.partial, ignore_errors=True)
+        return written
+
+
+def sequences_hash(*arrays: np.ndarray) -> str:
+    """The content hash of a decoder's dev sequences (its token ids, lengths, first targets, choices)."""
+    h = hashlib.sha256()
+    for array in arrays:
+        a = np.ascontiguousarray(array, dtype=np.int64)
+        h.update(f"\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+class SequenceCapture(DevPredictionCapture):
+    """A decoder student's per-sequence dev summaries (records/predictions.py's SequenceSummary) per epoch; the
+    record's file gets the final epoch's. `dev_hash` names the dev sequences' content (`sequences_hash`)."""
+
+    SPLIT = "validation"  # the decoder's one dev split
+
+    def __init__(self, out_dir: Path, dev_hash: str, history: list[dict[str, Any]]) -> None:
+        super().__init__(out_dir, {}, history, regression=False)
+        self._hashes = {self.SPLIT: dev_hash}
+
+    def keep(self, arrays: dict[str, np.ndarray]) -> None:
+        """The evaluator's sink: this evaluation's arrays (`nll`, `targets`, `correct`) as this epoch's."""
+        if is_main():
+            self.partial.mkdir(parents=True, exist_ok=True)
+            np.savez(self.partial / f"{len(self.history)}.npz", **{k: arrays[k] for k in SEQUENCE_FIELDS})
+
+    def finish(self, index: int, best: dict[str, Any]) -> Path | None:
+        """Keep the final epoch's summaries (the decoder table's epoch; `index`, the best one, is not used)."""
+        if not is_main():
+            return None
+        last = len(self.history) - 1
+        path, written = self.partial / f"{last}.npz", None
+        if path.is_file():
+            with np.load(path, allow_pickle=False) as data:
+                summary = SequenceSummary(*(data[f] for f in SEQUENCE_FIELDS))
+            assert self._hashes is not None
+            final = self.history[last]
+            written = write_predictions(self.out_dir, {}, {}, self._hashes, str(final["stage"]), int(final["epoch"]),
+                                        sequences={self.SPLIT: summary})
         shutil.rmtree(self.partial, ignore_errors=True)
         return written
