@@ -8,11 +8,16 @@ replacement, the same for A and B; its statistic is mean over the drawn seeds of
 drawn examples. The metrics are computed from example weights (how often each example was drawn), so one
 matrix product scores every resample: accuracy, binary F1 (class 1, as GLUE), binary MCC and Pearson's r.
 Spearman's rho would need the ranks of every resample: not offered. Metric values are fractions.
+
+Decoder students (procedure=causal_lm) are compared the same way over their dev sequences, from each sequence's
+summed target NLL, target count and right argmaxes (records/predictions.py's SequenceSummary): a resample's
+perplexity is exp(sum of the drawn sequences' NLL / sum of their targets), as the dev metric over the whole
+slice; its token accuracy sum(right) / sum(targets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -65,20 +70,59 @@ def multi_bootstrap(preds_a: np.ndarray, preds_b: np.ndarray, labels: np.ndarray
     `preds_b`: [S, N], row s of both from the same seed; `labels`: [N]. Returns diff (on all seeds and
     examples), ci_low, ci_high (percentile interval of the resampled differences) and p (two-sided)."""
     a, b = np.atleast_2d(preds_a), np.atleast_2d(preds_b)
-    n_seeds, n = a.shape
+
+    def seed_diff(s: int, weights: np.ndarray) -> np.ndarray:
+        return weighted_metric(metric, a[s], labels, weights) - weighted_metric(metric, b[s], labels, weights)
+
+    return _resampled(seed_diff, *a.shape, confidence, resamples, seed)
+
+
+def _resampled(seed_diff: Callable[[int, np.ndarray], np.ndarray], n_seeds: int, n: int, confidence: float,
+               resamples: int, seed: int) -> dict[str, float]:
+    """The multi-bootstrap of the mean over seeds of `seed_diff(s, example weights [B, N]) -> [B]`."""
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)  # examples [B, N]
     seeds = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=resamples)  # seed counts [B, S]
-    per_seed = np.stack([weighted_metric(metric, a[s], labels, weights)
-                         - weighted_metric(metric, b[s], labels, weights) for s in range(n_seeds)],
-                        axis=1)  # [B, S]: every seed's difference on every resample of the examples
+    # [B, S]: every seed's difference on every resample of the examples
+    per_seed = np.stack([seed_diff(s, weights) for s in range(n_seeds)], axis=1)
     diffs = (seeds * per_seed).sum(axis=1) / n_seeds
     ones = np.ones((1, n))
-    observed = float(np.mean([weighted_metric(metric, a[s], labels, ones)[0]
-                              - weighted_metric(metric, b[s], labels, ones)[0] for s in range(n_seeds)]))
+    observed = float(np.mean([seed_diff(s, ones)[0] for s in range(n_seeds)]))
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(diffs, [tail, 1.0 - tail])
     return {"diff": observed, "ci_low": float(lo), "ci_high": float(hi), "p": _p_two_sided(diffs)}
+
+
+SEQUENCE_METRICS = ("perplexity", "token_accuracy")
+MAX_MEAN_NLL = 50.0  # the dev metric's cap on the mean NLL before exp (teachers/decoder.py's lm_evaluator)
+
+
+def weighted_sequence_metric(metric: str, summary: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """`metric` of a decoder's dev sequences, each counted `weights` times ([B, N] -> B values); `summary`:
+    [N, 3] columns (summed target NLL, targets, right argmaxes)."""
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    summary = np.asarray(summary, dtype=np.float64)
+    targets = np.maximum(w @ summary[:, 1], 1.0)
+    if metric == "perplexity":
+        return np.exp(np.minimum((w @ summary[:, 0]) / targets, MAX_MEAN_NLL))
+    if metric == "token_accuracy":
+        return (w @ summary[:, 2]) / targets
+    raise ValueError(f"no per-sequence statistics for metric {metric!r} (offered: {', '.join(SEQUENCE_METRICS)})")
+
+
+def multi_bootstrap_sequences(summary_a: np.ndarray, summary_b: np.ndarray, metric: str, confidence: float = 0.95,
+                              resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, float]:
+    """The multi-bootstrap of mean(metric(A) - metric(B)) over seeds x dev sequences of two decoder students:
+    `summary_a`, `summary_b` [S, N, 3] (row s of both from the same seed; see weighted_sequence_metric). One
+    seed gives the paired bootstrap over the sequences. Returns what multi_bootstrap returns."""
+    a, b = np.asarray(summary_a, dtype=np.float64), np.asarray(summary_b, dtype=np.float64)
+    if a.ndim == 2:
+        a, b = a[None], b[None]
+
+    def seed_diff(s: int, weights: np.ndarray) -> np.ndarray:
+        return weighted_sequence_metric(metric, a[s], weights) - weighted_sequence_metric(metric, b[s], weights)
+
+    return _resampled(seed_diff, a.shape[0], a.shape[1], confidence, resamples, seed)
 
 
 def mcnemar(pred_a: np.ndarray, pred_b: np.ndarray, labels: np.ndarray) -> tuple[float, int, int]:

@@ -380,6 +380,7 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         doc.heading("Decoder distillation")
         doc.text(f"{len(records)} causal_lm record(s), none completed yet")
         return
+    parts = decoder.setting_parts(frame)
     for i, (title, headers, rows, test_headers, tests, teacher) in enumerate(decoder.tables(frame, opts.ddof,
                                                                                              opts.alpha)):
         doc.heading(title)
@@ -392,8 +393,14 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
             doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init; Holm over "
                      f"this table's tests, * below alpha={opts.alpha}; {100 * (1 - opts.alpha):g}% CI: the t-interval "
                      "of the mean difference over the seed pairs that the t-test inverts; d: Cohen's d_z")
+            ex_rows, ex_notes = decoder.comparisons(parts[i])
+            if ex_rows:
+                doc.table(decoder.EXAMPLE_HEADERS, ex_rows)
+                files[f"decoder{i + 1}_sequences.csv"] = pd.DataFrame(ex_rows, columns=decoder.EXAMPLE_HEADERS)
+            for note in ex_notes:
+                doc.text(note)
         files[f"decoder{i + 1}.csv"] = pd.DataFrame(rows, columns=headers)
-    files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev"])
+    files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev", "path"])
 
 
 def _pretraining_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, opts: ReportOptions) -> None:

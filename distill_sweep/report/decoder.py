@@ -5,6 +5,11 @@ accuracy and, for classification-style instruction data, the next-token choice a
 compare each objective with plain forward KL (fkl) under the same init, paired by seed, on perplexity, with
 Holm's correction over the table's tests, the 1 - alpha t-interval of the mean difference and Cohen's d_z
 (stats.py, as for the encoder tables). The teacher's own dev values head each table.
+
+The same pairs are compared over the dev sequences too (`comparisons`), from the per-sequence summaries the
+records keep beside result.json (records/predictions.py): the multi-bootstrap over seeds x sequences and, at one
+seed, the paired bootstrap over the sequences (analysis/example_stats.py). Records without them (written before
+they were kept) leave their pair to the t-test, said in one line.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import stats
+from distill_sweep.analysis import example_stats, stats
+from distill_sweep.records.predictions import PredictionsError, SequenceSummary, read_predictions
 
 PROCEDURE = "causal_lm"
 BASELINE = "fkl"  # the objective every other is tested against
@@ -42,7 +48,7 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
         init = str(r["init_name"] or r["student_name"])
         out.append({"setting": f"{rec.get('task', r['task'])}, teacher {r['teacher_name']} -> {r['student_name']} "
                                f"{r['student_layers']}L", "objective": str(r["objective"]),
-                    "init": init, "layers": layers, "seed": int(r["seed"]),
+                    "init": init, "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
                     "teacher_dev": teacher.get("dev") or {},
                     **{key: dev.get(key) for key, _ in METRICS}})
     return pd.DataFrame(out)
@@ -97,3 +103,79 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
         line = "teacher dev: " + ", ".join(f"{label} {teacher[k]:.3f}" for k, label in metrics if k in teacher)
         out.append((f"Decoder distillation: {setting}", headers, rows, test_headers, tests, line))
     return out
+
+
+EXAMPLE_HEADERS = ["comparison (perplexity)", "init", "seeds", "sequences", "mean diff", "95% CI (multi-bootstrap)",
+                   "p (multi-bootstrap)", "one seed: paired bootstrap p"]
+
+
+def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | None:
+    """The final epoch's per-sequence summary beside a record, with its dev hash; None without one."""
+    try:
+        got = read_predictions(Path(path).parent)
+    except PredictionsError as exc:
+        problems.append(str(exc))
+        return None
+    if got is None or not got.sequences:
+        return None
+    split = next(iter(got.sequences))
+    return got.sequences[split], got.dev_hash.get(split, "")
+
+
+def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
+    """Rows (EXAMPLE_HEADERS) and notes for one setting's pairs (each objective vs fkl under one init) over seeds
+    x dev sequences, on perplexity: the multi-bootstrap of the mean difference over the seeds both ran, and the
+    paired bootstrap over the sequences of the first of them."""
+    rows: list[list[str]] = []
+    problems: list[str] = []
+    without, changed = 0, 0
+    cache: dict[str, tuple[SequenceSummary, str] | None] = {}  # fkl's runs serve every pair of their init
+
+    def summary(path: str) -> tuple[SequenceSummary, str] | None:
+        if path not in cache:
+            cache[path] = _summary(path, problems)
+        return cache[path]
+
+    for init in sorted(part["init"].unique(), key=lambda x: (INIT_ORDER.index(x) if x in INIT_ORDER else 99, x)):
+        base = part[(part["objective"] == BASELINE) & (part["init"] == init)].set_index("seed")["path"]
+        for objective in sorted(set(part["objective"]) - {BASELINE}):
+            other = part[(part["objective"] == objective) & (part["init"] == init)].set_index("seed")["path"]
+            seeds = sorted(set(base.index) & set(other.index))
+            if not seeds:
+                continue
+            got = [(s, summary(other[s]), summary(base[s])) for s in seeds]
+            usable = [(s, a, b) for s, a, b in got if a is not None and b is not None]
+            if not usable:
+                without += 1
+                continue
+            dev = usable[0][1][1]  # the dev content every pair must share
+            same = [(s, a[0], b[0]) for s, a, b in usable if a[1] == dev and b[1] == dev]
+            changed += len(usable) - len(same)
+            if not same:
+                continue
+            a = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, q, _ in same])
+            b = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, _, q in same])
+            mb = example_stats.multi_bootstrap_sequences(a, b, "perplexity")
+            one = example_stats.multi_bootstrap_sequences(a[:1], b[:1], "perplexity")
+            rows.append([f"{objective} vs {BASELINE}", init,
+                         f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
+                         str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
+                         f"{mb['p']:.3g}", f"{one['p']:.3g} (seed {same[0][0]})"])
+    notes = []
+    if rows:
+        notes.append(f"over dev sequences: the multi-bootstrap (Sellam et al. 2022) of mean(A-B) in perplexity, "
+                     f"{example_stats.RESAMPLES:,} resamples of the seeds both ran and of the dev sequences together "
+                     "(seeded), a resample's perplexity exp(its summed target NLL / its targets); one seed: the "
+                     "paired bootstrap over the sequences; the final epoch's per-sequence sums")
+    if without:
+        notes.append(f"note: {without} pair(s) without per-sequence dev summaries in their records (written before "
+                     "records kept them): the t-test above only")
+    if changed:
+        notes.append(f"note: {changed} seed pair(s) left out: scored on other dev sequences than the first pair")
+    notes += [f"note: summaries left out: {p}" for p in problems]
+    return rows, notes
+
+
+def setting_parts(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The frame's settings in the order `tables` gives them."""
+    return [part for _, part in frame.groupby("setting", sort=True)]
