@@ -176,3 +176,46 @@ def build_toy_tokenizer(cache_dir: str | os.PathLike) -> PreTrainedTokenizerFast
 
             shutil.rmtree(tmp, ignore_errors=True)
     return PreTrainedTokenizerFast.from_pretrained(str(target))
+
+
+# ----------------------------------------------------------------------------- a second toy vocabulary
+# The toy words cut into pieces: a word of up to 3 letters stays whole, a longer one is its first 3 letters and the
+# rest as a "##" continuation ("good" -> "goo" "##d"). Another vocabulary of another size, other ids and longer
+# sequences than `vocabulary()`, for a student whose tokenizer is not its teacher's (procedure=causal_lm,
+# student.tokenizer=toy_pieces), with the same special tokens so [CLS]/[SEP] still open and close a sequence.
+PIECE_HEAD = 3
+
+
+def word_pieces(word: str) -> list[str]:
+    return [word] if len(word) <= PIECE_HEAD else [word[:PIECE_HEAD], "##" + word[PIECE_HEAD:]]
+
+
+def pieces_vocabulary() -> list[str]:
+    pieces = {p for w in vocabulary()[len(SPECIAL_TOKENS):] for p in word_pieces(w)}
+    return list(SPECIAL_TOKENS) + sorted(pieces)
+
+
+def build_toy_pieces_tokenizer(cache_dir: str | os.PathLike) -> PreTrainedTokenizerFast:
+    """The `toy_pieces` tokenizer (WordPiece over `pieces_vocabulary()`), saved once under ``cache_dir`` as the toy
+    one is."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(pieces_vocabulary())}
+    digest = hashlib.sha256(json.dumps(list(vocab)).encode()).hexdigest()[:10]
+    target = Path(cache_dir) / f"toy_pieces_tokenizer-{digest}"
+    if not (target / "tokenizer.json").exists():
+        tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tok.decoder = decoders.WordPiece(prefix="##")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".toy_pieces_tokenizer-", dir=target.parent))
+        PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                sep_token="[SEP]", mask_token="[MASK]").save_pretrained(str(tmp))
+        try:
+            os.replace(tmp, target)
+        except OSError:  # someone else renamed theirs first
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return PreTrainedTokenizerFast.from_pretrained(str(target))

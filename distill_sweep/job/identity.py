@@ -239,7 +239,8 @@ def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, stud
         for key in ("student", "init", "map"):
             hashed.pop(key, None)
     else:
-        hashed["student"] = as_dict(student)
+        # a student key added at its default (student.tokenizer) leaves earlier jobs' hashes as they were
+        hashed["student"] = {k: v for k, v in as_dict(student).items() if k not in new_keys_at_default(student)}
     if objective is None:
         hashed.pop("objective", None)  # a procedure that does not distil ignores it
     else:

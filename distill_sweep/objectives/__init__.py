@@ -13,7 +13,7 @@ with ``terms: {name: 1.0}`` (docs/guide/add-objective.md).
 """
 
 from .config import STAGE_KINDS, ObjectiveSettings, check_compatible, parse_objective
-from .registry import NEXT_TOKEN_TERMS, TERMS, TermInfo, available_terms, declare
+from .registry import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS, TermInfo, available_terms, declare
 from .term_settings import (
     CausalKDSettings,
     ContrastSettings,
@@ -25,6 +25,7 @@ from .term_settings import (
 )
 
 __all__ = [
+    "ANY_VOCAB_TERMS",
     "NEXT_TOKEN_TERMS",
     "STAGE_KINDS",
     "TERMS",

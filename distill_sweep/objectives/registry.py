@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from .spec import TermSpec
 
-__all__ = ["NEXT_TOKEN_TERMS", "TERMS", "TermInfo", "available_terms", "declare"]
+__all__ = ["ANY_VOCAB_TERMS", "NEXT_TOKEN_TERMS", "TERMS", "TermInfo", "available_terms", "declare"]
 
 FACTORY_OF = "distill_sweep.objectives.spec:factory_of"  # torch: loaded with a term's code, never before
 
@@ -53,6 +53,8 @@ class TermInfo:
     # turns that pair off (task_agnostic's `procedure.embeddings_pair`)
     pairs_embeddings: bool = False
     next_token: bool = False  # reads only the next-token logits (decoder LMs): no hidden states, no q/k/v
+    # with next_token: needs no shared vocabulary (the teacher's and the student's tokenizers may differ)
+    any_vocab: bool = False
 
     @property
     def factory(self) -> Callable[[TermSpec], nn.Module]:
@@ -107,10 +109,19 @@ declare(
     TermInfo("gjsd", "distill_sweep.objectives.causal:GeneralizedJSD",
              "Generalised Jensen-Shannon divergence (beta) of the next-token distributions (causal LMs), x T^2.",
              settings=GJSDSettings, next_token=True),
+    TermInfo("uld", "distill_sweep.objectives.uld:ULD",
+             "ULD: Wasserstein-1 of the sorted, zero-padded next-token distributions, across vocabularies (causal "
+             "LMs).", next_token=True, any_vocab=True),
+    TermInfo("nll", "distill_sweep.objectives.uld:StudentNLL",
+             "The student's next-token cross-entropy on its own targets (causal LMs; ULD's CE term).",
+             next_token=True, any_vocab=True),
 )
 
 # terms that read the next-token logits (causal LMs only): a teacher's stored top-k logits serve them
 NEXT_TOKEN_TERMS = tuple(name for name, term in TERMS.items() if term.next_token)
+# next-token terms that a teacher and student with different vocabularies can use (uld); the others compare the
+# two distributions token by token, and the stored top-k serves none of these
+ANY_VOCAB_TERMS = tuple(name for name, term in TERMS.items() if term.any_vocab)
 
 
 def available_terms() -> list[str]:

@@ -33,16 +33,18 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 
 from distill_sweep.config.parse import as_dict
-from distill_sweep.data.decoder import CausalData, from_corpus, from_instructions
+from distill_sweep.data.decoder import CausalData, from_corpus, from_instructions, special_tokens
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.capture import Features
 from distill_sweep.models.families import FAMILIES, family_of_model, is_causal_type
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
-from distill_sweep.objectives import NEXT_TOKEN_TERMS, TERMS
+from distill_sweep.models.vocabularies import Vocabulary, load_named, vocabulary_of
+from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_TAIL
 from distill_sweep.objectives.core import build_objective
+from distill_sweep.objectives.uld import TEACHER_LABELS
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
 from distill_sweep.teachers.decoder import (
@@ -96,6 +98,7 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
                if stages & {"prediction", "combined"} else f"objective={job.objective_name} has no terms")
         raise ConfigError(f"{why}: next-token KD is objective=fkl (or rkl, gjsd; hid_seq for hidden states), or "
                           "set procedure.ce_weight > 0")
+    check_vocabularies(settings, job, terms)
     first_token = [t for t in terms if TERMS[t].cls_only]
     if first_token:
         raise ConfigError(f"term {first_token[0]} of objective={job.objective_name} reads the first token's state "
@@ -115,6 +118,41 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
                               f"({vocab})")
 
 
+def vocabulary_pair(job: Any) -> tuple[Vocabulary, Vocabulary] | None:
+    """(the teacher's, the student's) vocabularies where the student has its own tokenizer (`student.tokenizer`)
+    and its tokens are not the teacher's; else None. Reads the toy word lists or the tokenizers' files only."""
+    own = getattr(job.student, "tokenizer", None)
+    if own is None:
+        return None
+    trust = bool(job.settings.teacher.trust_remote_code)
+    teacher = vocabulary_of(tokenizer_source(job.settings.teacher), "teacher.tokenizer", trust)
+    student = vocabulary_of(str(own), "student.tokenizer", trust)
+    return None if teacher.tokens == student.tokens else (teacher, student)
+
+
+def check_vocabularies(settings: CausalLMSettings, job: Any, terms: list[str]) -> None:
+    """A teacher/student pair with two vocabularies: only terms that need no shared vocabulary (uld, nll), no
+    stored top-k (its ids are the teacher's), and instruction data (each pair tokenised by both sides)."""
+    if "uld" in terms and settings.teacher_top_k is not None:
+        raise ConfigError("term uld sorts the teacher's whole next-token distribution: leave "
+                          "procedure.teacher_top_k null (a stored top-k drops its tail)")
+    pair = vocabulary_pair(job)
+    if pair is None:
+        return
+    teacher, student = pair
+    one_vocab = [t for t in terms if t not in ANY_VOCAB_TERMS]
+    if one_vocab or settings.teacher_top_k is not None:
+        what = (f"term {one_vocab[0]} of objective={job.objective_name}" if one_vocab else
+                f"procedure.teacher_logits={settings.logits_mode()}")
+        raise ConfigError(f"{what} needs one vocabulary for the teacher and the student, but the teacher's tokenizer "
+                          f"is {teacher.describe()} and the student's {student.describe()}: use objective=uld "
+                          "(sorted probabilities, any two vocabularies) or leave student.tokenizer null")
+    if settings.data != "instructions":
+        raise ConfigError(f"student.tokenizer={student.source} is not the teacher's ({teacher.source}): "
+                          "procedure.data=corpus packs each tokenizer's tokens into other sequences, so the two "
+                          "sides would read different text; use procedure.data=instructions")
+
+
 def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
     """What each sparse estimator can serve (objectives/causal.py says why): top_k_tail and sampled read the
     teacher's probabilities at T = 1, and sampled estimates forward KL only."""
@@ -132,9 +170,10 @@ def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------------------------- loss
 def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_weight: float,
-                 stored: Any | None, estimator: str = TOP_K) -> LossFn:
+                 stored: Any | None, estimator: str = TOP_K, teacher_data: CausalData | None = None) -> LossFn:
     """The objective's terms (teacher features live, or its sparse entries from the store, read by `estimator`:
-    procedure.teacher_logits) + ce_weight x CE."""
+    procedure.teacher_logits) + ce_weight x CE. `teacher_data`: the same training pairs in the teacher's tokens,
+    where the student has its own tokenizer (the teacher reads the rows of the batch's `idx` there)."""
 
     def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         batch = dict(batch)
@@ -146,8 +185,14 @@ def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_w
                 batch[values], batch[indices] = stored.gather(batch)
                 t = Features(logits=None, hidden_states=None)  # the teacher's side is the stored top-k alone
             else:
+                t_batch = batch
+                if teacher_data is not None:  # the same rows, in the teacher's tokens
+                    device = batch["input_ids"].device
+                    t_batch = {k: v.to(device) for k, v in
+                               teacher_data.batch(teacher_data.train, batch["idx"].cpu().numpy()).items()}
+                    batch[TEACHER_LABELS] = t_batch["labels"]
                 with torch.no_grad():
-                    t = terms.features(teacher, batch, "teacher")
+                    t = terms.features(teacher, t_batch, "teacher")
             s = terms.features(student, batch, "student")
             total, parts = terms(s, t, batch)
             logits = s.logits
@@ -257,30 +302,45 @@ def run(ctx: RunContext) -> None:
     check_beats_baseline(ctx, record["teacher"]["dev"], baseline, "the unigram baseline (the dev targets' most "
                          "frequent token, always)")
     init, layer_map, pruned = student_init(ctx, teacher, data, settings)
+    s_data, own = data, None
+    if vocabulary_pair(job) is not None:  # the student's own tokens: the same pairs, row i the same pair on both sides
+        own = load_named(str(job.student.tokenizer), ctx.cache_dir, "student.tokenizer",
+                         bool(job.settings.teacher.trust_remote_code))
+        s_data = from_instructions(settings.instructions, own, settings.max_seq_length)
+        assert len(s_data.train) == len(data.train) and len(s_data.dev) == len(data.dev)
     seed_everything(job.seed)
     arch = job.student_kind.describe(job.student, teacher.config)
+    if own is not None:  # its embeddings and head over its own vocabulary
+        arch.vocab_size = len(own)
+        arch.bos_token_id, arch.eos_token_id, arch.pad_token_id = special_tokens(own)
     student = job.student_kind.build(job.student, BuildInputs(arch=arch, teacher=teacher, init=init, num_labels=2,
                                                               label_names=[])).to(ctx.device)
     terms = build_objective(job.objective, student_config=student.config, teacher_config=teacher.config,
                             layer_map=layer_map, train_labels=None, num_labels=2)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
-    batches_per_epoch = len(data.train) // settings.batch_size
+    batches_per_epoch = len(s_data.train) // settings.batch_size
     epochs, cap = stage_plan(settings, batches_per_epoch, job.settings.run)  # type: ignore[arg-type]
     opt = job.settings.optimizer
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
                   # several processes: each its slice, gradients averaged over ranks (one process: the loss itself)
                   accumulated(distill_loss(student, teacher, terms, settings.ce_weight, stored,
-                                           settings.logits_mode()), params,
+                                           settings.logits_mode(), data if own is not None else None), params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
     record["config"]["task"] = None  # ignored: the job reads its own data
     record["init"].update(layers=list(init.layers))
-    record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(data.dev))
+    record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(s_data.dev))
     record["causal_lm"] = {
-        "data": data.info, "teacher": teacher_info, "family": family_of_model(teacher).name, "layer_map": layer_map,
+        "data": s_data.info, "teacher": teacher_info, "family": family_of_model(teacher).name, "layer_map": layer_map,
         "prune": pruned, "ranks": world.size, "epochs": epochs, "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
         "student_parameters": sum(p.numel() for p in student.parameters()),
         "teacher_parameters": sum(p.numel() for p in teacher.parameters()), "settings": as_dict(settings)}
-    cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=data)
+    cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=s_data)
+    if own is not None:
+        cctx.tokenizer = own  # the student's padding and dev sequences are in its tokens
+        record["causal_lm"]["vocabularies"] = {"teacher": {"source": tokenizer_source(job.settings.teacher),
+                                                           "size": len(ctx.tokenizer), "data": data.info["key"]},
+                                               "student": {"source": str(job.student.tokenizer), "size": len(own)},
+                                               "alignment": "the first min(n_T, n_S) response targets of each"}
     train_student(cctx, student, [stage], modules)

@@ -44,7 +44,8 @@ def build(settings: FreshSettings, inputs: BuildInputs) -> PreTrainedModel:
     auto = AutoModelForCausalLM if causal else AutoModelForSequenceClassification
     student = auto.from_config(inputs.arch, attn_implementation=attn)
     teacher = inputs.teacher
-    if settings.copy_embeddings and teacher is not None and teacher.config.hidden_size == settings.hidden_size:
+    if (settings.copy_embeddings and teacher is not None and teacher.config.hidden_size == settings.hidden_size
+            and teacher.config.vocab_size == inputs.arch.vocab_size):  # not with its own tokenizer's vocabulary
         with torch.no_grad():
             if causal:  # the token embeddings (and so a head tied to them)
                 student.get_input_embeddings().load_state_dict(teacher.get_input_embeddings().state_dict())

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distill_sweep.config.parse import UNHASHED_AT_DEFAULT
 from distill_sweep.errors import ConfigError
 from distill_sweep.records import hashing
 
@@ -37,6 +38,9 @@ class FreshSettings:
     num_attention_heads: int = field(default=12, metadata={"ge": 1})  # attention heads
     intermediate_size: int = field(default=1200, metadata={"ge": 1})  # feed-forward width
     copy_embeddings: bool = True  # copy the teacher's embeddings when the widths match
+    # procedure=causal_lm: the student's own tokenizer (toy, toy_pieces, a hub id or a directory), its vocabulary
+    # the student's; null: the teacher's. Another vocabulary needs objective=uld (docs/methods/decoder.md)
+    tokenizer: str | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
 
     def stated_depth(self) -> int:
         """The student's layers, as describe() makes them (job.identify checks the layer map with it)."""

@@ -98,7 +98,7 @@ def test_every_declared_target_is_a_term_and_every_term_is_declared() -> None:
         else:  # a loss function sits in the objective as a FunctionTerm around it
             module = term.factory(None)  # type: ignore[arg-type]
             assert isinstance(module, FunctionTerm) and module.fn is code
-    assert NEXT_TOKEN_TERMS == ("fkl", "rkl", "gjsd")
+    assert NEXT_TOKEN_TERMS == ("fkl", "rkl", "gjsd", "uld", "nll")
     assert all(not (TERMS[t].uses_hidden or TERMS[t].uses_qkv) for t in NEXT_TOKEN_TERMS)
 
 
