@@ -20,7 +20,7 @@ from distill_sweep.config.schema import RunSettings
 from distill_sweep.config.space import CONF_DIR, check_group_choices
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import check_paths, identify
-from distill_sweep.job.machine import check_threads
+from distill_sweep.job.machine import check_threads, passive_openmp
 from distill_sweep.records.disk import room_problem
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
@@ -242,6 +242,7 @@ def check_environment(argv: list[str]) -> str | None:
 
 def _cli() -> None:
 
+    passive_openmp()  # before anything imports torch: OpenMP reads it once
     sys.argv[1:] = overrides_first(sys.argv[1:])
     argv = sys.argv[1:]
     problem = check_group_choices(argv) or check_overrides(argv) or check_environment(argv)

@@ -21,6 +21,7 @@ from distill_sweep.config.parse import as_dict
 from distill_sweep.config.space import CONF_DIR, GROUPS, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import find_completed
+from distill_sweep.job.machine import job_threads
 from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
 from distill_sweep.records.record import RECORD, InitInfo, Record, StudentInfo, TeacherInfo, write_record
@@ -28,6 +29,7 @@ from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoin
 from distill_sweep.training.processes import requested_size
 
 if TYPE_CHECKING:
+    from distill_sweep.config.schema import RunSettings
     from distill_sweep.job.prepare import Job
 
 # torch, transformers and the parts are imported where a job runs: `--help` and the sweeper's start stay fast.
@@ -82,6 +84,7 @@ def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
     if alone:
         job.check_used()
     check_machine(job)  # here, on the machine that runs it (a SLURM node, not the host that submitted it)
+    _use_threads(job.settings.run)
     config = dict(job.composed)  # the record keeps the config as run
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job, config)
@@ -95,6 +98,14 @@ def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
         finally:
             distributed.teardown()
     return _run_locked(job, config, wait=alone)
+
+
+def _use_threads(run: RunSettings) -> None:
+    """torch's threads for this job: `threads`, or by default the CPUs this process may use (job_threads), not
+    torch's default of every core of the machine. Not in the config hash: the numbers do not depend on it."""
+    import torch
+
+    torch.set_num_threads(job_threads(run))
 
 
 def _run_locked(job: Job, config: dict[str, Any], wait: bool) -> dict[str, Any]:

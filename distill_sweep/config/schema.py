@@ -101,7 +101,7 @@ class RunSettings:
     max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
     eval_batch_size: int = field(default=64, metadata={"ge": 1})  # batch size of dev evaluation
     num_workers: int = field(default=0, metadata={"ge": 0})  # DataLoader worker processes
-    # torch threads of the job (null: torch's default)
+    # torch threads of the job (null: the CPUs this process may use: its affinity mask or SLURM allocation)
     threads: int | None = field(default=None, metadata={"ge": 1})
     # steps between progress lines where there is no terminal (SLURM logs)
     log_every: int = field(default=50, metadata={"ge": 1})

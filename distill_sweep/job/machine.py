@@ -7,6 +7,7 @@ job (and everything beside it) runs many times slower. So it is refused, in one 
 from __future__ import annotations
 
 import os
+import sys
 
 from distill_sweep.config.schema import RunSettings
 from distill_sweep.errors import ConfigError
@@ -35,4 +36,28 @@ def check_threads(run: RunSettings) -> None:
                           f"them spin on shared cores and slow every job down: use threads={count} or fewer")
 
 
-__all__ = ["check_threads", "usable_cpus"]
+def job_threads(run: RunSettings) -> int:
+    """The torch threads a job uses: `threads` as given, else the CPUs this process may use (usable_cpus).
+
+    torch's own default is every core of the machine, whatever the affinity mask or SLURM allocation says, and
+    its OpenMP threads then wait for one another on cores another process holds. An OMP_NUM_THREADS that a
+    launcher set (torchrun sets 1 for several ranks per node) is kept where it asks for fewer."""
+    if run.threads is not None:
+        return run.threads
+    count = usable_cpus()[0]
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(int(omp), count) if omp.isdigit() and int(omp) > 0 else count
+
+
+def passive_openmp() -> None:
+    """OpenMP threads that sleep, not spin, while they wait (OMP_WAIT_POLICY=PASSIVE), unless the user chose.
+
+    OpenMP reads the variable once, when torch loads it: this must run before torch is imported, in the process
+    of the command line (the jobs it runs, and the processes it starts, inherit it). Spinning threads hold their
+    cores between operations; beside one busy process that made a CPU job several times slower than one thread.
+    """
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+__all__ = ["check_threads", "job_threads", "passive_openmp", "usable_cpus"]
