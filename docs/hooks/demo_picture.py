@@ -1,7 +1,6 @@
 """The README's picture of a report: its Table 3 as the report printed it, drawn as an SVG of monospace text.
 
-    python -m distill_sweep experiment=demo results_dir=/tmp/demo -m
-    python -m distill_sweep.report /tmp/demo preset=demo > /tmp/demo-report.txt
+    make demo > /tmp/demo-report.txt        # the demo grid into demo-results/, then its report
     python docs/hooks/demo_picture.py /tmp/demo-report.txt docs/assets/demo-report.svg
 
 The picture is what the report printed, line for line; nothing is typed in. Not a mkdocs hook: run by hand
@@ -15,6 +14,8 @@ from html import escape
 from pathlib import Path
 
 CHAR_W, LINE_H, PAD = 7.4, 17, 14
+# the caption: the report command of `make demo` (the Makefile's DEMO_RESULTS, outside the default store)
+CAPTION = "$ python -m distill_sweep.report demo-results preset=demo"
 
 
 def section_table(report: str, title: str) -> list[str]:
@@ -47,7 +48,7 @@ def svg(lines: list[str], title: str) -> str:
 def main(argv: list[str]) -> int:
     report, out = Path(argv[0]), Path(argv[1])
     lines = section_table(report.read_text(), "Table 3")
-    out.write_text(svg(lines, "$ python -m distill_sweep.report results/demo preset=demo"))
+    out.write_text(svg(lines, CAPTION))
     print(f"wrote {out}: {len(lines)} lines")
     return 0
 
