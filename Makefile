@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export WANDB_SILENT ?= true
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 
-.PHONY: install demo test test-fast docs bench tables lint clean
+.PHONY: install demo test test-fast test-hydra14 docs bench tables lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,18 @@ test-fast: install
 	$(BIN)/lint-imports
 	$(BIN)/lint-imports importlinter-runtime.toml
 	$(BIN)/python -m pytest -q -m "not slow and not slurm" -n 2
+
+# The suite against Hydra's 1.4 pre-release (pyproject.toml keeps 1.3.8): a venv inside $(VENV) that holds only
+# hydra-core 1.4 (and the omegaconf it needs) and reads everything else, torch included, from $(VENV).
+HYDRA14_SPEC ?= hydra-core==1.4.*
+HYDRA14 := $(VENV)/hydra14
+test-hydra14: install
+	test -x $(HYDRA14)/bin/python || $(PYTHON) -m venv $(HYDRA14)
+	$(HYDRA14)/bin/pip install -q --pre "$(HYDRA14_SPEC)"
+	echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
+		> "$$($(HYDRA14)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_distill_sweep_venv.pth"
+	$(HYDRA14)/bin/python -c "import hydra; print('hydra-core', hydra.__version__)"
+	$(HYDRA14)/bin/python -m pytest -q -m "not slurm" -n 2
 
 # The documentation site (mkdocs.yml, docs/): built strictly and offline into site/; the config reference
 # and the benchmark tables are generated while it builds (docs/hooks/).

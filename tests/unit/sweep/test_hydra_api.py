@@ -1,0 +1,67 @@
+"""What distill_sweep relies on from Hydra's internals, pinned in one place.
+
+The skip-completed sweeper (sweep/sweeper.py) subclasses Hydra's internal BasicSweeper, sweep/compose.py splits
+a grid with it, and the command line reads Hydra's own argparse parser (__main__.py). None of these is Hydra's
+public API: a Hydra release (1.4 is in development) that moves or changes one fails here, by name, rather than
+somewhere in a sweep.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+
+def _parameters(function: object) -> list[str]:
+    return [name for name in inspect.signature(function).parameters if name != "self"]  # type: ignore[arg-type]
+
+
+def test_basic_sweeper_keeps_what_the_skip_completed_sweeper_uses() -> None:
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    sweeper = BasicSweeper(max_batch_size=None, params=None)  # SkipCompletedSweeperImpl.__init__ passes both
+    # set by BasicSweeper.setup (hydra_context, task_function, config) and read by sweep()/_launch_all
+    for attribute in ("config", "launcher", "hydra_context", "overrides", "batch_index", "max_batch_size"):
+        assert hasattr(sweeper, attribute), attribute
+    assert _parameters(BasicSweeper.setup) == ["hydra_context", "task_function", "config"]
+    assert _parameters(BasicSweeper._parse_config) == []  # the config's sweep params as override strings
+
+    parsed = OverridesParser.create().parse_overrides(["a=1,2", "b=x,y"])
+    batches = BasicSweeper.split_arguments(parsed, None)  # a static method: [batch][job][override]
+    assert sorted(batches[0]) == sorted([["a=1", "b=x"], ["a=1", "b=y"], ["a=2", "b=x"], ["a=2", "b=y"]])
+    jobs = [["a=1"], ["a=2"], ["a=3"]]
+    assert list(BasicSweeper.split_overrides_to_chunks(jobs, 2)) == [[["a=1"], ["a=2"]], [["a=3"]]]
+
+    # the batch loop of _launch_all: overrides and batch_index set, then is_done / get_job_batch
+    sweeper.overrides = list(BasicSweeper.split_overrides_to_chunks(jobs, 2))
+    sweeper.batch_index = 0
+    seen = []
+    while not sweeper.is_done():
+        seen.append(sweeper.get_job_batch())
+    assert seen == [[["a=1"], ["a=2"]], [["a=3"]]]
+
+
+def test_launcher_context_and_job_return_keep_what_the_sweeper_reads() -> None:
+    from hydra.core.config_loader import ConfigLoader
+    from hydra.core.utils import JobReturn, JobStatus
+    from hydra.plugins.launcher import Launcher
+    from hydra.types import HydraContext
+
+    assert _parameters(Launcher.launch) == ["job_overrides", "initial_job_idx"]
+    assert "config_loader" in inspect.signature(HydraContext).parameters
+    assert _parameters(ConfigLoader.load_sweep_config) == ["master_config", "sweep_overrides"]
+    assert "config_loader" in inspect.signature(OverridesParser.create).parameters
+    done = JobReturn(status=JobStatus.COMPLETED, _return_value="x")
+    assert done.status.name == "COMPLETED" and done.return_value == "x"
+
+
+def test_hydras_argument_parser_keeps_its_option_table() -> None:
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+    actions = parser._option_string_actions  # __main__.overrides_first reads each flag's nargs
+    for flag in ("-m", "--multirun", "--cfg", "-cn", "--info", "--help"):
+        assert flag in actions, flag
+    args = parser.parse_known_args(["a=1", "-m", "--cfg", "job"])[0]
+    assert args.overrides == ["a=1"] and args.multirun and args.cfg == "job"
