@@ -31,7 +31,7 @@ INTERMEDIATE = ["hid_cls", "hid_seq", "att_mse", "att_kl", "val_kl"]
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-DECODER_OBJECTIVES = ("fkl", "rkl", "gjsd", "fkl_hid_seq")
+DECODER_OBJECTIVES = ("fkl", "rkl", "gjsd", "fkl_hid_seq", "uld")
 
 
 def arch(hidden: int, heads: int, layers: int) -> SimpleNamespace:
@@ -528,7 +528,7 @@ def test_registry_and_yaml_files() -> None:
     # every file, named: an added or renamed objective updates this test
     assert names == {"vanilla_kd", "hid_cls", "hid_seq", "hid_cls_contrast", "att_mse", "att_kl", "val_kl",
                      "att_mse_hid_seq", "att_kl_hid_seq", "att_kl_val_kl", "pkd", "tinybert", "rel_kl", "distilbert",
-                     "logit_mse", "fkl", "rkl", "gjsd", "fkl_hid_seq"}
+                     "logit_mse", "fkl", "rkl", "gjsd", "fkl_hid_seq", "uld"}
     for name in sorted(names):
         cfg = compose_cfg([f"objective={name}"]).objective  # as a job composes it: base + the variant
         assert cfg.name == name

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # tests/unit/procedures/test_task_agnostic.py cover them)
 # (the decoder objectives read next-token logits of causal LMs: tests/unit/objectives/test_causal_objectives.py runs them)
 OBJECTIVES = sorted(p.stem for p in (ROOT / "conf" / "objective").glob("*.yaml")
-                    if p.stem not in ("base", "pkd", "distilbert", "fkl", "rkl", "gjsd", "fkl_hid_seq"))
+                    if p.stem not in ("base", "pkd", "distilbert", "fkl", "rkl", "gjsd", "fkl_hid_seq", "uld"))
 # objectives without intermediate terms (no terms module to run on its own)
 PREDICTION_ONLY = ("vanilla_kd", "logit_mse")
 LAYER_MAP = [(1, 2), (2, 4)]
