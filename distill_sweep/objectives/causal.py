@@ -134,7 +134,7 @@ class ForwardKL(torch.nn.Module):
     def check_compatible(settings: object, student: ModelInfo, teacher: ModelInfo, layer_map: object) -> None:
         for side, info in (("student", student), ("teacher", teacher)):
             if not is_causal_type(info.model_type):
-                raise ConfigError(f"next-token objective terms (fkl, rkl, gjsd, uld, ...) compare decoder LMs: the "
+                raise ConfigError(f"the next-token terms (fkl, rkl, gjsd, uld, ...) compare next-token distributions of decoder LMs: the "
                                   f"{side} is a {info.model_type} model (use procedure=causal_lm with a decoder teacher)")
 
     def __init__(self, spec: object) -> None:
