@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +339,18 @@ def task_settings(name: str, data_dir: str | Path | None = None, **keys: Any) ->
     for key, value in keys.items():
         OmegaConf.update(cfg, key, value)
     return parse(TaskSettings, OmegaConf.to_container(cfg, resolve=True), "task")
+
+
+def mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
+    """A real tmpfs at `where` (`options`: size=..., ro) for the full- and read-only-disk tests, unmounted after;
+    `require`'s skip (or CI failure) where mounting is refused (they run as root in CI)."""
+    where.mkdir()
+    if shutil.which("mount") is None:
+        require("no mount command here: these tests mount a small tmpfs (they run as root in CI)")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        require(f"cannot mount a tmpfs here ({proc.stderr.strip()}): these tests run as root in CI")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

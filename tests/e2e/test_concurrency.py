@@ -13,7 +13,6 @@ import gc
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
-from helpers import FAST, compose_cfg, records, require, run_cli
+from helpers import FAST, compose_cfg, mounted_tmpfs, records, run_cli
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.analysis.frames import load_store
@@ -337,18 +336,7 @@ def test_a_checkpoint_write_that_fails_part_way_keeps_the_previous_checkpoint(tm
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """An 8 MiB tmpfs at tmp_path/disk (the test fills it to what it needs); skipped where mounting is refused."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    if shutil.which("mount") is None:
-        require("no mount command here: the full-disk tests need a small tmpfs (they run as root in CI)")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        require(f"cannot mount a small tmpfs here ({proc.stderr.strip()}): the full-disk tests run as root in CI")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+    yield from mounted_tmpfs(tmp_path / "disk", "size=8m")
 
 
 def _fill(disk: Path, leave: int) -> Path:

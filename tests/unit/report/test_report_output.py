@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import require, write_record
+from helpers import mounted_tmpfs, write_record
 
 from distill_sweep.report.cli import main
 
@@ -21,27 +19,14 @@ def _store(root: Path, seeds: int = 2) -> Path:
     return root
 
 
-def _mount(where: Path, options: str) -> Iterator[Path]:
-    where.mkdir()
-    if shutil.which("mount") is None:
-        require("no mount command here: these tests mount a small tmpfs (they run as root in CI)")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        require(f"cannot mount a tmpfs here ({proc.stderr.strip()}): these tests run as root in CI")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
 @pytest.fixture
 def read_only_disk(tmp_path: Path) -> Iterator[Path]:
-    yield from _mount(tmp_path / "ro", "ro,size=1m")
+    yield from mounted_tmpfs(tmp_path / "ro", "ro,size=1m")
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    yield from _mount(tmp_path / "disk", "size=64k")
+    yield from mounted_tmpfs(tmp_path / "disk", "size=64k")
 
 
 def test_out_on_a_read_only_disk_is_one_line(tmp_path: Path, read_only_disk: Path,
