@@ -18,16 +18,18 @@ the sweeper's build job when several jobs read it) and the teacher does not run 
 
 Dev metrics: next-token accuracy on the held-out targets (`token_accuracy`, the primary metric: it picks the
 best epoch, higher is better), `perplexity` (exp of the mean target NLL) and, for classification-style
-instruction data, `choice_accuracy` (the next-token choice among the choices' first tokens).
+instruction data, `choice_accuracy` (the next-token choice among the choices' first tokens); for instruction
+data, the greedy responses' `exact_match` and `rouge_l` against the references (`generation_evaluator`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from transformers import PreTrainedModel
@@ -225,7 +227,15 @@ class CausalContext(RunContext):
                                                driver_args["history"])
             sink = self.predictions.keep
         return sequence_driver(self, self.causal, self.job.procedure_settings.batch_size,
-                               lm_evaluator(self.causal, sink), **driver_args)
+                               generation_evaluator(self.job, self.causal, self.tokenizer, sink), **driver_args)
+
+
+def generation_evaluator(job: Any, data: CausalData, tokenizer: Any,
+                         sink: Callable[[dict[str, np.ndarray]], None] | None = None) -> Callable[..., dict[str, float]]:
+    """The dev metrics of `data` (in `tokenizer`'s ids); instruction data adds the greedy responses' exact match and
+    ROUGE-L F1 against the references (teachers/decoder.py)."""
+    instructions = job.procedure_settings.data == "instructions"
+    return lm_evaluator(data, sink, tokenizer if instructions else None, job.settings.run.eval_batch_size)
 
 
 def load_data(ctx: RunContext, settings: CausalLMSettings) -> CausalData:
@@ -293,7 +303,7 @@ def run(ctx: RunContext) -> None:
     assert job.objective is not None
     world = distributed.world()
     data, teacher, teacher_info, stored = teacher_and_store(ctx)
-    evaluate = lm_evaluator(data)
+    evaluate = generation_evaluator(job, data, ctx.tokenizer)
     dev = {"validation": lambda: data.dev_batches(job.settings.run.eval_batch_size)}
     record["teacher"].update(source=teacher_info["source"], path=teacher_info.get("path"),
                              dev=evaluate(teacher, dev, None, ctx.device, ctx.precision))

@@ -33,9 +33,10 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from distill_sweep.config.schema import OptimizerSettings, RunSettings, TeacherSettings
 from distill_sweep.data.corpus import IGNORE
-from distill_sweep.data.decoder import CausalData
+from distill_sweep.data.decoder import CausalData, special_tokens
 from distill_sweep.data.decoder_settings import CHOICE, PRIMARY
 from distill_sweep.data.fingerprints import tokenizer_hash
+from distill_sweep.data.generation_metrics import generation_scores
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import model_error_message, model_source, teacher_config
 from distill_sweep.records.disk import writing
@@ -161,12 +162,14 @@ def _train(teacher: TeacherSettings, data: CausalData, vocab_size: int, recipe: 
 
 
 # ------------------------------------------------------------------------------------------------ metrics
-def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None] | None = None
-                 ) -> Callable[..., dict[str, float]]:
+def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None] | None = None,
+                 tokenizer: Any | None = None, batch_size: int = 64) -> Callable[..., dict[str, float]]:
     """The stage driver's `evaluate_fn` over `data`'s dev slice: token accuracy (primary), perplexity (exp of the
     mean target NLL), and the next-token choice accuracy for classification-style data. With `sink`, each
     evaluation also hands it every dev sequence's `nll` (summed over its targets), `targets` and `correct`, in
-    row order: the sums the metrics are made of (records/predictions.py keeps them)."""
+    row order: the sums the metrics are made of (records/predictions.py keeps them). With `tokenizer` (the one
+    `data` is in; instruction data), also the greedy responses to the dev prompts scored against the references:
+    exact match and ROUGE-L F1 (`greedy_responses` in batches of `batch_size`, data/generation_metrics.py)."""
 
     @torch.no_grad()
     def evaluate(model: nn.Module, dev_loaders: dict[str, Callable[[], Iterator[dict[str, Tensor]]]],
@@ -213,9 +216,49 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
             out[CHOICE] = chosen / max(1, choices)
         if sink is not None:
             sink({"nll": per_nll, "targets": per_targets, "correct": per_correct})
+        if tokenizer is not None:
+            out.update(generation_scores(*greedy_responses(model, data, tokenizer, device, precision, batch_size)))
         return out
 
     return evaluate
+
+
+@torch.no_grad()
+def greedy_responses(model: nn.Module, data: CausalData, tokenizer: Any, device: torch.device, precision: str,
+                     batch_size: int) -> tuple[list[str], list[str]]:
+    """(the model's greedy response to each dev prompt, its reference response), decoded without special tokens,
+    in row order. Prompts are the dev sequences up to their first target ([BOS] prompt), left-padded, generated
+    with the KV cache (HF `generate`) until [EOS] or as many new tokens as the batch's longest reference (response
+    and [EOS]): a response longer than every reference scores no better, so generating further would cost only."""
+    dev, (_, eos, pad) = data.dev, special_tokens(tokenizer)
+    was_training = model.training
+    model.eval()
+    responses: list[str] = []
+    references: list[str] = []
+    try:
+        for start in range(0, len(dev), batch_size):
+            rows = range(start, min(start + batch_size, len(dev)))
+            prompts = [dev.ids[i, :dev.first_target[i]] for i in rows]
+            width = max(len(p) for p in prompts)
+            ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for n, p in enumerate(prompts):  # left padding: every prompt ends where generation starts
+                ids[n, width - len(p):] = torch.as_tensor(p)
+                mask[n, width - len(p):] = 1
+            longest = int(max(dev.lengths[i] - dev.first_target[i] for i in rows))
+            with autocast(device, precision):
+                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
+                                     num_beams=1, max_new_tokens=longest, eos_token_id=eos, pad_token_id=pad,
+                                     use_cache=True)
+            for n, i in enumerate(rows):
+                new = out[n, width:].tolist()
+                new = new[:new.index(eos)] if eos in new else new
+                responses.append(tokenizer.decode(new, skip_special_tokens=True))
+                references.append(tokenizer.decode(dev.ids[i, dev.first_target[i]:dev.lengths[i] - 1].tolist(),
+                                                   skip_special_tokens=True))
+    finally:
+        model.train(was_training)
+    return responses, references
 
 
 def unigram_baseline(data: CausalData) -> dict[str, float]:
