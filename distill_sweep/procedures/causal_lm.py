@@ -153,6 +153,11 @@ def check_vocabularies(settings: CausalLMSettings, job: Any, terms: list[str]) -
         raise ConfigError(f"student.tokenizer={student.source} is not the teacher's ({teacher.source}): "
                           "procedure.data=corpus packs each tokenizer's tokens into other sequences, so the two "
                           "sides would read different text; use procedure.data=instructions")
+    if settings.generates():
+        what = f"procedure.on_policy={settings.on_policy:g}" if settings.on_policy > 0 else "procedure.seq_kd=true"
+        raise ConfigError(f"{what} trains on generated tokens, which exist in the generating model's vocabulary "
+                          f"only, but the teacher's tokenizer is {teacher.describe()} and the student's "
+                          f"{student.describe()}: leave student.tokenizer null")
 
 
 def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:

@@ -84,6 +84,19 @@ class TaskAgnosticSettings(ProcedureSettings):
 
 # ------------------------------------------------------------------------------------------ causal_lm
 @dataclass
+class GenerationSettings:
+    """How responses are generated (procedure.generation): the student's samples of procedure.on_policy (the
+    teacher's greedy responses of procedure.seq_kd read max_new_tokens only)."""
+
+    # the sampling temperature: tokens drawn from softmax(logits / temperature)
+    temperature: float = field(default=1.0, metadata={"gt": 0.0})
+    # nucleus sampling: draw from the most likely tokens whose probabilities first reach top_p (1: all tokens)
+    top_p: float = field(default=1.0, metadata={"gt": 0.0, "le": 1.0})
+    # tokens generated per response at most, its [EOS] included ([BOS] + a prompt token + these fit max_seq_length)
+    max_new_tokens: int = field(default=16, metadata={"ge": 1})
+
+
+@dataclass
 class CausalLMSettings(ProcedureSettings):
     data: Literal["corpus", "instructions"] = "corpus"  # what it distils on: the corpus group or instructions
     # prompt/response pairs (data=instructions): toy, a local JSONL file or a hub dataset
@@ -112,6 +125,14 @@ class CausalLMSettings(ProcedureSettings):
     teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
     # init=prune: training sequences the block importance is computed on
     calibration: int = field(default=64, metadata={"ge": 1})
+    # data=instructions: the share of training batches (GKD's lambda, drawn per step from the seed) whose responses
+    # are the student's own samples for the batch's prompts, scored by the teacher live; 0: the fixed responses
+    on_policy: float = field(default=0.0, metadata={"ge": 0.0, "le": 1.0, **UNHASHED_AT_DEFAULT})
+    # data=instructions: sequence-level KD, the training responses are the teacher's greedy generations for the
+    # prompts (made once per teacher, data and max_new_tokens, stored), not the data's responses
+    seq_kd: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
+    # how on_policy samples and seq_kd generates (read only when one of them is on)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
 
     reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
 
@@ -120,6 +141,7 @@ class CausalLMSettings(ProcedureSettings):
         if self.batch_size % ranks:
             raise ConfigError(f"{where}.batch_size={self.batch_size} is not a multiple of the {ranks} processes (each "
                               "takes an equal slice of every batch)")
+        self.check_generation(where)
         mode = self.logits_mode()
         if mode == "full" and self.teacher_top_k is not None:
             raise ConfigError(f"{where}.teacher_logits=full reads all the teacher's logits live: leave "
@@ -128,6 +150,31 @@ class CausalLMSettings(ProcedureSettings):
             raise ConfigError(f"{where}.teacher_logits={mode} stores k tokens per position: set {where}.teacher_top_k")
         if self.teacher_logits == ("top_k" if self.teacher_top_k is not None else "full"):
             self.teacher_logits = None  # what null means: the same job as before the key, with the same hash
+
+    def generates(self) -> bool:
+        """Whether some training responses are generated (on_policy > 0 or seq_kd), not the data's."""
+        return self.on_policy > 0 or self.seq_kd
+
+    def check_generation(self, where: str) -> None:
+        """The rules of on_policy and seq_kd over the other settings (their own ranges: the fields')."""
+        if not self.generates():
+            return
+        what = f"{where}.on_policy={self.on_policy:g}" if self.on_policy > 0 else f"{where}.seq_kd=true"
+        if self.data != "instructions":
+            raise ConfigError(f"{what} generates responses to prompts: it needs {where}.data=instructions (a "
+                              "corpus has no prompts)")
+        if self.on_policy > 0 and self.teacher_top_k is not None:
+            raise ConfigError(f"{what}: the teacher must score the student's sampled tokens, and the stored "
+                              f"teacher_logits={self.logits_mode()} (built once over fixed sequences) cannot hold "
+                              f"them; leave {where}.teacher_top_k null (the teacher runs live)")
+        new = self.generation.max_new_tokens
+        if new + 2 > self.max_seq_length:
+            raise ConfigError(f"{where}.generation.max_new_tokens={new} does not fit {where}.max_seq_length="
+                              f"{self.max_seq_length} with [BOS] and a prompt token (at most {self.max_seq_length - 2})")
+
+    def unread_keys(self, objective: Any) -> set[str]:
+        # the generation settings make another job only where responses are generated
+        return set() if self.generates() else {"generation"}
 
     def logits_mode(self) -> str:
         """teacher_logits with null resolved: top_k when teacher_top_k is set, else full."""
