@@ -29,6 +29,7 @@ from distill_sweep.sweep import chain
 from distill_sweep.sweep.compose import JobComposer
 from distill_sweep.sweep.cost import estimate_cost
 from distill_sweep.sweep.launch import one_process_per_job, processes_per_job, store_builds
+from distill_sweep.sweep.submission import unreachable_cluster
 from distill_sweep.training import processes
 
 # Hydra loads this module (through the sweeper plugin) at every start, `--help` and the command line's
@@ -134,6 +135,8 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if dry_run:
             self._print_dry_run(plan, plan_seeds)
             return []
+        if plan.todo or plan.then:
+            self._check_cluster()
         initial_job_idx = self._build_stores(store_builds(plan.configs, plan.todo))
         returns, initial_job_idx = self._launch_all(plan.todo, plan.configs, initial_job_idx)
         if plan.then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
@@ -271,6 +274,15 @@ class SkipCompletedSweeperImpl(BasicSweeper):
             sys.exit(1)
         print(f"distill_sweep: {summary}", file=sys.stderr)
         _ = failed[0].return_value  # re-raises the first failure: Hydra reports it and exits 1
+
+    def _check_cluster(self) -> None:
+        """A SLURM launcher whose cluster cannot be reached: one line and exit code 1 before anything is
+        submitted (sbatch would print its own lines above ours)."""
+        why = unreachable_cluster(self.launcher)
+        if why is not None:
+            print(f"distill_sweep: error: the SLURM cluster cannot be reached: {why}; nothing was submitted: check "
+                  "that this host reaches the cluster (sinfo), or run here with hydra/launcher=local", file=sys.stderr)
+            sys.exit(1)
 
     def _launch(self, batch: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
         """The launcher's launch; a launcher that cannot submit (SLURM's sbatch failing: no controller to reach)

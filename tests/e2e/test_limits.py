@@ -145,18 +145,36 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path: Path, shared_
     assert record["status"] == "completed" and record["resumed"] == 1
 
 
-def test_a_slurm_host_that_reaches_no_cluster_is_one_error_line(tmp_path: Path) -> None:
-    """sbatch and srun on PATH, no controller to reach. SLURM is not installed here, so two scripts stand in for
-    them, failing as SLURM's own commands do without a controller (the real cluster: tests/e2e/test_slurm.py)."""
-    bin_dir = tmp_path / "bin"
+def _fake_slurm(bin_dir: Path, ping_ok: bool) -> dict[str, str]:
+    """sbatch and srun failing as SLURM's own commands do without a controller, and scontrol whose ping
+    answers `ping_ok` (SLURM may not be installed where this runs: the real cluster is tests/e2e/test_slurm.py)."""
     bin_dir.mkdir()
-    for tool in ("sbatch", "srun"):
-        what = "Batch job submission failed: " if tool == "sbatch" else ""
-        (bin_dir / tool).write_text(f"#!/bin/sh\necho '{tool}: error: {what}Unable to contact slurm controller "
-                                    "(connect failure)' >&2\nexit 1\n")
+    scripts = {tool: f"echo '{tool}: error: {what}Unable to contact slurm controller (connect failure)' >&2\nexit 1"
+               for tool, what in (("sbatch", "Batch job submission failed: "), ("srun", ""))}
+    scripts["scontrol"] = ("echo 'Slurmctld(primary) at ctl is UP'" if ping_ok else
+                           "echo 'scontrol: error: fetch_config: DNS SRV lookup failed' >&2\n"
+                           "echo 'scontrol: fatal: Could not establish a configuration source' >&2\nexit 1")
+    for tool, body in scripts.items():
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / tool).chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_a_slurm_host_that_reaches_no_cluster_is_one_line_before_any_submission(tmp_path: Path) -> None:
     proc = run_cli([*FAST, *_store(tmp_path), "hydra/launcher=slurm", "-m"], cwd=tmp_path,
-                   env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+                   env=_fake_slurm(tmp_path / "bin", ping_ok=False))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    (line,) = [line for line in proc.stderr.splitlines() if line.strip()]  # nothing else on stderr: no sbatch echo
+    assert line == ("distill_sweep: error: the SLURM cluster cannot be reached: scontrol: fatal: Could not "
+                    "establish a configuration source; nothing was submitted: check that this host reaches the "
+                    "cluster (sinfo), or run here with hydra/launcher=local"), line
+    assert not records(tmp_path / "results") and not list(tmp_path.rglob(".submitit"))
+
+
+def test_a_submission_that_fails_anyway_is_one_error_line(tmp_path: Path) -> None:
+    """The controller answers a ping, sbatch still fails: its reason in the sweep's one line."""
+    proc = run_cli([*FAST, *_store(tmp_path), "hydra/launcher=slurm", "-m"], cwd=tmp_path,
+                   env=_fake_slurm(tmp_path / "bin", ping_ok=True))
     assert proc.returncode == 1, proc.stderr[-3000:]
     (line,) = _errors(proc)
     assert line.startswith("distill_sweep: error: the launcher could not submit the jobs: sbatch: error: Batch job "
