@@ -387,10 +387,12 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         doc.text(teacher)
         doc.table(headers, rows)
         doc.text(f"final epoch's dev values, mean±std over seeds (ddof={opts.ddof}), (n) = runs; perplexity: lower "
-                 "is better")
+                 "is better" + (f"; {decoder.SOURCES_NOTE}" if "data" in headers else "")
+                 + (f"; {decoder.GENERATION_NOTE}" if decoder.GENERATION_LABELS & set(headers) else ""))
         if tests:
             doc.table(test_headers, tests)
-            doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init; Holm over "
+            doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init (and data "
+                     f"source), each data source vs {decoder.FIXED} under the same objective and init; Holm over "
                      f"this table's tests, * below alpha={opts.alpha}; {100 * (1 - opts.alpha):g}% CI: the t-interval "
                      "of the mean difference over the seed pairs that the t-test inverts; d: Cohen's d_z")
             ex_rows, ex_notes = decoder.comparisons(parts[i])

@@ -1,10 +1,16 @@
-"""The decoder table: students of decoder LMs (procedure causal_lm), objective x init, per teacher and data.
+"""The decoder table: students of decoder LMs (procedure causal_lm), objective x init x data source, per teacher
+and data.
 
 A cell is mean±std over seeds (n) of the final epoch's dev value: perplexity (lower is better), next-token
-accuracy and, for classification-style instruction data, the next-token choice accuracy. Paired t-tests
-compare each objective with plain forward KL (fkl) under the same init, paired by seed, on perplexity, with
-Holm's correction over the table's tests, the 1 - alpha t-interval of the mean difference and Cohen's d_z
-(stats.py, as for the encoder tables). The teacher's own dev values head each table.
+accuracy, for classification-style instruction data the next-token choice accuracy and, for instruction data, the
+greedy responses' exact match and ROUGE-L F1 (where the records have them). The data source is where the
+student's training responses came from, read from the record's config: `fixed` (the data's own),
+`on_policy=x` (the student's samples for a fraction x of the batches, procedure.on_policy), `seq_kd` (the
+teacher's generations, procedure.seq_kd) or both; records without those keys are `fixed`. Paired t-tests
+compare each objective with plain forward KL (fkl) under the same init and data source, and each data source
+with `fixed` under the same objective and init, paired by seed, on perplexity, with Holm's correction over the
+table's tests, the 1 - alpha t-interval of the mean difference and Cohen's d_z (stats.py, as for the encoder
+tables). The teacher's own dev values head each table.
 
 The same pairs are compared over the dev sequences too (`comparisons`), from the per-sequence summaries the
 records keep beside result.json (records/predictions.py): the multi-bootstrap over seeds x sequences and, at one
@@ -17,17 +23,75 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from distill_sweep.analysis import example_stats, stats
+from distill_sweep.data.generation_metrics import EXACT_MATCH, ROUGE_L
 from distill_sweep.records.predictions import PredictionsError, SequenceSummary, read_predictions
 
 PROCEDURE = "causal_lm"
 BASELINE = "fkl"  # the objective every other is tested against
-METRICS = (("perplexity", "perplexity"), ("token_accuracy", "token acc"), ("choice_accuracy", "choice acc"))
+FIXED = "fixed"  # the data source every other is tested against: the data's own responses
+METRICS = (("perplexity", "perplexity"), ("token_accuracy", "token acc"), ("choice_accuracy", "choice acc"),
+           (EXACT_MATCH, "exact match"), (ROUGE_L, "ROUGE-L"))
 INIT_ORDER = ("bottom", "skip", "mixed", "prune", "random", "custom", "fresh")
+GENERATION_LABELS = {"exact match", "ROUGE-L"}  # METRICS' labels of the greedy responses' scores
+GENERATION_NOTE = ("exact match and ROUGE-L: greedy responses to the dev prompts against the references (normalised: "
+                   "stripped, whitespace collapsed; ROUGE-L F1 over whitespace tokens)")
+SOURCES_NOTE = ("data: the training responses, fixed (the data's), on_policy=x (the student's samples for a share x "
+                "of the batches), seq_kd (the teacher's generations)")
+
+
+def data_source(procedure: dict[str, Any]) -> str:
+    """Where a job's training responses came from, from its procedure config: fixed, on_policy=x, seq_kd, or
+    seq_kd+on_policy=x (records written before procedure.on_policy / seq_kd existed are fixed)."""
+    on_policy, seq_kd = float(procedure.get("on_policy") or 0.0), bool(procedure.get("seq_kd") or False)
+    parts = (["seq_kd"] if seq_kd else []) + ([f"on_policy={on_policy:g}"] if on_policy > 0 else [])
+    return "+".join(parts) or FIXED
+
+
+def _source_order(source: str) -> tuple[bool, float, str]:
+    """fixed first, then by seq_kd and the on-policy fraction."""
+    fraction = float(source.rsplit("=", 1)[1]) if "on_policy=" in source else 0.0
+    return (source.startswith("seq_kd"), fraction, source)
+
+
+def _inits(part: pd.DataFrame) -> list[str]:
+    return sorted(part["init"].unique(), key=lambda x: (INIT_ORDER.index(x) if x in INIT_ORDER else 99, x))
+
+
+def _sources(part: pd.DataFrame) -> list[str]:
+    return sorted(part["data"].unique(), key=_source_order)
+
+
+def _with_source(part: pd.DataFrame) -> pd.DataFrame:
+    return part if "data" in part.columns else part.assign(data=FIXED)
+
+
+def pairs(part: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame, pd.DataFrame]]:
+    """One setting's paired comparisons, each (label, init, the tested runs, the baseline runs): every objective
+    vs fkl under the same init and data source, then every data source vs fixed under the same objective and
+    init (the data source is named in the label where the setting has more than one)."""
+    part = _with_source(part)
+    sources, out = _sources(part), []
+    axis = sources != [FIXED]
+    for init in _inits(part):
+        for source in sources:
+            cell = part[(part["init"] == init) & (part["data"] == source)]
+            base = cell[cell["objective"] == BASELINE]
+            for objective in sorted(set(cell["objective"]) - {BASELINE}):
+                out.append((f"{objective} vs {BASELINE}" + (f" ({source})" if axis else ""), init,
+                            cell[cell["objective"] == objective], base))
+    for init in _inits(part):
+        for objective in sorted(part["objective"].unique(), key=lambda o: (o != BASELINE, o)):
+            cell = part[(part["init"] == init) & (part["objective"] == objective)]
+            base = cell[cell["data"] == FIXED]
+            for source in [s for s in sources if s != FIXED]:
+                out.append((f"{source} vs {FIXED} ({objective})", init, cell[cell["data"] == source], base))
+    return out
 
 
 def is_own(records: pd.DataFrame) -> pd.Series:
@@ -46,9 +110,11 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
         teacher = rec.get("teacher") or {}
         layers = ",".join(str(x) for x in (rec.get("init") or {}).get("layers") or [])
         init = str(r["init_name"] or r["student_name"])
+        procedure = (rec.get("config") or {}).get("procedure") or {}
         out.append({"setting": f"{rec.get('task', r['task'])}, teacher {r['teacher_name']} -> {r['student_name']} "
                                f"{r['student_layers']}L", "objective": str(r["objective"]),
-                    "init": init, "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
+                    "init": init, "data": data_source(procedure if isinstance(procedure, dict) else {}),
+                    "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
                     "teacher_dev": teacher.get("dev") or {},
                     **{key: dev.get(key) for key, _ in METRICS}})
     return pd.DataFrame(out)
@@ -68,33 +134,35 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
     """Per setting: (title, headers, rows, test headers, test rows, teacher line)."""
     out = []
     for setting, part in frame.groupby("setting", sort=True):
-        metrics = [(k, label) for k, label in METRICS if part[k].notna().any()]
-        headers = ["objective", "init", "layers"] + [label for _, label in metrics]
+        part = _with_source(part)
+        metrics = [(k, label) for k, label in METRICS if k in part.columns and part[k].notna().any()]
+        sources = _sources(part)
+        axis = sources != [FIXED]  # the data-source column, where the setting has more than the fixed data
+        headers = ["objective", "init", *(["data"] if axis else []), "layers"] + [label for _, label in metrics]
         rows = []
-        inits = sorted(part["init"].unique(), key=lambda x: (INIT_ORDER.index(x) if x in INIT_ORDER else 99, x))
         for objective in sorted(part["objective"].unique(), key=lambda o: (o != BASELINE, o)):
-            for init in inits:
-                cell = part[(part["objective"] == objective) & (part["init"] == init)]
-                if cell.empty:
-                    continue
-                layers = "/".join(sorted(set(cell["layers"])))
-                rows.append([objective, init, layers] + [_cell(cell[k], ddof) for k, _ in metrics])
+            for init in _inits(part):
+                for source in sources:
+                    cell = part[(part["objective"] == objective) & (part["init"] == init) & (part["data"] == source)]
+                    if cell.empty:
+                        continue
+                    layers = "/".join(sorted(set(cell["layers"])))
+                    rows.append([objective, init, *([source] if axis else []), layers]
+                                + [_cell(cell[k], ddof) for k, _ in metrics])
         tests, pvalues = [], []
-        for init in inits:
-            base = part[(part["objective"] == BASELINE) & (part["init"] == init)].set_index("seed")["perplexity"]
-            for objective in sorted(set(part["objective"]) - {BASELINE}):
-                other = part[(part["objective"] == objective) & (part["init"] == init)].set_index("seed")["perplexity"]
-                seeds = sorted(set(base.index) & set(other.index))
-                if not seeds:
-                    continue
-                a, b = other.loc[seeds].astype(float).to_numpy(), base.loc[seeds].astype(float).to_numpy()
-                t, p, note = stats.paired_ttest(a, b)
-                lo, hi = stats.paired_t_ci(a, b, 1.0 - alpha)
-                d = stats.cohens_dz(a, b)
-                tests.append([f"{objective} vs {BASELINE}", init, str(len(seeds)), f"{float(np.mean(a - b)):+.3f}",
-                              "—" if math.isnan(lo) else f"[{lo:+.3f}, {hi:+.3f}]", "—" if math.isnan(d) else f"{d:.2f}",
-                              "—" if math.isnan(t) else f"{t:.2f}", "—" if math.isnan(p) else f"{p:.3g}", note])
-                pvalues.append(p)
+        for label, init, tested, baseline in pairs(part):
+            other, base = tested.set_index("seed")["perplexity"], baseline.set_index("seed")["perplexity"]
+            seeds = sorted(set(base.index) & set(other.index))
+            if not seeds:
+                continue
+            a, b = other.loc[seeds].astype(float).to_numpy(), base.loc[seeds].astype(float).to_numpy()
+            t, p, note = stats.paired_ttest(a, b)
+            lo, hi = stats.paired_t_ci(a, b, 1.0 - alpha)
+            d = stats.cohens_dz(a, b)
+            tests.append([label, init, str(len(seeds)), f"{float(np.mean(a - b)):+.3f}",
+                          "—" if math.isnan(lo) else f"[{lo:+.3f}, {hi:+.3f}]", "—" if math.isnan(d) else f"{d:.2f}",
+                          "—" if math.isnan(t) else f"{t:.2f}", "—" if math.isnan(p) else f"{p:.3g}", note])
+            pvalues.append(p)
         for row, adj in zip(tests, stats.holm(pvalues), strict=True):
             row.insert(8, "—" if math.isnan(adj) else f"{adj:.3g}" + (" *" if adj < alpha else ""))
         test_headers = ["comparison (perplexity)", "init", "pairs", "mean diff", f"{100 * (1 - alpha):g}% CI", "d",
@@ -123,44 +191,42 @@ def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | No
 
 
 def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
-    """Rows (EXAMPLE_HEADERS) and notes for one setting's pairs (each objective vs fkl under one init) over seeds
-    x dev sequences, on perplexity: the multi-bootstrap of the mean difference over the seeds both ran, and the
-    paired bootstrap over the sequences of the first of them."""
+    """Rows (EXAMPLE_HEADERS) and notes for one setting's pairs (`pairs`: each objective vs fkl, each data source
+    vs fixed) over seeds x dev sequences, on perplexity: the multi-bootstrap of the mean difference over the seeds
+    both ran, and the paired bootstrap over the sequences of the first of them."""
     rows: list[list[str]] = []
     problems: list[str] = []
     without, changed = 0, 0
-    cache: dict[str, tuple[SequenceSummary, str] | None] = {}  # fkl's runs serve every pair of their init
+    cache: dict[str, tuple[SequenceSummary, str] | None] = {}  # a baseline's runs serve every pair of their cell
 
     def summary(path: str) -> tuple[SequenceSummary, str] | None:
         if path not in cache:
             cache[path] = _summary(path, problems)
         return cache[path]
 
-    for init in sorted(part["init"].unique(), key=lambda x: (INIT_ORDER.index(x) if x in INIT_ORDER else 99, x)):
-        base = part[(part["objective"] == BASELINE) & (part["init"] == init)].set_index("seed")["path"]
-        for objective in sorted(set(part["objective"]) - {BASELINE}):
-            other = part[(part["objective"] == objective) & (part["init"] == init)].set_index("seed")["path"]
-            seeds = sorted(set(base.index) & set(other.index))
-            if not seeds:
-                continue
-            got = [(s, summary(other[s]), summary(base[s])) for s in seeds]
-            usable = [(s, a, b) for s, a, b in got if a is not None and b is not None]
-            if not usable:
-                without += 1
-                continue
-            dev = usable[0][1][1]  # the dev content every pair must share
-            same = [(s, a[0], b[0]) for s, a, b in usable if a[1] == dev and b[1] == dev]
-            changed += len(usable) - len(same)
-            if not same:
-                continue
-            a = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, q, _ in same])
-            b = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, _, q in same])
-            mb = example_stats.multi_bootstrap_sequences(a, b, "perplexity")
-            one = example_stats.multi_bootstrap_sequences(a[:1], b[:1], "perplexity")
-            rows.append([f"{objective} vs {BASELINE}", init,
-                         f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
-                         str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
-                         f"{mb['p']:.3g}", f"{one['p']:.3g} (seed {same[0][0]})"])
+    for label, init, tested, baseline in pairs(part):
+        other, base = tested.set_index("seed")["path"], baseline.set_index("seed")["path"]
+        seeds = sorted(set(base.index) & set(other.index))
+        if not seeds:
+            continue
+        got = [(s, summary(other[s]), summary(base[s])) for s in seeds]
+        usable = [(s, a, b) for s, a, b in got if a is not None and b is not None]
+        if not usable:
+            without += 1
+            continue
+        dev = usable[0][1][1]  # the dev content every pair must share
+        same = [(s, a[0], b[0]) for s, a, b in usable if a[1] == dev and b[1] == dev]
+        changed += len(usable) - len(same)
+        if not same:
+            continue
+        a = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, q, _ in same])
+        b = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, _, q in same])
+        mb = example_stats.multi_bootstrap_sequences(a, b, "perplexity")
+        one = example_stats.multi_bootstrap_sequences(a[:1], b[:1], "perplexity")
+        rows.append([label, init,
+                     f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
+                     str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
+                     f"{mb['p']:.3g}", f"{one['p']:.3g} (seed {same[0][0]})"])
     notes = []
     if rows:
         notes.append(f"over dev sequences: the multi-bootstrap (Sellam et al. 2022) of mean(A-B) in perplexity, "
