@@ -21,10 +21,8 @@ padding), 15% of them masked (at most 20), micro-batch 8, CPU, fp32 (``--bf16``:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,15 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from distill_sweep.bench.step import (
-    _cycle,
-    _time_steps,
-    load_objective_cfg,
-    model_arguments,
-    objective_conf_dir,
-    training_step,
-    writes_json,
-)
+from distill_sweep.bench.json_output import writes_json
+from distill_sweep.bench.timing import bf16_autocast, choose_clock, cycle, paired_repeats, training_step
+from distill_sweep.bench.workload import load_objective_cfg, model_arguments, objective_conf_dir
 from distill_sweep.data.corpus import IGNORE
 from distill_sweep.training.allocator import keep_freed_memory
 
@@ -129,15 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    one_thread = args.device == "cpu" and torch.get_num_threads() == 1
-    clock = time.process_time if one_thread else time.perf_counter  # CPU time: immune to descheduling
+    clock, clock_name = choose_clock("auto", args.device)  # CPU time with one thread: immune to descheduling
     teacher, student = make_models(args)
     layer_map = [(args.student_layers, args.teacher_layers)]  # the procedure's default map: top
-    autocast = ((lambda: torch.autocast(device_type=torch.device(args.device).type, dtype=torch.bfloat16))
-                if args.bf16 else contextlib.nullcontext)
+    autocast = bf16_autocast(args.device, args.bf16)
     opt_cfg = OmegaConf.load(conf_dir.parent / "optimizer" / "adamw.yaml")
     batches = make_batches(args, 4)
-    it = _cycle(batches)
+    it = cycle(batches)
 
     mlm_only = KDForm(kd_weight=0.0, mlm_weight=1.0, temperature=2.0, positions="masked")
     base_fn = pretrain_loss(student, teacher, None, mlm_only)
@@ -160,19 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"# distill_sweep bench_agnostic: torch {torch.__version__}, device {args.device}, threads "
           f"{torch.get_num_threads()}, {'bf16 autocast' if args.bf16 else 'fp32'}", file=sys.stderr)
-    for _ in range(2):
-        baseline(next(it))
-    for fn in steps.values():
-        fn(next(it))
-    base_times, times, ratios = [], {n: [] for n in names}, {n: [] for n in names}
-    for r in range(args.repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            tb = _time_steps(baseline, it, 1, args.device, clock)
-            to = _time_steps(steps[name], it, 1, args.device, clock)
-            base_times.append(tb)
-            times[name].append(to)
-            ratios[name].append(to / tb)
-        print(f"  repeat {r + 1}/{args.repeats} done", file=sys.stderr)
+    paired = paired_repeats(baseline, steps, it, repeats=args.repeats, steps_per=1, device=args.device, clock=clock)
     weights = [*student.parameters(), *teacher.parameters(), *(w for m in modules for w in m.parameters())]
     memory = {name: saved_for_backward_mb(fn, batches[0], autocast, weights)
               for name, fn in [("baseline", base_fn), *losses.items()]}
@@ -185,12 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fixed = sum(p.numel() * p.element_size() for p in student.parameters()) * 4 / 2**20  # weights, grads, Adam x2
     teacher_mb = sum(p.numel() * p.element_size() for p in teacher.parameters()) / 2**20
 
-    tb_med = statistics.median(base_times)
+    tb_med = statistics.median(paired.base)
     tokens = args.batch * args.seq
     print(f"\nTask-agnostic step speed: teacher {args.teacher_layers}L x {args.hidden} ({args.heads} heads), student "
           f"{args.student_layers}L x {args.hidden}, vocabulary {args.vocab}, map {layer_map}, {args.batch} x "
           f"{args.seq} tokens per step, {args.device}, {'bf16 autocast' if args.bf16 else 'fp32'}, "
-          f"{torch.get_num_threads()} threads, {'process CPU time' if one_thread else 'wall-clock time'}, "
+          f"{torch.get_num_threads()} threads, {clock_name}, "
           f"{'freed memory kept' if kept else 'default malloc'}, median of {args.repeats} paired repeats.\n"
           f"Baseline (teacher MLM forward + student MLM loss and update, no transfer term): {tb_med * 1e3:.0f} "
           f"ms/step, {tokens / tb_med:.0f} tokens/s; saved for backward {memory['baseline']:.0f} MB; fixed: student "
@@ -201,12 +179,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|---:|---:|---:|---:|---:" + ("|---:|" if cuda_peak else "|"))
     worst = 0.0
     for name in names:
-        t, rat = statistics.median(times[name]), statistics.median(ratios[name])
+        t, rat = statistics.median(paired.times[name]), paired.median_ratio(name)
         if name != DENSE_ROW:
             worst = max(worst, rat)
         peak = f" | {cuda_peak[name]:.0f}" if cuda_peak else ""
         print(f"| {name} | {described[name]} | {t * 1e3:.0f} | {tokens / t:.0f} | {rat:.3f} | "
-              f"{min(ratios[name]):.3f}-{max(ratios[name]):.3f} | {memory[name]:.0f}{peak} |")
+              f"{paired.ratio_range(name)} | {memory[name]:.0f}{peak} |")
     print(f"\nworst median step ratio over the objectives: {worst:.3f} (target <= 1.10); '{DENSE_ROW}' is the "
           "baseline with both MLM heads over every position, as before they were deferred to the masked ones.")
     return 0

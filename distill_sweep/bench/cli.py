@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from distill_sweep.bench.step import writes_json
+from distill_sweep.bench.json_output import writes_json
 
 TOY = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num_train=128", "task.recipe.num_dev=64",
        "teacher.finetune.epochs=1", "epochs=1", "max_steps_per_epoch=2", "guards.allow_weak_teacher=true"]

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from distill_sweep.bench.step import writes_json
+from distill_sweep.bench.json_output import writes_json
 
 
 def _port() -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from distill_sweep.analysis.paper import OBJECTIVE_ORDER
-from distill_sweep.bench.step import writes_json
+from distill_sweep.bench.json_output import writes_json
 from distill_sweep.records import record
 from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from hydra import compose, initialize_config_dir
 
-from distill_sweep.bench.step import writes_json
+from distill_sweep.bench.json_output import writes_json
 from distill_sweep.config.space import CONF_DIR
 from distill_sweep.data.batching import LengthGroupedBatches, row_lengths
 from distill_sweep.data.glue import load_task_data

@@ -1,7 +1,7 @@
 """mkdocs hook: tables rendered from data files, never typed into a page.
 
 - `<!-- bench: NAME -->`: a bench's figures, from `docs/benchmarks/data/NAME.json` (written by
-  `python -m distill_sweep.<bench> --json PATH`, see `distill_sweep.bench.step.writes_json`, which `make bench`
+  `python -m distill_sweep.<bench> --json PATH`, see `distill_sweep.bench.json_output.writes_json`, which `make bench`
   runs): a header with the machine, the date, the commit and the command, then what the bench printed, its
   lines and its tables.
 - `<!-- paper-csv: FILE -->`: a paper's published table as transcribed in `results/paper/FILE` (the CSVs

@@ -267,7 +267,7 @@ def test_the_name_check_catches_names_that_no_code_defines() -> None:
 
 # ----------------------------------------------------------------------------------------- benchmarks
 def test_a_bench_writes_what_it_prints_as_json_and_the_docs_render_it(tmp_path: Path) -> None:
-    from distill_sweep.bench.step import writes_json
+    from distill_sweep.bench.json_output import writes_json
 
     @writes_json("example")
     def main(argv: list[str] | None = None) -> int:
