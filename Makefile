@@ -27,14 +27,18 @@ demo: install
 	$(BIN)/python -m distill_sweep experiment=demo results_dir=$(DEMO_RESULTS) -m
 	$(BIN)/python -m distill_sweep.report $(DEMO_RESULTS) preset=demo
 
-# Two pytest workers on the 2-core machine (pytest-xdist); the SLURM tests run after them in one process:
-# a job requeued from inside an xdist worker came back CANCELLED.
+# Two pytest workers on the 2-core machine (pytest-xdist) and, beside them, the SLURM tests in a process of their
+# own (a job requeued from inside an xdist worker came back CANCELLED); those mostly wait on the scheduler, so
+# running them alongside saves most of their wall time. Their output is printed once both are done.
+SLURM_LOG ?= $(VENV)/slurm-tests.log
 test: install
 	$(BIN)/ruff check distill_sweep tests conf docs
 	$(BIN)/lint-imports
 	$(BIN)/lint-imports importlinter-runtime.toml
-	$(BIN)/python -m pytest -q -m "not slurm" -n 2
-	$(BIN)/python -m pytest -q -m slurm
+	$(BIN)/python -m pytest -q -m slurm -p no:cacheprovider > $(SLURM_LOG) 2>&1 & slurm=$$!; \
+	$(BIN)/python -m pytest -q -m "not slurm" -n 2; others=$$?; \
+	wait $$slurm; slurm_rc=$$?; echo "--- the SLURM tests ($(SLURM_LOG))"; cat $(SLURM_LOG); \
+	test $$others -eq 0 && test $$slurm_rc -eq 0
 
 # The inner loop: lint, the import contracts and the tests not marked slow (no end-to-end runs, no SLURM).
 test-fast: install
