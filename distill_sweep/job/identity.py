@@ -104,6 +104,11 @@ def identify(cfg: DictConfig) -> JobIdentity:
     if procedure.uses_student and kind.procedures is not None and procedure.name not in kind.procedures:
         raise ConfigError(f"student={kind.name} runs under procedure={' or '.join(kind.procedures)} only, "
                           f"not procedure={procedure.name}")
+    own_tokenizer = getattr(student, "tokenizer", None)
+    if own_tokenizer is not None and not procedure_settings.decoders:
+        raise ConfigError(f"student.tokenizer={own_tokenizer} gives a decoder LM's student its own vocabulary "
+                          f"(procedure=causal_lm); procedure={procedure.name} feeds the student the teacher's tokens "
+                          "and would ignore it: leave student.tokenizer null")
     if procedure.uses_student and not kind.has_layers and objective is not None and objective.terms:
         raise ConfigError(f"objective={objective.name} has intermediate-layer terms ({', '.join(objective.terms)}): "
                           f"student={kind.name} has no transformer layers to map them to; use an objective with a "

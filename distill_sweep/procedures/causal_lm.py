@@ -42,10 +42,11 @@ from distill_sweep.models.families import FAMILIES, family_of_model, is_causal_t
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
-from distill_sweep.models.vocabularies import Vocabulary, load_named, vocabulary_of
+from distill_sweep.models.vocabularies import Vocabulary, load_named, shared_prefix, vocabulary_of
 from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_TAIL
 from distill_sweep.objectives.core import build_objective
+from distill_sweep.objectives.shared_ids import SharedIds
 from distill_sweep.objectives.uld import TEACHER_LABELS
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
@@ -72,6 +73,7 @@ from .settings import CausalLMSettings
 
 STAGE = "distill"
 STUDENTS = ("truncated", "fresh")  # the student types built for decoders
+SHARED_PREFIX = "shared_prefix"  # procedure.vocab: the next-token terms over the ids both vocabularies share
 
 
 # ------------------------------------------------------------------------------------------- the checks
@@ -106,6 +108,7 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
         raise ConfigError(f"term {first_token[0]} of objective={job.objective_name} reads the first token's state "
                           "([CLS]); a decoder's first token is [BOS], which the causal mask lets see only itself, so "
                           "its state is the same for every sequence: use hid_seq (every real token)")
+    check_logit_stages(job.objective, terms)
     if settings.teacher_top_k is not None:
         live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
         if live:
@@ -118,6 +121,19 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
         if settings.teacher_top_k > vocab:
             raise ConfigError(f"procedure.teacher_top_k={settings.teacher_top_k} is larger than the vocabulary "
                               f"({vocab})")
+
+
+def check_logit_stages(objective: Any, terms: list[str]) -> None:
+    """An objective with terms whose stages also distil a classifier's logits (a prediction stage, or a combined
+    stage with alpha > 0): the one stage here sums the terms alone, so that KD term would be dropped unseen."""
+    kd = [s for s in objective.stages if s == "prediction" or (s == "combined" and objective.alpha > 0)]
+    if terms and kd:
+        what = ("a prediction stage" if kd[0] == "prediction" else
+                f"a combined stage that adds alpha={objective.alpha:g} x")
+        raise ConfigError(f"objective={objective.name} has {what} KD on a classifier's logits (T="
+                          f"{objective.temperature:g}), which procedure=causal_lm does not run: its one stage sums the "
+                          f"objective's terms ({', '.join(terms)}) and its next-token KD is the fkl term; use "
+                          "objective=fkl_hid_seq, or objective.stages=[intermediate] for the terms alone")
 
 
 def vocabulary_pair(job: Any) -> tuple[Vocabulary, Vocabulary] | None:
@@ -138,6 +154,9 @@ def check_vocabularies(settings: CausalLMSettings, job: Any, terms: list[str]) -
     if "uld" in terms and settings.teacher_top_k is not None:
         raise ConfigError("term uld sorts the teacher's whole next-token distribution: leave "
                           "procedure.teacher_top_k null (a stored top-k drops its tail)")
+    if settings.vocab == SHARED_PREFIX:
+        shared_ids(settings, job)
+        return
     pair = vocabulary_pair(job)
     if pair is None:
         return
@@ -158,6 +177,34 @@ def check_vocabularies(settings: CausalLMSettings, job: Any, terms: list[str]) -
         raise ConfigError(f"{what} trains on generated tokens, which exist in the generating model's vocabulary "
                           f"only, but the teacher's tokenizer is {teacher.describe()} and the student's "
                           f"{student.describe()}: leave student.tokenizer null")
+
+
+def shared_ids(settings: CausalLMSettings, job: Any) -> int:
+    """procedure.vocab=shared_prefix: n, the ids 0..n-1 the two vocabularies share (refused in one line where the
+    student has the teacher's vocabulary, where they differ, or with what needs all the teacher's ids)."""
+    pair = vocabulary_pair(job)
+    if pair is None:
+        raise ConfigError("procedure.vocab=shared_prefix distils over the ids two vocabularies share, but the student "
+                          "has the teacher's (student.tokenizer null or the same tokens): leave procedure.vocab=full")
+    n = shared_prefix(*pair)
+    if settings.teacher_top_k is not None:
+        raise ConfigError(f"procedure.vocab=shared_prefix compares the ids 0..{n - 1} both vocabularies have, but "
+                          "procedure.teacher_top_k stores the teacher's top ids over all of its own: leave it null")
+    if settings.generates():
+        raise ConfigError("procedure.vocab=shared_prefix: the generated responses of procedure.on_policy / seq_kd "
+                          "may hold ids the other side does not have: leave procedure.vocab=full")
+    return n
+
+
+def check_shared_data(data: CausalData, n: int, tokenizer: Any) -> None:
+    """Every token of the data in the ids 0..n-1 the student has (ConfigError, one line, naming the first other)."""
+    for split in (data.train, data.dev):
+        real = np.arange(split.ids.shape[1])[None, :] < split.lengths[:, None]
+        beyond = split.ids[real & (split.ids >= n)]
+        if len(beyond):
+            raise ConfigError(f"procedure.vocab=shared_prefix: the student has ids 0..{n - 1} but {data.name} holds "
+                              f"id {int(beyond[0])} ({tokenizer.convert_ids_to_tokens(int(beyond[0]))!r}), which only "
+                              "the teacher's vocabulary has; use objective=uld")
 
 
 def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
@@ -318,7 +365,10 @@ def run(ctx: RunContext) -> None:
                          "frequent token, always)")
     init, layer_map, pruned = student_init(ctx, teacher, data, settings)
     s_data, own = data, None
-    if vocabulary_pair(job) is not None:  # the student's own tokens: the same pairs, row i the same pair on both sides
+    shared = shared_ids(settings, job) if settings.vocab == SHARED_PREFIX else None
+    if shared is not None:  # the student reads the teacher's tokens, every one among the ids it has
+        check_shared_data(data, shared, ctx.tokenizer)
+    elif vocabulary_pair(job) is not None:  # its own tokens: the same pairs, row i the same pair on both sides
         own = load_named(str(job.student.tokenizer), ctx.cache_dir, "student.tokenizer",
                          bool(job.settings.teacher.trust_remote_code))
         s_data = from_instructions(settings.instructions, own, settings.max_seq_length)
@@ -328,12 +378,16 @@ def run(ctx: RunContext) -> None:
     if own is not None:  # its embeddings and head over its own vocabulary
         arch.vocab_size = len(own)
         arch.bos_token_id, arch.eos_token_id, arch.pad_token_id = special_tokens(own)
+    if shared is not None:  # its embeddings and head over its own vocabulary, the teacher's special tokens
+        arch.vocab_size = len(vocabulary_of(str(job.student.tokenizer), "student.tokenizer").tokens)
     student = job.student_kind.build(job.student, BuildInputs(arch=arch, teacher=teacher, init=init, num_labels=2,
                                                               label_names=[])).to(ctx.device)
     terms = build_objective(job.objective, student_config=student.config, teacher_config=teacher.config,
                             layer_map=layer_map, train_labels=None, num_labels=2)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
+    if shared is not None and terms is not None:  # the loss's view: both sides' next tokens over the shared ids
+        terms = SharedIds(terms, shared)  # type: ignore[assignment]
     batches_per_epoch = len(s_data.train) // settings.batch_size
     epochs, cap = stage_plan(settings, batches_per_epoch, job.settings.run)  # type: ignore[arg-type]
     opt = job.settings.optimizer
@@ -358,4 +412,9 @@ def run(ctx: RunContext) -> None:
                                                            "size": len(ctx.tokenizer), "data": data.info["key"]},
                                                "student": {"source": str(job.student.tokenizer), "size": len(own)},
                                                "alignment": "the first min(n_T, n_S) response targets of each"}
+    if shared is not None:
+        record["causal_lm"]["vocabularies"] = {
+            "teacher": {"source": tokenizer_source(job.settings.teacher), "size": len(ctx.tokenizer)},
+            "student": {"source": str(job.student.tokenizer), "size": int(arch.vocab_size)}, "shared_ids": shared,
+            "alignment": "shared_prefix: the teacher's tokens on both sides, next-token terms over the shared ids"}
     train_student(cctx, student, [stage], modules)

@@ -123,6 +123,10 @@ class CausalLMSettings(ProcedureSettings):
         default=None, metadata=UNHASHED_AT_DEFAULT)
     # k: the tokens stored per position for teacher_logits top_k, top_k_tail or sampled (null: the full logits)
     teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
+    # a student with its own tokenizer (student.tokenizer): full (one vocabulary for both sides) or shared_prefix
+    # (a same-family pair whose vocabularies differ in size but share ids 0..n-1, n the smaller size, refused unless
+    # those decode identically: the student reads the teacher's tokens, the next-token terms over the n ids)
+    vocab: Literal["full", "shared_prefix"] = field(default="full", metadata=UNHASHED_AT_DEFAULT)
     # init=prune: training sequences the block importance is computed on
     calibration: int = field(default=64, metadata={"ge": 1})
     # data=instructions: the share of training batches (GKD's lambda, drawn per step from the seed) whose responses
