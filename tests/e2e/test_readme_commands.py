@@ -39,6 +39,7 @@ from helpers import TINY as TINY_BENCH
 from omegaconf import OmegaConf
 
 from distill_sweep.config.space import GROUPS
+from distill_sweep.sweep.compose import expand
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -237,7 +238,8 @@ def _first_job_of_the_preset(args: list[str]) -> list[str]:
         return []
     params = OmegaConf.select(OmegaConf.load(CONF / "experiment" / f"{preset}.yaml"), "hydra.sweeper.params") or {}
     set_keys = _set_keys(args)
-    return [f"{k}={str(v).split(',')[0]}" for k, v in params.items() if k not in set_keys and "(" not in str(v)]
+    swept = [f"{k}={v}" for k, v in params.items() if k not in set_keys and "(" not in str(v)]
+    return expand(swept)[0] if swept else []  # the sweeper's own parse: a value may hold commas ({a:1,b:2},...)
 
 
 def _synopsis_tokens(args: list[str]) -> list[str]:
