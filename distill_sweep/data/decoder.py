@@ -91,6 +91,31 @@ class CausalData:
         return str(self.info.get("cache_key") or self.info["key"])
 
 
+# ------------------------------------------------------------------------------------ generated responses
+def prompts_of(split: Sequences, rows: np.ndarray, room: int) -> list[np.ndarray]:
+    """Each row's [BOS] and prompt (the tokens before its first target), the prompt cut from its start to its last
+    `room` tokens (as from_instructions cuts it), so that [BOS] + prompt + `max_seq_length - 1 - room` new tokens
+    fit max_seq_length."""
+    out = []
+    for r in rows:
+        prompt = split.ids[r, 1:split.first_target[r]]
+        out.append(np.concatenate([split.ids[r, :1], prompt[len(prompt) - min(room, len(prompt)):]]))
+    return out
+
+
+def with_responses(prompts: list[np.ndarray], responses: list[list[int]], pad: int) -> Sequences:
+    """Sequences [BOS] prompt response (`prompts` with their [BOS]): the targets are the response's tokens, its
+    [EOS] among them where it has one (a response cut at max_new_tokens has none, and gets none added: the
+    model did not generate it); no choice (-1)."""
+    rows = [np.concatenate([p, np.asarray(r, dtype=np.int64)]) for p, r in zip(prompts, responses, strict=True)]
+    ids = np.full((len(rows), max(len(r) for r in rows)), pad, dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = row
+    n = len(rows)
+    return Sequences(ids, np.array([len(r) for r in rows], dtype=np.int64),
+                     np.array([len(p) for p in prompts], dtype=np.int64), np.full(n, -1, dtype=np.int64))
+
+
 def content_key(train: Sequences, dev: Sequences, choice_ids: list[int]) -> str:
     """sha256 (16 hex) of the splits' token ids, lengths, targets and choices: the same data gives the same key
     wherever its files or tokenizer live."""

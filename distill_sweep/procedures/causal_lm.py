@@ -58,6 +58,7 @@ from distill_sweep.teachers.decoder import (
     unigram_baseline,
 )
 from distill_sweep.teachers.finetuned import check_beats_baseline
+from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.output_store import TopKOutputs, open_or_build_topk
 from distill_sweep.toy import vocabulary
@@ -68,6 +69,7 @@ from distill_sweep.training.prediction_capture import SequenceCapture, sequences
 from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
+from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 from .settings import CausalLMSettings
 
@@ -224,13 +226,18 @@ def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------------------------- loss
 def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_weight: float,
-                 stored: Any | None, estimator: str = TOP_K, teacher_data: CausalData | None = None) -> LossFn:
+                 stored: Any | None, estimator: str = TOP_K, teacher_data: CausalData | None = None,
+                 policy: OnPolicy | None = None) -> LossFn:
     """The objective's terms (teacher features live, or its sparse entries from the store, read by `estimator`:
     procedure.teacher_logits) + ce_weight x CE. `teacher_data`: the same training pairs in the teacher's tokens,
-    where the student has its own tokenizer (the teacher reads the rows of the batch's `idx` there)."""
+    where the student has its own tokenizer (the teacher reads the rows of the batch's `idx` there). `policy`
+    (procedure.on_policy > 0): at its steps the batch becomes the student's samples for its prompts, which the
+    teacher then scores live; the targets are the sampled tokens."""
 
     def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         batch = dict(batch)
+        if policy is not None:
+            batch = policy.batch(student, batch)
         parts: dict[str, float] = {}
         total: Tensor | None = None
         if terms is not None:
@@ -268,6 +275,7 @@ class CausalContext(RunContext):
     """The run context over decoder data: the driver reads its batches and scores next-token metrics."""
 
     causal: CausalData | None = None
+    policy: OnPolicy | None = None  # jobs that generate responses (on_policy > 0 or seq_kd)
 
     def driver(self, **driver_args: Any) -> StageDriver:
         assert self.causal is not None
@@ -278,8 +286,16 @@ class CausalContext(RunContext):
                                                                                 dev.first_target, dev.choice),
                                                driver_args["history"])
             sink = self.predictions.keep
-        return sequence_driver(self, self.causal, self.job.procedure_settings.batch_size,
-                               generation_evaluator(self.job, self.causal, self.tokenizer, sink), **driver_args)
+        driver = sequence_driver(self, self.causal, self.job.procedure_settings.batch_size,
+                                 generation_evaluator(self.job, self.causal, self.tokenizer, sink), **driver_args)
+        if sink is not None and self.policy is not None:
+            if self.policy.settings.on_policy > 0:  # the loss function reads where each batch is (on_policy.py)
+                driver.loader = mark_positions(driver.loader)
+            # the student's samples at each epoch's end (the driver has read back a resumed job's history)
+            samples = RecordSamples(self.policy, self.tokenizer, self.job.out_dir, driver_args["history"],
+                                    self.record["causal_lm"]["data_source"]["samples"])
+            driver.evaluate = samples.wrap(driver.evaluate)
+        return driver
 
 
 def generation_evaluator(job: Any, data: CausalData, tokenizer: Any,
@@ -332,6 +348,12 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
         teacher, teacher_info = trained_teacher(job.settings.teacher, data, ctx.tokenizer, recipe,
                                                 cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision,
                                                 run=job.settings.run)
+    if settings.seq_kd:  # the training responses become the teacher's (made once, stored); dev keeps the references
+        with distributed.main_first():
+            data, teacher_info["seq_kd"] = open_or_build_generations(
+                teacher, data, max_new_tokens=settings.generation.max_new_tokens,
+                max_seq_length=settings.max_seq_length, tokens=special_tokens(ctx.tokenizer), cache_dir=ctx.cache_dir,
+                group=decoder_group(job.teacher, settings), precision=ctx.precision, device=ctx.device)
     stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
     if settings.teacher_top_k is not None:
         with distributed.main_first():
@@ -345,7 +367,8 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
 
 
 def prepare_outputs(ctx: RunContext) -> None:
-    """The sweeper's build job (`prepare_only`): the teacher trained (cached) and its top-k store built."""
+    """The sweeper's build job (`prepare_only`): the teacher trained (cached), its generations (seq_kd) and its
+    top-k store built."""
     teacher_and_store(ctx)
 
 
@@ -390,12 +413,15 @@ def run(ctx: RunContext) -> None:
         terms = SharedIds(terms, shared)  # type: ignore[assignment]
     batches_per_epoch = len(s_data.train) // settings.batch_size
     epochs, cap = stage_plan(settings, batches_per_epoch, job.settings.run)  # type: ignore[arg-type]
+    policy = (OnPolicy(settings, job.seed, s_data, special_tokens(ctx.tokenizer)) if settings.generates()
+              else None)
     opt = job.settings.optimizer
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
                   # several processes: each its slice, gradients averaged over ranks (one process: the loss itself)
                   accumulated(distill_loss(student, teacher, terms, settings.ce_weight, stored,
-                                           settings.logits_mode(), data if own is not None else None), params,
+                                           settings.logits_mode(), data if own is not None else None,
+                                           policy if settings.on_policy > 0 else None), params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
     record["config"]["task"] = None  # ignored: the job reads its own data
     record["init"].update(layers=list(init.layers))
@@ -405,7 +431,14 @@ def run(ctx: RunContext) -> None:
         "prune": pruned, "ranks": world.size, "epochs": epochs, "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
         "student_parameters": sum(p.numel() for p in student.parameters()),
         "teacher_parameters": sum(p.numel() for p in teacher.parameters()), "settings": as_dict(settings)}
-    cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=s_data)
+    if policy is not None:  # where the responses came from: the steps on the student's samples, a few of them
+        steps = min(batches_per_epoch, cap or batches_per_epoch)
+        record["causal_lm"]["data_source"] = {
+            "on_policy": settings.on_policy, "seq_kd": settings.seq_kd, "generation": as_dict(settings.generation),
+            "on_policy_steps": settings.on_policy_steps(job.seed, epochs, steps), "steps_per_epoch": steps,
+            "samples": []}  # the teacher's generations (seq_kd): causal_lm.teacher.seq_kd
+    cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=s_data,
+                         policy=policy)
     if own is not None:
         cctx.tokenizer = own  # the student's padding and dev sequences are in its tokens
         record["causal_lm"]["vocabularies"] = {"teacher": {"source": tokenizer_source(job.settings.teacher),

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from distill_sweep.config.parse import UNHASHED_AT_DEFAULT, parse
 from distill_sweep.config.schema import RecipeSettings, TaskSettings
+from distill_sweep.config.seeds import derived_uniform
 from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, sources, text_files
 from distill_sweep.data.decoder_settings import CHOICE, InstructionSettings
 from distill_sweep.data.decoder_settings import PRIMARY as TOKEN_ACCURACY
@@ -175,6 +176,24 @@ class CausalLMSettings(ProcedureSettings):
         if new + 2 > self.max_seq_length:
             raise ConfigError(f"{where}.generation.max_new_tokens={new} does not fit {where}.max_seq_length="
                               f"{self.max_seq_length} with [BOS] and a prompt token (at most {self.max_seq_length - 2})")
+
+    def on_policy_step(self, seed: int, epoch: int, step: int) -> bool:
+        """Whether step `step` (0-based) of epoch `epoch` trains on the student's samples: a uniform number
+        derived from (seed, epoch, step) alone is below on_policy, so a resumed job, every rank and the dry run
+        make the same choice, and about on_policy of the steps are chosen."""
+        return self.on_policy > 0 and derived_uniform("on_policy", seed, epoch, step) < self.on_policy
+
+    def known_train_rows(self) -> int | None:
+        """Training sequences of the job as its settings state them (toy instructions), else None (a corpus or a
+        file: known once read)."""
+        if self.data != "instructions" or self.instructions.source != "toy":
+            return None
+        return min(self.instructions.num_examples, self.instructions.max_examples or self.instructions.num_examples) \
+            - self.instructions.dev_examples
+
+    def on_policy_steps(self, seed: int, epochs: int, steps: int) -> list[int]:
+        """The on-policy steps of each of `epochs` epochs of `steps` steps."""
+        return [sum(self.on_policy_step(seed, e, s) for s in range(steps)) for e in range(1, epochs + 1)]
 
     def unread_keys(self, objective: Any) -> set[str]:
         # the generation settings make another job only where responses are generated

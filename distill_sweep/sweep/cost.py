@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 from typing import Any
 
 from distill_sweep.data.augment_settings import samples_for
 from distill_sweep.records import files
+from distill_sweep.teachers import output_plan
 from distill_sweep.teachers.cache import META, finetune_settings
 from distill_sweep.teachers.output_plan import decoder_group, store_request
 
@@ -27,11 +29,40 @@ def _decoder_teacher_work(ident: Any, cache: Path, teachers: dict[str, int], sto
     cached is known only from its data's content) and its top-k store, if not built yet."""
     settings = ident.procedure_settings
     if ident.settings.teacher.name_or_path is None and settings.teacher_steps:
-        teachers[decoder_group(ident.teacher, settings)] = (settings.teacher_steps * settings.batch_size
+        teachers[decoder_group(ident.teacher, _fixed(settings))] = (settings.teacher_steps * settings.batch_size
                                                             * ident.settings.task.max_seq_length)
     request = store_request(ident)
     if request is not None and not request.prepared(cache):
         stores.add(request)
+
+
+def _fixed(settings: Any) -> Any:
+    """`settings` with the data's own responses: a seq_kd job trains the same teacher as the others first."""
+    fixed = copy.copy(settings)
+    fixed.seq_kd = False
+    return fixed
+
+
+def _generation_work(ident: Any, steps: float | None, cache: Path, sampled: dict[str, float],
+                     stores: dict[tuple[str, str, int], int | None]) -> None:
+    """A decoder job's generation: on_policy x its steps sampled batches of up to max_new_tokens student forwards
+    each (KV cache), and its seq_kd store of the teacher's greedy generations, if not made yet (one per teacher,
+    data and max_new_tokens: up to max_new_tokens forwards per output_plan.GENERATION_BATCH prompts)."""
+    settings = ident.procedure_settings
+    if not settings.generates():
+        return
+    new = settings.generation.max_new_tokens
+    if settings.on_policy > 0:
+        if steps is None:
+            sampled["unsized"] += 1
+        else:
+            sampled["jobs"] += 1
+            sampled["batches"] += settings.on_policy * steps
+            sampled["forwards"] += settings.on_policy * steps * new
+    if settings.seq_kd:
+        group, tag = decoder_group(ident.teacher, settings), output_plan.generations_tag(new)
+        if not any(output_plan.store_root(cache, ident.task).glob(f"{group}-{tag}-*/{output_plan.META}")):
+            stores[(ident.task, group, new)] = settings.known_train_rows()
 
 
 def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
@@ -46,6 +77,8 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     decoder_stores: set[Any] = set()  # their top-k stores not built yet
     forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
     builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
+    sampled = {"jobs": 0, "batches": 0.0, "forwards": 0.0, "unsized": 0}  # on-policy generation (expected)
+    generations: dict[tuple[str, str, int], int | None] = {}  # seq_kd stores to make: their prompts (None: unknown)
     for ident in jobs:
         s = ident.settings
         if getattr(ident.procedure_settings, "decoders", False):
@@ -54,8 +87,15 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         if not ident.procedure_settings.reads_task:
             steps = getattr(ident.procedure_settings, "max_steps", None)
             epochs = min(s.run.epochs or math.inf, getattr(ident.procedure_settings, "epochs", None) or math.inf)
+            rows = getattr(ident.procedure_settings, "known_train_rows", lambda: None)()
+            if steps is None and rows is not None and epochs < math.inf:  # data of a stated size, by epochs
+                per_epoch = rows // ident.procedure_settings.sequences_per_step()
+                steps = epochs * min(per_epoch, s.run.max_steps_per_epoch or per_epoch)
             if s.run.max_steps_per_epoch and epochs < math.inf:  # the smoke-run caps bound it
                 steps = min(steps or math.inf, epochs * s.run.max_steps_per_epoch)
+            if getattr(ident.procedure_settings, "decoders", False):
+                _generation_work(ident, steps, Path(cache_dir or files.absolute(s.run.cache_dir)), sampled,
+                                 generations)
             if steps is None:
                 unsized += 1
                 continue
@@ -115,6 +155,18 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         line += (f"; at most {len(decoder_teachers)} decoder teacher(s) trained first "
                  f"({sum(decoder_teachers.values()):.3g} tokens; none for one already cached), {len(decoder_stores)} "
                  "top-k store(s) to build")
+    if sampled["jobs"] or sampled["unsized"]:
+        line += (f"; on-policy generation: ~{sampled['batches']:.3g} sampled batches in {sampled['jobs']} job(s) "
+                 f"(on_policy x steps), up to {sampled['forwards']:.3g} student forwards (max_new_tokens per sampled "
+                 "batch, KV cache)")
+        if sampled["unsized"]:
+            line += f", {sampled['unsized']} job(s) by epochs on data of unknown size not counted"
+    if generations:
+        known = [(rows, new) for (_, _, new), rows in generations.items() if rows is not None]
+        forwards = sum(math.ceil(rows / output_plan.GENERATION_BATCH) * new for rows, new in known)
+        line += (f"; {len(generations)} seq-KD generation store(s) to make: up to {forwards:.3g} teacher forwards "
+                 f"(max_new_tokens per {output_plan.GENERATION_BATCH} prompts"
+                 + (f"; {len(generations) - len(known)} of unknown size)" if len(known) < len(generations) else ")"))
     if unsized:
         line += (f"; {unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
                  "procedure.max_steps gives a count)")

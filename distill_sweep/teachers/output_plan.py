@@ -17,6 +17,7 @@ from distill_sweep.records.record import part_id
 from distill_sweep.teachers.cache import TeacherSpec
 
 META = "meta.json"  # a finished store's description, written last
+GENERATION_BATCH = 32  # prompts per generate call while the teacher's generations (seq_kd) are made
 
 
 @dataclass(frozen=True)
@@ -57,14 +58,21 @@ def topk_tag(k: int, mode: str = "top_k") -> str:
     return f"sampled{int(k)}" if mode == "sampled" else f"top{int(k)}"
 
 
+def generations_tag(max_new_tokens: int) -> str:
+    """The tag of a store of the teacher's greedy generations (seq_kd; teachers/generations.py) in its directory name."""
+    return f"greedy{int(max_new_tokens)}"
+
+
 def decoder_group(teacher: TeacherSpec, settings: Any) -> str:
     """A decoder job's top-k store prefix from its config alone: the teacher and the procedure's data and teacher
     recipe (`settings`: CausalLMSettings), with file paths reduced to their names (the content key after the
     prefix tells stores apart; a moved file keeps its stores)."""
     data = as_dict(settings.instructions) if settings.data == "instructions" else as_dict(settings.corpus)
+    # seq_kd: the responses are the teacher's (another data, hence other stores); absent otherwise (earlier groups)
+    responses = {"responses": "seq_kd"} if getattr(settings, "seq_kd", False) else {}
     return part_id({"teacher": teacher.key, "data": settings.data, "source": _names_only(data),
                     "max_seq_length": settings.max_seq_length if settings.data == "instructions" else None,
-                    "recipe": [settings.teacher_steps, settings.teacher_lr, settings.batch_size]})
+                    "recipe": [settings.teacher_steps, settings.teacher_lr, settings.batch_size], **responses})
 
 
 def _names_only(node: Any) -> Any:

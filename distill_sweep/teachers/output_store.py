@@ -206,6 +206,8 @@ def store_problem(path: Path, key: dict[str, Any]) -> str | None:
 
 
 def _arrays(key: dict[str, Any]) -> tuple[str, ...]:
+    if "arrays" in key:  # a store that names its arrays in its key (the teacher's generations, generations.py)
+        return tuple(key["arrays"])
     if key.get("mode") in SPARSE_MODES:
         return TOPK_ARRAYS
     return (*ARRAYS, "cls") if len(key["features"]) > 1 else ARRAYS

@@ -1,0 +1,119 @@
+"""The teacher's generations for sequence-level KD (procedure.seq_kd, Kim & Rush 2016): its greedy response to every
+training prompt, made once per (teacher, data, max_new_tokens) and read by every job that trains on them.
+
+Kept as the teacher-output store keeps its arrays (output_store.py: `_open`, `_in_partial`, `_finish`), in
+`cache_dir/teacher_outputs/causal_<data>/<group>-greedy<max_new_tokens>-<key>/`: `ids.npy` (N, max_seq_length) int32,
+the sequences [BOS] prompt response (pad-filled), `lengths.npy` and `first_target.npy` (N,) int64. The key is the
+teacher's weights, the sequences' content key, the decoding (greedy, max_new_tokens, max_seq_length) and the
+precision. Built under the store's lock into `.partial` and renamed; `meta.json` holds each array's sha256, checked
+at every open, so a damaged or truncated file is set aside and the generations made again. Every stored row's
+[BOS] and prompt are checked against the data's own (`GenerationsMismatchError` otherwise).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from distill_sweep.data.decoder import CausalData, Sequences, content_key, prompts_of, with_responses
+from distill_sweep.models.generation import generate_responses
+from distill_sweep.records import hashing
+from distill_sweep.records.disk import writing
+from distill_sweep.teachers.output_plan import GENERATION_BATCH, generations_tag, store_root
+from distill_sweep.teachers.output_store import (
+    BUILD_KEPT,
+    STORE_VERSION,
+    StoreMismatchError,
+    _array,
+    _finish,
+    _in_partial,
+    _open,
+    weights_digest,
+)
+from distill_sweep.training.loop import autocast
+
+GENERATIONS = "generations"  # the store's mode
+ARRAYS = ("ids", "lengths", "first_target")
+
+
+class GenerationsMismatchError(StoreMismatchError):
+    """A stored row's prompt is not the data's."""
+
+
+def generations_key(model: nn.Module, data: CausalData, max_new_tokens: int, max_seq_length: int,
+                    precision: str) -> dict[str, Any]:
+    """What the stored generations are a function of (another teacher, data or decoding: another store)."""
+    config = getattr(model, "config", None)
+    return {"version": STORE_VERSION, "mode": GENERATIONS, "teacher": weights_digest(model),
+            "attn_implementation": str(getattr(config, "_attn_implementation", None)),
+            "train": {"fingerprint": data.key, "rows": len(data.train)}, "precision": precision,
+            "decoding": "greedy", "max_new_tokens": int(max_new_tokens), "max_seq_length": int(max_seq_length),
+            "arrays": list(ARRAYS)}
+
+
+def open_or_build_generations(model: nn.Module, data: CausalData, *, max_new_tokens: int, max_seq_length: int,
+                              tokens: tuple[int, int, int], cache_dir: Path, group: str, precision: str,
+                              device: torch.device) -> tuple[CausalData, dict[str, Any]]:
+    """`data` with its training responses replaced by the teacher's greedy ones (its dev split unchanged), built
+    now if no job built them (at most once per key whatever the number of concurrent jobs), and what the record
+    says of them. `tokens`: the tokenizer's (bos, eos, pad)."""
+    key = generations_key(model, data, max_new_tokens, max_seq_length, precision)
+    digest = hashing.digest(key)[:16]
+    path = store_root(cache_dir, data.name) / f"{group}-{generations_tag(max_new_tokens)}-{digest}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    room = max_seq_length - 1 - max_new_tokens
+    built = _open(path, key, lambda: _in_partial(path, lambda partial: _write(
+        model, data, key, path, partial, room=room, tokens=tokens, device=device, precision=precision)))
+    ids, lengths, first = (np.load(path / f"{name}.npy") for name in ARRAYS)
+    train = Sequences(ids.astype(np.int64), lengths, first, np.full(len(lengths), -1, dtype=np.int64))
+    check_prompts(path, train, prompts_of(data.train, np.arange(len(data.train)), room))
+    eos = tokens[1]
+    ended = int(sum(train.ids[i, train.lengths[i] - 1] == eos for i in range(len(train))))
+    info = {"responses": "teacher_greedy", "path": str(path), "key": digest, "built": built,
+            "max_new_tokens": max_new_tokens, "ended_with_eos": ended, "rows": len(train),
+            "mean_response_tokens": float(np.mean(train.lengths - train.first_target))}
+    new_key = content_key(train, data.dev, data.choice_ids)
+    return replace(data, train=train, info={**data.info, "key": new_key, "responses": "teacher_greedy"}), info
+
+
+def check_prompts(path: Path, train: Sequences, prompts: list[np.ndarray]) -> None:
+    """Every stored row starts with the data's [BOS] and prompt; GenerationsMismatchError, one line, if not."""
+    if len(prompts) != len(train):
+        raise GenerationsMismatchError(f"generations store {path} has {len(train)} rows for {len(prompts)} prompts")
+    for i, prompt in enumerate(prompts):
+        if train.first_target[i] != len(prompt) or not np.array_equal(train.ids[i, :len(prompt)], prompt):
+            raise GenerationsMismatchError(f"generations store {path}: row {i} does not start with the data's "
+                                           "prompt (data changed under it, or misaligned)")
+
+
+@torch.inference_mode()
+def _write(model: nn.Module, data: CausalData, key: dict[str, Any], path: Path, partial: Path, *, room: int,
+           tokens: tuple[int, int, int], device: torch.device, precision: str) -> None:
+    start = time.perf_counter()
+    shutil.rmtree(partial, ignore_errors=True)  # what a killed build left
+    with writing(partial, BUILD_KEPT):
+        partial.mkdir(parents=True)
+    n, (_, eos, pad) = len(data.train), tokens
+    ids = _array(partial / "ids.npy", np.int32, (n, key["max_seq_length"]))
+    lengths = _array(partial / "lengths.npy", np.int64, (n,))
+    first = _array(partial / "first_target.npy", np.int64, (n,))
+    ids[:] = pad
+    for begin in range(0, n, GENERATION_BATCH):
+        rows = np.arange(begin, min(begin + GENERATION_BATCH, n))
+        prompts = prompts_of(data.train, rows, room)
+        with autocast(device, precision):
+            responses = generate_responses(model, prompts, max_new_tokens=key["max_new_tokens"], eos=eos, pad=pad,
+                                           device=device)
+        made = with_responses(prompts, responses, pad)
+        ids[rows, :made.ids.shape[1]] = made.ids
+        lengths[rows], first[rows] = made.lengths, made.first_target
+    arrays = {"ids": ids, "lengths": lengths, "first_target": first}
+    del ids, lengths, first
+    _finish(partial, path, key, arrays, checksummed=ARRAYS, device=device, start=start)
