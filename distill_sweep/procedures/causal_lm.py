@@ -6,7 +6,9 @@ teacher is a decoder LM (families.py: Llama-shaped, GPT-2): a tiny one built fro
 trained on the training sequences by the stage driver (teachers/decoder.py, cached as encoder teachers are).
 The student is `student=truncated` (teacher layers copied per `init`, with `init=prune` choosing them by block
 importance on a calibration slice, students/prune.py; embeddings, final norm and LM head copied) or
-`student=fresh`.
+`student=fresh`. The responses of instruction data are the data's, or for a seeded share `on_policy` of the
+steps the student's own samples for the batch's prompts, drawn at that step and scored by the teacher live
+(on_policy.py), or with `seq_kd` the teacher's greedy ones, made once and stored (teachers/generations.py).
 
 ONE stage, `distill`, whose loss is the objective's terms summed (their `stages` are not read): the next-token
 terms fkl / rkl / gjsd (objectives/causal.py) and hidden-state terms on the mapped layers (hid_seq, ...), plus
