@@ -38,8 +38,9 @@ class FreshSettings:
     num_attention_heads: int = field(default=12, metadata={"ge": 1})  # attention heads
     intermediate_size: int = field(default=1200, metadata={"ge": 1})  # feed-forward width
     copy_embeddings: bool = True  # copy the teacher's embeddings when the widths match
-    # procedure=causal_lm: the student's own tokenizer (toy, toy_pieces, a hub id or a directory), its vocabulary
-    # the student's; null: the teacher's. Another vocabulary needs objective=uld (docs/methods/decoder.md)
+    # procedure=causal_lm: the student's own tokenizer (toy, toy_pieces, toy_wide, a hub id or a directory), its
+    # vocabulary the student's; null: the teacher's. Another vocabulary needs objective=uld, or
+    # procedure.vocab=shared_prefix where it shares its first ids with the teacher's (docs/methods/decoder.md)
     tokenizer: str | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
 
     def stated_depth(self) -> int:
