@@ -7,10 +7,12 @@ student; no model loaded) -> the record is opened -> context.RunContext (device,
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,12 +27,14 @@ from distill_sweep.job.machine import job_threads
 from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
 from distill_sweep.records.record import RECORD, InitInfo, Record, StudentInfo, TeacherInfo, write_record
+from distill_sweep.sweep.packs import PackFailed, read_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
 from distill_sweep.training.processes import requested_size
 
 if TYPE_CHECKING:
     from distill_sweep.config.schema import RunSettings
     from distill_sweep.job.prepare import Job
+    from distill_sweep.training.pack import PackMember
 
 # torch, transformers and the parts are imported where a job runs: `--help` and the sweeper's start stay fast.
 
@@ -108,7 +112,44 @@ def _use_threads(run: RunSettings) -> None:
     torch.set_num_threads(job_threads(run))
 
 
-def _run_locked(job: Job, config: dict[str, Any], wait: bool) -> dict[str, Any]:
+def run_pack(cfg: DictConfig) -> list[Any]:
+    """A pack's process (the sweeper's `+pack_file=`): its members trained in lockstep (training/pack.py), each
+    holding its own lock and writing its own record, checkpoints and result directory as it would alone. Each
+    member's return as `main` gives it for one job; a member that failed failed alone: PackFailed at the end."""
+    from distill_sweep.job.prepare import check_machine, prepare
+    from distill_sweep.training.pack import Lockstep, PackMember, SharedForward
+
+    jobs = [prepare(OmegaConf.create(member)) for member in read_pack_file(str(cfg.pack_file))]
+    for job in jobs:
+        check_machine(job)
+    lockstep, shared = Lockstep(len(jobs)), SharedForward()
+
+    def member(i: int, job: Job) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            _use_threads(job.settings.run)  # (per thread: torch's intra-op threads are set for the calling thread)
+            return _run_locked(job, dict(job.composed), wait=False,
+                               pack=PackMember(functools.partial(lockstep.turn, i), shared))
+        return run
+
+    log.info("a pack of %d jobs trained in lockstep: %s", len(jobs),
+             ", ".join(f"{job.objective_name} {job.init_label}" for job in jobs))
+    outcomes = lockstep.run([member(i, job) for i, job in enumerate(jobs)])
+    log.info("the pack's teacher: %d forwards, %d layer-passes", shared.forwards, shared.layer_passes)
+    returns = [o if isinstance(o, BaseException) else _return_value(o) for o in outcomes]
+    if any(isinstance(r, BaseException) for r in returns):
+        raise PackFailed(returns)
+    return returns
+
+
+def _return_value(record: dict[str, Any]) -> Any:
+    """A job's return to the sweeper: its best primary dev metric, or LEFT_TO_HOLDER (another process runs it)."""
+    if "left_to_holder" in record:
+        return LEFT_TO_HOLDER  # the sweeper waits for it (grid.py)
+    best = record.get("best") or {}
+    return (best.get("dev") or {}).get(record["primary_metric"])
+
+
+def _run_locked(job: Job, config: dict[str, Any], wait: bool, pack: PackMember | None = None) -> dict[str, Any]:
     """`_run` while holding the job's lock (job_lock): one process per job, whatever the number of commands
     whose grids hold it. Held elsewhere, a job on its own (`wait`) waits for it, then finds the job completed
     (or resumes it, if its holder ended without completing it); a job of a sweep leaves it to its holder and
@@ -118,7 +159,7 @@ def _run_locked(job: Job, config: dict[str, Any], wait: bool) -> dict[str, Any]:
         log.info("another process is running this job (%s holds %s): left to it", holder(lock.path), lock.path)
         return {"left_to_holder": holder(lock.path)}
     try:
-        return _run(job, config)
+        return _run(job, config, pack)
     finally:
         lock.release()  # (a no-op on the ranks that do not hold it)
 
@@ -142,7 +183,7 @@ def _take(lock: JobLock, job: Job, wait: bool) -> bool:
         time.sleep(POLL_S)
 
 
-def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
+def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> dict[str, Any]:
     from distill_sweep.job.prepare import adopt_legacy_checkpoint
     from distill_sweep.training import distributed
     from distill_sweep.training.context import RunContext
@@ -167,6 +208,7 @@ def _run(job: Job, config: dict[str, Any]) -> dict[str, Any]:
         write_record(record_path, Record.from_dict(record))
     try:
         ctx = RunContext.open(job, record, sweep_group())
+        ctx.pack = pack
         job.procedure.run(ctx)
     except Exception as err:
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
@@ -236,7 +278,7 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> float | None:
+def main(cfg: DictConfig) -> Any:
     planning = any(OmegaConf.select(cfg, key, default=False) is True for key in ("dry_run", "plan_seeds"))
     if planning and not _is_multirun():
         # only the sweeper plans; without -m the job itself would run
@@ -246,6 +288,8 @@ def main(cfg: DictConfig) -> float | None:
     if cfg.get("finetune_grid") is not None and not _is_multirun():
         log.warning("finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m); "
                     "this runs the distillation only")
+    if cfg.get("pack_file") is not None:  # a pack of a sweep's jobs (sweep/packs.py): the sweeper reads the returns
+        return run_pack(cfg)  # type: ignore[return-value]
     try:
         record = run_job(cfg, alone=not _is_multirun())
     except (ConfigError, DiskWriteError, NonFiniteLossError) as err:
@@ -253,10 +297,7 @@ def main(cfg: DictConfig) -> float | None:
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed
         print(f"distill_sweep: error: {failure_line(err)}", file=sys.stderr)
         sys.exit(2 if isinstance(err, ConfigError) else 1)
-    if "left_to_holder" in record:
-        return LEFT_TO_HOLDER  # the sweeper waits for it (grid.py)
-    best = record.get("best") or {}
-    return (best.get("dev") or {}).get(record["primary_metric"])
+    return _return_value(record)
 
 
 def _say_if_one_job_of_a_grid() -> None:

@@ -27,6 +27,11 @@ from torch import Tensor, nn
 
 from distill_sweep.models.families import family_of_model
 
+try:  # transformers 5 collects hidden states with hooks, installed on the layers a model has at its first forward
+    from transformers.utils.output_capturing import maybe_install_capturing_hooks
+except ImportError:  # earlier versions collect them in the layer loop itself
+    maybe_install_capturing_hooks = None
+
 __all__ = ["Features", "MODEL_INPUT_KEYS", "attention_scores", "run_with_features", "self_attention_module",
            "truncated"]
 
@@ -156,6 +161,11 @@ def truncated(model: nn.Module, depth: int) -> Iterator[None]:
     each layer reads only the one below it, so their outputs are the full model's, computed for less."""
     family = family_of_model(model)
     layers = family.layers(model)
+    base = getattr(model, "base_model", model)
+    if maybe_install_capturing_hooks is not None and hasattr(type(base), "_can_record_outputs"):
+        # every layer hooked now: a model whose first forward ran truncated would later report only those
+        # layers' hidden states from a full forward
+        maybe_install_capturing_hooks(base)
     family.set_layers(model, nn.ModuleList(list(layers)[:depth]))
     try:
         yield

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -21,8 +21,11 @@ class TeacherView:
     """The frozen teacher as the losses see it. `store`: a teacher_outputs.TeacherOutputs (or None);
     `depth`: the deepest teacher layer the objective's terms read (None: all)."""
 
-    def __init__(self, model: nn.Module, store: Any = None, depth: int | None = None) -> None:
+    def __init__(self, model: nn.Module, store: Any = None, depth: int | None = None,
+                 forward: Callable[..., Features] | None = None) -> None:
         self.model, self.store, self.depth = model, store, depth
+        # run_with_features, or a pack's forward that the members share (training/pack.SharedForward)
+        self.forward = forward or run_with_features
 
     @torch.no_grad()
     def logits(self, batch: Mapping[str, Tensor]) -> Tensor:
@@ -42,8 +45,8 @@ class TeacherView:
             states = tuple(cls[i].unsqueeze(1) if i in cls else None for i in range(max(cls) + 1))
             return Features(logits=stored if logits else None, hidden_states=states)
         if logits and self.store is None:  # one full forward gives both
-            return run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers)
-        features = run_with_features(self.model, batch, hidden=hidden, qkv_layers=qkv_layers, depth=self.depth)
+            return self.forward(self.model, batch, hidden=hidden, qkv_layers=qkv_layers)
+        features = self.forward(self.model, batch, hidden=hidden, qkv_layers=qkv_layers, depth=self.depth)
         if logits:
             features.logits = self.store.gather(batch)
         return features

@@ -54,7 +54,7 @@ def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjecti
         info = {"mode": "store", "key": store.key, "path": str(store.path), "built": store.built, "depth": depth,
                 "cls_layers": cls_layers}
     ctx.record["teacher_outputs"] = info
-    return TeacherView(teacher, store, depth)
+    return TeacherView(teacher, store, depth, forward=ctx.pack.teacher_forward if ctx.pack is not None else None)
 
 
 def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],

@@ -31,6 +31,9 @@ NOT_HASHED = (
     "teacher_outputs",  # store or live: the same numbers (to float tolerance, tested); the record says which
     "checkpoint",
     "guards",
+    "pack",  # a pack's members compute what they would alone (bit-identical, tested)
+    "pack_size",
+    "pack_file",
     "hydra",
 )
 

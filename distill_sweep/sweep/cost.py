@@ -171,3 +171,36 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
         line += (f"; {unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
                  "procedure.max_steps gives a count)")
     return line
+
+
+def _teacher_stages(ident: Any) -> list[tuple[int, str, int]]:
+    """(position, kind, sample-passes) of each stage of a distilling job that still runs the frozen teacher with
+    the teacher-output store (estimate_cost's rule: a prediction or combined stage reads the store when it has one)."""
+    if ident.objective is None or not ident.procedure_settings.reads_task:
+        return []
+    s = ident.settings
+    size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
+    size = min(size, s.task.train_size or size)
+    passes = _passes(size, s.run.epochs or s.task.recipe.epochs, s.optimizer.batch_size or s.task.recipe.batch_size,
+                     s.run.max_steps_per_epoch)
+    stored = store_request(ident) is not None
+    return [(i, kind, passes) for i, kind in enumerate(ident.objective.stages)
+            if not (stored and kind in ("prediction", "combined"))]
+
+
+def pack_cost(jobs: list[Any], packs: list[list[int]]) -> str:
+    """The dry run's line on packs (sweep/packs.py): processes, and the frozen teacher's forward sample-passes
+    with the store, one process per job and in packs (members at the same stage of the same position share one
+    forward per batch)."""
+    alone = sum(passes for job in jobs for _, _, passes in _teacher_stages(job))
+    packed = 0
+    for pack in packs:
+        shared: dict[tuple[int, str], int] = {}
+        for i in pack:
+            for position, kind, passes in _teacher_stages(jobs[i]):
+                shared[(position, kind)] = max(shared.get((position, kind), 0), passes)
+        packed += sum(shared.values())
+    several = [p for p in packs if len(p) > 1]
+    return (f"packs (pack=auto): {len(jobs)} jobs in {len(packs)} process(es), {len(several)} pack(s) of "
+            f"{', '.join(str(len(p)) for p in several) or 'none'} jobs; frozen-teacher forwards with the "
+            f"teacher-output store: {packed:.3g} sample-passes in packs, {alone:.3g} one process per job")

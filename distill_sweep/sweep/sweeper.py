@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -27,8 +28,9 @@ from distill_sweep.records import files, locks
 from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.sweep import chain
 from distill_sweep.sweep.compose import JobComposer
-from distill_sweep.sweep.cost import estimate_cost
+from distill_sweep.sweep.cost import estimate_cost, pack_cost
 from distill_sweep.sweep.launch import one_process_per_job, processes_per_job, store_builds
+from distill_sweep.sweep.packs import PACKS_DIR, PackFailed, plan_packs, write_pack_file
 from distill_sweep.sweep.submission import unreachable_cluster
 from distill_sweep.training import processes
 
@@ -98,6 +100,17 @@ def _submission_failure(err: BaseException) -> str | None:
     return None
 
 
+def _member_returns(ret: Any, members: int) -> list[Any]:
+    """What each job of a launched process returned: the process's value for one job, a pack's list (or the
+    members' returns its PackFailed holds), None where unknown (another failure)."""
+    if members == 1:
+        return [ret.return_value if ret.status.name == "COMPLETED" else None]
+    if ret.status.name == "COMPLETED":
+        return list(ret.return_value)
+    failure = ret._return_value
+    return list(failure.returns) if isinstance(failure, PackFailed) else [None] * members
+
+
 DRY_RUN_LISTED = 20  # jobs a dry run lists (+dry_run_list=true: every one); the summary above counts them all
 
 
@@ -138,7 +151,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if plan.todo or plan.then:
             self._check_cluster()
         initial_job_idx = self._build_stores(store_builds(plan.configs, plan.todo))
-        returns, initial_job_idx = self._launch_all(plan.todo, plan.configs, initial_job_idx)
+        returns, initial_job_idx = self._launch_all(plan.todo, plan.configs, initial_job_idx, pack=True)
         if plan.then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
             returns += self._launch_chain(plan.then, initial_job_idx)
         self._report_failures(returns, len(plan.todo) + len(plan.then))
@@ -207,6 +220,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         """The summary and the cost first; the jobs after, capped unless asked for every one."""
         assert self.config is not None
         print(estimate_cost([*plan.configs, *(job.ident for job in plan.then)], plan.skipped))
+        packs = plan_packs(plan.configs, processes_per_job(self.launcher))
+        if len(packs) < len(plan.configs):
+            print(pack_cost(plan.configs, packs))
         every = OmegaConf.select(self.config, "dry_run_list", default=False)
         listed = plan.todo if every else plan.todo[:DRY_RUN_LISTED]
         for overrides in listed:
@@ -259,6 +275,18 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                                        initial_job_idx, sources=[job.source for job in ready])
         return more
 
+    def _packs(self, todo: list[list[str]], idents: list[Any]) -> list[list[int]]:
+        """The jobs to launch grouped into packs (indices into `todo`); a line when some share a process."""
+        packs = plan_packs(idents, processes_per_job(self.launcher))
+        if len(packs) < len(todo):
+            print(f"distill_sweep: {len(todo)} jobs in {len(packs)} process(es): "
+                  f"{sum(len(p) > 1 for p in packs)} pack(s) trained in lockstep (pack=auto)", flush=True)
+        return packs
+
+    def _packs_dir(self) -> Path:
+        assert self.config is not None
+        return files.absolute(str(self.config.hydra.sweep.dir)) / PACKS_DIR
+
     @staticmethod
     def _report_failures(returns: list[Any], total: int) -> None:
         """A failed job makes the sweep exit 1: one line for the failures whose one line is known (a full disk, a
@@ -266,9 +294,12 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         failed = [r for batch in returns for r in batch if r.status.name == "FAILED"]
         if not failed:
             return
-        summary = f"{len(failed)} of {total} jobs failed (see their result.json)"
+        # a pack's members fail alone: its process reports them together (PackFailed)
+        errors = [e for r in failed
+                  for e in (r._return_value.errors if isinstance(r._return_value, PackFailed) else [r._return_value])]
+        summary = f"{len(errors)} of {total} jobs failed (see their result.json)"
         # (Hydra's `return_value` prints its own "Error executing job" line before it re-raises)
-        first = failed[0]._return_value
+        first = errors[0]
         if isinstance(first, (DiskWriteError, NonFiniteLossError)):  # in one line, as for one job
             print(f"distill_sweep: error: {summary}; the first: {failure_line(first)}", file=sys.stderr)
             sys.exit(1)
@@ -300,8 +331,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
             sys.exit(1)
 
     def _launch_all(self, todo: list[list[str]], idents: list[Any], initial_job_idx: int,
-                    sources: list[Any] | None = None) -> tuple[list[Any], int]:
+                    sources: list[Any] | None = None, pack: bool = False) -> tuple[list[Any], int]:
         """Launch `todo` in batches of max_batch_size; (the launchers' returns per batch, the next job index).
+        With `pack`, the jobs that can share batches are launched as packs, one process each (sweep/packs.py).
 
         A job that another process was running (its lock was held: job_lock) returns without running; once the
         batches are done the sweep waits for those jobs' locks, and launches again any that their holder ended
@@ -311,7 +343,11 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         returns = []
         with FinishedJobs(idents, sources=sources):  # launchers that run jobs elsewhere (local_parallel, slurm) say nothing
             while todo:
-                self.overrides = list(self.split_overrides_to_chunks(todo, self.max_batch_size))
+                units = self._packs(todo, idents) if pack else [[i] for i in range(len(todo))]
+                launch = [todo[unit[0]] if len(unit) == 1 else
+                          [*todo[unit[0]], f"+pack_file='{write_pack_file(self._packs_dir(), [idents[i] for i in unit])}'"]
+                          for unit in units]
+                self.overrides = list(self.split_overrides_to_chunks(launch, self.max_batch_size))
                 self.batch_index = 0
                 launched = []
                 while not self.is_done():
@@ -322,8 +358,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                     returns.append(job_returns)
                     launched += job_returns
                     initial_job_idx += len(batch)
-                elsewhere = [i for i, ret in enumerate(launched)
-                             if ret.status.name == "COMPLETED" and ret.return_value == locks.LEFT_TO_HOLDER]
+                elsewhere = [i for unit, ret in zip(units, launched, strict=True)
+                             for i, value in zip(unit, _member_returns(ret, len(unit)), strict=True)
+                             if value == locks.LEFT_TO_HOLDER]
                 if not elsewhere:
                     break
                 print(f"distill_sweep: {len(elsewhere)} job(s) of this grid are run by another process: waiting "

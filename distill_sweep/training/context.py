@@ -29,6 +29,7 @@ from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.distributed import is_main, local_device
 from distill_sweep.training.loop import LossFn, bf16_cpu_slowdown, bf16_cpu_warning, resolve_device
 from distill_sweep.training.metrics import compute_metrics
+from distill_sweep.training.pack import PackMember
 from distill_sweep.training.prediction_capture import DevPredictionCapture
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
 
@@ -78,6 +79,7 @@ class RunContext:
     student_tokenizer: Any = None  # the student's own tokenizer (student=bilstm's word vocabulary), if it has one
     sweep_group: str | None = None  # the sweep's directory when the job is one of a sweep (groups tracker runs)
     predictions: DevPredictionCapture | None = None  # the student's dev predictions per epoch (driver sets it)
+    pack: PackMember | None = None  # the job's pack, when it is trained in one (training/pack.py)
 
     @classmethod
     def open(cls, job: Job, record: dict[str, Any], sweep_group: str | None = None) -> RunContext:
@@ -170,11 +172,17 @@ class RunContext:
             self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
                                                     self.job.settings.task.is_regression)
             extra["evaluate_fn"] = self.predictions.evaluate
-        return StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
-                           dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
-                           precision=self.precision, optimizer_cfg=self.job.settings.optimizer, checkpoint=checkpoint,
-                           key=key, history=history, every_steps=run.checkpoint.every_steps, log_every=run.log_every,
-                           skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label, **extra)
+        driver = StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
+                             dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
+                             precision=self.precision, optimizer_cfg=self.job.settings.optimizer,
+                             checkpoint=checkpoint, key=key, history=history, every_steps=run.checkpoint.every_steps,
+                             log_every=run.log_every, skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label,
+                             **extra)
+        if self.pack is not None and history is self.record.get("epochs"):
+            # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
+            # another member would wait for while holding the turn
+            driver.turn = self.pack.turn
+        return driver
 
     def save_record(self) -> None:
         if is_main():  # with several ranks only rank 0 writes

@@ -81,6 +81,9 @@ class StageDriver:
         self.every, self.log_every, self.skip_nonfinite = every_steps, max(1, log_every), skip_nonfinite
         self.tracker, self.label = tracker, label
         self.evaluate = evaluate_fn  # (model, dev_loaders, metrics, device, precision) -> dev metrics
+        # a member of a pack (training/pack.py): hands the turn to the other members after each step; True when
+        # the pack was asked to stop
+        self.turn: Callable[[], bool] | None = None
         # where we are: stage index, epoch (1-based) and steps done in it, plus totals for samples/s
         self.pos = {"stage": 0, "epoch": 1, "step": 0, "global_step": 0, "train_samples": 0.0,
                     "train_seconds": 0.0}
@@ -160,12 +163,15 @@ class StageDriver:
             if not sys.stderr.isatty():  # SLURM logs: a line now and then instead of a progress bar
                 log.info("%s%s epoch %d step %d/%d loss %.4f", self.label, stage.name, self.pos["epoch"],
                          progress.steps, n_steps, loss)
+        pack_stops = self.turn() if self.turn is not None else False
         # ranks get SLURM's signal at different steps: all stop at the first step where one has it
-        stop = distributed.any_rank(self.preempt.requested, self.device)
+        stop = distributed.any_rank(self.preempt.requested or pack_stops, self.device)
         if (self.every and progress.steps % self.every == 0 and progress.steps < n_steps) or stop:
             self._snapshot(optimizer, scheduler, progress)
         if stop:
             self.on_preempt()
+            if pack_stops:  # the pack's process holds the signal: it hands it on once every member has stopped
+                raise SystemExit("stopped with its pack (the pack was signalled); checkpoint saved")
             # submitit requeues the job and exits; the requeued job resumes from here. Its handler requeues on
             # global rank 0 only (on other ranks it returns): rank 0 hands the signal on also when only another
             # rank has it so far, else nobody requeued and the job ended unfinished (its record `running`).

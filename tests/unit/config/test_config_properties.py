@@ -48,7 +48,7 @@ DECODER = ["procedure=causal_lm", "teacher=tiny_llama", "optimizer.batch_size=nu
 # Keys whose value is free text or a structure another check owns (named, so the list is the whole story):
 # paths and names (any string is a value), raw model/architecture blocks checked by transformers' own config
 # class, the layer init/map (tests/e2e/test_parts.py and test_models.py), the run's planning flags.
-FREE = {"results_dir", "cache_dir", "device", "init", "map", "dry_run", "prepare_only", "finetune_grid",
+FREE = {"results_dir", "cache_dir", "device", "init", "map", "dry_run", "prepare_only", "finetune_grid", "pack_file",
         "name", "hub_id", "hub_config", "data_dir", "tsv", "dev_splits", "text_fields", "label_names",
         "metrics", "primary_metric", "name_or_path", "finetuned_path", "tokenizer", "config", "ensemble",
         "attn_implementation", "project", "entity", "dir", "augment", "mlm", "embeddings", "path", "paths",
@@ -312,7 +312,7 @@ def test_an_accepted_boundary_value_trains_a_step(key: Key, value: str, tmp_path
 
 
 # Top-level keys the typed schema has and conf/config.yaml leaves out: set with `+key=...` (the sweeper's flags).
-PLUS_ONLY = {"dry_run", "dry_run_list", "plan_seeds", "prepare_only"}
+PLUS_ONLY = {"dry_run", "dry_run_list", "plan_seeds", "prepare_only", "pack_file"}
 
 
 def test_conf_config_yaml_and_the_typed_defaults_are_one_set_of_defaults() -> None:

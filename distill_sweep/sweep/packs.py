@@ -1,0 +1,126 @@
+"""Packs: the jobs of a sweep that can share batches, trained in lockstep in one process (`pack=auto`).
+
+`pack_key` is the one rule that decides which jobs may share a process. Two jobs share a key when they draw the
+same batches in the same order from the same frozen teacher: the same task data, teacher, seed, batching, batch
+size, epochs per stage and step cap, precision, device and threads, and the same teacher-output mode. The order
+of a stage's batches is a function of (seed, stage kind, epoch) only (`training.stages.epoch_seed`), so such
+jobs see the same batch at the same step of the same stage, and one teacher forward serves all of them.
+
+A pack's members need not have the same stages (vanilla_kd has a prediction stage only, hid_seq an intermediate
+stage first): a member is computed exactly as alone whatever its neighbours do, and packs are cut so that members
+with the same stages sit together, where they share the most forwards. This module imports no torch: the
+sweeper reads it at every start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distill_sweep.records import hashing
+
+# Procedures whose jobs a pack trains: one student per job, stages driven by the stage driver, the frozen teacher
+# read through a TeacherView (procedures/task_specific.py). Others run one process per job.
+PACKING_PROCEDURES = ("task_specific",)
+PACKS_DIR = "packs"  # under the sweep directory: one file per pack, its members' configs
+
+
+def pack_key(job: Any, processes_per_job: int = 1) -> str | None:
+    """The key of the jobs `job` can share batches with (a digest), or None: it runs in a process of its own.
+
+    None for `pack=off`, a procedure that does not pack, a job of several processes (data parallel), a build
+    job, and a job that logs to wandb (its runs are one per process at a time here)."""
+    run = job.settings.run
+    if run.pack == "off" or job.procedure.name not in PACKING_PROCEDURES or processes_per_job > 1:
+        return None
+    if run.prepare_only or run.pack_file is not None or job.members:  # a build job; a pack's own; an ensemble
+        return None
+    logger = job.settings.logger
+    if logger.name != "none" and logger.mode != "disabled":
+        return None
+    composed, task = job.composed, job.settings.task
+    shared = {
+        "task": composed.get("task"),  # the data: source, sizes, subsets, augmentation, length
+        "teacher": job.teacher.key,  # its weights: the teacher cache's key
+        "seed": run.seed,
+        "batching": run.batching,
+        "batch_size": job.settings.optimizer.batch_size or task.recipe.batch_size,
+        "epochs": run.epochs or task.recipe.epochs,
+        "max_steps_per_epoch": run.max_steps_per_epoch,
+        "precision": run.precision,
+        "device": run.device,
+        "threads": run.threads,
+        "teacher_outputs": run.teacher_outputs,
+        "num_workers": run.num_workers,
+        "cache_dir": run.cache_dir,
+        "pack_size": run.pack_size,
+    }
+    return hashing.digest(shared)
+
+
+def _stages(job: Any) -> tuple[str, ...]:
+    return tuple(job.objective.stages) if job.objective is not None else ()
+
+
+def plan_packs(jobs: Sequence[Any], processes_per_job: int = 1) -> list[list[int]]:
+    """The jobs (identities) grouped into packs: lists of indices into `jobs`, each at most its `pack_size`
+    long, in the order of their first jobs; a job with no key is a pack of one. Within a key, jobs with the
+    same stages are put together before the packs are cut."""
+    by_key: dict[str, list[int]] = {}
+    units: list[list[int]] = []
+    for i, job in enumerate(jobs):
+        key = pack_key(job, processes_per_job)
+        if key is None:
+            units.append([i])
+        elif key not in by_key:
+            by_key[key] = [i]
+            units.append(by_key[key])  # (filled below; cut into packs at the end)
+        else:
+            by_key[key].append(i)
+    packs: list[list[int]] = []
+    for unit in units:
+        if len(unit) == 1:
+            packs.append(unit)
+            continue
+        first_of_stages: dict[tuple[str, ...], int] = {}
+        for i in unit:
+            first_of_stages.setdefault(_stages(jobs[i]), i)
+        ordered = sorted(unit, key=lambda i: (first_of_stages[_stages(jobs[i])], i))
+        size = jobs[unit[0]].settings.run.pack_size
+        packs += [ordered[start:start + size] for start in range(0, len(ordered), size)]
+    return packs
+
+
+def write_pack_file(directory: Path, members: Sequence[Any]) -> Path:
+    """The file a pack's process reads: its members' configs as composed (plain, resolved), in order. Named by
+    the members' config hashes, written atomically."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"pack-{hashing.digest([job.digest for job in members])[:16]}.json"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"members": [dict(job.composed) for job in members]}, f, default=str)
+    os.replace(tmp, path)
+    return path
+
+
+def read_pack_file(path: str | Path) -> list[dict[str, Any]]:
+    """The members' configs a pack file lists."""
+    return list(json.loads(Path(path).read_text())["members"])
+
+
+class PackFailed(Exception):  # noqa: N818 - the pack did not fail, some of its members did
+    """One or more members of a pack failed (each wrote its record `failed`); the others ran to their end.
+    `returns`: each member's return (its best metric, locks.LEFT_TO_HOLDER, or its exception)."""
+
+    def __init__(self, returns: list[Any]) -> None:
+        self.returns = returns
+        self.errors = [r for r in returns if isinstance(r, BaseException)]
+        super().__init__(f"{len(self.errors)} of the {len(returns)} jobs of a pack failed; the first: "
+                         f"{type(self.errors[0]).__name__}: {self.errors[0]}")
+
+    def __reduce__(self) -> tuple[Any, tuple[list[Any]]]:  # submitit pickles it back to the sweeper
+        return (PackFailed, (self.returns,))

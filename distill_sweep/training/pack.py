@@ -1,0 +1,181 @@
+"""A pack's members trained in lockstep in one process: each member is a job run exactly as alone.
+
+Each member runs its whole job (record, context, models, stage driver, checkpoints) in a thread of its own, and
+only one member runs at a time: `Lockstep` passes the turn from member to member after every training step
+(`StageDriver.turn`), so all of them go through their batches together. The global random-number generators
+(torch's, CUDA's, Python's, NumPy's) are one per process: each member's state is saved when it hands the turn on
+and restored when it gets it back, so its dropout draws are those it would make alone. Gradient and autocast
+modes are per thread already. The threads never run at once, so nothing a member computes depends on another.
+
+`SharedForward` is the frozen teacher's forward shared by the members (procedures pass it to their
+TeacherView): a batch's forward, run once to the deepest layer and with every feature the members asked of the
+previous batch, serves each member the part it would have computed alone (the layers below a depth are the same
+whether the forward stops there or goes on: each layer reads only the one below it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor, nn
+
+from distill_sweep.models.capture import MODEL_INPUT_KEYS, Features, run_with_features
+from distill_sweep.training.checkpoint import PreemptionSignal, rng_state, set_rng_state
+
+log = logging.getLogger("distill_sweep")
+WAIT_S = 0.5  # the main thread wakes this often while the members run (a signal is handled between waits)
+
+
+@dataclass
+class PackMember:
+    """What a member's job takes from its pack: the turn it hands on after each training step (True: the pack
+    was asked to stop, checkpoint and stop) and the shared teacher forward."""
+
+    turn: Callable[[], bool]
+    teacher_forward: Callable[..., Features]
+
+
+class Lockstep:
+    """Runs `n` members one at a time, each in its own thread, handing the turn on at every `turn(i)`."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.cond = threading.Condition()
+        self.current = 0
+        self.finished = [False] * n
+        self.states: list[dict[str, Any]] = [rng_state()] * n  # each starts where the process started
+        self.signal: PreemptionSignal | None = None
+
+    def run(self, members: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Each member's return value or the exception it raised (SystemExit included), in order. A preemption
+        signal that arrives meanwhile is held until every member has checkpointed, then handed on (submitit
+        requeues the pack's job)."""
+        assert len(members) == self.n
+        outcomes: list[Any] = [None] * self.n
+        threads = [threading.Thread(target=self._member, args=(i, fn, outcomes), name=f"pack-member-{i}",
+                                    daemon=True) for i, fn in enumerate(members)]
+        with PreemptionSignal() as self.signal:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(WAIT_S)
+            if self.signal.requested:
+                self.signal.forward()  # submitit: requeue and exit; without it: SystemExit
+        return outcomes
+
+    def stop_requested(self) -> bool:
+        return self.signal is not None and self.signal.requested
+
+    def turn(self, i: int) -> bool:
+        """Member `i` hands the turn to the next member still running and waits for it to come back; True when
+        the pack was asked to stop (the member checkpoints and ends)."""
+        self.states[i] = rng_state()
+        with self.cond:
+            self.current = self._next(i)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.current == i)
+        set_rng_state(self.states[i])
+        return self.stop_requested()
+
+    def _next(self, i: int) -> int:
+        for step in range(1, self.n + 1):
+            j = (i + step) % self.n
+            if not self.finished[j]:
+                return j
+        return i
+
+    def _member(self, i: int, fn: Callable[[], Any], outcomes: list[Any]) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.current == i)
+        set_rng_state(self.states[i])
+        try:
+            outcomes[i] = fn()
+        except BaseException as err:  # noqa: BLE001 - the member's job ends here; the others go on
+            outcomes[i] = err
+        finally:
+            with self.cond:
+                self.finished[i] = True
+                self.current = self._next(i)
+                self.cond.notify_all()
+
+
+@dataclass(frozen=True)
+class _Request:
+    depth: int  # layers to run (the teacher's depth: all, with its logits)
+    hidden: bool
+    qkv: frozenset[int]
+
+
+@dataclass
+class _Entry:
+    request: _Request
+    features: Features
+    asked: list[_Request] = field(default_factory=list)  # what the members asked of this batch
+
+
+class SharedForward:
+    """The frozen teacher's forward for a pack: one per batch (`run_with_features`'s signature), kept for the
+    members that ask for the same batch next. `forwards` and `layer_passes` (layers x examples) count the work."""
+
+    def __init__(self, keep: int = 2) -> None:
+        self.keep = keep
+        self.entries: OrderedDict[bytes, _Entry] = OrderedDict()
+        self.forwards = 0
+        self.layer_passes = 0
+
+    def __call__(self, model: nn.Module, batch: Mapping[str, Tensor], *, hidden: bool, qkv_layers: Sequence[int],
+                 depth: int | None = None) -> Features:
+        layers = int(model.config.num_hidden_layers)
+        request = _Request(layers if depth is None else min(depth, layers), hidden, frozenset(int(x) for x in qkv_layers))
+        key = _batch_key(batch)
+        entry = self.entries.get(key)
+        if entry is None or not _covers(entry.request, request):
+            # what the members asked of the previous batch, they will ask of this one: one forward for all
+            asked = [*(entry.asked if entry is not None else self._last_asked()), request]
+            union = _Request(max(r.depth for r in asked), any(r.hidden for r in asked),
+                             frozenset().union(*(r.qkv for r in asked)))
+            features = run_with_features(model, batch, hidden=union.hidden, qkv_layers=sorted(union.qkv),
+                                         depth=union.depth if union.depth < layers else None)
+            self.forwards += 1
+            self.layer_passes += union.depth * int(batch["input_ids"].shape[0])
+            entry = _Entry(union, features, [r for r in asked if r != request])
+            self.entries[key] = entry
+            while len(self.entries) > self.keep:
+                self.entries.popitem(last=False)
+        self.entries.move_to_end(key)
+        if request not in entry.asked:
+            entry.asked.append(request)
+        return _part(entry.features, request, layers)
+
+    def _last_asked(self) -> list[_Request]:
+        return list(next(reversed(self.entries.values())).asked) if self.entries else []
+
+
+def _batch_key(batch: Mapping[str, Tensor]) -> bytes:
+    """A batch by its content: the model inputs' bytes (the same inputs give the same forward)."""
+    parts = [batch[k].detach().cpu().numpy().tobytes() + str(tuple(batch[k].shape)).encode()
+             for k in MODEL_INPUT_KEYS if k in batch and batch[k] is not None]
+    return b"|".join(parts)
+
+
+def _covers(have: _Request, want: _Request) -> bool:
+    return have.depth >= want.depth and (have.hidden or not want.hidden) and want.qkv <= have.qkv
+
+
+def _part(features: Features, request: _Request, layers: int) -> Features:
+    """What a forward of `request` alone returns, taken from a forward that covers it (a new object: the member's
+    view may set its logits)."""
+    full = request.depth >= layers
+    hidden = None
+    if request.hidden and features.hidden_states is not None:
+        hidden = tuple(features.hidden_states) if full else tuple(features.hidden_states[:request.depth + 1])
+    return Features(logits=features.logits if full else None, hidden_states=hidden,
+                    qkv={layer: features.qkv[layer] for layer in sorted(request.qkv)}, num_heads=features.num_heads,
+                    head_dim=features.head_dim, scaling=features.scaling)
+

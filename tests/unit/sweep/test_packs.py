@@ -1,0 +1,77 @@
+"""Packs: which jobs share batches (sweep/packs.py's rule), how a grid is cut into packs, the dry run's line, and a
+sweep that launches packs (one process each), with a failing member and a partial re-run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import FAST, compose_cfg, records, run_cli
+
+from distill_sweep.job.identity import identify
+from distill_sweep.sweep.cost import pack_cost
+from distill_sweep.sweep.packs import pack_key, plan_packs
+
+BASE = [*FAST, "pack=auto"]
+
+
+def _job(*overrides: str):
+    return identify(compose_cfg([*BASE, *overrides]))
+
+
+def test_jobs_that_draw_the_same_batches_share_a_key_and_others_do_not() -> None:
+    key = pack_key(_job("objective=hid_seq", "init=1"))
+    assert key is not None
+    # what a member trains, and where its record goes, is its own
+    for same in ("objective=att_kl", "init=3", "objective=vanilla_kd", "optimizer.lr=0.5", "map=skip",
+                 "results_dir=elsewhere", "checkpoint.every_steps=3"):
+        assert pack_key(_job("objective=hid_seq", "init=1", same)) == key, same
+    # anything that changes the batches, the teacher or the process
+    for other in ("seed=2", "optimizer.batch_size=16", "epochs=2", "batching=random", "max_steps_per_epoch=3",
+                  "precision=bf16", "task.max_train_samples=100", "teacher.finetune.epochs=2", "threads=2",
+                  "teacher_outputs=live", "pack_size=3"):
+        assert pack_key(_job("objective=hid_seq", "init=1", other)) not in (key, None), other
+    # never packed
+    for alone in ("pack=off", "procedure=finetune", "logger=wandb", "+prepare_only=true"):
+        assert pack_key(_job("objective=hid_seq", alone)) is None, alone
+    assert pack_key(_job("objective=hid_seq"), processes_per_job=2) is None  # data parallel
+
+
+def test_packs_put_the_same_stages_next_to_each_other_and_hold_at_most_pack_size() -> None:
+    jobs = [_job(f"objective={o}", f"init={i}", "pack_size=3")
+            for o in ("vanilla_kd", "hid_seq", "att_kl") for i in (1, 2)]  # vanilla_kd: no intermediate stage
+    jobs.append(_job("objective=hid_seq", "seed=2", "pack_size=3"))  # other batches
+    jobs.append(_job("objective=hid_seq", "pack=off"))
+    assert plan_packs(jobs) == [[0, 1, 2], [3, 4, 5], [6], [7]]
+    assert plan_packs(jobs, processes_per_job=2) == [[i] for i in range(8)]
+    # the teacher's forwards: hid_seq and att_kl share their intermediate stages, in packs of at most 3
+    line = pack_cost(jobs, plan_packs(jobs))
+    steps = 256  # FAST: 256 examples, one epoch
+    assert f"{6 * steps:.3g} one process per job" in line  # hid_seq and att_kl x 2, the seed-2 and pack=off ones
+    assert f"{4 * steps:.3g} sample-passes in packs" in line  # [0,1,2] (its hid_seq), [3,4,5], [6], [7]
+
+
+@pytest.mark.slow  # a sweep of six short jobs, twice
+def test_a_sweep_launches_packs_a_member_fails_alone_and_a_rerun_packs_the_rest(tmp_path: Path) -> None:
+    out, cache = tmp_path / "results", tmp_path / "cache"
+    grid = [*BASE, "objective=hid_seq,att_kl,vanilla_kd", "optimizer.lr=1e-3,1e30", f"results_dir={out}",
+            f"cache_dir={cache}", "-m"]
+    dry = run_cli([*grid, "+dry_run=true"], cwd=tmp_path)
+    assert "packs (pack=auto): 6 jobs in 1 process(es), 1 pack(s) of 6 jobs" in dry.stdout, dry.stdout[-2000:]
+    first = run_cli(grid, cwd=tmp_path)
+    assert first.returncode == 1  # the absurd lr's members fail (non-finite loss) ...
+    assert "6 jobs in 1 process(es): 1 pack(s) trained in lockstep" in first.stdout, first.stdout[-2000:]
+    assert "3 of 6 jobs failed" in first.stderr and "non-finite loss" in first.stderr, first.stderr[-2000:]
+    recs = records(out)
+    assert sorted((r["config"]["optimizer"]["lr"], r["status"]) for r in recs) == \
+        [(1e-3, "completed")] * 3 + [(1e30, "failed")] * 3  # ... alone: the others completed
+    assert len(list((tmp_path / "multirun").rglob("packs/pack-*.json"))) == 1
+
+    # a completed member's record removed: the re-run packs only the jobs still missing (it and the failed ones)
+    victim = next(p for p in out.rglob("result.json") if json.loads(p.read_text())["status"] == "completed")
+    victim.unlink()
+    again = run_cli(grid, cwd=tmp_path)
+    assert "6 jobs in the grid, 2 already completed, 4 to run" in again.stdout
+    assert "4 jobs in 1 process(es): 1 pack(s) trained in lockstep" in again.stdout, again.stdout[-2000:]
+    assert sorted(r["status"] for r in records(out)) == ["completed"] * 3 + ["failed"] * 3
