@@ -252,6 +252,26 @@ def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
     print(f"{expected} SLURM jobs completed in {elapsed:.1f} s")
 
 
+def test_toy_sweep_in_packs_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """`pack=auto`: the grid's four jobs share batches (sweep/packs.py), so the grid is one array task, one
+    process training them in lockstep, with a completed record per job."""
+    env = slurm_cluster.env()
+    results_dir, sweep_dir = tmp_path / "results", tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "distill_sweep", *SWEEP_OVERRIDES, *LAUNCHER_OVERRIDES, "pack=auto",
+           f"results_dir={results_dir}", f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}", "-m"]
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
+    logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(sweep_dir.rglob("*_log.*"))[:12])
+    if run.returncode != 0:
+        pytest.fail(f"sweep failed (rc {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}\n{logs}")
+    expected = _expected_jobs(SWEEP_OVERRIDES)
+    assert f"{expected} jobs in 1 process(es): 1 pack(s) trained in lockstep" in run.stdout, run.stdout[-2000:]
+    records = [json.loads(p.read_text()) for p in sorted(results_dir.rglob("result.json"))]
+    assert len(records) == expected and {r["status"] for r in records} == {"completed"}, records
+    job_ids = _submitted_job_ids(sweep_dir / ".submitit")
+    assert len(job_ids) == 2 and len({j.split("_")[0] for j in job_ids}) == 2, job_ids  # the store's build, the pack
+    assert set(_sacct_states(slurm_cluster, job_ids).values()) == {"COMPLETED"}
+
+
 # Preemption / time limit: SLURM sends USR2 before a job's time limit (`signal_delay_s`), or on preemption;
 # the job checkpoints at the next step, submitit requeues it, and the requeued job resumes from the checkpoint.
 # The test delivers that USR2 itself (`scancel --signal=USR2`) once the student is training: with a
