@@ -38,6 +38,7 @@ from distill_sweep.data.decoder_settings import CHOICE, PRIMARY
 from distill_sweep.data.fingerprints import tokenizer_hash
 from distill_sweep.data.generation_metrics import generation_scores
 from distill_sweep.errors import ConfigError
+from distill_sweep.models.generation import generate_responses
 from distill_sweep.models.loading import model_error_message, model_source, teacher_config
 from distill_sweep.records.disk import writing
 from distill_sweep.teachers.cache import cached_build
@@ -227,37 +228,22 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
 def greedy_responses(model: nn.Module, data: CausalData, tokenizer: Any, device: torch.device, precision: str,
                      batch_size: int) -> tuple[list[str], list[str]]:
     """(the model's greedy response to each dev prompt, its reference response), decoded without special tokens,
-    in row order. Prompts are the dev sequences up to their first target ([BOS] prompt), left-padded, generated
-    with the KV cache (HF `generate`) until [EOS] or as many new tokens as the batch's longest reference (response
-    and [EOS]): a response longer than every reference scores no better, so generating further would cost only."""
+    in row order. Prompts are the dev sequences up to their first target ([BOS] prompt), generated in batches
+    (models/generation.py) until [EOS] or, at most, as many new tokens as the batch's longest reference (response
+    and [EOS]): the cap that keeps a rambling student's evaluation short, as MiniLLM's evaluation caps length."""
     dev, (_, eos, pad) = data.dev, special_tokens(tokenizer)
-    was_training = model.training
-    model.eval()
     responses: list[str] = []
     references: list[str] = []
-    try:
-        for start in range(0, len(dev), batch_size):
-            rows = range(start, min(start + batch_size, len(dev)))
-            prompts = [dev.ids[i, :dev.first_target[i]] for i in rows]
-            width = max(len(p) for p in prompts)
-            ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for n, p in enumerate(prompts):  # left padding: every prompt ends where generation starts
-                ids[n, width - len(p):] = torch.as_tensor(p)
-                mask[n, width - len(p):] = 1
-            longest = int(max(dev.lengths[i] - dev.first_target[i] for i in rows))
-            with autocast(device, precision):
-                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,
-                                     num_beams=1, max_new_tokens=longest, eos_token_id=eos, pad_token_id=pad,
-                                     use_cache=True)
-            for n, i in enumerate(rows):
-                new = out[n, width:].tolist()
-                new = new[:new.index(eos)] if eos in new else new
-                responses.append(tokenizer.decode(new, skip_special_tokens=True))
-                references.append(tokenizer.decode(dev.ids[i, dev.first_target[i]:dev.lengths[i] - 1].tolist(),
-                                                   skip_special_tokens=True))
-    finally:
-        model.train(was_training)
+    for start in range(0, len(dev), batch_size):
+        rows = range(start, min(start + batch_size, len(dev)))
+        longest = int(max(dev.lengths[i] - dev.first_target[i] for i in rows))
+        with autocast(device, precision):
+            generated = generate_responses(model, [dev.ids[i, :dev.first_target[i]] for i in rows],
+                                           max_new_tokens=longest, eos=eos, pad=pad, device=device)
+        for i, new in zip(rows, generated, strict=True):
+            responses.append(tokenizer.decode(new[:-1] if new[-1:] == [eos] else new, skip_special_tokens=True))
+            references.append(tokenizer.decode(dev.ids[i, dev.first_target[i]:dev.lengths[i] - 1].tolist(),
+                                               skip_special_tokens=True))
     return responses, references
 
 
