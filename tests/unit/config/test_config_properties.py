@@ -246,6 +246,7 @@ REFUSED_AT_BOUNDARY = {
     ("corpus.random_ratio", "1.0"): "mask_ratio + random_ratio = 1.8 > 1",
     ("procedure.instructions.max_examples", "2"): "leave none to train on after dev_examples",
     ("procedure.instructions.num_examples", "2"): "leave none to train on after dev_examples",
+    ("procedure.on_policy", "1.0"): "needs procedure.data=instructions (a corpus has no prompts)",
     ("procedure.branch_width", "1"): "is not a multiple of procedure.branch_heads",
     ("procedure.global_batch", "1"): "is not a multiple of procedure.micro_batch",
     ("student.hidden_size", "1", "student=fresh"): "is not a multiple of student.num_attention_heads",
