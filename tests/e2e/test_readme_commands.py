@@ -11,7 +11,7 @@ run through `python -m` with the written argv, two at a time, forked from a prel
 - report commands run on the store the toy commands wrote; the report's synopsis runs with the first value
   of every bracket, and every other value it lists is parsed in-process;
 - bench commands run on the tiny bench configuration of tests/unit/bench/test_bench.py (bench_cli: one repeat, the demo
-  grid).
+  grid, without its busy-machine rows).
 A command whose group option (or report table) is created by a worked example of the same page runs
 in-process with that page's code and YAML (tests/e2e/test_readme_commands.py::test_worked_example).
 """
@@ -205,9 +205,12 @@ def plan(command: Command, work: Path) -> Run:
             return Run(command, "example")
         return Run(command, "report", [*python, *_expand_synopsis(args, work)])
     if module == "distill_sweep.bench.step":
-        return Run(command, "bench", [*python, *args, "--objectives", "vanilla_kd", *TINY_BENCH, "--steps", "1"])
-    if module == "distill_sweep.bench.cli":  # one repeat, the demo grid planned instead of Table 3's
-        return Run(command, "bench_cli", [*python, *args, "--repeats", "1", "--preset", "demo"])
+        # one thread: torch's default threads stall on a machine the other tests keep busy (2x slower here)
+        return Run(command, "bench", [*python, *args, "--objectives", "vanilla_kd", *TINY_BENCH, "--steps", "1",
+                                      "--threads", "1"])
+    if module == "distill_sweep.bench.cli":  # one repeat, the demo grid planned instead of Table 3's; not the
+        # busy-machine rows: seven toy jobs beside a spinning process, the most expensive run of this test
+        return Run(command, "bench_cli", [*python, *args, "--repeats", "1", "--preset", "demo", "--no-busy"])
     if module == "distill_sweep.bench.sweep":  # one job per sweep, a few steps
         return Run(command, "bench_sweep", [*python, *args, "--objectives", "vanilla_kd", "--inits", "3", "--seeds", "1",
                                       "--num-train", "64", "--epochs", "1"])
