@@ -174,8 +174,8 @@ def test_progress_lines_in_non_tty_logs(tmp_path: Path, shared_cache: Path) -> N
 
 def test_killed_teacher_fine_tuning_resumes_to_the_same_teacher(tmp_path: Path) -> None:
     """kill -9 while the teacher fine-tunes: the next run continues from its epoch checkpoint, same teacher."""
-    slow_teacher = [*FAST, "objective=vanilla_kd", "task.recipe.num_train=512", "teacher.finetune.epochs=8",
-                    "epochs=1", "max_steps_per_epoch=1"]
+    # 4 epochs of 8 steps: the kill lands after the first epoch's checkpoint, with three epochs still to go
+    slow_teacher = [*FAST, "objective=vanilla_kd", "teacher.finetune.epochs=4", "epochs=1", "max_steps_per_epoch=1"]
     reference = run_job(compose_cfg([*slow_teacher, f"results_dir={tmp_path / 'ref'}",
                                      f"cache_dir={tmp_path / 'ref_cache'}"]))
     cache = tmp_path / "cache"
