@@ -58,11 +58,12 @@ def test_threads_above_the_cpus_this_process_may_use_are_refused(tmp_path: Path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: device=cuda is a valid choice here")
-def test_device_cuda_without_cuda_is_refused_and_auto_takes_the_cpu(tmp_path: Path) -> None:
+def test_device_cuda_without_cuda_is_refused_and_auto_takes_the_cpu(tmp_path: Path, shared_cache: Path) -> None:
     proc = run_cli([*FAST, *_store(tmp_path), "device=cuda"], cwd=tmp_path)
     _refused(proc, "device=cuda", "CUDA is not available", "device=auto")
     assert not records(tmp_path / "results")
-    auto = run_cli([*FAST, *_store(tmp_path), "device=auto", "max_steps_per_epoch=2"], cwd=tmp_path)
+    auto = run_cli([*FAST, f"results_dir={tmp_path / 'results'}", f"cache_dir={shared_cache}", "device=auto",
+                    "max_steps_per_epoch=2"], cwd=tmp_path)  # the session's teacher: the device is the point
     assert auto.returncode == 0, auto.stderr[-3000:]
     (record,) = records(tmp_path / "results")
     assert record["status"] == "completed" and record["device"] == "cpu"
