@@ -2,8 +2,8 @@
 length-grouped batches save, measured in one run (`make bench`).
 
 * Sweep level: a sweep on the toy task with a deeper tiny teacher (12 layers, hidden 128) and 3-layer students,
-  shaped like one (task, seed) block of a paper grid: `--grid table3` (inits 1, 2, 3 x seeds x objectives
-  vanilla_kd, att_kl, hid_cls) or `--grid table1` (the nine objectives of paper_table1 at init 1 x seeds). It
+  shaped like one task's block of a paper grid: `--grid table1` (the default: the nine objectives of paper_table1
+  at init 1 x seeds) or `--grid table3` (inits 1, 2, 3 x seeds x objectives vanilla_kd, att_kl, hid_cls). It
   runs three times, each time as one `python -m distill_sweep ... -m` process: `teacher_outputs=live` (the
   teacher run in full at every step, as before the store), `teacher_outputs=auto` (the store, built by the
   sweep's own build job, plus the teacher run only to its deepest mapped layer in stage 1) and the store with
@@ -139,7 +139,7 @@ def padding_rows(toy_lengths: np.ndarray, batch: int) -> list[tuple[str, float, 
 @writes_json("sweep")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distill_sweep.bench.sweep", description=__doc__)
-    parser.add_argument("--grid", choices=sorted(GRIDS), default="table3")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="table1")
     parser.add_argument("--objectives", help="instead of the grid's")
     parser.add_argument("--inits", help="instead of the grid's")
     parser.add_argument("--seeds", default="1,2")
