@@ -128,7 +128,8 @@ def run_pack(cfg: DictConfig) -> list[Any]:
         def run() -> dict[str, Any]:
             _use_threads(job.settings.run)  # (per thread: torch's intra-op threads are set for the calling thread)
             return _run_locked(job, dict(job.composed), wait=False,
-                               pack=PackMember(functools.partial(lockstep.turn, i), shared))
+                               pack=PackMember(functools.partial(lockstep.turn, i), shared,
+                                               label=f"[{job.objective_name} {job.init_label} seed {job.seed}] "))
         return run
 
     log.info("a pack of %d jobs trained in lockstep: %s", len(jobs),

@@ -168,6 +168,8 @@ class RunContext:
         run = self.job.settings.run
         train = self.data.train if train is None else train
         extra: dict[str, Any] = {}
+        pack = self.pack if history is self.record.get("epochs") else None  # a pack member's own stages
+        label = label or (pack.label if pack is not None else "")
         if history is self.record.get("epochs"):  # the student's stages (not a teacher's): keep its predictions
             self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
                                                     self.job.settings.task.is_regression)
@@ -178,10 +180,10 @@ class RunContext:
                              checkpoint=checkpoint, key=key, history=history, every_steps=run.checkpoint.every_steps,
                              log_every=run.log_every, skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label,
                              **extra)
-        if self.pack is not None and history is self.record.get("epochs"):
+        if pack is not None:
             # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
             # another member would wait for while holding the turn
-            driver.turn = self.pack.turn
+            driver.turn = pack.turn
         return driver
 
     def save_record(self) -> None:

@@ -38,6 +38,7 @@ class PackMember:
 
     turn: Callable[[], bool]
     teacher_forward: Callable[..., Features]
+    label: str = ""  # before its log lines: which member says it
 
 
 class Lockstep:
