@@ -17,7 +17,7 @@ from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseExceptio
 
 from distill_sweep.cli.run_job import main
 from distill_sweep.config.schema import RunSettings
-from distill_sweep.config.space import CONF_DIR, check_group_choices
+from distill_sweep.config.space import CONF_DIR, VERSION_BASE, check_group_choices
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import check_paths, identify
 from distill_sweep.job.machine import check_threads, passive_openmp
@@ -123,7 +123,7 @@ def check_overrides(argv: list[str]) -> str | None:
     jobs = [single]  # the first job, then one per further value of each swept key
     for at, key, values in swept:
         jobs += [[*single[:at], f"{key}={value}", *single[at + 1:]] for value in values[1:]]
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         for n, overrides in enumerate(jobs[:_SWEEP_CHECKS]):
             try:
                 cfg = compose("config", overrides=overrides, return_hydra_config=True)

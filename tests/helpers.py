@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep.config.parse import parse
 from distill_sweep.config.schema import TaskSettings
-from distill_sweep.config.space import CONF_DIR
+from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.records import record
 from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
 
@@ -45,7 +45,7 @@ FAST = [
 
 
 def compose_cfg(overrides: Sequence[str] = ()) -> DictConfig:
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         cfg = compose("config", overrides=list(overrides))
     OmegaConf.set_struct(cfg, False)
     return cfg

@@ -45,7 +45,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from distill_sweep.bench.json_output import writes_json
-from distill_sweep.config.space import CONF_DIR
+from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.data.batching import LengthGroupedBatches, row_lengths
 from distill_sweep.data.glue import load_task_data
 from distill_sweep.job.identity import identify
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     f"cache_dir={work / 'cache_packs'}"], work)
         live, store, packs = _records(work / "live"), _records(work / "store"), _records(work / "packs")
         packed = packed_jobs(work / "multirun")
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
             cfg = compose("config", overrides=[*base, "results_dir=" + str(work / "x")])
         job = prepare(cfg)
         tokenizer = load_tokenizer(job.settings.teacher, work / "cache")

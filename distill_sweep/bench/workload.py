@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from torch import Tensor, nn
 from transformers import BertConfig, BertForSequenceClassification
 
-from distill_sweep.config.space import CONF_DIR
+from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.students.bilstm import BiLSTMClassifier, describe
 from distill_sweep.students.settings import BiLSTMSettings
@@ -30,7 +30,7 @@ def load_objective_cfg(name: str, conf_dir: Path) -> ObjectiveSettings:
     path = conf_dir / f"{name}.yaml"
     if not path.is_file() or name == "base":
         raise SystemExit(f"unknown objective {name!r}: no {path}")
-    with initialize_config_dir(config_dir=str(conf_dir.parent), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir.parent), **VERSION_BASE):
         cfg = compose("config", overrides=[f"objective={name}"])
     return parse_objective(OmegaConf.to_container(cfg.objective, resolve=True))
 

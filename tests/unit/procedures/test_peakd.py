@@ -361,10 +361,10 @@ def test_bench_has_an_sps2_student_row_that_leaves_the_objectives_target_alone(
 def test_peakd_presets_expand_to_valid_jobs(preset: str, jobs: int, tmp_path: Path) -> None:
     from hydra import compose, initialize_config_dir
 
-    from distill_sweep.config.space import CONF_DIR
+    from distill_sweep.config.space import CONF_DIR, VERSION_BASE
     from distill_sweep.sweep.compose import expand
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         cfg = compose("config", overrides=[f"experiment={preset}"], return_hydra_config=True)
     grid = expand([f"{k}={v}" for k, v in cfg.hydra.sweeper.params.items()])
     assert len(grid) == jobs

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from hydra import compose, initialize_config_dir
 
-from distill_sweep.config.space import CONF_DIR
+from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.job.identity import identify
 from distill_sweep.sweep.compose import JobComposer, expand
 
@@ -16,7 +16,7 @@ from distill_sweep.sweep.compose import JobComposer, expand
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_decoder_policy_demo_is_data_source_x_objective_x_seed():
     base = ["experiment=decoder_policy_demo"]
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = [f"{k}={v}" for k, v in cfg.hydra.sweeper.params.items()]
         composer = JobComposer(lambda groups: compose("config", overrides=list(groups), return_hydra_config=True))
@@ -32,7 +32,7 @@ def test_decoder_policy_demo_is_data_source_x_objective_x_seed():
         assert settings.instructions.source == "toy" and ident.settings.teacher.name == "tiny_llama"
         assert ident.settings.run.threads == 1 and settings.generation.max_new_tokens == 4
     # the fixed jobs are the plain jobs: on_policy 0 and seq_kd false leave the hash as it was before the keys
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         plain = identify(compose("config", overrides=[*base, "objective=rkl", "seed=2"]))
     fixed = [i for i in idents if i.objective_name == "rkl" and i.seed == 2 and not i.procedure_settings.generates()]
     assert [i.digest for i in fixed] == [plain.digest]

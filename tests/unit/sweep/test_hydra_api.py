@@ -9,8 +9,12 @@ somewhere in a sweep.
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
+from helpers import run_cli
 from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from distill_sweep.config.space import hydra_version_base
 
 
 def _parameters(function: object) -> list[str]:
@@ -65,3 +69,18 @@ def test_hydras_argument_parser_keeps_its_option_table() -> None:
         assert flag in actions, flag
     args = parser.parse_known_args(["a=1", "-m", "--cfg", "job"])[0]
     assert args.overrides == ["a=1"] and args.multirun and args.cfg == "job"
+
+
+def test_version_base_is_passed_only_to_the_hydra_that_takes_it() -> None:
+    """Hydra 1.3 needs version_base="1.3" (else 1.1's defaults); 1.4 warns on every run when it is given."""
+    assert hydra_version_base("1.3.8") == {"version_base": "1.3"}
+    assert hydra_version_base("1.2.0") == {"version_base": "1.3"}
+    for newer in ("1.4.0rc3", "1.4.0.dev10", "1.4.0", "1.5.1", "2.0.0"):
+        assert hydra_version_base(newer) == {}, newer
+
+
+def test_the_installed_hydra_says_nothing_about_version_base(tmp_path: Path) -> None:
+    """The command line's one-line refusal is the only line on stderr under the installed Hydra (1.3 or 1.4)."""
+    proc = run_cli(["epochs=abc", f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "distill_sweep: error: epochs='abc': expected an integer or null"], proc.stderr

@@ -115,14 +115,14 @@ def test_job_composer_gives_the_configs_hydra_composes() -> None:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from distill_sweep.config.space import CONF_DIR
+    from distill_sweep.config.space import CONF_DIR, VERSION_BASE
     from distill_sweep.sweep.compose import JobComposer, expand
 
     jobs = expand(["task=toy,rte", "objective=hid_seq,att_kl", "init=1,[1,2,3]", "seed=1,2", "objective.alpha=0.3",
                    "+dry_run=true", "teacher=tiny", "~teacher.finetune.seed", "teacher.finetune.epochs=2"])
     calls = []
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         def load(overrides):
             calls.append(list(overrides))
             return compose("config", overrides=list(overrides))
