@@ -27,9 +27,11 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from datasets import Dataset
 
@@ -146,8 +148,15 @@ def _build_backend() -> Tokenizer:
     return tok
 
 
-def build_toy_tokenizer(cache_dir: str | os.PathLike) -> PreTrainedTokenizerFast:
-    """The toy tokenizer, saved once under ``cache_dir`` and always loaded from there.
+# the special tokens every offline tokenizer names (the toy vocabularies all start with them)
+SPECIAL_TOKEN_NAMES = {"unk_token": "[UNK]", "pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                       "mask_token": "[MASK]"}
+
+
+def saved_tokenizer(cache_dir: str | os.PathLike, name: str, words: list[str], backend: Callable[[], Tokenizer],
+                    **fast: Any) -> PreTrainedTokenizerFast:
+    """The offline tokenizer `name` over `words` (built by `backend`), saved once under ``cache_dir`` and always
+    loaded from there.
 
     The directory name carries a hash of the word list, so a changed vocabulary never reuses a stale
     tokenizer. Concurrent jobs may race to build it: each writes a private temp dir and renames it into
@@ -155,27 +164,22 @@ def build_toy_tokenizer(cache_dir: str | os.PathLike) -> PreTrainedTokenizerFast
     """
     from transformers import PreTrainedTokenizerFast
 
-    target = Path(cache_dir) / f"toy_tokenizer-{_vocab_hash()}"
+    target = Path(cache_dir) / f"{name}-{hashlib.sha256(json.dumps(words).encode()).hexdigest()[:10]}"
     if not (target / "tokenizer.json").exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".toy_tokenizer-", dir=target.parent))
-        fast = PreTrainedTokenizerFast(
-            tokenizer_object=_build_backend(),
-            unk_token="[UNK]",
-            pad_token="[PAD]",
-            cls_token="[CLS]",
-            sep_token="[SEP]",
-            mask_token="[MASK]",
-            model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-        )
-        fast.save_pretrained(str(tmp))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+        PreTrainedTokenizerFast(tokenizer_object=backend(), **SPECIAL_TOKEN_NAMES, **fast).save_pretrained(str(tmp))
         try:
             os.replace(tmp, target)
         except OSError:  # someone else renamed theirs first
-            import shutil
-
             shutil.rmtree(tmp, ignore_errors=True)
     return PreTrainedTokenizerFast.from_pretrained(str(target))
+
+
+def build_toy_tokenizer(cache_dir: str | os.PathLike) -> PreTrainedTokenizerFast:
+    """The toy tokenizer (word level, [CLS] a [SEP] b [SEP]), saved once under ``cache_dir`` (`saved_tokenizer`)."""
+    return saved_tokenizer(cache_dir, "toy_tokenizer", vocabulary(), _build_backend,
+                           model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
 
 # ----------------------------------------------------------------------------- a second toy vocabulary
@@ -198,24 +202,14 @@ def pieces_vocabulary() -> list[str]:
 def build_toy_pieces_tokenizer(cache_dir: str | os.PathLike) -> PreTrainedTokenizerFast:
     """The `toy_pieces` tokenizer (WordPiece over `pieces_vocabulary()`), saved once under ``cache_dir`` as the toy
     one is."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
 
-    vocab = {w: i for i, w in enumerate(pieces_vocabulary())}
-    digest = hashlib.sha256(json.dumps(list(vocab)).encode()).hexdigest()[:10]
-    target = Path(cache_dir) / f"toy_pieces_tokenizer-{digest}"
-    if not (target / "tokenizer.json").exists():
+    def backend() -> Tokenizer:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+        vocab = {w: i for i, w in enumerate(pieces_vocabulary())}
         tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##"))
         tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
         tok.decoder = decoders.WordPiece(prefix="##")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".toy_pieces_tokenizer-", dir=target.parent))
-        PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                sep_token="[SEP]", mask_token="[MASK]").save_pretrained(str(tmp))
-        try:
-            os.replace(tmp, target)
-        except OSError:  # someone else renamed theirs first
-            import shutil
+        return tok
 
-            shutil.rmtree(tmp, ignore_errors=True)
-    return PreTrainedTokenizerFast.from_pretrained(str(target))
+    return saved_tokenizer(cache_dir, "toy_pieces_tokenizer", pieces_vocabulary(), backend)

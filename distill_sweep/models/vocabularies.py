@@ -5,11 +5,6 @@ the ids two vocabularies share (`shared_prefix`, procedure.vocab=shared_prefix).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +14,13 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import model_error_message, model_source
-from distill_sweep.toy import build_toy_pieces_tokenizer, build_toy_tokenizer, pieces_vocabulary, vocabulary
+from distill_sweep.toy import (
+    build_toy_pieces_tokenizer,
+    build_toy_tokenizer,
+    pieces_vocabulary,
+    saved_tokenizer,
+    vocabulary,
+)
 
 WIDE_SIZE = 128  # toy_wide: the toy vocabulary padded to this many ids
 
@@ -35,22 +36,15 @@ def wide_vocabulary() -> list[str]:
 def build_toy_wide_tokenizer(cache_dir: Path) -> PreTrainedTokenizerFast:
     """The `toy_wide` tokenizer (the toy one's word-level rules over `wide_vocabulary()`), saved once under
     `cache_dir` as the toy ones are."""
-    from tokenizers import Tokenizer, models, pre_tokenizers  # the tokenizers backend, built only here
 
-    words = wide_vocabulary()
-    target = Path(cache_dir) / f"toy_wide_tokenizer-{hashlib.sha256(json.dumps(words).encode()).hexdigest()[:10]}"
-    if not (target / "tokenizer.json").exists():
-        tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    def backend() -> Any:
+        from tokenizers import Tokenizer, models, pre_tokenizers  # the tokenizers backend, built only here
+
+        tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(wide_vocabulary())}, unk_token="[UNK]"))
         tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".toy_wide_tokenizer-", dir=target.parent))
-        PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                sep_token="[SEP]", mask_token="[MASK]").save_pretrained(str(tmp))
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another job renamed its identical copy first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return PreTrainedTokenizerFast.from_pretrained(str(target))
+        return tok
+
+    return saved_tokenizer(cache_dir, "toy_wide_tokenizer", wide_vocabulary(), backend)
 
 
 # the offline tokenizers, by name: (their word list, what builds them under cache_dir)
