@@ -124,8 +124,11 @@ def test_a_loss_that_overflows_is_one_line(tmp_path: Path, shared_cache: Path, s
 def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path: Path, shared_cache: Path) -> None:
     args = [*FAST, "objective=att_kl_hid_seq", "epochs=2", "checkpoint.every_steps=2", f"results_dir={tmp_path / 'r'}",
             f"cache_dir={shared_cache}"]
+    # as from a terminal: SIGINT at its default disposition (a test run started in the background of a
+    # non-interactive shell ignores SIGINT, and Python then leaves it ignored: the job would just go on)
     proc = subprocess.Popen([sys.executable, "-m", "distill_sweep", *args], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not list((tmp_path / "r").rglob(CHECKPOINT)):
         assert proc.poll() is None, proc.stderr.read()[-3000:] if proc.stderr else ""
