@@ -10,6 +10,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
@@ -19,10 +20,18 @@ from distill_sweep.models.inits import init_spec
 from distill_sweep.sweep import chain
 
 
+def split(overrides: Sequence[Override]) -> list[list[str]]:
+    """Parsed overrides (with sweeps like `seed=1,2`) -> one override list per job, as Hydra's basic sweeper splits
+    them, except that a delete given without a value stays one (`~key`): the sweeper writes it `~key=null`, which
+    Hydra 1.3 deletes whatever the value, and 1.4 only where the value is null."""
+    bare = {f"~{o.key_or_group}=null": f"~{o.key_or_group}" for o in overrides
+            if o.is_delete() and o.value_type is None}
+    return [[bare.get(item, item) for item in job] for job in BasicSweeper.split_arguments(list(overrides), None)[0]]
+
+
 def expand(params: Sequence[str]) -> list[list[str]]:
     """Hydra override strings (with sweeps like `seed=1,2`) -> one override list per job."""
-    overrides = OverridesParser.create().parse_overrides(list(params))
-    return BasicSweeper.split_arguments(overrides, None)[0]
+    return split(OverridesParser.create().parse_overrides(list(params)))
 
 
 def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict[str, Any]]:

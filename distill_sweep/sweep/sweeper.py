@@ -27,7 +27,7 @@ from distill_sweep.job.identity import find_completed, identify
 from distill_sweep.records import files, locks
 from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.sweep import chain
-from distill_sweep.sweep.compose import JobComposer
+from distill_sweep.sweep.compose import JobComposer, split
 from distill_sweep.sweep.cost import estimate_cost, pack_cost
 from distill_sweep.sweep.launch import one_process_per_job, processes_per_job, store_builds
 from distill_sweep.sweep.packs import PACKS_DIR, PackFailed, plan_packs, write_pack_file
@@ -137,7 +137,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        all_jobs = self.split_arguments(parser.parse_overrides(self._parse_config() + arguments), None)[0]
+        all_jobs = split(parser.parse_overrides(self._parse_config() + arguments))
         # +plan_seeds=true: the dry run, then the seeds each comparison needs from the pilot records (seed_plan)
         plan_seeds = bool(OmegaConf.select(self.config, "plan_seeds", default=False))
         dry_run = plan_seeds or bool(OmegaConf.select(self.config, "dry_run", default=False))
