@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.plots import plot_curves, plot_speed_accuracy
 
 PROG = "distill_sweep.report"
+# the options whose value is text (`table`, `preset`, ...): a number given for one is its text
+TEXT_OPTIONS = {name: hint is str for name, hint in typing.get_type_hints(ReportOptions).items()}
 HTML_NAME = "report.html"
 USAGE = f"""usage: python -m {PROG} [results_dir] [key=value ...]
 
@@ -103,6 +106,8 @@ def parse_args(argv: Sequence[str]) -> ReportOptions:
         value: Any = override.value()
         if isinstance(value, str) and "${" in value:
             raise UsageError(f"{arg!r}: interpolations are not supported here")
+        if isinstance(value, int | float) and not isinstance(value, bool) and TEXT_OPTIONS.get(key, False):
+            value = str(value)  # `table=9`: OmegaConf 2.3 converted it silently, 2.4 warns on stderr first
         try:
             cfg[key] = value  # `+key=` and `++key=` set it too: every option always exists
         except OmegaConfBaseException:
