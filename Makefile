@@ -48,7 +48,8 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not slurm" -n 2
 
 # The suite against Hydra's 1.4 pre-release (pyproject.toml keeps 1.3.8): a venv inside $(VENV) that holds only
-# hydra-core 1.4 (and the omegaconf it needs) and reads everything else, torch included, from $(VENV).
+# hydra-core 1.4 (and the omegaconf it needs) and reads everything else, torch included, from $(VENV); the tools
+# the tests call (ruff, lint-imports) are $(VENV)'s, on PATH.
 HYDRA14_SPEC ?= hydra-core==1.4.*
 HYDRA14 := $(VENV)/hydra14
 test-hydra14: install
@@ -57,7 +58,7 @@ test-hydra14: install
 	echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
 		> "$$($(HYDRA14)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_distill_sweep_venv.pth"
 	$(HYDRA14)/bin/python -c "import hydra; print('hydra-core', hydra.__version__)"
-	$(HYDRA14)/bin/python -m pytest -q -m "not slurm" -n 2
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(HYDRA14)/bin/python -m pytest -q -m "not slurm" -n 2
 
 # The documentation site (mkdocs.yml, docs/): built strictly and offline into site/; the config reference
 # and the benchmark tables are generated while it builds (docs/hooks/).

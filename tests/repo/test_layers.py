@@ -19,7 +19,9 @@ import grimp
 import tomllib
 from helpers import ROOT
 
-LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+# beside the interpreter (the venv's), else on PATH (`make test-hydra14`'s interpreter is in a venv of Hydra alone)
+LINT_IMPORTS = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports") \
+    or "lint-imports"
 RUNTIME_CONTRACTS = "importlinter-runtime.toml"  # what runs only: type-only imports left out
 
 
