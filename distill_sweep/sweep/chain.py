@@ -12,12 +12,15 @@ student and corpus settings are not the fine-tune's), with:
 - the command line's other overrides (results_dir, cache_dir, threads, pilot caps such as
   task.max_train_samples or max_steps_per_epoch), except those of the distillation's own parts
   (DISTILLATION_ONLY);
-- the grid point (task, optimizer.lr, optimizer.batch_size, seed, epochs), then `finetune_grid.overrides`.
+- the grid point (task, optimizer.lr, optimizer.batch_size, seed, epochs), then `finetune_grid.overrides`;
+- the sweep's own `hydra.sweeper.params` (`sweeper_kept`): Hydra 1.4 refuses a job of a sweep whose sweeper
+  settings differ from the primary config's, and the preset that set them is not among the fine-tune's parts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,18 +73,38 @@ def merged(overrides: Sequence[str]) -> list[str]:
     return list(by_key.values())
 
 
+def _quoted(text: str) -> str:
+    """`text` in Hydra's single quotes: a backslash is literal unless it comes before a quote or the end."""
+    text = re.sub(r"(\\*)'", lambda m: m.group(1) * 2 + "\\'", text)
+    return "'" + re.sub(r"(\\+)$", lambda m: m.group(1) * 2, text) + "'"
+
+
+def sweeper_kept(params: Mapping[str, str] | None) -> list[str]:
+    """The override that gives a fine-tune job the sweep's `hydra.sweeper.params` (none when the sweep has none).
+    Sweeping it is not what it does: Hydra reads only the primary config's sweeper; a job only has to agree."""
+    if not params:
+        return []
+    override = "hydra.sweeper.params={" + ",".join(f"{k}:{_quoted(str(v))}" for k, v in params.items()) + "}"
+    if OverridesParser.create().parse_overrides([override])[0].value() != dict(params):
+        raise ConfigError(f"finetune_grid: the sweep's hydra.sweeper.params cannot be passed on to the fine-tune "
+                          f"jobs as an override (a key Hydra's grammar cannot hold?): {dict(params)}")
+    return [override]
+
+
 def finetune_overrides(distill_overrides: Sequence[str], teacher_choice: str, source_hash: str,
-                       grid: FinetuneGridSettings) -> list[list[str]]:
-    """One override list per fine-tune job of one distilled student."""
+                       grid: FinetuneGridSettings, kept: Sequence[str] = ()) -> list[list[str]]:
+    """One override list per fine-tune job of one distilled student; `kept` (sweeper_kept) goes last."""
     base = [*passed_on(distill_overrides), f"teacher={teacher_choice}", "procedure=finetune", "student=distilled",
             f"student.source={source_hash}"]
-    return [merged([*base, *point, *grid.overrides]) for point in grid.points()]
+    return [[*merged([*base, *point, *grid.overrides]), *kept] for point in grid.points()]
 
 
 def plan(jobs: Sequence[tuple[Any, Sequence[str]]], compose: Callable[[Sequence[str]], DictConfig],
-         teacher_choice: Callable[[Sequence[str]], str], identify: Callable[[DictConfig], Any]) -> list[ChainedJob]:
+         teacher_choice: Callable[[Sequence[str]], str], identify: Callable[[DictConfig], Any],
+         kept: Sequence[str] = ()) -> list[ChainedJob]:
     """The fine-tune jobs that follow the distillation `jobs` (identity, overrides) whose config sets
-    `finetune_grid`; each identified (config only: the students do not exist yet). Raises ConfigError."""
+    `finetune_grid`; each identified (config only: the students do not exist yet). `kept`: the sweep's sweeper
+    settings (sweeper_kept). Raises ConfigError."""
     chained: list[ChainedJob] = []
     for source, overrides in jobs:
         grid = source.settings.run.finetune_grid
@@ -90,13 +113,14 @@ def plan(jobs: Sequence[tuple[Any, Sequence[str]]], compose: Callable[[Sequence[
         if source.procedure.name not in SAVES_STUDENT:
             raise ConfigError(f"finetune_grid follows a distillation that saves its student (procedure="
                               f"{' or '.join(SAVES_STUDENT)}), not procedure={source.procedure.name}")
-        for ft_overrides in finetune_overrides(overrides, teacher_choice(overrides), source.digest, grid):
+        for ft_overrides in finetune_overrides(overrides, teacher_choice(overrides), source.digest, grid, kept):
             try:
                 cfg = compose(ft_overrides)
                 ident = identify(cfg)
             except (ConfigError, HydraException, OmegaConfBaseException) as err:
                 first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                raise ConfigError(f"fine-tune job [{' '.join(ft_overrides)}]: {first}") from None
+                shown = ft_overrides[:len(ft_overrides) - len(kept)]
+                raise ConfigError(f"fine-tune job [{' '.join(shown)}]: {first}") from None
             if ident.settings.teacher != source.settings.teacher:
                 raise ConfigError(f"finetune_grid: the fine-tune jobs of [{' '.join(overrides)}] would get another "
                                   "teacher config (and tokenizer) than the distillation's: set the teacher on the "

@@ -78,7 +78,7 @@ class JobComposer:
 
     def _composed(self, parsed: Sequence[Any]) -> tuple[str, ...]:
         """The key of the composed config of these parsed overrides' group choices (composed on first use)."""
-        groups = tuple(o.input_line for o in parsed if _is_group(o.key_or_group))
+        groups = tuple(o.input_line for o in parsed if _at_composition(o.key_or_group))
         if groups not in self.cache:
             composed = self.load(groups)
             with open_dict(composed):
@@ -98,7 +98,7 @@ class JobComposer:
         cfg = copy.deepcopy(self.cache[groups])
         with open_dict(cfg):
             for o in parsed:
-                if _is_group(o.key_or_group):
+                if _at_composition(o.key_or_group):
                     continue
                 if o.is_delete():
                     _delete(cfg, o.key_or_group)
@@ -107,8 +107,9 @@ class JobComposer:
         return cfg
 
 
-def _is_group(key: str) -> bool:
-    return "/" in key or key in GROUPS
+def _at_composition(key: str) -> bool:
+    """Group choices, and Hydra's own settings (its node is set aside once composed, see `_composed`)."""
+    return "/" in key or key in GROUPS or key.split(".")[0] == "hydra"
 
 
 def _delete(cfg: DictConfig, key: str) -> None:

@@ -198,7 +198,8 @@ class SkipCompletedSweeperImpl(BasicSweeper):
     def _plan_chain(self, plan: SweepPlan, compose: JobComposer) -> None:
         """The fine-tune grid after each distillation (finetune_grid): identified now, run after them."""
         try:
-            chained = chain.plan(plan.distilled, compose, lambda ov: compose.choice(ov, "teacher"), identify)
+            kept = chain.sweeper_kept(OmegaConf.select(self.config, "hydra.sweeper.params"))
+            chained = chain.plan(plan.distilled, compose, lambda ov: compose.choice(ov, "teacher"), identify, kept)
         except ConfigError as err:
             print(f"distill_sweep: error: {err}", file=sys.stderr)
             sys.exit(2)

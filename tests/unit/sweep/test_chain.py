@@ -44,6 +44,23 @@ def test_fine_tune_jobs_take_the_run_settings_not_the_distillations_parts() -> N
     assert len(points) == 16  # every point once
 
 
+@pytest.mark.parametrize("params", [
+    {"objective": "vanilla_kd,hid_cls", "seed": "1,2,3"},
+    {"++procedure": "{on_policy:0.0,seq_kd:false},{on_policy:0.5,seq_kd:true}", "task.name": "it's \\ odd\\'\\"},
+])
+def test_the_sweeps_sweeper_params_reach_the_fine_tune_jobs_unchanged(params: dict) -> None:
+    # Hydra 1.4 refuses a swept job whose hydra.sweeper differs from the primary config's
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    (kept,) = chain.sweeper_kept(params)
+    assert kept.startswith("hydra.sweeper.params=")
+    assert OverridesParser.create().parse_overrides([kept])[0].value() == params
+    grid = FinetuneGridSettings(tasks=["toy"], lrs=[1e-3], batch_sizes=[32])
+    (job,) = chain.finetune_overrides(["objective=att_mse"], "tiny", "ab" * 32, grid, [kept])
+    assert job[-1] == kept
+    assert chain.sweeper_kept(None) == [] and chain.sweeper_kept({}) == []
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"tasks": []}, "finetune_grid.tasks is empty"),
     ({"tasks": ["nosuch"]}, "unknown task 'nosuch'"),
