@@ -135,7 +135,7 @@ class RunSettings:
     finetune_grid: FinetuneGridSettings | None = None
     # a sweep's jobs that share batches (sweep/packs.py's rule) trained in lockstep in one process, one teacher
     # forward per batch for all of them (auto), or one process per job (off)
-    pack: Literal["auto", "off"] = "off"
+    pack: Literal["auto", "off"] = "auto"
     # at most this many jobs in one pack (they share one process's memory: each holds its student and optimizer)
     pack_size: int = field(default=10, metadata={"ge": 1})
     # set by the sweeper on a pack's process: the file that lists its members' configs (sweep/packs.py)

@@ -33,14 +33,11 @@ def pack_key(job: Any, processes_per_job: int = 1) -> str | None:
     """The key of the jobs `job` can share batches with (a digest), or None: it runs in a process of its own.
 
     None for `pack=off`, a procedure that does not pack, a job of several processes (data parallel), a build
-    job, and a job that logs to wandb (its runs are one per process at a time here)."""
+    job and an ensemble teacher's job."""
     run = job.settings.run
     if run.pack == "off" or job.procedure.name not in PACKING_PROCEDURES or processes_per_job > 1:
         return None
     if run.prepare_only or run.pack_file is not None or job.members:  # a build job; a pack's own; an ensemble
-        return None
-    logger = job.settings.logger
-    if logger.name != "none" and logger.mode != "disabled":
         return None
     composed, task = job.composed, job.settings.task
     shared = {

@@ -1,6 +1,8 @@
 """Experiment tracking with wandb: one run per job, grouped by sweep. Never fails a job.
 
-Every call into wandb is wrapped: an error becomes a warning and tracking switches itself off.
+Every call into wandb is wrapped: an error becomes a warning and tracking switches itself off. Runs are created
+with `reinit="create_new"` and logged through their own object, so the members of a pack (one process, one run
+each, sweep/packs.py) log side by side.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class Tracker:
             self.run = wandb.init(
                 project=str(logger.project), entity=logger.entity, mode=mode, dir=str(run_dir),
                 group=group, name=name, tags=tags, id=resume_id, resume="allow" if resume_id else None,
-                config=config, reinit="finish_previous",
+                config=config, reinit="create_new",
             )
         except Exception as err:  # tracking must never stop training
             self._disable("init", err)

@@ -211,8 +211,8 @@ def test_cancelled_job_is_noticed(slurm_cluster: Cluster, tmp_path: Path, monkey
 
 
 def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
-    """`python -m distill_sweep ... hydra/launcher=slurm -m`: the store's build job, then one array, a completed
-    record per job."""
+    """`python -m distill_sweep ... hydra/launcher=slurm -m pack=off`: the store's build job, then one array of
+    one task per job, a completed record per job."""
     env = slurm_cluster.env()
     # Run from outside the repository: the jobs must find distill_sweep installed in the venv
     # (`pip install -e .`, done by `make install`), not through the working directory.
@@ -224,7 +224,7 @@ def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
     )
     results_dir, sweep_dir = tmp_path / "results", tmp_path / "sweep"
     cmd = [
-        sys.executable, "-m", "distill_sweep", *SWEEP_OVERRIDES, *LAUNCHER_OVERRIDES,
+        sys.executable, "-m", "distill_sweep", *SWEEP_OVERRIDES, *LAUNCHER_OVERRIDES, "pack=off",
         f"results_dir={results_dir}", f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}", "-m",
     ]
     started = time.monotonic()
@@ -253,11 +253,11 @@ def test_toy_sweep_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
 
 
 def test_toy_sweep_in_packs_on_slurm(slurm_cluster: Cluster, tmp_path: Path) -> None:
-    """`pack=auto`: the grid's four jobs share batches (sweep/packs.py), so the grid is one array task, one
+    """`pack=auto` (the default): the grid's four jobs share batches (sweep/packs.py), so the grid is one array task, one
     process training them in lockstep, with a completed record per job."""
     env = slurm_cluster.env()
     results_dir, sweep_dir = tmp_path / "results", tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "distill_sweep", *SWEEP_OVERRIDES, *LAUNCHER_OVERRIDES, "pack=auto",
+    cmd = [sys.executable, "-m", "distill_sweep", *SWEEP_OVERRIDES, *LAUNCHER_OVERRIDES,
            f"results_dir={results_dir}", f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}", "-m"]
     run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
     logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(sweep_dir.rglob("*_log.*"))[:12])

@@ -27,13 +27,14 @@ def test_jobs_that_draw_the_same_batches_share_a_key_and_others_do_not() -> None
     for same in ("objective=att_kl", "init=3", "objective=vanilla_kd", "optimizer.lr=0.5", "map=skip",
                  "results_dir=elsewhere", "checkpoint.every_steps=3"):
         assert pack_key(_job("objective=hid_seq", "init=1", same)) == key, same
+    assert pack_key(_job("objective=hid_seq", "logger=wandb")) is not None  # one wandb run per member
     # anything that changes the batches, the teacher or the process
     for other in ("seed=2", "optimizer.batch_size=16", "epochs=2", "batching=random", "max_steps_per_epoch=3",
                   "precision=bf16", "task.max_train_samples=100", "teacher.finetune.epochs=2", "threads=2",
                   "teacher_outputs=live", "pack_size=3"):
         assert pack_key(_job("objective=hid_seq", "init=1", other)) not in (key, None), other
     # never packed
-    for alone in ("pack=off", "procedure=finetune", "logger=wandb", "+prepare_only=true"):
+    for alone in ("pack=off", "procedure=finetune", "+prepare_only=true"):
         assert pack_key(_job("objective=hid_seq", alone)) is None, alone
     assert pack_key(_job("objective=hid_seq"), processes_per_job=2) is None  # data parallel
 

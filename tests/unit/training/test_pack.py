@@ -127,3 +127,22 @@ def test_a_signalled_pack_checkpoints_every_member_and_a_rerun_resumes_each(tmp_
     for objective, solo in alone.items():
         assert packed[objective]["resumed"] == 1
         _assert_same_job(packed[objective], solo)
+
+
+def test_each_member_of_a_pack_logs_its_own_wandb_run(tmp_path: Path, shared_cache: Path, monkeypatch,
+                                                      recwarn: pytest.WarningsRecorder) -> None:
+    monkeypatch.delenv("WANDB_MODE", raising=False)  # conftest disables wandb; this test wants the real thing
+    wandb = ["logger=wandb", "logger.mode=offline", "epochs=1"]
+    cfgs = _cfgs(tmp_path / "packed", shared_cache, {i: wandb for i in range(len(MEMBERS))})
+    run_pack(_pack(cfgs, tmp_path / "packs"))
+    assert not [w for w in recwarn if "wandb" in str(w.message)]  # no run finished under another's feet
+    packed = _records(tmp_path / "packed")
+    ids = {r["wandb"]["id"] for r in packed.values()}
+    assert None not in ids and len(ids) == len(MEMBERS)
+    for objective, record in packed.items():
+        (job_dir,) = [p.parent for p in (tmp_path / "packed").rglob("result.json")
+                      if record["config_hash"][:10] in str(p)]
+        (run_file,) = job_dir.rglob(f"run-{record['wandb']['id']}.wandb")  # its own offline run, in its directory
+        data = run_file.read_bytes()
+        assert f"-{objective}-".encode() in data  # the run's name: task-objective-init-seed
+        assert b"dev/accuracy" in data  # and its metrics
