@@ -156,10 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the teacher once, for every sweep (fine-tuning is the same work with or without the store)
         _sweep([*base, "objective=vanilla_kd", "teacher_outputs=live", f"results_dir={work / 'warm'}"], work)
         grid = [*base, f"objective={objectives}", f"init={inits}", f"seed={args.seeds}", "-m"]
-        live_cpu, _ = _sweep([*grid, "teacher_outputs=live", f"results_dir={work / 'live'}"], work)
+        live_cpu, _ = _sweep([*grid, "teacher_outputs=live", "pack=off", f"results_dir={work / 'live'}"], work)
         # the packs' sweep builds its own store too: a copy of the cache as it is now (the teacher, the data)
         shutil.copytree(work / "cache", work / "cache_packs")
-        store_cpu, _ = _sweep([*grid, "teacher_outputs=auto", f"results_dir={work / 'store'}"], work)
+        store_cpu, _ = _sweep([*grid, "teacher_outputs=auto", "pack=off", f"results_dir={work / 'store'}"], work)
+        if packed_jobs(work / "multirun"):  # the baselines must be one process per job
+            raise SystemExit("the live or store sweep trained jobs in packs: they must run with pack=off")
         pack_cpu, printed = _sweep([*grid, "teacher_outputs=auto", "pack=auto", f"results_dir={work / 'packs'}",
                                     f"cache_dir={work / 'cache_packs'}"], work)
         live, store, packs = _records(work / "live"), _records(work / "store"), _records(work / "packs")
