@@ -159,6 +159,14 @@ def paired_ttest(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
     return float(res.statistic), float(res.pvalue), note
 
 
+# paired_tests' columns after the `within` ones; the family columns are computed over all its rows at once
+_TEST_COLUMNS = ("a", "b", "n", "tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d", "t", "p",
+                 "p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
+                 "aso_better", "seeds", "note")
+_FAMILY_COLUMNS = ("p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
+                   "aso_better", "seeds")
+
+
 def paired_tests(
     scores_df: pd.DataFrame,
     compare: str = "system",
@@ -183,47 +191,68 @@ def paired_tests(
     better), aso_better ("A", "B" or ""), seeds (seeds needed), note.
     """
     within = list(within)
-    cols = [*within, "a", "b", "n", "tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d", "t", "p",
-            "p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba", "aso_better",
-            "seeds", "note"]
+    cols = [*within, *_TEST_COLUMNS]
     if scores_df.empty:
         return pd.DataFrame(columns=cols)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    for key, grp in _ordered_groups(scores_df, within, group_order):
+        rows += _group_tests(grp, dict(zip(within, key, strict=True)), compare, alpha, levels, pairs)
+    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in _FAMILY_COLUMNS), "_pairs"])  # _pairs: for ASO
+    _add_family_columns(out, alpha)
+    return out[cols]
+
+
+def _ordered_groups(scores_df: pd.DataFrame, within: list[str], group_order: Sequence[Any] | None
+                    ) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
+    """The groups of `within` (one group, key (), without it) as (key tuple, scores), in `group_order`."""
     groups = list(scores_df.groupby(within, sort=False)) if within else [((), scores_df)]
+    groups = [(key if isinstance(key, tuple) else (key,), grp) for key, grp in groups]
     if group_order is None and within == ["objective"]:
         group_order = objective_order(scores_df["objective"].unique())
-    if group_order is not None:
+    if group_order is not None:  # groups not named in it go last, in their order of appearance
         rank = {g: i for i, g in enumerate(group_order)}
-        groups.sort(key=lambda kv: rank.get((kv[0] if isinstance(kv[0], tuple) else (kv[0],))[0], len(rank)))
-    for key, grp in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        wide = grp.pivot_table(index=["task", "seed"], columns=compare, values="value", aggfunc="mean")
-        present = list(wide.columns)
-        order = [lv for lv in levels if lv in present] if levels else present
-        order += [lv for lv in present if lv not in order]
-        columns = {lv: wide[lv].to_numpy(dtype=float) for lv in present}  # numpy: hundreds of pairs per table
-        task_codes, _ = pd.factorize(wide.index.get_level_values("task"))
-        for a, b in combinations(order, 2) if pairs is None else pairs:
-            lacking = [lv for lv in dict.fromkeys((a, b)) if lv not in present]
-            x, y, codes = (np.empty(0),) * 3
-            if not lacking:
-                both = ~np.isnan(columns[a]) & ~np.isnan(columns[b])
-                x, y, codes = columns[a][both], columns[b][both], task_codes[both]
-            t, p, note = paired_ttest(x, y)
-            if lacking:
-                note = f"no completed runs of {' and '.join(lacking)}"
-            lo, hi = paired_t_ci(x, y, 1.0 - alpha)
-            rows.append({
-                **dict(zip(within, key, strict=True)), "a": a, "b": b, "n": len(x), "tasks": len(set(codes)),
-                "mean_a": float(x.mean()) if len(x) else math.nan,
-                "mean_b": float(y.mean()) if len(x) else math.nan,
-                "mean_diff": float((x - y).mean()) if len(x) else math.nan,
-                "ci_low": lo, "ci_high": hi, "d": cohens_dz(x, y), "t": t, "p": p, "note": note,
-                "_pairs": (codes, x, y),
-            })
-    derived = ("p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
-               "aso_better", "seeds")
-    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in derived), "_pairs"])
+        groups.sort(key=lambda kv: rank.get(kv[0][0], len(rank)))
+    return groups
+
+
+def _group_tests(grp: pd.DataFrame, group: dict[str, Any], compare: str, alpha: float,
+                 levels: Sequence[str] | None, pairs: Sequence[tuple[str, str]] | None) -> list[dict[str, Any]]:
+    """One row per pair of `compare` levels in one group (`group`: its `within` values), before the family columns."""
+    wide = grp.pivot_table(index=["task", "seed"], columns=compare, values="value", aggfunc="mean")
+    present = list(wide.columns)
+    order = [lv for lv in levels if lv in present] if levels else present
+    order += [lv for lv in present if lv not in order]
+    columns = {lv: wide[lv].to_numpy(dtype=float) for lv in present}  # numpy: hundreds of pairs per table
+    task_codes, _ = pd.factorize(wide.index.get_level_values("task"))
+    return [{**group, **_pair_test(a, b, columns, task_codes, alpha)}
+            for a, b in (combinations(order, 2) if pairs is None else pairs)]
+
+
+def _pair_test(a: str, b: str, columns: dict[str, np.ndarray], task_codes: np.ndarray, alpha: float
+               ) -> dict[str, Any]:
+    """The paired t-test of levels a and b on the (task, seed) rows where both have a score; `_pairs` keeps
+    the matched scores for ASO, which is run over the whole family."""
+    lacking = [lv for lv in dict.fromkeys((a, b)) if lv not in columns]
+    x, y, codes = (np.empty(0),) * 3
+    if not lacking:
+        both = ~np.isnan(columns[a]) & ~np.isnan(columns[b])
+        x, y, codes = columns[a][both], columns[b][both], task_codes[both]
+    t, p, note = paired_ttest(x, y)
+    if lacking:
+        note = f"no completed runs of {' and '.join(lacking)}"
+    lo, hi = paired_t_ci(x, y, 1.0 - alpha)
+    return {
+        "a": a, "b": b, "n": len(x), "tasks": len(set(codes)),
+        "mean_a": float(x.mean()) if len(x) else math.nan,
+        "mean_b": float(y.mean()) if len(x) else math.nan,
+        "mean_diff": float((x - y).mean()) if len(x) else math.nan,
+        "ci_low": lo, "ci_high": hi, "d": cohens_dz(x, y), "t": t, "p": p, "note": note,
+        "_pairs": (codes, x, y),
+    }
+
+
+def _add_family_columns(out: pd.DataFrame, alpha: float) -> None:
+    """The columns that depend on every test of the family: Holm, ASO with its Bonferroni, seeds, verdicts."""
     out["p_holm"] = holm(out["p"].to_numpy()) if len(out) else []
     m = int((out["n"] >= 2).sum())  # ASO's Bonferroni family: every pair it is run on
     asos = [aso_both(*centred_by_task(*matched), alpha, m) if len(matched[1]) >= 2 else (math.nan, math.nan)
@@ -237,7 +266,6 @@ def paired_tests(
     out["significant_holm"] = out["p_holm"] < alpha
     out["testable"] = out["p"].notna()
     out["few_pairs"] = out["testable"] & (out["n"] < MIN_RELIABLE_PAIRS)
-    return out[cols]
 
 
 # ----------------------------------------------------------------------------- uncertainty and effect
