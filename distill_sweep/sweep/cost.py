@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,112 +66,204 @@ def _generation_work(ident: Any, steps: float | None, cache: Path, sampled: dict
             stores[(ident.task, group, new)] = settings.known_train_rows()
 
 
+@dataclass
+class _Work:
+    """What estimate_cost adds up over the jobs."""
+
+    student: int = 0  # training sample-passes of the students
+    teacher: int = 0  # and of the teachers still to fine-tune
+    teachers: set[Path] = field(default_factory=set)  # those teachers' directories
+    unsized: int = 0  # jobs whose data size is not known before they read it (a corpus without a step budget)
+    corpus_jobs: int = 0
+    corpus_tokens: int = 0
+    decoder_jobs: int = 0  # causal-LM students
+    decoder_tokens: int = 0
+    # decoder teachers a sweep trains (by config): training tokens each
+    decoder_teachers: dict[str, int] = field(default_factory=dict)
+    decoder_stores: set[Any] = field(default_factory=set)  # their top-k stores not built yet
+    # frozen-teacher forward sample-passes with and without the store
+    forwards: dict[str, int] = field(default_factory=lambda: {"store": 0, "live": 0})
+    builds: dict[tuple[str, str], int] = field(default_factory=dict)  # stores to build: rows each
+    # on-policy generation (expected)
+    sampled: dict[str, float] = field(default_factory=lambda: {"jobs": 0, "batches": 0.0, "forwards": 0.0,
+                                                               "unsized": 0})
+    # seq_kd stores to make: their prompts (None: unknown)
+    generations: dict[tuple[str, str, int], int | None] = field(default_factory=dict)
+
+
 def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir: Path | None = None) -> str:
     """Training work in sample-passes (students, and the teachers still to fine-tune), and hours at the
     throughput of records already completed. `jobs` are job identities (distill_sweep.job.identity.identify)."""
-    student = teacher = 0
-    teachers: set[Path] = set()
-    unsized = 0  # jobs whose data size is not known before they read it (a corpus without a step budget)
-    corpus_jobs, corpus_tokens = 0, 0
-    decoder_jobs, decoder_tokens = 0, 0  # causal-LM students
-    decoder_teachers: dict[str, int] = {}  # decoder teachers a sweep trains (by config): training tokens each
-    decoder_stores: set[Any] = set()  # their top-k stores not built yet
-    forwards = {"store": 0, "live": 0}  # frozen-teacher forward sample-passes with and without the store
-    builds: dict[tuple[str, str], int] = {}  # stores to build: rows each
-    sampled = {"jobs": 0, "batches": 0.0, "forwards": 0.0, "unsized": 0}  # on-policy generation (expected)
-    generations: dict[tuple[str, str, int], int | None] = {}  # seq_kd stores to make: their prompts (None: unknown)
+    work = _Work()
     for ident in jobs:
-        s = ident.settings
-        if getattr(ident.procedure_settings, "decoders", False):
-            _decoder_teacher_work(ident, Path(cache_dir or files.absolute(s.run.cache_dir)), decoder_teachers,
-                                  decoder_stores)
-        if not ident.procedure_settings.reads_task:
-            steps = getattr(ident.procedure_settings, "max_steps", None)
-            epochs = min(s.run.epochs or math.inf, getattr(ident.procedure_settings, "epochs", None) or math.inf)
-            rows = getattr(ident.procedure_settings, "known_train_rows", lambda: None)()
-            if steps is None and rows is not None and epochs < math.inf:  # data of a stated size, by epochs
-                per_epoch = rows // ident.procedure_settings.sequences_per_step()
-                steps = epochs * min(per_epoch, s.run.max_steps_per_epoch or per_epoch)
-            if s.run.max_steps_per_epoch and epochs < math.inf:  # the smoke-run caps bound it
-                steps = min(steps or math.inf, epochs * s.run.max_steps_per_epoch)
-            if getattr(ident.procedure_settings, "decoders", False):
-                _generation_work(ident, steps, Path(cache_dir or files.absolute(s.run.cache_dir)), sampled,
-                                 generations)
-            if steps is None:
-                unsized += 1
-                continue
-            tokens = int(steps) * ident.procedure_settings.sequences_per_step() * s.task.max_seq_length
-            if ident.procedure_settings.decoders:
-                decoder_jobs, decoder_tokens = decoder_jobs + 1, decoder_tokens + tokens
-            else:
-                corpus_jobs, corpus_tokens = corpus_jobs + 1, corpus_tokens + tokens
-            continue
-        size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
-        size = min(size, s.task.train_size or size)
-        if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
-            size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
-        batch = s.optimizer.batch_size or s.task.recipe.batch_size
-        n_stages = len(ident.objective.stages) if ident.objective is not None else 1
-        epochs = s.run.epochs or s.task.recipe.epochs
-        student += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
-        if ident.objective is not None:  # every stage of a distilling job runs the teacher, unless stored
-            logit_stages = sum(k in ("prediction", "combined") for k in ident.objective.stages)
-            forwards["live"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * n_stages
-            request = store_request(ident)
-            only_logits = n_stages - (logit_stages if request else 0)  # stages that still run it (intermediate)
-            forwards["store"] += _passes(size, epochs, batch, s.run.max_steps_per_epoch) * only_logits
-            cache = Path(cache_dir or files.absolute(s.run.cache_dir))
-            if request is not None and not request.prepared(cache):
-                builds[(ident.task, request.group)] = size
-        # a stage before the objective's, e.g. PEA-KD's PTP
-        student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
-        if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
-            continue
-        where = ident.teacher.directory(Path(cache_dir or files.absolute(s.run.cache_dir)), ident.task)
-        if where in teachers or (where / META).exists():
-            continue
-        teachers.add(where)
-        ft = finetune_settings(s.teacher.finetune, s.task.recipe)
-        teacher += _passes(size, ft["epochs"], ft["batch_size"], ft["max_steps_per_epoch"])
-    passes = student + teacher
-    line = (f"estimated cost: {passes:.3g} training sample-passes ({student:.3g} students, {teacher:.3g} for "
-            f"{len(teachers)} teacher(s) to fine-tune)")
+        _count_job(work, ident, Path(cache_dir or files.absolute(ident.settings.run.cache_dir)))
+    return (_passes_text(work, done_records) + _teacher_forwards_text(work) + _corpus_text(work)
+            + _decoder_text(work) + _on_policy_text(work) + _seq_kd_text(work) + _unsized_text(work))
+
+
+def _count_job(work: _Work, ident: Any, cache: Path) -> None:
+    """Adds one job's work: a job on a task's rows is sized by its epochs, one on a corpus (or a decoder's
+    data) by its steps."""
+    if getattr(ident.procedure_settings, "decoders", False):
+        _decoder_teacher_work(ident, cache, work.decoder_teachers, work.decoder_stores)
+    if ident.procedure_settings.reads_task:
+        _count_task_job(work, ident, cache)
+    else:
+        _count_steps_job(work, ident, cache)
+
+
+def _count_steps_job(work: _Work, ident: Any, cache: Path) -> None:
+    """A job that does not read a task: its training tokens (and a decoder's generation), when its steps are known."""
+    steps = _planned_steps(ident)
+    if getattr(ident.procedure_settings, "decoders", False):
+        _generation_work(ident, steps, cache, work.sampled, work.generations)
+    if steps is None:
+        work.unsized += 1
+        return
+    tokens = int(steps) * ident.procedure_settings.sequences_per_step() * ident.settings.task.max_seq_length
+    if ident.procedure_settings.decoders:
+        work.decoder_jobs, work.decoder_tokens = work.decoder_jobs + 1, work.decoder_tokens + tokens
+    else:
+        work.corpus_jobs, work.corpus_tokens = work.corpus_jobs + 1, work.corpus_tokens + tokens
+
+
+def _planned_steps(ident: Any) -> float | None:
+    """The optimiser steps of a job that does not read a task: its step budget, else its epochs over data of a
+    stated size; capped by the smoke-run's steps per epoch; None when its data's size is known only once read."""
+    s = ident.settings
+    steps = getattr(ident.procedure_settings, "max_steps", None)
+    epochs = min(s.run.epochs or math.inf, getattr(ident.procedure_settings, "epochs", None) or math.inf)
+    rows = getattr(ident.procedure_settings, "known_train_rows", lambda: None)()
+    if steps is None and rows is not None and epochs < math.inf:  # data of a stated size, by epochs
+        per_epoch = rows // ident.procedure_settings.sequences_per_step()
+        steps = epochs * min(per_epoch, s.run.max_steps_per_epoch or per_epoch)
+    if s.run.max_steps_per_epoch and epochs < math.inf:  # the smoke-run caps bound it
+        steps = min(steps or math.inf, epochs * s.run.max_steps_per_epoch)
+    return steps
+
+
+def _count_task_job(work: _Work, ident: Any, cache: Path) -> None:
+    """A job on a task's rows: its students' passes (every stage, and a stage before the objective's), the frozen
+    teacher's forwards and its teacher's fine-tuning if still to do."""
+    s = ident.settings
+    size = _task_rows(s)
+    if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
+        size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
+    batch = s.optimizer.batch_size or s.task.recipe.batch_size
+    n_stages = len(ident.objective.stages) if ident.objective is not None else 1
+    epochs = s.run.epochs or s.task.recipe.epochs
+    passes = _passes(size, epochs, batch, s.run.max_steps_per_epoch)
+    work.student += passes * n_stages
+    if ident.objective is not None:  # every stage of a distilling job runs the teacher, unless stored
+        _count_teacher_forwards(work, ident, size, passes, cache)
+    # a stage before the objective's, e.g. PEA-KD's PTP
+    work.student += _passes(size, ident.procedure_settings.pre_stage_epochs(epochs), batch, s.run.max_steps_per_epoch)
+    _count_teacher_to_finetune(work, ident, size, cache)
+
+
+def _task_rows(s: Any) -> int:
+    """The training rows of a job on a task (its settings `s`), before any augmentation."""
+    size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
+    return min(size, s.task.train_size or size)
+
+
+def _count_teacher_forwards(work: _Work, ident: Any, size: int, passes: int, cache: Path) -> None:
+    """A distilling job's frozen-teacher forwards, live and with the teacher-output store (whose logit stages read
+    the store instead), and the store to build if it is not there yet."""
+    n_stages = len(ident.objective.stages)
+    logit_stages = sum(k in ("prediction", "combined") for k in ident.objective.stages)
+    work.forwards["live"] += passes * n_stages
+    request = store_request(ident)
+    only_logits = n_stages - (logit_stages if request else 0)  # stages that still run it (intermediate)
+    work.forwards["store"] += passes * only_logits
+    if request is not None and not request.prepared(cache):
+        work.builds[(ident.task, request.group)] = size
+
+
+def _count_teacher_to_finetune(work: _Work, ident: Any, size: int, cache: Path) -> None:
+    """The fine-tuning of the job's teacher on its task, once per teacher, unless given or already cached."""
+    s = ident.settings
+    if s.teacher.finetuned_path or (ident.objective is None and not ident.student_kind.needs_teacher_weights):
+        return
+    where = ident.teacher.directory(cache, ident.task)
+    if where in work.teachers or (where / META).exists():
+        return
+    work.teachers.add(where)
+    ft = finetune_settings(s.teacher.finetune, s.task.recipe)
+    work.teacher += _passes(size, ft["epochs"], ft["batch_size"], ft["max_steps_per_epoch"])
+
+
+def _passes_text(work: _Work, done_records: list[dict[str, Any]]) -> str:
+    """The line's start: the sample-passes, in job-hours at the median throughput of the completed records."""
+    passes = work.student + work.teacher
+    line = (f"estimated cost: {passes:.3g} training sample-passes ({work.student:.3g} students, {work.teacher:.3g} "
+            f"for {len(work.teachers)} teacher(s) to fine-tune)")
     speeds = [r["samples_per_s"] for r in done_records if r.get("samples_per_s")]
     if speeds:
         speed = sorted(speeds)[len(speeds) // 2]
         line += f", ~{passes / speed / 3600:.2f} job-hours at the median {speed:.0f} samples/s of completed jobs"
     else:
         line += " (no completed record yet to convert it to hours)"
-    if forwards["live"]:
-        built = sum(builds.values())
-        line += (f"; frozen-teacher forwards: {forwards['store'] + built:.3g} sample-passes with the teacher-output "
-                 f"store ({len(builds)} store(s) to build, {built:.3g} rows), {forwards['live']:.3g} without")
-    if corpus_jobs:
-        line += (f"; {corpus_jobs} task-agnostic job(s): {corpus_tokens:.3g} training tokens, ~"
-                 f"{PAPER_A100_HOURS * corpus_tokens / PAPER_TOKENS:.3g} A100-hours at the paper's 58 per "
-                 "student of 100k x 1024 x 128 tokens (BERT-base -> 6 layers; other sizes scale with their FLOPs)")
-    if decoder_jobs:
-        line += f"; {decoder_jobs} decoder job(s): {decoder_tokens:.3g} student training tokens"
-    if decoder_teachers or decoder_stores:
-        line += (f"; at most {len(decoder_teachers)} decoder teacher(s) trained first "
-                 f"({sum(decoder_teachers.values()):.3g} tokens; none for one already cached), {len(decoder_stores)} "
-                 "top-k store(s) to build")
-    if sampled["jobs"] or sampled["unsized"]:
-        line += (f"; on-policy generation: ~{sampled['batches']:.3g} sampled batches in {sampled['jobs']} job(s) "
-                 f"(on_policy x steps), up to {sampled['forwards']:.3g} student forwards (max_new_tokens per sampled "
-                 "batch, KV cache)")
-        if sampled["unsized"]:
-            line += f", {sampled['unsized']} job(s) by epochs on data of unknown size not counted"
-    if generations:
-        known = [(rows, new) for (_, _, new), rows in generations.items() if rows is not None]
-        forwards = sum(math.ceil(rows / output_plan.GENERATION_BATCH) * new for rows, new in known)
-        line += (f"; {len(generations)} seq-KD generation store(s) to make: up to {forwards:.3g} teacher forwards "
-                 f"(max_new_tokens per {output_plan.GENERATION_BATCH} prompts"
-                 + (f"; {len(generations) - len(known)} of unknown size)" if len(known) < len(generations) else ")"))
-    if unsized:
-        line += (f"; {unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
-                 "procedure.max_steps gives a count)")
     return line
+
+
+def _teacher_forwards_text(work: _Work) -> str:
+    if not work.forwards["live"]:
+        return ""
+    built = sum(work.builds.values())
+    return (f"; frozen-teacher forwards: {work.forwards['store'] + built:.3g} sample-passes with the teacher-output "
+            f"store ({len(work.builds)} store(s) to build, {built:.3g} rows), {work.forwards['live']:.3g} without")
+
+
+def _corpus_text(work: _Work) -> str:
+    if not work.corpus_jobs:
+        return ""
+    return (f"; {work.corpus_jobs} task-agnostic job(s): {work.corpus_tokens:.3g} training tokens, ~"
+            f"{PAPER_A100_HOURS * work.corpus_tokens / PAPER_TOKENS:.3g} A100-hours at the paper's 58 per "
+            "student of 100k x 1024 x 128 tokens (BERT-base -> 6 layers; other sizes scale with their FLOPs)")
+
+
+def _decoder_text(work: _Work) -> str:
+    """The decoder students' tokens, and the decoder teachers and top-k stores made before them."""
+    line = ""
+    if work.decoder_jobs:
+        line += f"; {work.decoder_jobs} decoder job(s): {work.decoder_tokens:.3g} student training tokens"
+    if work.decoder_teachers or work.decoder_stores:
+        line += (f"; at most {len(work.decoder_teachers)} decoder teacher(s) trained first "
+                 f"({sum(work.decoder_teachers.values()):.3g} tokens; none for one already cached), "
+                 f"{len(work.decoder_stores)} top-k store(s) to build")
+    return line
+
+
+def _on_policy_text(work: _Work) -> str:
+    sampled = work.sampled
+    if not (sampled["jobs"] or sampled["unsized"]):
+        return ""
+    line = (f"; on-policy generation: ~{sampled['batches']:.3g} sampled batches in {sampled['jobs']} job(s) "
+            f"(on_policy x steps), up to {sampled['forwards']:.3g} student forwards (max_new_tokens per sampled "
+            "batch, KV cache)")
+    if sampled["unsized"]:
+        line += f", {sampled['unsized']} job(s) by epochs on data of unknown size not counted"
+    return line
+
+
+def _seq_kd_text(work: _Work) -> str:
+    """The seq_kd stores of the teacher's generations still to make, in teacher forwards."""
+    if not work.generations:
+        return ""
+    known = [(rows, new) for (_, _, new), rows in work.generations.items() if rows is not None]
+    forwards = sum(math.ceil(rows / output_plan.GENERATION_BATCH) * new for rows, new in known)
+    return (f"; {len(work.generations)} seq-KD generation store(s) to make: up to {forwards:.3g} teacher forwards "
+            f"(max_new_tokens per {output_plan.GENERATION_BATCH} prompts"
+            + (f"; {len(work.generations) - len(known)} of unknown size)" if len(known) < len(work.generations)
+               else ")"))
+
+
+def _unsized_text(work: _Work) -> str:
+    if not work.unsized:
+        return ""
+    return (f"; {work.unsized} job(s) on a corpus by epochs not counted (its size is known once it is read; "
+            "procedure.max_steps gives a count)")
 
 
 def _teacher_stages(ident: Any) -> list[tuple[int, str, int]]:
@@ -179,8 +272,7 @@ def _teacher_stages(ident: Any) -> list[tuple[int, str, int]]:
     if ident.objective is None or not ident.procedure_settings.reads_task:
         return []
     s = ident.settings
-    size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
-    size = min(size, s.task.train_size or size)
+    size = _task_rows(s)
     passes = _passes(size, s.run.epochs or s.task.recipe.epochs, s.optimizer.batch_size or s.task.recipe.batch_size,
                      s.run.max_steps_per_epoch)
     stored = store_request(ident) is not None
