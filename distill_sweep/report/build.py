@@ -60,6 +60,27 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
     doc = Doc()
     files: dict[str, Any] = {}
     counts = frames.status_counts(st.records)
+    _preamble(doc, opts, st, records, counts)
+    sc, notes = frames.scores(records, opts.metric)
+    paper_sc, _ = frames.scores(records, "paper")
+    for note in notes:
+        doc.text(f"note: {note}")
+    systems = frames.system_order(records)
+    _check_baseline(opts.baseline, systems)
+    _own_tables_sections(doc, files, opts, st, records, own, decoders)
+    if "1" in opts.tables and not records.empty:
+        _table1_sections(doc, files, opts, st, records, sc, paper_sc, systems)
+    if "3" in opts.tables and not records.empty:
+        _table3_sections(doc, files, opts, st, records, sc, paper_sc, systems)
+    if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
+        _early_exit_section(doc, files, st.early_exit, opts)
+    _records_sections(doc, opts, st, counts)
+    return doc, files
+
+
+def _preamble(doc: Doc, opts: ReportOptions, st: frames.Store, records: pd.DataFrame,
+              counts: dict[str, int]) -> None:
+    """The report's heading, then what it counts and with which options and methods."""
     doc.heading(f"distill_sweep report: {opts.results_dir}")
     doc.text(f"jobs: {counts['completed']} completed, {counts['failed']} failed, {counts['running']} running "
              f"(running = started without a final status; a killed job stays 'running')"
@@ -73,15 +94,18 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
     for line in frames.parts_legend(records):
         doc.text(line)
 
-    sc, notes = frames.scores(records, opts.metric)
-    paper_sc, _ = frames.scores(records, "paper")
-    for note in notes:
-        doc.text(f"note: {note}")
-    systems = frames.system_order(records)
-    if opts.baseline != frames.NO_KD_LABEL and opts.baseline not in systems:  # a chosen row must exist
-        raise UsageError(f"baseline={opts.baseline!r} is not a row of this report (rows: {', '.join(systems)})")
 
-    for key in opts.layouts:  # other systems' own tables (a preset's, or table=<layout>) before the generic ones
+def _check_baseline(baseline: str, systems: list[str]) -> None:
+    """A chosen baseline must be a row of the report (the default, no KD, may be absent)."""
+    if baseline != frames.NO_KD_LABEL and baseline not in systems:
+        raise UsageError(f"baseline={baseline!r} is not a row of this report (rows: {', '.join(systems)})")
+
+
+def _own_tables_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: frames.Store,
+                         records: pd.DataFrame, own: pd.Series, decoders: pd.Series) -> None:
+    """Other systems' own tables, before the generic ones: the layouts asked for (a preset's, or
+    table=<layout>), the students distilled on a corpus (`own`), the decoder students (`decoders`)."""
+    for key in opts.layouts:
         if key == EARLY_EXIT:
             _early_exit_section(doc, files, st.early_exit, opts)
         else:
@@ -90,60 +114,82 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
         _pretraining_sections(doc, files, st.records[own], opts)
     if decoders.any():
         _decoder_sections(doc, files, st.records[decoders], opts)
-    if "1" in opts.tables and not records.empty:
-        t1_records, t1_note = frames.select_init(records, opts.table1_init)
-        t1_paths = set(t1_records["path"])
-        t1_sc = sc[sc["path"].isin(t1_paths)]
-        agg = stats.aggregate(t1_sc, ddof=opts.ddof, ci=opts.ci)
-        labels = sorted(set(t1_records["init_label"]))
-        title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
-        table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
-                            metric_mode=opts.metric)
-        if t1_note:
-            table.notes.append(t1_note)
-        _table_section(doc, files, table, opts)
-        tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
-        _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
-        _examples_section(doc, files, "table1", t1_records, tests, table)
-        if not tests.empty:
-            doc.figure('<div class="figures">' + figures.tests_matrix(
-                tests, [s for s in systems if s in set(tests["a"]) | set(tests["b"])], "Table 1", opts.alpha) + "</div>")
-        if opts.paper:
-            _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
-        curves = stats.curve_stages(st.curves, opts.curves)
-        if not curves.empty:
-            files["curves.png"] = ("plot", curves[curves["path"].isin(t1_paths)], table.title, systems, None)
-            doc.figure(f"<h2>Dev curves: {table.title}</h2><p>{curves_text(opts.curves)}</p>"
-                       + figures.curve_figures(curves[curves["path"].isin(t1_paths)], systems, None))
 
-    if "3" in opts.tables and not records.empty:
-        agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
-        table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
-                            stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
-        _table_section(doc, files, table, opts)
-        tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=frames.init_order(records),
-                                   group_order=systems)
-        _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
-                       ["system"], opts)
-        _examples_section(doc, files, "table3", records, tests, table, level="init_label", within=("system",))
-        names = {(r.system, r.init): " / ".join(r.labels) for r in table.rows}
-        per_task = sc.assign(row=[names.get((s_, i), f"{s_} / {i}") for s_, i in zip(sc["system"], sc["init_label"],
-                                                                                       strict=True)])
-        matrices = figures.per_task_matrices(per_task, list(names.values()), opts.alpha)
-        if matrices:
-            doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; Holm and "
-                       "ASO's Bonferroni over each task's pairs</p>" + matrices)
-        if opts.paper:
-            _paper_section(doc, files, "3", paper_sc, opts, by_init=True)
-        curves = stats.curve_stages(st.curves, opts.curves)
-        if not curves.empty and curves["init_label"].nunique() > 1:
-            files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems,
-                                         frames.init_order(records))
-            doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
-                       + figures.curve_figures(curves, systems, frames.init_order(records)))
 
-    if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
-        _early_exit_section(doc, files, st.early_exit, opts)
+def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: frames.Store, records: pd.DataFrame,
+                     sc: pd.DataFrame, paper_sc: pd.DataFrame, systems: list[str]) -> None:
+    """Table 1 (one init, a row per system): the table, its t-tests and examples, the paper's numbers, dev curves."""
+    table, t1_records, t1_sc = _table1(opts, records, sc)
+    t1_paths = set(t1_records["path"])
+    _table_section(doc, files, table, opts)
+    tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
+    _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
+    _examples_section(doc, files, "table1", t1_records, tests, table)
+    if not tests.empty:
+        tested = set(tests["a"]) | set(tests["b"])
+        doc.figure('<div class="figures">' + figures.tests_matrix(
+            tests, [s for s in systems if s in tested], "Table 1", opts.alpha) + "</div>")
+    if opts.paper:
+        _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
+    curves = stats.curve_stages(st.curves, opts.curves)
+    if not curves.empty:
+        t1_curves = curves[curves["path"].isin(t1_paths)]
+        files["curves.png"] = ("plot", t1_curves, table.title, systems, None)
+        doc.figure(f"<h2>Dev curves: {table.title}</h2><p>{curves_text(opts.curves)}</p>"
+                   + figures.curve_figures(t1_curves, systems, None))
+
+
+def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
+            ) -> tuple[Table, pd.DataFrame, pd.DataFrame]:
+    """Table 1 of the records of its init (opts.table1_init), with those records and their scores."""
+    t1_records, t1_note = frames.select_init(records, opts.table1_init)
+    t1_sc = sc[sc["path"].isin(set(t1_records["path"]))]
+    agg = stats.aggregate(t1_sc, ddof=opts.ddof, ci=opts.ci)
+    labels = sorted(set(t1_records["init_label"]))
+    title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
+    table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
+                        metric_mode=opts.metric)
+    if t1_note:
+        table.notes.append(t1_note)
+    return table, t1_records, t1_sc
+
+
+def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: frames.Store, records: pd.DataFrame,
+                     sc: pd.DataFrame, paper_sc: pd.DataFrame, systems: list[str]) -> None:
+    """Table 3 (rows system x init): the table, t-tests of the inits within each row and their examples, every
+    pair of rows per task, the paper's numbers, dev curves per row and init."""
+    agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
+    table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
+                        stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
+    _table_section(doc, files, table, opts)
+    inits = frames.init_order(records)
+    tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
+    _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
+                   ["system"], opts)
+    _examples_section(doc, files, "table3", records, tests, table, level="init_label", within=("system",))
+    _per_task_figure(doc, table, sc, opts.alpha)
+    if opts.paper:
+        _paper_section(doc, files, "3", paper_sc, opts, by_init=True)
+    curves = stats.curve_stages(st.curves, opts.curves)
+    if not curves.empty and curves["init_label"].nunique() > 1:
+        files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems, inits)
+        doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
+                   + figures.curve_figures(curves, systems, inits))
+
+
+def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> None:
+    """Every pair of Table 3's rows tested within each task (the HTML page's matrices), rows named as in the table."""
+    names = {(r.system, r.init): " / ".join(r.labels) for r in table.rows}
+    rows = [names.get((system, init), f"{system} / {init}")
+            for system, init in zip(sc["system"], sc["init_label"], strict=True)]
+    matrices = figures.per_task_matrices(sc.assign(row=rows), list(names.values()), alpha)
+    if matrices:
+        doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; Holm and "
+                   "ASO's Bonferroni over each task's pairs</p>" + matrices)
+
+
+def _records_sections(doc: Doc, opts: ReportOptions, st: frames.Store, counts: dict[str, int]) -> None:
+    """The jobs: failed and running ones, the preset's grid, every record (HTML page), the records left out."""
     _jobs_sections(doc, st.records)
     _grid_section(doc, st.records, opts.preset)
     counts_line = ", ".join(f"{n} {status}" for status, n in counts.items())
@@ -152,7 +198,6 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
     if st.skipped:
         doc.heading(f"Records left out ({len(st.skipped)})")
         _listing(doc, st.skipped)
-    return doc, files
 
 
 def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOptions) -> None:
