@@ -426,8 +426,9 @@ def test_killed_job_with_a_corrupted_checkpoint_completes_on_rerun(tmp_path: Pat
     """kill -9 mid-stage, the last checkpoint then cut in half (a crash while the disk filled): the same
     command completes, keeps the damaged file as checkpoint.pt.corrupt-*, and says so."""
     out = tmp_path / "results"
-    args = [*FAST, "objective=hid_seq", "epochs=3", "checkpoint.every_steps=1", f"results_dir={out}",
-            f"cache_dir={shared_cache}"]
+    # 2 stages x 3 epochs x 4 steps, a checkpoint at each: the kill lands at the first, 23 steps before the end
+    args = [*FAST, "objective=hid_seq", "epochs=3", "max_steps_per_epoch=4", "checkpoint.every_steps=1",
+            f"results_dir={out}", f"cache_dir={shared_cache}"]
     run_job(compose_cfg([*FAST, "objective=hid_seq", "max_steps_per_epoch=1", f"results_dir={tmp_path / 'warm'}",
                          f"cache_dir={shared_cache}"]))  # the teacher is cached: the kill lands in the student
     job_dir = identify(compose_cfg(args)).out_dir
