@@ -1,10 +1,14 @@
-"""Property-based tests of the whole config surface, generated from the typed schema itself.
+"""Tests of the whole config surface, generated from the typed schema itself.
 
 Every key of every settings dataclass (the top level, the groups, and each group option's own settings: the
 procedures, the student types, the objective terms, augmentation, the corpus) is found by walking the
-dataclasses, so a new key is covered without touching this file. For each key, hypothesis draws:
-- wrong types and values outside the field's range: the job is refused before anything is loaded, with one
-  line naming the key (the CLI prints that line and exits 2: tests/e2e/test_bad_inputs.py);
+dataclasses, so a new key is covered without touching this file. For each key, plain functions of its type and
+range (`wrong_values`, `boundary_values`; nothing is sampled) give:
+- one wrong value of each kind its type admits (text or a list for a number, a fraction for an integer, an
+  infinity for a float whose range leaves that side open, text or a number for a flag, an unknown option, a
+  single value or a wrong item for a list, a list for text) and the nearest value outside each bound of its
+  range: the job is refused before anything is loaded, with one line naming the key (the CLI prints that line
+  and exits 2: tests/e2e/test_bad_inputs.py);
 - the boundary values the range allows: the job is accepted (`prepare`, which reads model configs only).
 A boundary value that the job then fails on after minutes of work is what `seed=-1` was: those found are
 named cases in tests/e2e/test_bad_inputs.py (round two).
@@ -22,8 +26,6 @@ from typing import Any, Literal, Union
 
 import pytest
 from helpers import FAST, compose_cfg, plain
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from distill_sweep.config.parse import as_dict
 from distill_sweep.config.schema import (
@@ -41,8 +43,6 @@ from distill_sweep.objectives import NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.procedures import PROCEDURES
 from distill_sweep.students import STUDENTS
 
-EXAMPLES = settings(max_examples=4, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 AGNOSTIC = ["procedure=task_agnostic", "teacher=tiny_mlm", "optimizer.batch_size=null"]
 DECODER = ["procedure=causal_lm", "teacher=tiny_llama", "optimizer.batch_size=null"]  # decoder LMs (causal_lm)
 # Keys whose value is free text or a structure another check owns (named, so the list is the whole story):
@@ -58,12 +58,13 @@ FREE = {"results_dir", "cache_dir", "device", "init", "map", "dry_run", "prepare
 
 @dataclass(frozen=True)
 class Key:
-    """One settable key: where it is (`path`), its type and range, and the overrides that choose its part."""
+    """One settable key: where it is (`path`), its type, range and default, and the overrides that choose its part."""
 
     path: str
     tp: Any
     bounds: dict[str, float]
     base: tuple[str, ...]
+    default: Any = None  # the field's own default (None: it has none, or a factory)
 
     def __str__(self) -> str:
         return self.path
@@ -81,7 +82,8 @@ def _leaves(cls: type, prefix: str, base: tuple[str, ...]) -> list[Key]:
         if inner is not None:
             out += _leaves(inner, path, base)
         else:
-            out.append(Key(path, tp, {k: v for k, v in f.metadata.items() if k in ("ge", "gt", "le", "lt")}, base))
+            out.append(Key(path, tp, {k: v for k, v in f.metadata.items() if k in ("ge", "gt", "le", "lt")}, base,
+                           None if f.default is dataclasses.MISSING else f.default))
     return out
 
 
@@ -149,38 +151,60 @@ def _scalar(tp: Any) -> Any:
     return tp
 
 
-WORDS = st.from_regex(r"\A[a-z]{2,8}\Z").filter(lambda w: w not in ("true", "false", "null", "nan", "inf"))
+WORD = "many"  # text: not what Hydra reads as a number, bool or null (nan, inf), nor any Literal's option
 
 
-def wrong_values(key: Key) -> st.SearchStrategy[str]:
-    """Override values this key must refuse: another type, or outside its range."""
+def _fraction(key: Key) -> float:
+    """A number half a step from the key's default (else from the least whole number its range allows, or 1),
+    inside the range: an int key refuses it for its type alone (cut to a whole number, the range allows it)."""
+    low = key.bounds["ge"] if "ge" in key.bounds else key.bounds["gt"] + 1 if "gt" in key.bounds else None
+    high = key.bounds.get("le", key.bounds.get("lt"))
+    start = key.default if isinstance(key.default, int) else low if low is not None else 1
+    return start + 0.5 if high is None or start + 0.5 < high else start - 0.5
+
+
+def _non_finite(key: Key) -> list[str]:
+    """An infinity on a side the key's range leaves open (refused as non-finite, not by a bound); none where
+    the range is closed on both sides (there any infinity is a value outside a bound)."""
+    lower, upper = ("ge" in key.bounds or "gt" in key.bounds), ("le" in key.bounds or "lt" in key.bounds)
+    return [] if lower and upper else ["-inf"] if upper else ["inf"]
+
+
+def _outside(name: str, bound: float, integral: bool) -> str:
+    """The value nearest `bound` on its wrong side (boundary_values' values, one step over the edge)."""
+    if integral:
+        return repr({"ge": int(bound) - 1, "gt": int(bound), "le": int(bound) + 1, "lt": int(bound)}[name])
+    if name in ("ge", "le"):
+        return repr(math.nextafter(float(bound), -math.inf if name == "ge" else math.inf))
+    return repr(float(bound))
+
+
+def _unknown(tp: Any) -> str:
+    """An option a Literal does not have: its first option in capitals (the options are lower case)."""
+    return str(typing.get_args(tp)[0]).upper()
+
+
+def wrong_values(key: Key) -> list[str]:
+    """Override values this key must refuse: one of each kind of wrong its type and range admit."""
     tp = _scalar(key.tp)
     origin = typing.get_origin(tp)
-    options: list[st.SearchStrategy[str]] = []
+    out: list[str] = []
     if tp in (int, float):
-        options.append(WORDS)
-        options.append(st.just("[1, 2]"))
+        out += [WORD, "[1, 2]"]  # text; a list
+        out += [repr(_fraction(key))] if tp is int else _non_finite(key)  # int: a fraction; float: an infinity
     elif tp is bool:
-        options.append(WORDS)
+        out += [WORD, "1"]  # text; a number
     elif origin is Literal:
-        options.append(WORDS.filter(lambda w: w not in typing.get_args(tp)))
+        out.append(_unknown(tp))
     elif origin in (list, tuple):
-        options.append(st.just("7") if typing.get_args(tp) and typing.get_args(tp)[0] is not int else WORDS)
+        out.append("7")  # a single value
+        item = typing.get_args(tp)[0] if typing.get_args(tp) else Any
+        if typing.get_origin(item) is Literal or item in (int, float, bool):
+            out.append(f"[{_unknown(item) if typing.get_origin(item) is Literal else WORD}]")  # an item of no type
     elif tp is str:
-        options.append(st.just("[1, 2]"))
-    for name, bound in key.bounds.items():
-        integral = tp is int
-        if name in ("ge", "gt"):
-            top = bound - 1 if integral and name == "ge" else bound
-            options.append((st.integers(max_value=int(top), min_value=int(top) - 1000) if integral else
-                            st.floats(max_value=top, min_value=top - 1000, exclude_max=(name == "ge"),
-                                      allow_nan=False)).map(repr))
-        else:
-            low = bound + 1 if integral and name == "le" else bound
-            options.append((st.integers(min_value=int(low), max_value=int(low) + 1000) if integral else
-                            st.floats(min_value=low, max_value=low + 1000, exclude_min=(name == "le"),
-                                      allow_nan=False)).map(repr))
-    return st.one_of(options) if options else st.nothing()
+        out.append("[1, 2]")  # a list
+    out += [_outside(name, bound, tp is int) for name, bound in key.bounds.items()]
+    return out
 
 
 def boundary_values(key: Key) -> list[str]:
@@ -207,15 +231,20 @@ def test_the_walk_finds_the_keys_of_every_part() -> None:
     assert len(KEYS) > 60
 
 
-CHECKED = [k for k in KEYS if wrong_values(k) is not st.nothing()]
+SHARED = {k.path for k in KEYS if [j.path for j in KEYS].count(k.path) > 1}  # e.g. procedure.epochs
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-@pytest.mark.parametrize("key", CHECKED, ids=str)
-@EXAMPLES
-@given(data=st.data())
-def test_a_wrong_value_is_refused_in_one_line_naming_the_key(key: Key, data: st.DataObject, tmp_path: Path) -> None:
-    value = data.draw(wrong_values(key), label=key.path)
+def _case(key: Key, value: str) -> Any:
+    """One (key, value) case, its id the override (and the part that has the key, where several do)."""
+    return pytest.param(key, value, id=f"{key.path}={value}" + (f" ({key.base[0]})" if key.path in SHARED else ""))
+
+
+WRONG = [_case(k, v) for k in KEYS for v in wrong_values(k)]
+
+
+@pytest.mark.slow  # the cases together take over 2 s: `make test-fast` leaves them out
+@pytest.mark.parametrize(("key", "value"), WRONG)
+def test_a_wrong_value_is_refused_in_one_line_naming_the_key(key: Key, value: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     with pytest.raises(ConfigError) as err:
         prepare(compose_cfg([*_job(key, value), f"results_dir={out / 'r'}", f"cache_dir={out / 'c'}"]))
