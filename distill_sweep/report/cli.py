@@ -33,7 +33,8 @@ from distill_sweep.report.plots import plot_curves, plot_speed_accuracy
 
 PROG = "distill_sweep.report"
 # the options whose value is text (`table`, `preset`, ...): a number given for one is its text
-TEXT_OPTIONS = {name: hint is str for name, hint in typing.get_type_hints(ReportOptions).items()}
+OPTION_TYPES = {name: set(typing.get_args(hint)) or {hint}  # `str | None` -> {str, NoneType}
+                for name, hint in typing.get_type_hints(ReportOptions).items()}
 HTML_NAME = "report.html"
 USAGE = f"""usage: python -m {PROG} [results_dir] [key=value ...]
 
@@ -76,6 +77,19 @@ def _type_word(key: str) -> str:
     return TYPE_WORDS.get(str(kind), str(kind))
 
 
+def _as_declared(key: str, value: Any) -> Any:
+    """A number given for a text option is its text (`table=9`), an int for a float option a float (`alpha=1`):
+    OmegaConf 2.3 converted both silently, 2.4 warns on stderr first (and says a later version will not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    declared = OPTION_TYPES.get(key, set())
+    if str in declared:
+        return str(value)
+    if float in declared and isinstance(value, int):
+        return float(value)
+    return value
+
+
 def parse_args(argv: Sequence[str]) -> ReportOptions:
     """Hydra overrides plus at most one bare results_dir; raises UsageError."""
     known = [f.name for f in dataclasses.fields(ReportOptions)]
@@ -106,8 +120,7 @@ def parse_args(argv: Sequence[str]) -> ReportOptions:
         value: Any = override.value()
         if isinstance(value, str) and "${" in value:
             raise UsageError(f"{arg!r}: interpolations are not supported here")
-        if isinstance(value, int | float) and not isinstance(value, bool) and TEXT_OPTIONS.get(key, False):
-            value = str(value)  # `table=9`: OmegaConf 2.3 converted it silently, 2.4 warns on stderr first
+        value = _as_declared(key, value)
         try:
             cfg[key] = value  # `+key=` and `++key=` set it too: every option always exists
         except OmegaConfBaseException:

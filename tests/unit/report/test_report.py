@@ -212,6 +212,17 @@ def test_cli_bad_args_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert captured.out == ""
 
 
+def test_a_number_is_converted_to_the_options_declared_type_before_omegaconf_sees_it() -> None:
+    # OmegaConf 2.4 warns (FutureWarning) where 2.3 converted silently: the report converts first
+    from distill_sweep.report.cli import _as_declared
+
+    assert _as_declared("table", 9) == "9" and _as_declared("preset", 3) == "3"  # str, str | None
+    alpha = _as_declared("alpha", 2)
+    assert alpha == 2.0 and type(alpha) is float
+    assert type(_as_declared("ddof", 1)) is int and _as_declared("paper", True) is True
+    assert _as_declared("alpha", "abc") == "abc"  # not a number: OmegaConf refuses it, in one line
+
+
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_cli_hydra_override_grammar(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
