@@ -163,8 +163,8 @@ def test_extraction_finds_blocks_continuations_inline_code_and_comments(tmp_path
 @dataclass
 class Run:
     command: Command
-    kind: str  # real | plan | print | report | bench | bench_cli | bench_sweep | bench_ddp | bench_agnostic | bench_report | example
-    #   | schematic
+    kind: str  # real | plan | print | report | bench | bench_cli | bench_sweep | bench_pack | bench_ddp | bench_agnostic
+    #   | bench_report | example | schematic
     argv: list[str] = field(default_factory=list)
     cwd: Path = Path()
     seconds: float = 0.0
@@ -214,6 +214,11 @@ def plan(command: Command, work: Path) -> Run:
     if module == "distill_sweep.bench.sweep":  # one job per sweep, a few steps
         return Run(command, "bench_sweep", [*python, *args, "--objectives", "vanilla_kd", "--inits", "3", "--seeds", "1",
                                       "--num-train", "64", "--epochs", "1"])
+    if module == "distill_sweep.bench.pack":  # a device measurement: on CPU, two tiny members, two steps
+        return Run(command, "bench_pack", [*python, *args, "--device", "cpu", "--precision", "fp32", "--objectives",
+                                           "hid_seq,vanilla_kd", "--teacher", "tiny", "--teacher-layers", "6",
+                                           "--hidden", "64", "--heads", "4", "--ffn", "128", "--batch", "32",
+                                           "--steps", "2", "--num-dev", "32", "--threads", "1"])
     if module == "distill_sweep.bench.ddp":  # a small corpus
         return Run(command, "bench_ddp", [*python, *args, "--documents", "60"])
     if module == "distill_sweep.bench.agnostic":  # tiny models, one objective
@@ -280,8 +285,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[R
     control = Run(Command("python -m distill_sweep experiment=paper_table3 -m +dry_run=true task=rtee", "control"),
                   "control", [sys.executable, "-m", "distill_sweep", "experiment=paper_table3", "-m", "+dry_run=true",
                               "task=rtee"])
-    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_cli", "bench_sweep", "bench_ddp",
-                                              "bench_agnostic", "bench_report")] + [control]
+    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_cli", "bench_sweep", "bench_pack",
+                                              "bench_ddp", "bench_agnostic", "bench_report")] + [control]
     first.sort(key=lambda r: r.kind != "real")  # the longest first
     with PreloadedPython(work / "logs", env) as python:
         for batch in (first, [r for r in planned if r.kind == "report"]):
@@ -322,6 +327,8 @@ def test_every_command_runs_as_written(runs: list[Run]) -> None:
                 ok = ok and "| the report command, whole process" in proc.stdout
             elif run.kind == "bench_sweep":
                 ok = ok and "| sweep CPU-seconds" in proc.stdout and "in 1/1 pairs" in proc.stdout
+            elif run.kind == "bench_pack":
+                ok = ok and "| all 2 students |" in proc.stdout and "identical in 2/2 members" in proc.stdout
             elif run.kind in ("print", "report"):
                 ok = ok and bool(proc.stdout.strip())
         if not ok:
