@@ -46,15 +46,15 @@ def test_the_ith_target_of_each_side_is_paired_for_the_first_min_n():
     """Student targets at positions 1, 2 (and a third unpaired at 3), teacher targets at 2, 3: the student's first
     target meets the teacher's first, its second the teacher's second; the student's third has no partner."""
     x = _inputs([IGNORE, 1, 0, 2], [IGNORE, IGNORE, 0, 1, IGNORE])
-    assert float(ULD(None)(x)) == pytest.approx((W1_FIRST + W1_SECOND) / 2, abs=1e-6)
+    assert ULD(None)(x).item() == pytest.approx((W1_FIRST + W1_SECOND) / 2, abs=1e-6)
     # the student's own CE on all three of its targets: -log 0.5 (P_S1[1]), -log 0.25 (P_S2[0]), -log 0.25 (uniform)
-    assert float(StudentNLL(None)(x)) == pytest.approx((math.log(2) + 2 * math.log(4)) / 3, abs=1e-6)
+    assert StudentNLL(None)(x).item() == pytest.approx((math.log(2) + 2 * math.log(4)) / 3, abs=1e-6)
 
 
 def test_without_teacher_labels_the_same_positions_pair():
     x = _inputs([IGNORE, 1, 0, IGNORE], [IGNORE, 0, 1, IGNORE])
     del x.batch[TEACHER_LABELS]
-    assert float(ULD(None)(x)) == pytest.approx((W1_FIRST + W1_SECOND) / 2, abs=1e-6)
+    assert ULD(None)(x).item() == pytest.approx((W1_FIRST + W1_SECOND) / 2, abs=1e-6)
 
 
 def test_the_distance_trains_the_student_towards_the_teachers_sorted_masses():

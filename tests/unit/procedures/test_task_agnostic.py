@@ -80,8 +80,8 @@ def test_mlm_heads_run_only_where_the_loss_reads_them(positions: str) -> None:
     kd_v, mlm = mlm_kd_loss(student(**inputs).logits, t_logits, labels, mask, temperature=2.0, positions=positions)
     dense = 0.7 * kd_v + 0.3 * mlm
     (dense_grad,) = torch.autograd.grad(dense, [student.bert.embeddings.word_embeddings.weight])
-    assert float(loss) == pytest.approx(float(dense), rel=1e-6)
-    assert parts["kd"] == pytest.approx(float(kd_v), rel=1e-6) and parts["mlm"] == pytest.approx(float(mlm), rel=1e-6)
+    assert loss.item() == pytest.approx(dense.item(), rel=1e-6)
+    assert parts["kd"] == pytest.approx(kd_v.item(), rel=1e-6) and parts["mlm"] == pytest.approx(mlm.item(), rel=1e-6)
     assert torch.allclose(grad, dense_grad, atol=1e-6)
     assert mlm_head(student) is student.cls  # the head is back after the forward
 
