@@ -42,6 +42,7 @@ from distill_sweep.job.prepare import prepare
 from distill_sweep.objectives import NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.procedures import PROCEDURES
 from distill_sweep.students import STUDENTS
+from distill_sweep.sweep.compose import JobComposer
 
 AGNOSTIC = ["procedure=task_agnostic", "teacher=tiny_mlm", "optimizer.batch_size=null"]
 DECODER = ["procedure=causal_lm", "teacher=tiny_llama", "optimizer.batch_size=null"]  # decoder LMs (causal_lm)
@@ -242,12 +243,18 @@ def _case(key: Key, value: str) -> Any:
 WRONG = [_case(k, v) for k in KEYS for v in wrong_values(k)]
 
 
+# The sweeper's own composer (one Hydra compose per set of group choices, value overrides applied after, as
+# Hydra applies them): each part is composed once, not once per case, and the values reach `prepare` as they do
+# in every sweep. The single-job path composes through Hydra: its refusals are tests/e2e/test_bad_inputs.py's.
+COMPOSER = JobComposer(lambda groups: compose_cfg(list(groups)))
+
+
 @pytest.mark.slow  # the cases together take over 2 s: `make test-fast` leaves them out
 @pytest.mark.parametrize(("key", "value"), WRONG)
 def test_a_wrong_value_is_refused_in_one_line_naming_the_key(key: Key, value: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     with pytest.raises(ConfigError) as err:
-        prepare(compose_cfg([*_job(key, value), f"results_dir={out / 'r'}", f"cache_dir={out / 'c'}"]))
+        prepare(COMPOSER([*_job(key, value), f"results_dir={out / 'r'}", f"cache_dir={out / 'c'}"]))
     line = str(err.value)
     assert "\n" not in line and key.path.split(".")[-1] in line, line
     assert not out.exists()  # nothing written
@@ -312,7 +319,7 @@ def test_a_boundary_value_is_accepted_unless_a_named_rule_refuses_it(key: Key, v
     """At the edge of its own range a value is accepted and reaches the job's typed settings; where it conflicts
     with another setting's default (num_labels 1 with three label names, a batch below the micro-batch) it is
     refused by the one line REFUSED_AT_BOUNDARY names."""
-    cfg = compose_cfg([*_job(key, value), f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"])
+    cfg = COMPOSER([*_job(key, value), f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"])
     rule = refusal(key, value)
     if rule is not None:
         with pytest.raises(ConfigError) as err:
