@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
+from torch.utils.flop_counter import FlopCounterMode
 
 from distill_sweep.bench.json_output import writes_json
 from distill_sweep.cli.run_job import run_job, run_pack
@@ -86,7 +88,6 @@ class Tally:
 
 def _cpu_attention_flops() -> dict[Any, Any]:
     """FlopCounterMode's registry has the CUDA attention kernels, not CPU's fused one: count it as SDPA."""
-    import torch
     try:
         from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
     except ImportError:  # another torch: its own registry only
@@ -108,8 +109,6 @@ def _cpu_attention_flops() -> dict[Any, Any]:
 def watched_training(count_flops: bool) -> Iterator[dict[str, Tally]]:
     """Every `train_epoch` the stage driver runs meanwhile, tallied per thread (a pack's members have one each;
     jobs alone run in the main thread): its samples and seconds, and with `count_flops` its FLOPs."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     tallies: dict[str, Tally] = {}
     original = stages.train_epoch
     mapping = _cpu_attention_flops() if count_flops else {}
@@ -138,28 +137,39 @@ def _compose(overrides: Sequence[str]) -> DictConfig:
     return cfg
 
 
+def _at_least(low: int) -> Any:
+    """An argparse type: an integer >= `low` (argparse's one-line error and exit 2 otherwise)."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    parse.__name__ = "integer"  # argparse names the type in its error
+    return parse
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m distill_sweep.bench.pack", description=__doc__.split("\n")[0])
     p.add_argument("--objectives", default=OBJECTIVES, help="the members, comma-separated (conf/objective/)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    p.add_argument("--steps", type=int, default=50, help="max_steps_per_epoch of every stage")
-    p.add_argument("--epochs", type=int, default=1, help="per stage")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--threads", type=int, default=0, help="torch threads of each job (0: the job's default)")
+    p.add_argument("--steps", type=_at_least(1), default=50, help="max_steps_per_epoch of every stage")
+    p.add_argument("--epochs", type=_at_least(1), default=1, help="per stage")
+    p.add_argument("--batch", type=_at_least(1), default=32)
+    p.add_argument("--threads", type=_at_least(0), default=0, help="torch threads of each job (0: the job's default)")
     p.add_argument("--teacher", default="tiny", help="a conf/teacher/ option (tiny: a random BERT, the shape below)")
-    p.add_argument("--teacher-layers", type=int, default=None, help="teacher.config.num_hidden_layers (tiny: 6)")
-    p.add_argument("--hidden", type=int, default=None, help="teacher.config.hidden_size, the students' too (tiny: 64)")
-    p.add_argument("--heads", type=int, default=None, help="teacher.config.num_attention_heads (tiny: 4)")
-    p.add_argument("--ffn", type=int, default=None, help="teacher.config.intermediate_size (tiny: 128)")
-    p.add_argument("--student-layers", type=int, default=3)
+    p.add_argument("--teacher-layers", type=_at_least(1), default=None, help="teacher.config.num_hidden_layers (tiny: 6)")
+    p.add_argument("--hidden", type=_at_least(1), default=None, help="teacher.config.hidden_size, the students' too (tiny: 64)")
+    p.add_argument("--heads", type=_at_least(1), default=None, help="teacher.config.num_attention_heads (tiny: 4)")
+    p.add_argument("--ffn", type=_at_least(1), default=None, help="teacher.config.intermediate_size (tiny: 128)")
+    p.add_argument("--student-layers", type=_at_least(1), default=3)
     p.add_argument("--init", default="1")
     p.add_argument("--teacher-outputs", choices=["auto", "live"], default="auto")
     p.add_argument("--lr", type=float, default=None,
                    help="the teacher's and the students' (default: the toy recipe's 1e-3, for tiny models)")
-    p.add_argument("--teacher-epochs", type=int, default=1, help="the teacher's fine-tuning, --steps steps each")
-    p.add_argument("--num-train", type=int, default=0, help="toy training rows (0: --steps x --batch)")
-    p.add_argument("--num-dev", type=int, default=200)
+    p.add_argument("--teacher-epochs", type=_at_least(1), default=1, help="the teacher's fine-tuning, --steps steps each")
+    p.add_argument("--num-train", type=_at_least(0), default=0, help="toy training rows (0: --steps x --batch)")
+    p.add_argument("--num-dev", type=_at_least(1), default=200)
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's peak at --precision (default: known CUDA devices' dense peak; else MFU n/a)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -32,8 +32,8 @@ from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.plots import plot_curves, plot_speed_accuracy
 
 PROG = "distill_sweep.report"
-# the options whose value is text (`table`, `preset`, ...): a number given for one is its text
-OPTION_TYPES = {name: set(typing.get_args(hint)) or {hint}  # `str | None` -> {str, NoneType}
+# each option's declared types (`str | None` -> {str, NoneType}): a number is converted to them (_as_declared)
+OPTION_TYPES = {name: set(typing.get_args(hint)) or {hint}
                 for name, hint in typing.get_type_hints(ReportOptions).items()}
 HTML_NAME = "report.html"
 USAGE = f"""usage: python -m {PROG} [results_dir] [key=value ...]

@@ -80,3 +80,17 @@ def test_a_member_that_differs_from_its_job_alone_is_named() -> None:
         "hid_seq intermediate epoch 2 loss_hid_seq: 0.5 alone, 0.500000001 in the pack"
     assert "dev" in pack.difference(_record([1.0]), _record([1.0], accuracy=0.6))
     assert pack.difference(_record([1.0]), {"objective": "hid_seq"}) == "hid_seq in the pack: status None (None)"
+
+
+@pytest.mark.parametrize("args", [["--steps", "0"], ["--batch", "-2"], ["--threads", "-1"], ["--steps", "two"]])
+def test_a_bad_size_is_one_error_line_before_any_work(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        pack.parse_args(args)
+    assert exit_.value.code == 2
+    (error,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert f"argument {args[0]}" in error
+
+
+def test_two_different_objectives_are_needed() -> None:
+    with pytest.raises(SystemExit, match="two or more different objectives"):
+        pack.main(["--objectives", "hid_seq,hid_seq"])
