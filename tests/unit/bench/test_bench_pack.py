@@ -43,7 +43,8 @@ def test_the_bench_measures_two_members_alone_and_packed(tmp_path: Path, capsys:
     assert float(flops[1]) >= float(flops[2]) > 0  # the pack never does more than its jobs alone
     seconds = float(rows["training seconds (the steps)"][2])
     achieved = float(rows["achieved TFLOP/s (FLOPs / training seconds)"][2])
-    assert achieved == pytest.approx(float(flops[2]) / seconds / 1e12, rel=0.01)
+    # from the printed figures: seconds to 0.01 (+-0.005), FLOPs and TFLOP/s to 4 significant digits
+    assert achieved == pytest.approx(float(flops[2]) / seconds / 1e12, rel=0.005 / seconds + 1e-3)
     mfu = rows["MFU (peak 0.5 TFLOP/s, fp32)"]
     assert float(mfu[2].removesuffix("%")) == pytest.approx(100 * achieved / 0.5, rel=0.01)
     assert float(mfu[1].removesuffix("%")) > 0
