@@ -7,6 +7,7 @@ import io
 import re
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_dir
@@ -120,6 +121,9 @@ def check_overrides(argv: list[str]) -> str | None:
             return None
         swept.append((len(single), key, values))
         single.append(f"{key}={values[0]}")
+    if args.config_dir is not None and not any(o.startswith("hydra.searchpath=") for o in single):
+        # Hydra puts --config-dir on the search path after conf/, where a `hydra.searchpath` override goes too
+        single.append(f"hydra.searchpath=[file://{Path(args.config_dir).expanduser().resolve()}]")
     jobs = [single]  # the first job, then one per further value of each swept key
     for at, key, values in swept:
         jobs += [[*single[:at], f"{key}={value}", *single[at + 1:]] for value in values[1:]]

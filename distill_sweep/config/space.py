@@ -7,6 +7,7 @@ option is refused before torch or Hydra are loaded.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -30,9 +31,25 @@ def hydra_version_base(version: str) -> dict[str, str]:
 VERSION_BASE = hydra_version_base(metadata.version("hydra-core"))  # read without importing Hydra
 
 
-def group_options(group: str) -> list[str]:
-    """The options of a config group (`conf/<group>/*.yaml`), sorted."""
-    return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml") if p.stem not in BASES)
+def group_options(group: str, user_dirs: Sequence[str] = ()) -> list[str]:
+    """The options of a config group (`conf/<group>/*.yaml`, and `<dir>/<group>/*.yaml` of the user's own config
+    directories), sorted."""
+    return sorted({p.stem for root in (CONF_DIR, *user_dirs) for p in (Path(root) / group).glob("*.yaml")
+                   if p.stem not in BASES})
+
+
+def user_config_dirs(argv: Sequence[str]) -> list[str]:
+    """The user's own config directories a command line adds to Hydra's search path: `--config-dir DIR`
+    (`-cd DIR`, `--config-dir=DIR`) and the `file://` entries of a `hydra.searchpath=[...]` override."""
+    dirs: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
+            dirs.append(argv[i + 1])
+        elif arg.startswith("--config-dir="):
+            dirs.append(arg.partition("=")[2])
+        elif arg.lstrip("+").startswith("hydra.searchpath="):
+            dirs += re.findall(r"file://([^,\]'\"]+)", arg)
+    return [str(Path(d).expanduser().resolve()) for d in dirs]
 
 
 @cache
@@ -61,12 +78,13 @@ def check_group_choices(argv: list[str]) -> str | None:
     Hydra would also refuse it, but with a multi-line message; plain comma sweeps (`task=rte,mrpc`) are
     checked value by value, and anything fancier is left to Hydra.
     """
+    user_dirs = user_config_dirs(argv)
     for arg in argv:
         key, sep, value = arg.partition("=")
         if not sep or key.lstrip("+~") not in GROUPS or any(c in value for c in "()[]{}*$"):
             continue
         group = key.lstrip("+~")
-        known = group_options(group)
+        known = group_options(group, user_dirs)
         for choice in value.split(","):
             if choice and choice != "null" and choice not in known:
                 return f"unknown {group} {choice!r} (choose from: {', '.join(known)})"

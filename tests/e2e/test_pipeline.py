@@ -207,8 +207,12 @@ def test_every_objective_runs_in_the_pipeline_and_lowers_its_loss(objective: str
     assert losses[-1] < losses[1 if contrastive else 0], losses
 
 
+# the tasks of conf/task/, read here so that adding a task (docs/guide/add-task.md) keeps this test green
+_TASKS = ", ".join(sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml")))
+
+
 @pytest.mark.parametrize("arg, message", [
-    ("task=nosuch", "unknown task 'nosuch' (choose from: cola, mnli, mrpc, qnli, qqp, rte, sst2, stsb, toy)"),
+    ("task=nosuch", f"unknown task 'nosuch' (choose from: {_TASKS})"),
     ("objective=att_mse,nope", "unknown objective 'nope'"),
     ("teacher=gpt9", "unknown teacher 'gpt9'"),
 ])
@@ -217,3 +221,20 @@ def test_cli_unknown_group_option_is_one_line(arg: str, message: str, tmp_path: 
     assert proc.returncode == 2
     assert proc.stderr.startswith("distill_sweep: error: ") and message in proc.stderr
     assert proc.stderr.count("\n") == 1 and not (tmp_path / "r").exists()
+
+
+def test_an_experiment_in_the_users_config_dir_is_selectable(tmp_path: Path) -> None:
+    """`--config-dir` adds the user's own presets and options to the packaged ones (Hydra's search path); the
+    early one-line checks know them too, and an unknown option still lists both."""
+    own = tmp_path / "my_conf"
+    (own / "experiment").mkdir(parents=True)
+    (own / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /task: toy\n  - override /teacher: tiny\n"
+        "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n")
+    proc = run_cli(["--config-dir", str(own), "experiment=mine", "-m", "+dry_run=true",
+                    f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 jobs in the grid" in proc.stdout + proc.stderr
+    proc = run_cli(["--config-dir", str(own), "experiment=theirs", "-m", "+dry_run=true"], cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "unknown experiment 'theirs'" in proc.stderr and "mine" in proc.stderr and "paper_table3" in proc.stderr
