@@ -145,6 +145,11 @@ class RunSettings:
         dev = self.device
         if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
             raise ConfigError(f"device={dev!r}: expected auto, cpu, cuda or cuda:N")
+        for key in ("results_dir", "cache_dir"):
+            if not str(getattr(self, key)).strip():  # "" would be the launch directory, silently
+                hint = " (DISTILL_SWEEP_CACHE is set but empty: unset it or give it a path)" \
+                    if key == "cache_dir" and os.environ.get("DISTILL_SWEEP_CACHE") == "" else ""
+                raise ConfigError(f"{key} is empty: give a directory{hint}")
 
 
 @dataclass

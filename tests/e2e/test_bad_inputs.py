@@ -107,6 +107,9 @@ REFUSALS = [
     Refusal("negative-seed", ("seed=-1",), ("seed=-1", ">= 0")),
     Refusal("seed-past-numpy", ("teacher.finetune.seed=4294967296",), ("teacher.finetune.seed=4294967296", "< 4294967296")),
     Refusal("negative-subset-seed", ("task.subset_seed=-3",), ("task.subset_seed=-3",)),
+    # an empty directory would be the launch directory (an empty $DISTILL_SWEEP_CACHE did that to the cache)
+    Refusal("empty-results-dir", ("results_dir=",), ("results_dir is empty",)),
+    Refusal("empty-cache-dir", ("cache_dir=' '",), ("cache_dir is empty",)),
     Refusal("results-dir-in-proc", ("results_dir=/proc/distill_sweep/r",), ("results_dir=", "cannot create directories in /proc")),
     Refusal("adam-eps-that-underflows", ("optimizer.eps=1e-300",), ("optimizer.eps=1e-300", ">= 1e-12")),
     # a chosen part the procedure would not read: one job is refused (a sweep's cross product runs it once)
