@@ -51,6 +51,9 @@ class Lockstep:
         self.finished = [False] * n
         self.states: list[dict[str, Any]] = [rng_state()] * n  # each starts where the process started
         self.signal: PreemptionSignal | None = None
+        # Ctrl-C (KeyboardInterrupt reaches only the main thread): each member raises it at its next turn, one
+        # after another, so that no thread is still inside torch when the interpreter exits (that aborts it)
+        self.interrupted = False
 
     def run(self, members: Sequence[Callable[[], Any]]) -> list[Any]:
         """Each member's return value or the exception it raised (SystemExit included), in order. A preemption
@@ -63,9 +66,13 @@ class Lockstep:
         with PreemptionSignal() as self.signal:
             for thread in threads:
                 thread.start()
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(WAIT_S)
+            try:
+                _join(threads)
+            except KeyboardInterrupt:
+                with self.cond:
+                    self.interrupted = True
+                _join(threads)  # the member on its turn ends its step; then each ends in turn
+                raise
             if self.signal.requested:
                 self.signal.forward()  # submitit: requeue and exit; without it: SystemExit
         return outcomes
@@ -82,6 +89,8 @@ class Lockstep:
             self.cond.notify_all()
             self.cond.wait_for(lambda: self.current == i)
         set_rng_state(self.states[i])
+        if self.interrupted:
+            raise KeyboardInterrupt
         return self.stop_requested()
 
     def _next(self, i: int) -> int:
@@ -96,6 +105,8 @@ class Lockstep:
             self.cond.wait_for(lambda: self.current == i)
         set_rng_state(self.states[i])
         try:
+            if self.interrupted:  # Ctrl-C came before this member's first turn: it does not start
+                raise KeyboardInterrupt
             outcomes[i] = fn()
         except BaseException as err:  # noqa: BLE001 - the member's job ends here; the others go on
             outcomes[i] = err
@@ -104,6 +115,13 @@ class Lockstep:
                 self.finished[i] = True
                 self.current = self._next(i)
                 self.cond.notify_all()
+
+
+def _join(threads: Sequence[threading.Thread]) -> None:
+    """Wait for the threads, waking every WAIT_S so that the main thread can take a signal (Ctrl-C) meanwhile."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(WAIT_S)
 
 
 @dataclass(frozen=True)

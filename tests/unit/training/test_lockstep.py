@@ -3,7 +3,11 @@ SharedForward serves each member what its own forward would have returned, from 
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -51,6 +55,28 @@ def test_a_member_that_raises_ends_alone() -> None:
 
     outcomes = Lockstep(2).run([fails, lambda: "the other one ran"])
     assert isinstance(outcomes[0], ValueError) and outcomes[1] == "the other one ran"
+
+
+def test_ctrl_c_ends_every_member_at_a_turn_before_it_is_raised() -> None:
+    """KeyboardInterrupt reaches the main thread only; members still inside torch when the interpreter exits
+    abort it (exit 134). Each member ends at its next turn, one after another, and then it is raised."""
+    steps = [0, 0, 0]
+    lockstep = Lockstep(3)
+
+    def member(i: int):
+        def run() -> None:
+            while True:
+                steps[i] += 1
+                if i == 0 and steps[0] == 3:  # Ctrl-C while member 0 is in its third step
+                    threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+                    time.sleep(0.3)  # still working when the signal arrives
+                lockstep.turn(i)
+        return run
+
+    with pytest.raises(KeyboardInterrupt):
+        lockstep.run([member(i) for i in range(3)])
+    assert not [t for t in threading.enumerate() if t.name.startswith("pack-member-") and t.is_alive()]
+    assert steps == [3, 2, 2]  # member 0 finished the step it was in; the others ended where they waited
 
 
 @pytest.fixture(scope="module")
