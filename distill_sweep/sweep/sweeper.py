@@ -13,14 +13,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import find_completed, identify
@@ -160,10 +160,14 @@ class SkipCompletedSweeperImpl(BasicSweeper):
     def _plan_grid(self, all_jobs: Sequence[Sequence[str]], compose: JobComposer, dry_run: bool) -> SweepPlan:
         """Every job of the grid identified (checked against the models' configs unless a dry run, which must
         work where the hub cannot be reached), duplicates left out, completed ones found; a bad job exits 2."""
-        from distill_sweep.job.prepare import (
-            prepare,  # transformers and torch: only for the sweep that uses it
-        )
+        if dry_run:  # a plan reads no model config: identify is every check it can make, without torch
+            check: Callable[[DictConfig], Any] = identify
+        else:
+            from distill_sweep.job.prepare import (
+                prepare,  # transformers and torch: only for a sweep that runs
+            )
 
+            check = prepare
         plan = SweepPlan(total=len(all_jobs))
         last_note = time.monotonic()
         # the grid's jobs are checked as the launcher will start them (several processes each on SLURM with
@@ -175,7 +179,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                     last_note = time.monotonic()
                 cfg = compose(overrides)
                 try:
-                    ident = identify(cfg) if dry_run else prepare(cfg)
+                    ident = check(cfg)
                 except ConfigError as err:
                     print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)

@@ -238,3 +238,15 @@ def test_an_experiment_in_the_users_config_dir_is_selectable(tmp_path: Path) -> 
     proc = run_cli(["--config-dir", str(own), "experiment=theirs", "-m", "+dry_run=true"], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "unknown experiment 'theirs'" in proc.stderr and "mine" in proc.stderr and "paper_table3" in proc.stderr
+
+
+def test_a_dry_run_plans_without_importing_torch(tmp_path: Path) -> None:
+    """Planning reads no model (it must work where the hub cannot be reached); importing torch and transformers
+    alone took most of a large grid's planning time."""
+    proc = run_cli(["task=toy", "teacher=tiny", "objective=att_mse,vanilla_kd", "-m", "+dry_run=true",
+                    f"results_dir={tmp_path / 'r'}"], cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "2 jobs in the grid" in proc.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "distill_sweep.sweep.sweeper" in imported  # the import log is read
+    assert not imported & {"torch", "transformers"}
