@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, OverrideParseException
@@ -79,8 +80,8 @@ def _abbreviated(arg: str, actions: dict) -> object | None:
 
 
 # Hydra flags that pick another config or do not run a job: the overrides are then left for Hydra to judge.
-_NOT_A_RUN = ("config_name", "config_path", "config_dir", "help", "hydra_help", "info", "shell_completion",
-              "experimental_rerun")
+# (--config-dir only adds the user's directory to the search path: checked here with it, see check_overrides)
+_NOT_A_RUN = ("config_name", "config_path", "help", "hydra_help", "info", "shell_completion", "experimental_rerun")
 
 
 def check_overrides(argv: list[str]) -> str | None:
@@ -135,6 +136,8 @@ def check_overrides(argv: list[str]) -> str | None:
                 return _unresolved(err)
             except (HydraException, OmegaConfBaseException) as err:
                 return _one_line(err)
+            except yaml.YAMLError as err:  # a config file of the user's own (--config-dir) that is not YAML
+                return _yaml_line(err)
             if n == 0:  # where Hydra writes its own files first (a full disk stops it there with a traceback)
                 key = "hydra.sweep.dir" if args.multirun else "hydra.run.dir"
                 problem = room_problem(str(OmegaConf.select(cfg, key)))
@@ -200,6 +203,14 @@ def _unparsed(err: OverrideParseException, overrides: list[str]) -> str:
 # Compositions a sweep's command line is checked with here (each takes a few tens of milliseconds); a longer
 # sweep's remaining values are checked by the sweeper, with every job.
 _SWEEP_CHECKS = 64
+
+
+def _yaml_line(err: yaml.YAMLError) -> str:
+    """A YAML syntax error in a config file, in one line: where, and what the parser expected."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "a config file"
+    what = "; ".join(str(x) for x in (getattr(err, "context", None), getattr(err, "problem", None)) if x)
+    return f"{where}: not valid YAML ({what or type(err).__name__})"
 
 
 def _one_line(err: BaseException) -> str:

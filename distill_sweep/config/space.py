@@ -79,6 +79,9 @@ def check_group_choices(argv: list[str]) -> str | None:
     checked value by value, and anything fancier is left to Hydra.
     """
     user_dirs = user_config_dirs(argv)
+    for path in user_dirs:
+        if not Path(path).is_dir():
+            return f"config directory {path} (--config-dir or hydra.searchpath): not a directory"
     for arg in argv:
         key, sep, value = arg.partition("=")
         if not sep or key.lstrip("+~") not in GROUPS or any(c in value for c in "()[]{}*$"):

@@ -21,7 +21,7 @@ from distill_sweep.job.identity import JobIdentity, check_paths, identify, layer
 from distill_sweep.job.machine import check_threads
 from distill_sweep.models.families import is_causal_type
 from distill_sweep.models.inits import StudentInit
-from distill_sweep.models.loading import teacher_config, tokenizer_source
+from distill_sweep.models.loading import check_attention, teacher_config, tokenizer_source
 from distill_sweep.models.model_info import ModelInfo, check_positions
 from distill_sweep.objectives import check_compatible
 from distill_sweep.records import files, record
@@ -58,6 +58,10 @@ def complete(ident: JobIdentity) -> Job:
     """The identified job validated against the models' configs (config.json files, never weights)."""
     task, teacher = ident.settings.task, ident.settings.teacher
     check_paths(ident)
+    check_attention(teacher.attn_implementation, "teacher.attn_implementation")
+    student_attention = getattr(ident.student, "attn_implementation", None)
+    if ident.procedure.uses_student and student_attention is not None:
+        check_attention(student_attention, "student.attn_implementation")
     teacher_arch = teacher_config(teacher, task.num_labels)
     if is_causal_type(str(getattr(teacher_arch, "model_type", ""))) and not ident.procedure_settings.decoders:
         raise ConfigError(f"teacher={teacher.name} is a decoder LM ({teacher_arch.model_type}): "

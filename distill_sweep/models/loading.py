@@ -89,6 +89,20 @@ def load_tokenizer(teacher: TeacherSettings, cache_dir: Path) -> Any:
         raise ConfigError(model_error_message(name, err, "teacher.tokenizer")) from None
 
 
+def check_attention(name: str, key: str) -> None:
+    """`name` is an attention implementation this transformers knows (eager, its registry's: sdpa, flash
+    attention, flex..., optionally `paged|`), or a hub kernel (`org/repo`); else ConfigError before any work
+    (transformers would refuse it only when the model is built, in a traceback)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    known = ["eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()]
+    base = name.removeprefix("paged|")
+    if base in known or "/" in base:
+        return
+    raise ConfigError(f"{key}={name!r}: not an attention implementation of transformers (choose from: "
+                      f"{', '.join(sorted(set(known)))}, or a hub kernel org/repo)")
+
+
 def tokenizer_source(teacher: TeacherSettings) -> str:
     """Where the tokenizer comes from ("toy", a hub id or a directory, checked to exist); loads nothing."""
     name = teacher.tokenizer or teacher.finetuned_path or teacher.name_or_path

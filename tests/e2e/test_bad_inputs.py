@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import FAST, PreloadedPython, cli_env, compose_cfg, path_without_sbatch, records
+from helpers import FAST, PreloadedPython, cli_env, compose_cfg, path_without_sbatch, records, run_cli
 
 from distill_sweep.__main__ import check_environment, check_overrides
 from distill_sweep.cli.run_job import run_job
@@ -274,6 +274,8 @@ IN_PROCESS = [
     (["init=[1,2,3.5]"], ["init", "3.5"]),
     (["cache_dir=TMP/afile/sub"], ["cache_dir=", "afile is not a directory"]),
     (["precision=fp16"], ["precision='fp16'"]),
+    # transformers refused it only when the model was built, in a 55-line traceback
+    (["teacher.attn_implementation=flash_bogus"], ["teacher.attn_implementation='flash_bogus'", "sdpa"]),
     (["batching=sorted"], ["batching='sorted'"]),
     (["teacher_outputs=cached"], ["teacher_outputs='cached'"]),
     (["task.augment={name: tang, samples: 0}"], ["task.augment.samples=0"]),
@@ -461,3 +463,23 @@ def test_killed_job_with_a_corrupted_checkpoint_completes_on_rerun(tmp_path: Pat
     assert aside.read_bytes() == damaged
     output = rerun.stdout + rerun.stderr
     assert f"unreadable checkpoint {ckpt}" in output and str(aside) in output
+
+
+@pytest.mark.parametrize(("files", "names"), [
+    ({"experiment/broken.yaml": "# @package _global_\nepochs: [1\n"},
+     ["broken.yaml, line 3, column 1: not valid YAML", "expected ',' or ']'"]),
+    ({}, ["config directory", "not a directory"]),
+])
+def test_the_users_config_dir_is_checked_in_one_line(files: dict[str, str], names: list[str], tmp_path: Path) -> None:
+    """A YAML syntax error in the user's own config file was a 95-line traceback; a missing --config-dir was
+    taken for an unknown option."""
+    own = tmp_path / "conf"
+    for name, text in files.items():
+        (own / name).parent.mkdir(parents=True, exist_ok=True)
+        (own / name).write_text(text)
+    proc = run_cli(["--config-dir", str(own), "experiment=broken", *FAST, f"results_dir={tmp_path / 'r'}"],
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    for name in names:
+        assert name in proc.stderr
+    assert not (tmp_path / "r").exists()
