@@ -22,7 +22,7 @@ from distill_sweep.job.machine import check_threads
 from distill_sweep.models.families import is_causal_type
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import check_attention, teacher_config, tokenizer_source
-from distill_sweep.models.model_info import ModelInfo, check_positions
+from distill_sweep.models.model_info import ModelInfo, check_heads, check_positions
 from distill_sweep.objectives import check_compatible
 from distill_sweep.records import files, record
 from distill_sweep.students import model_info
@@ -73,6 +73,7 @@ def complete(ident: JobIdentity) -> Job:
             raise ConfigError(f"task.augment={task.augment.name} augments the training split a student distils on: "
                               f"procedure={ident.procedure.name} trains no student on it")
         check_augment(task.augment, teacher)
+    check_heads({"teacher": teacher_arch}, "teacher")
     if not ident.procedure.uses_student:  # the procedure's model is the teacher itself (e.g. early exit)
         check_positions(task.max_seq_length, {"teacher": teacher_arch})
         return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
@@ -80,6 +81,7 @@ def complete(ident: JobIdentity) -> Job:
     if ident.student_kind.locate is not None:  # e.g. a distilled student, saved by another job of this store
         ident.student = ident.student_kind.locate(ident.student, Path(files.absolute(ident.settings.run.results_dir)))
     student_arch = ident.student_kind.describe(ident.student, teacher_arch)
+    check_heads({"student": student_arch}, "student")
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
     init, layer_map = layer_plan(ident, depth, k)
     length_key = "task" if ident.procedure_settings.reads_task else "corpus"

@@ -51,3 +51,21 @@ def check_positions(max_seq_length: int, archs: dict[str, Any], key: str = "task
         if usable and max_seq_length > usable:
             raise ConfigError(f"{key}.max_seq_length={max_seq_length} is longer than the {name}'s "
                               f"{usable} positions (max_position_embeddings)")
+
+
+def check_heads(archs: dict[str, Any], key: str) -> None:
+    """Refuse attention heads that do not divide: the width by the heads, and (grouped-query attention) the
+    heads by the key/value heads; transformers would fail only in the first forward, in a tensor-shape
+    traceback. `archs`: name -> its config, read by attribute; what a config does not state is not checked."""
+    for name, arch in archs.items():
+        width, heads = getattr(arch, "hidden_size", None), getattr(arch, "num_attention_heads", None)
+        kv_heads = getattr(arch, "num_key_value_heads", None)
+        # (a config stating head_dim, or BERT's embedding_size, sizes its heads otherwise: not checked here)
+        if isinstance(width, int) and isinstance(heads, int) and heads > 0 and width % heads \
+                and getattr(arch, "head_dim", None) is None and getattr(arch, "embedding_size", None) is None:
+            raise ConfigError(f"{key}: the {name}'s hidden_size={width} is not a multiple of its "
+                              f"num_attention_heads={heads}")
+        if isinstance(heads, int) and isinstance(kv_heads, int) and kv_heads > 0 and heads % kv_heads:
+            raise ConfigError(f"{key}: the {name}'s num_attention_heads={heads} is not a multiple of its "
+                              f"num_key_value_heads={kv_heads} (grouped-query attention shares each key/value head "
+                              "among a whole number of query heads)")

@@ -142,3 +142,22 @@ def test_random_init_copies_only_the_embeddings():
     for i, s_layer in enumerate(student.bert.encoder.layer):
         q = s_layer.attention.self.query.weight
         assert not any(torch.equal(q, t.attention.self.query.weight) for t in teacher.bert.encoder.layer), i
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    (dict(hidden_size=30, num_attention_heads=4), "hidden_size=30 is not a multiple of its num_attention_heads=4"),
+    (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=3),
+     "num_attention_heads=4 is not a multiple of its num_key_value_heads=3"),
+    (dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2), None),  # 2 query heads per k/v head
+    (dict(hidden_size=30, num_attention_heads=4, head_dim=8), None),  # the config sizes its heads itself
+])
+def test_heads_that_do_not_divide_are_refused(config: dict, message: str | None) -> None:
+    from types import SimpleNamespace
+
+    from distill_sweep.models.model_info import check_heads
+
+    if message is None:
+        check_heads({"student": SimpleNamespace(**config)}, "student")
+        return
+    with pytest.raises(ConfigError, match=message):
+        check_heads({"student": SimpleNamespace(**config)}, "student")
