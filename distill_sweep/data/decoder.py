@@ -31,6 +31,7 @@ from distill_sweep.data.corpus import IGNORE, documents, load_corpus
 from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.data.decoder_settings import TOY_RESPONSES, InstructionSettings
 from distill_sweep.data.instruction_files import as_pair, read_file_pairs
+from distill_sweep.data.unknown_tokens import warn_if_unreadable
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable
 
@@ -237,6 +238,7 @@ def from_instructions(settings: InstructionSettings, tokenizer: Any, max_seq_len
                           "next-token choice cannot tell them apart")
     prompts = tokenizer([p for p, _ in pairs], add_special_tokens=False)["input_ids"]
     responses = tokenizer([r for _, r in pairs], add_special_tokens=False)["input_ids"]
+    warn_if_unreadable([*prompts, *responses], tokenizer, f"the instructions {settings.name!r}")
     rows, firsts, choice, cut = [], [], [], 0
     for (_, response), p, r in zip(pairs, prompts, responses, strict=True):
         room = max_seq_length - 2 - len(r)

@@ -33,6 +33,7 @@ from distill_sweep.data.task_files import (
     tsv_paths,
     tsv_subdir,
 )
+from distill_sweep.data.unknown_tokens import SAMPLE_ROWS, warn_if_unreadable
 from distill_sweep.errors import ConfigError, DataError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable, honour_offline_env
 from distill_sweep.records.disk import writing
@@ -351,6 +352,7 @@ def load_task_data(task_cfg: TaskSettings, tokenizer: Any, cache_dir: str | os.P
     if augment is not None:
         raw = {**raw, "train_augmented": augment(raw["train"])}
     tok = tokenize_splits(raw, tokenizer, task_cfg, cache_dir, words=vocab)
+    warn_if_unreadable(tok["train"]["input_ids"][:SAMPLE_ROWS], tokenizer, f"{task_cfg.name}'s training text")
     return TaskData(
         train=tok.get("train_augmented", tok["train"]),
         teacher_train=tok["train"],
