@@ -23,8 +23,10 @@ Labels are sampled balanced (rejection sampling), splits are deterministic by se
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
+log = logging.getLogger("distill_sweep")
 LABEL_NAMES = ["positive", "mixed", "negative"]
 TEXT_FIELDS = ("sentence1", "sentence2")
 
@@ -165,14 +168,22 @@ def saved_tokenizer(cache_dir: str | os.PathLike, name: str, words: list[str], b
     from transformers import PreTrainedTokenizerFast
 
     target = Path(cache_dir) / f"{name}-{hashlib.sha256(json.dumps(words).encode()).hexdigest()[:10]}"
-    if not (target / "tokenizer.json").exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
-        PreTrainedTokenizerFast(tokenizer_object=backend(), **SPECIAL_TOKEN_NAMES, **fast).save_pretrained(str(tmp))
+    if (target / "tokenizer.json").exists():
         try:
-            os.replace(tmp, target)
-        except OSError:  # someone else renamed theirs first
-            shutil.rmtree(tmp, ignore_errors=True)
+            return PreTrainedTokenizerFast.from_pretrained(str(target))
+        except Exception as err:  # noqa: BLE001 - damaged (a partial copy, an edited file): built again
+            # (records.disk.set_aside's naming; this module is below records, so it renames here)
+            aside = target.with_name(f"{target.name}.corrupt-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}")
+            os.replace(target, aside)
+            log.warning("the cached tokenizer %s cannot be loaded (%s): moved it to %s, building it again", target,
+                        str(err).splitlines()[0][:160] if str(err) else type(err).__name__, aside)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    PreTrainedTokenizerFast(tokenizer_object=backend(), **SPECIAL_TOKEN_NAMES, **fast).save_pretrained(str(tmp))
+    try:
+        os.replace(tmp, target)
+    except OSError:  # someone else renamed theirs first
+        shutil.rmtree(tmp, ignore_errors=True)
     return PreTrainedTokenizerFast.from_pretrained(str(target))
 
 

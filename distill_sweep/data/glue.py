@@ -34,9 +34,9 @@ from distill_sweep.data.task_files import (
     tsv_subdir,
 )
 from distill_sweep.data.unknown_tokens import SAMPLE_ROWS, warn_if_unreadable
-from distill_sweep.errors import ConfigError, DataError
+from distill_sweep.errors import ConfigError, DataError, DiskWriteError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable, honour_offline_env
-from distill_sweep.records.disk import writing
+from distill_sweep.records.disk import set_aside, writing
 from distill_sweep.toy import generate_toy
 
 log = logging.getLogger(__name__)
@@ -306,17 +306,24 @@ def tokenize_splits(
             teacher_key, key = key, hashlib.sha256("|".join([*parts, words.digest]).encode()).hexdigest()[:20]
             TEACHER_FINGERPRINTS[key] = teacher_key
         cache_file = out_dir / f"{task_name}-{split}-{key}.arrow"
-        with writing(cache_file, "no tokenised split was stored: the next run tokenises it again"):
-            out[split] = ds.map(
-                encode,
-                batched=True,
-                with_indices=True,
-                remove_columns=ds.column_names,
-                cache_file_name=str(cache_file),
-                load_from_cache_file=True,
-                new_fingerprint=key,
-                desc=f"tokenize {task_name}/{split}",
-            )
+
+        def tokenized(ds: Dataset = ds, cache_file: Path = cache_file, key: str = key, split: str = split) -> Dataset:
+            with writing(cache_file, "no tokenised split was stored: the next run tokenises it again"):
+                return ds.map(encode, batched=True, with_indices=True, remove_columns=ds.column_names,
+                              cache_file_name=str(cache_file), load_from_cache_file=True, new_fingerprint=key,
+                              desc=f"tokenize {task_name}/{split}")
+
+        cached = cache_file.exists()
+        try:
+            out[split] = tokenized()
+        except (OSError, ValueError, DiskWriteError) as err:
+            if not cached:
+                raise
+            # a damaged cached split (a partial copy, a crash mid-write): set aside, tokenised again
+            aside = set_aside(cache_file)
+            log.warning("the tokenised split %s cannot be read (%s): moved it to %s, tokenising it again",
+                        cache_file, str(err.__cause__ or err).splitlines()[0][:160], aside)
+            out[split] = tokenized()
     return out
 
 

@@ -10,6 +10,7 @@ cleaned up.
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import os
 from collections.abc import Iterator
@@ -74,3 +75,11 @@ def room_problem(directory: Path | str, size: int = 64 * 1024) -> str | None:
     finally:
         path.unlink(missing_ok=True)
     return None
+
+
+def set_aside(path: Path) -> Path:
+    """Move a damaged cache entry (file or directory) out of the way so that it is built again; it is kept beside
+    its old place, named `<name>.corrupt-<UTC time>`, for whoever wants to look at it. Returns where it went."""
+    aside = path.with_name(f"{path.name}.corrupt-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}")
+    os.replace(path, aside)
+    return aside

@@ -12,11 +12,9 @@ teacher is fine-tuned again, instead of failing every job that uses it.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from distill_sweep.config.schema import FinetuneSettings, RecipeSettings, TeacherSettings
+from distill_sweep.records.disk import set_aside
 from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.locks import waiting_lock
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
@@ -134,7 +133,6 @@ def entry_problem(directory: Path) -> str | None:
 
 
 def _set_aside(target: Path, problem: str, doing: str) -> None:
-    aside = target.with_name(f"{target.name}.corrupt-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}")
-    os.replace(target, aside)
+    aside = set_aside(target)
     log.warning("cached teacher %s cannot be loaded (%s): moved it to %s, %s it again",
                 target, problem, aside, doing)

@@ -52,7 +52,7 @@ from distill_sweep.data.decoder import CausalData
 from distill_sweep.data.fingerprints import teacher_fingerprint
 from distill_sweep.models.capture import run_with_features
 from distill_sweep.records import hashing
-from distill_sweep.records.disk import reserve, writing
+from distill_sweep.records.disk import reserve, set_aside, writing
 from distill_sweep.records.files import write_json_atomic
 from distill_sweep.records.locks import waiting_lock
 from distill_sweep.teachers.output_plan import META, feature_tag, store_root, topk_tag
@@ -444,7 +444,6 @@ def _sha256(file: Path) -> str:
 
 
 def _set_aside(path: Path, problem: str) -> None:
-    aside = path.with_name(f"{path.name}.corrupt-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}")
-    os.replace(path, aside)
+    aside = set_aside(path)
     log.warning("teacher-output store %s cannot be used (%s): moved it to %s, building it again", path, problem,
                 aside)

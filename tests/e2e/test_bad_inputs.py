@@ -169,8 +169,38 @@ def _check_teacher(proc: subprocess.CompletedProcess, case: Path) -> None:
     assert (Path(record["teacher"]["path"]) / "teacher.json").exists()
 
 
+def _damage_tokenized(case: Path, seeded: Path) -> None:
+    """The cached tokenised training split cut short (a partial copy): set aside and tokenised again."""
+    shutil.copytree(seeded / "cache", case / "cache")
+    (split,) = (case / "cache" / "tokenized").glob("toy-train-*.arrow")
+    split.write_bytes(split.read_bytes()[:3000])
+
+
+def _check_tokenized(proc: subprocess.CompletedProcess, case: Path) -> None:
+    (record,) = records(case / "results")
+    assert record["status"] == "completed"
+    (aside,) = (case / "cache" / "tokenized").glob("toy-train-*.arrow.corrupt-*")
+    assert aside.stat().st_size == 3000 and str(aside) in proc.stdout + proc.stderr
+
+
+def _damage_tokenizer(case: Path, seeded: Path) -> None:
+    """The cached toy tokenizer's tokenizer.json cut short: set aside and built again."""
+    shutil.copytree(seeded / "cache", case / "cache")
+    (saved,) = (case / "cache").glob("toy_tokenizer-*/tokenizer.json")
+    saved.write_text('{"trunc')
+
+
+def _check_tokenizer(proc: subprocess.CompletedProcess, case: Path) -> None:
+    (record,) = records(case / "results")
+    assert record["status"] == "completed"
+    (aside,) = (case / "cache").glob("toy_tokenizer-*.corrupt-*")
+    assert (aside / "tokenizer.json").read_text() == '{"trunc' and str(aside) in proc.stdout + proc.stderr
+
+
 RECOVERIES = [
     Recovery("truncated-record", ("-m",), _damage_record, _check_record),
+    Recovery("truncated-tokenized-split", (), _damage_tokenized, _check_tokenized),
+    Recovery("truncated-cached-tokenizer", (), _damage_tokenizer, _check_tokenizer),
     Recovery("garbage-checkpoint", (), _damage_checkpoint, _check_checkpoint),
     Recovery("truncated-cached-teacher", (), _damage_teacher, _check_teacher),
 ]
