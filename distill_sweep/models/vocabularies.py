@@ -64,6 +64,11 @@ class Vocabulary:
         return f"{self.source} ({len(self.tokens)} tokens)"
 
 
+# the files one of which a saved tokenizer directory holds (fast: tokenizer.json; slow ones: their vocabulary)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model",
+                   "spiece.model", "sentencepiece.bpe.model")
+
+
 def vocabulary_of(source: str, key: str, trust_remote_code: bool = False) -> Vocabulary:
     """The vocabulary of a tokenizer source, read without writing anything."""
     if source in TOY_TOKENIZERS:
@@ -79,6 +84,9 @@ def load_named(source: str, cache_dir: Path | None, key: str, trust_remote_code:
         assert cache_dir is not None
         return TOY_TOKENIZERS[source][1](cache_dir)
     path = model_source(source, key)
+    if Path(path).is_dir() and not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+        raise ConfigError(f"{key}={source}: the directory holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                          "save one there with tokenizer.save_pretrained(...), or give a hub id")
     try:
         return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except OSError as err:

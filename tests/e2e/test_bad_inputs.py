@@ -307,6 +307,10 @@ IN_PROCESS = [
     # a GQA teacher whose heads do not share its key/value heads evenly: a shape error in the first forward
     (["procedure=causal_lm", "teacher=tiny_llama", "objective=fkl", "teacher.config.num_key_value_heads=3"],
      ["num_attention_heads=4 is not a multiple of its num_key_value_heads=3"]),
+    # a student tokenizer directory with no tokenizer in it: transformers' 47-line ValueError
+    (["procedure=causal_lm", "teacher=tiny_llama", "objective=fkl", "student=fresh", "optimizer.batch_size=null",
+      "student.tokenizer=TMP/."],
+     ["student.tokenizer=", "the directory holds no tokenizer"]),
     # transformers refused it only when the model was built, in a 55-line traceback
     (["teacher.attn_implementation=flash_bogus"], ["teacher.attn_implementation='flash_bogus'", "sdpa"]),
     (["batching=sorted"], ["batching='sorted'"]),
