@@ -28,7 +28,7 @@ from distill_sweep.job.machine import job_threads
 from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
 from distill_sweep.records.record import RECORD, InitInfo, Record, StudentInfo, TeacherInfo, write_record
-from distill_sweep.sweep.packs import PackFailed, read_pack_file
+from distill_sweep.sweep.packs import PackFailed, differing_settings, read_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
 from distill_sweep.training.processes import requested_size
 
@@ -133,12 +133,15 @@ def run_pack(cfg: DictConfig) -> list[Any]:
         check_machine(job)
     lockstep, shared = Lockstep(len(jobs)), SharedForward()
 
+    labels = [" ".join([f"[{job.objective_name} {job.init_label} seed {job.seed}", *filter(None, [differs])]) + "]"
+              for job, differs in zip(jobs, differing_settings([job.composed for job in jobs]), strict=True)]
+
     def member(i: int, job: Job) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
             _use_threads(job.settings.run)  # (per thread: torch's intra-op threads are set for the calling thread)
             return _run_locked(job, dict(job.composed), wait=False,
                                pack=PackMember(functools.partial(lockstep.turn, i), shared,
-                                               label=f"[{job.objective_name} {job.init_label} seed {job.seed}] "))
+                                               label=f"{labels[i]} "))
         return run
 
     log.info("a pack of %d jobs trained in lockstep: %s", len(jobs),

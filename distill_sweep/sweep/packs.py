@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,22 @@ def write_pack_file(directory: Path, members: Sequence[Any]) -> Path:
 def read_pack_file(path: str | Path) -> list[dict[str, Any]]:
     """The members' configs a pack file lists."""
     return list(json.loads(Path(path).read_text())["members"])
+
+
+def differing_settings(members: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per member of a pack (their composed configs): every setting whose value differs between the members, as
+    `key=value` (objective, init and seed left out: a member's label shows them already), so that a member that
+    fails is named unambiguously (`[vanilla_kd init-1 seed 1 optimizer.lr=0.001]`)."""
+    flat = [dict(_leaves(m)) for m in members]
+    shown = ("objective.name", "init", "seed")
+    differing = sorted(k for k in set().union(*flat) if k not in shown and len({repr(f.get(k)) for f in flat}) > 1)
+    return [" ".join(f"{k}={f.get(k)}" for k in differing) for f in flat]
+
+
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(node, Mapping):
+        return [leaf for k, v in node.items() for leaf in _leaves(v, f"{prefix}{k}.")]
+    return [(prefix.rstrip("."), node)]
 
 
 class PackFailed(Exception):  # noqa: N818 - the pack did not fail, some of its members did

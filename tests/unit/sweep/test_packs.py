@@ -76,3 +76,17 @@ def test_a_sweep_launches_packs_a_member_fails_alone_and_a_rerun_packs_the_rest(
     assert "6 jobs in the grid, 2 already completed, 4 to run" in again.stdout
     assert "4 jobs in 1 process(es): 1 pack(s) trained in lockstep" in again.stdout, again.stdout[-2000:]
     assert sorted(r["status"] for r in records(out)) == ["completed"] * 3 + ["failed"] * 3
+
+
+def test_members_that_differ_only_by_a_value_are_told_apart() -> None:
+    """A pack's log labels its members by objective, init and seed; members equal in those (an lr grid) were
+    named alike, so a failing one could not be told from the others."""
+    from distill_sweep.sweep.packs import differing_settings
+
+    base = {"objective": {"name": "vanilla_kd", "alpha": 0.5}, "init": 1, "seed": 1,
+            "optimizer": {"lr": None, "batch_size": 32}, "task": {"name": "toy"}}
+    members = [base, {**base, "optimizer": {"lr": 0.001, "batch_size": 32}},
+               {**base, "objective": {"name": "att_mse", "alpha": 0.5}, "seed": 2}]
+    # objective, init and seed are the label's own: only the lr is added, to every member
+    assert differing_settings(members) == ["optimizer.lr=None", "optimizer.lr=0.001", "optimizer.lr=None"]
+    assert differing_settings([base, {**base, "seed": 2}]) == ["", ""]
