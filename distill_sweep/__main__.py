@@ -7,6 +7,7 @@ import io
 import re
 import shutil
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,7 @@ def check_overrides(argv: list[str]) -> str | None:
                     check_paths(job)
                     _check_cpus(cfg, job.settings.run)
             except ConfigError as err:
-                return str(err)
+                return str(err) + _env_text_hint(str(err), overrides)
             except InterpolationResolutionError as err:  # e.g. ${oc.env:X} with X unset, resolved by identify
                 return _unresolved(err)
     return None
@@ -194,6 +195,13 @@ def _unparsed(err: OverrideParseException, overrides: list[str]) -> str:
         bkey, _, bvalue = before.partition("=")
         return (f"{line}; if it is the rest of a value with a space, quote the whole override: "
                 f"\"{bkey}='{bvalue} {err.override}'\"")
+    if sep and key != key.strip():  # `epochs =1`: quoting would not help, the key itself has the space
+        return f"{err.override}: a space around '=' is not allowed; write {key.strip()}={value.strip()}"
+    odd_digits = [c for c in value if c.isdigit() and not c.isascii()]
+    if odd_digits:  # a full-width (or other script's) digit: Hydra's grammar reads ASCII digits only
+        ascii_value = "".join(str(unicodedata.digit(c)) if c in odd_digits else c for c in value)
+        return (f"{err.override}: {odd_digits[0]!r} is not an ASCII digit (a full-width or another script's "
+                f"digit); write {key}={ascii_value}")
     if sep and ("LexerNoViableAlt" in line or "token recognition error" in line):
         return (f"{err.override}: Hydra reads some characters (~, spaces, brackets, quotes) only in a quoted "
                 f"value; quote it: \"{key}='{value}'\"")
@@ -203,6 +211,20 @@ def _unparsed(err: OverrideParseException, overrides: list[str]) -> str:
 # Compositions a sweep's command line is checked with here (each takes a few tens of milliseconds); a longer
 # sweep's remaining values are checked by the sweeper, with every job.
 _SWEEP_CHECKS = 64
+
+
+def _env_text_hint(line: str, overrides: list[str]) -> str:
+    """Where a number was expected and got the text of an environment variable (`seed=${oc.env:SLURM_ARRAY_TASK_ID}`
+    gives '3': oc.env always returns a string), how to read it as a number."""
+    if "expected an integer" not in line and "expected a number" not in line:
+        return ""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        match = re.fullmatch(r"\$\{oc\.env:([^{}]+)\}", value.strip().strip("'\""))
+        if match and line.startswith(f"{key.lstrip('+')}="):
+            return (f"; an environment variable is text: decode it as a number with "
+                    f"\"{key}='${{oc.decode:${{oc.env:{match.group(1)}}}}}'\"")
+    return ""
 
 
 def _yaml_line(err: yaml.YAMLError) -> str:

@@ -96,6 +96,11 @@ REFUSALS = [
     Refusal("unknown-key-plus", ("+epoch=3",), ("epoch:", "unknown top-level key")),
     Refusal("unknown-key", ("epoch=3",), ("'epoch'", "+epoch=3")),
     Refusal("override-grammar", ("epochs=[1",), ("epochs=[1",)),
+    # where quoting would not help, the line says what would (it used to advise quoting)
+    Refusal("space-before-equals", ("epochs =1",), ("a space around '='", "write epochs=1"), not_named=("quote",)),
+    Refusal("full-width-digit", ("epochs=１",), ("not an ASCII digit", "write epochs=1"), not_named=("quote",)),
+    # oc.env gives text: the line says how to read it as a number
+    Refusal("env-text-for-a-number", ("seed=${oc.env:HOME}",), ("expected an integer", "${oc.decode:${oc.env:HOME}}")),
     Refusal("unknown-launcher", ("hydra/launcher=nosuch",), ("hydra/launcher/nosuch", "slurm")),
     Refusal("dry-run-without-m", ("+dry_run=true",), ("dry_run", "-m")),
     Refusal("train-tsv-binary", ("task.data_dir=DATA/binary",), ("DATA/binary/RTE/train.tsv", "binary"),

@@ -250,3 +250,14 @@ def test_a_dry_run_plans_without_importing_torch(tmp_path: Path) -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "distill_sweep.sweep.sweeper" in imported  # the import log is read
     assert not imported & {"torch", "transformers"}
+
+
+def test_a_seed_from_an_environment_variable_decoded_as_the_refusal_says(tmp_path: Path) -> None:
+    """`seed=${oc.env:SLURM_ARRAY_TASK_ID}` is text ('3'); the refusal's advice, oc.decode, gives the job seed 3."""
+    proc = run_cli(["task=toy", "teacher=tiny", "seed='${oc.decode:${oc.env:DS_TEST_SEED}}'", "-m", "+dry_run=true",
+                    f"results_dir={tmp_path / 'r'}"], cwd=tmp_path, env={"DS_TEST_SEED": "3"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 jobs in the grid" in proc.stdout
+    shown = run_cli(["task=toy", "teacher=tiny", "seed='${oc.decode:${oc.env:DS_TEST_SEED}}'", "--cfg", "job",
+                     "--resolve"], cwd=tmp_path, env={"DS_TEST_SEED": "3"})
+    assert "\nseed: 3\n" in shown.stdout  # the integer 3, not the text '3'
