@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import time
 import traceback
@@ -298,6 +299,7 @@ def main(cfg: DictConfig) -> Any:
         print("distill_sweep: error: dry_run=true plans a sweep: add -m (one job is a sweep of one)", file=sys.stderr)
         sys.exit(2)
     _say_if_one_job_of_a_grid()
+    _quiet_library_bars()
     if cfg.get("finetune_grid") is not None and not _is_multirun():
         log.warning("finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m); "
                     "this runs the distillation only")
@@ -311,6 +313,20 @@ def main(cfg: DictConfig) -> Any:
         print(f"distill_sweep: error: {failure_line(err)}", file=sys.stderr)
         sys.exit(2 if isinstance(err, ConfigError) else 1)
     return _return_value(record)
+
+
+def _quiet_library_bars() -> None:
+    """Where there is no terminal (SLURM logs, a file, a pipe), transformers', datasets' and the hub's progress
+    bars would write their carriage returns and ANSI codes into the log ("Loading weights:  0%|..."): they are
+    turned off there, as the job's own bar is (training/loop.py)."""
+    if sys.stderr.isatty():
+        return
+    import datasets
+    import transformers
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
 
 
 def _say_if_one_job_of_a_grid() -> None:

@@ -147,6 +147,8 @@ def test_multirun_over_inits_trains_the_teacher_once(tmp_path: Path) -> None:
     assert [r["teacher"]["source"] for r in recs] == ["cache"] * 3
     assert len({r["teacher"]["path"] for r in recs}) == 1
     assert len(list((tmp_path / "cache" / "teachers" / "toy").glob("*/teacher.json"))) == 1
+    # no terminal here (as in a SLURM log): no library's progress bar writes carriage returns into the log
+    assert "\r" not in proc.stderr and "Loading weights" not in proc.stderr
 
 
 def test_real_pretrained_model_and_local_glue_tsvs(tmp_path: Path, shared_cache: Path) -> None:
