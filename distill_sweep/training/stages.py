@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,33 @@ class Stage:
     schedule: str = "linear"  # linear warmup then decay to 0 | constant
 
 
+class StageClock:
+    """The time left in a stage, for the progress lines of logs without a terminal: from the steps per second since
+    the first step this process saw (a resumed job starts a new clock; in a pack, the lockstep's wall time)."""
+
+    def __init__(self) -> None:
+        self.start: tuple[float, int] | None = None  # (monotonic time, steps done) at the first step seen
+
+    def left(self, done: int, total: int) -> str:
+        """`, ~4m05s left in the stage` after the first step seen; "" until a rate can be measured."""
+        now = time.monotonic()
+        if self.start is None:
+            self.start = (now, done)
+            return ""
+        seconds, steps = now - self.start[0], done - self.start[1]
+        if steps <= 0 or seconds <= 0:
+            return ""
+        return f", ~{duration(max(0, total - done) * seconds / steps)} left in the stage"
+
+
+def duration(seconds: float) -> str:
+    """4m05s, 1h02m, 12s: a time left, to the precision a reader needs."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
 def epoch_seed(seed: int, stage: str, epoch: int) -> int:
     return seed * 1_000 + STAGE_SEED_OFFSET[stage] + epoch
 
@@ -80,6 +108,7 @@ class StageDriver:
         self.optimizer_cfg, self.ckpt_path, self.key, self.history = optimizer_cfg, checkpoint, key, history
         self.every, self.log_every, self.skip_nonfinite = every_steps, max(1, log_every), skip_nonfinite
         self.tracker, self.label = tracker, label
+        self.clock = StageClock()  # a new one per stage (_run_stage)
         self.evaluate = evaluate_fn  # (model, dev_loaders, metrics, device, precision) -> dev metrics
         # a member of a pack (training/pack.py): hands the turn to the other members after each step; True when
         # the pack was asked to stop
@@ -126,6 +155,7 @@ class StageDriver:
         scheduler = linear_schedule(optimizer, total, stage.warmup_ratio if stage.schedule == "linear" else 0.0,
                                     decay=stage.schedule == "linear")
         progress = None
+        self.clock = StageClock()
         if self.resume is not None and index == self.resume["position"]["stage"]:
             if self.resume["optimizer"] is not None:
                 optimizer.load_state_dict(self.resume["optimizer"])
@@ -161,8 +191,9 @@ class StageDriver:
                 self.tracker.log({f"{stage.name}/loss": loss, f"{stage.name}/lr": scheduler.get_last_lr()[0]},
                                  step=step)
             if not sys.stderr.isatty():  # SLURM logs: a line now and then instead of a progress bar
-                log.info("%s%s epoch %d step %d/%d loss %.4f", self.label, stage.name, self.pos["epoch"],
-                         progress.steps, n_steps, loss)
+                done = (self.pos["epoch"] - 1) * n_steps + progress.steps
+                log.info("%s%s epoch %d step %d/%d loss %.4f%s", self.label, stage.name, self.pos["epoch"],
+                         progress.steps, n_steps, loss, self.clock.left(done, n_steps * stage.epochs))
         pack_stops = self.turn() if self.turn is not None else False
         # ranks get SLURM's signal at different steps: all stop at the first step where one has it
         stop = distributed.any_rank(self.preempt.requested or pack_stops, self.device)
