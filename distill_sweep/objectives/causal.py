@@ -18,7 +18,9 @@ ids and the teacher's log-probabilities of them at T = 1), one estimator each:
 
   top_k       both distributions restricted to the teacher's k most likely tokens and renormalised there (TRL's
               GOLD rule): any T, but biased: the tail's mass is dropped and the head's share inflated, so the
-              student's gradient is not full KD's (zero outside the k; Anshumann et al., ACL 2025)
+              student's gradient is not full KD's (zero outside the k; Anshumann et al., ACL 2025), and the student's
+              mass outside the k is unconstrained (DistillKit's top-k keeps the student's full softmax instead). At
+              k = 1 both sides are 1 and the loss is 0: refused (procedures/settings.py)
   top_k_tail  the k tokens plus one more class holding the rest of each distribution's mass (the teacher's
               1 - sum of its k probabilities, the student's own tail): exact on the k, the tail as one lump; T = 1
               (the teacher's tail at another T needs its whole vocabulary)

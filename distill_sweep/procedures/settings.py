@@ -117,7 +117,7 @@ class CausalLMSettings(ProcedureSettings):
     teacher_lr: float = field(default=3e-3, metadata={"gt": 0.0})  # its learning rate
     # what the next-token terms read of the teacher: full (all its logits, the teacher running live); top_k (its
     # k most likely tokens, stored; both distributions renormalised over them: biased, the tail's mass is
-    # dropped); top_k_tail (those k plus the rest of the mass as one more class; T = 1); sampled (k tokens drawn
+    # dropped, the student's mass off the k unconstrained; k = 1 refused: it trains nothing); top_k_tail (those k plus the rest of the mass as one more class; T = 1); sampled (k tokens drawn
     # from its distribution, stored: forward KL unbiased in expectation; fkl terms at T = 1). null: top_k when
     # teacher_top_k is set, else full
     teacher_logits: Literal["full", "top_k", "top_k_tail", "sampled"] | None = field(
@@ -153,6 +153,11 @@ class CausalLMSettings(ProcedureSettings):
                               f"{where}.teacher_top_k null, or choose top_k, top_k_tail or sampled")
         if mode != "full" and self.teacher_top_k is None:
             raise ConfigError(f"{where}.teacher_logits={mode} stores k tokens per position: set {where}.teacher_top_k")
+        if mode == "top_k" and self.teacher_top_k == 1:
+            # both sides renormalised over one id are both 1 there: every divergence and gradient is exactly 0
+            raise ConfigError(f"{where}.teacher_logits=top_k with {where}.teacher_top_k=1 trains nothing (both "
+                              "distributions renormalised over one token are 1 there: the loss and every gradient are "
+                              f"0); set {where}.teacher_top_k >= 2, or {where}.teacher_logits=top_k_tail or sampled")
         if self.teacher_logits == ("top_k" if self.teacher_top_k is not None else "full"):
             self.teacher_logits = None  # what null means: the same job as before the key, with the same hash
 

@@ -87,6 +87,19 @@ def test_top_k_tail_by_hand():
     assert loss_and_grad(entries([0, 1]), "top_k_tail", "gjsd")[0] == pytest.approx(jsd, abs=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["fkl", "rkl", "gjsd"])
+def test_top_k_at_k1_is_zero_whatever_the_student_which_is_why_it_is_refused(kind: str):
+    """k = 1 under top_k: the teacher's one entry renormalised is (1.0,), the student's logit there renormalised over
+    one id is log 1 = 0 too, so every divergence is sum 1 * (log 1 - log 1) = 0 and so is every gradient, for any
+    student (procedure.teacher_logits=top_k with teacher_top_k=1 is refused before any work: settings.py)."""
+    for z in (Z_S, [9.0, -9.0, 0.0, 3.0]):
+        s = torch.tensor([[z]], requires_grad=True)
+        loss = causal_kd(s, entries([0]), LABELS, kind=kind, sparse="top_k")
+        loss.backward()
+        assert loss.item() == 0.0
+        assert s.grad[0, 0].tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_top_k_tail_floors_a_tail_that_rounding_made_negative():
     """Stored float16 log-probabilities can sum to just over 1: the tail is then ~0 and the loss stays finite (the
     teacher's head renormalised: (0.6, 0.41) / 1.01)."""
