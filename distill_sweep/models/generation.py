@@ -33,6 +33,18 @@ class RowSampler(LogitsProcessor):
         return scores.float() + gumbel  # type: ignore[return-value]
 
 
+class FirstIds(LogitsProcessor):
+    """Only ids 0..n-1 can be generated (procedure.vocab=shared_prefix: the student's ids beyond the shared ones are
+    never trained, so its dev responses are drawn from the shared ids, as its dev metrics are scored over them)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return scores.index_fill(-1, torch.arange(self.n, scores.shape[-1], device=scores.device),  # type: ignore[return-value]
+                                 float("-inf"))
+
+
 def sampler(temperature: float, top_p: float, generators: Sequence[torch.Generator] | None) -> LogitsProcessorList:
     """The processors of a draw at `temperature` from the top-p nucleus, per row (`generators`); None: greedy."""
     if generators is None:
