@@ -101,3 +101,44 @@ def test_a_rows_draws_do_not_depend_on_the_other_rows():
     alone = RowSampler(generators([5]))(torch.zeros((1, 1), dtype=torch.long), scores[1:2])
     among = RowSampler(generators([9, 5, 7]))(torch.zeros((3, 1), dtype=torch.long), scores)
     assert torch.equal(alone[0], among[1])
+
+
+def penalised(model):
+    """`model` with a generation_config as hub checkpoints ship it: a repetition penalty and no repeated bigram."""
+    model.generation_config.repetition_penalty = 100.0
+    model.generation_config.no_repeat_ngram_size = 2
+    return model
+
+
+def one_row_argmax(model, prompt: np.ndarray, steps: int) -> list[int]:
+    ids, out = [int(t) for t in prompt], []
+    for _ in range(steps):
+        with torch.no_grad():
+            token = int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+        out.append(token)
+        if token == EOS:
+            break
+        ids.append(token)
+    return out
+
+
+def test_greedy_is_the_argmax_whatever_the_models_generation_config():
+    """A tiny Llama whose generation_config sets repetition_penalty=100 and no_repeat_ngram_size=2: HF's generate
+    reading it departs from the argmax; generate_responses is the hand argmax loop still, and its samples are those
+    of the same model without the penalties (the documented tempered top-p draw, nothing else)."""
+    rows, steps = prompts(4), 8
+    model = penalised(tiny_llama())
+    want = [one_row_argmax(model, p, steps) for p in rows]
+    inherited = [model.generate(input_ids=torch.as_tensor(p)[None], attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                                do_sample=False, max_new_tokens=steps, eos_token_id=EOS, pad_token_id=PAD
+                                )[0, len(p):].tolist() for p in rows]
+    assert [r[:len(w)] for r, w in zip(inherited, want, strict=True)] != want  # the penalties change greedy
+    got = generate_responses(model, rows, max_new_tokens=steps, eos=EOS, pad=PAD, device=torch.device("cpu"))
+    assert got == want
+    assert model.generation_config.repetition_penalty == 100.0  # the model's own config is left as it was
+    seeds = [3, 5, 7, 9]
+    sampled = generate_responses(model, rows, max_new_tokens=steps, eos=EOS, pad=PAD, device=torch.device("cpu"),
+                                 processors=sampler(0.7, 0.9, generators(seeds)))
+    plain = generate_responses(tiny_llama(), rows, max_new_tokens=steps, eos=EOS, pad=PAD,
+                               device=torch.device("cpu"), processors=sampler(0.7, 0.9, generators(seeds)))
+    assert sampled == plain
