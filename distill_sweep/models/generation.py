@@ -26,6 +26,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from distill_sweep.errors import NonFiniteLossError
+
 TINY = 1e-20  # uniforms are drawn in [0, 1): kept above 0 so that -log(-log u) is finite
 
 
@@ -42,6 +44,21 @@ class RowSampler(LogitsProcessor):
         uniform = torch.stack([torch.rand(vocab, generator=g, device=g.device) for g in self.generators])
         gumbel = -torch.log(-torch.log(uniform.to(scores.device).clamp(min=TINY)))
         return scores.float() + gumbel  # type: ignore[return-value]
+
+
+class FiniteScores(LogitsProcessor):
+    """Stops a draw whose tempered scores are NaN or +inf (a temperature that overflows them, a diverged model):
+    softmax over them is undefined, and the draw would silently be one token (the settings refuse temperatures
+    below MIN_TEMPERATURE before any work; this is the guard at run time). -inf is a masked token: kept."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if bool((torch.isnan(scores) | torch.isposinf(scores)).any()):
+            raise NonFiniteLossError(f"non-finite scores while sampling at temperature {self.temperature:g} (the "
+                                     "logits divided by it overflow, or the model's logits are not finite)")
+        return scores
 
 
 class FirstIds(LogitsProcessor):
@@ -63,6 +80,7 @@ def sampler(temperature: float, top_p: float, generators: Sequence[torch.Generat
     steps: list[LogitsProcessor] = []
     if temperature != 1.0:
         steps.append(TemperatureLogitsWarper(temperature))
+    steps.append(FiniteScores(temperature))
     if top_p < 1.0:
         steps.append(TopPLogitsWarper(top_p))
     return LogitsProcessorList([*steps, RowSampler(generators)])

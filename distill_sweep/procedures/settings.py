@@ -84,6 +84,14 @@ class TaskAgnosticSettings(ProcedureSettings):
                             max_seq_length=self.corpus.max_seq_length, recipe=RecipeSettings(lr=self.lr))
 
 # ------------------------------------------------------------------------------------------ causal_lm
+# The smallest procedure.generation.temperature. Sampling divides float32 logits by it (HF's generate scores in
+# float32, whose largest value is 3.4e38): at 1e-300 the divisor rounds to 0 and every score is inf or NaN (the
+# draw was then [EOS] alone, silently). From 1e-6 up a logit overflows only beyond 3.4e32, which no model
+# emits; and nothing is lost below it: the Gumbel noise of a draw spans under 50, so at 1e-6 any logit gap over
+# 5e-5 already decides the draw, as greedy decoding would.
+MIN_TEMPERATURE = 1e-6
+
+
 @dataclass
 class GenerationSettings:
     """How responses are generated (procedure.generation): the student's samples of procedure.on_policy (the
@@ -177,6 +185,10 @@ class CausalLMSettings(ProcedureSettings):
             raise ConfigError(f"{what}: the teacher must score the student's sampled tokens, and the stored "
                               f"teacher_logits={self.logits_mode()} (built once over fixed sequences) cannot hold "
                               f"them; leave {where}.teacher_top_k null (the teacher runs live)")
+        if self.generation.temperature < MIN_TEMPERATURE:
+            raise ConfigError(f"{where}.generation.temperature={self.generation.temperature:g} is below "
+                              f"{MIN_TEMPERATURE:g}: the logits divided by it overflow float32 (inf/NaN scores), and "
+                              f"any temperature below {MIN_TEMPERATURE:g} already samples as greedy decoding does")
         new = self.generation.max_new_tokens
         if new + 2 > self.max_seq_length:
             raise ConfigError(f"{where}.generation.max_new_tokens={new} does not fit {where}.max_seq_length="

@@ -8,6 +8,7 @@ import pytest
 import torch
 from tiny_models import tiny_gpt2, tiny_llama
 
+from distill_sweep.errors import NonFiniteLossError
 from distill_sweep.models.generation import RowSampler, generate_responses, sampler
 
 EOS, PAD = 2, 0
@@ -142,3 +143,19 @@ def test_greedy_is_the_argmax_whatever_the_models_generation_config():
     plain = generate_responses(tiny_llama(), rows, max_new_tokens=steps, eos=EOS, pad=PAD,
                                device=torch.device("cpu"), processors=sampler(0.7, 0.9, generators(seeds)))
     assert sampled == plain
+
+
+def test_a_temperature_that_overflows_the_scores_stops_the_draw_with_a_clear_error():
+    """At T = 1e-300 the float32 logits divided by T are inf/NaN: the draw would be one token for every row (an empty
+    [EOS] response); the run-time guard raises instead (the settings refuse T < 1e-6 before any work). The smallest
+    accepted T still draws finite scores, which are the argmax's."""
+    model, rows = tiny_llama(), prompts(3)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite scores while sampling at temperature 1e-300"):
+        generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"),
+                           processors=sampler(1e-300, 1.0, generators([1, 2, 3])))
+    from distill_sweep.procedures.settings import MIN_TEMPERATURE  # the floor the settings refuse below
+
+    assert torch.isfinite(torch.tensor([20.0, -20.0]) / torch.tensor(MIN_TEMPERATURE, dtype=torch.float32)).all()
+    cold = generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"),
+                              processors=sampler(MIN_TEMPERATURE, 1.0, generators([1, 2, 3])))
+    assert cold == generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"))
