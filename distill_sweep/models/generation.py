@@ -90,7 +90,7 @@ def clean_config(max_new_tokens: int, eos: int, pad: int) -> GenerationConfig:
     """Greedy decoding of at most `max_new_tokens` with the KV cache and nothing else: no penalty, no n-gram block,
     no minimum length, no forced or suppressed token (our processors, if any, make the draw)."""
     return GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens, min_new_tokens=0,
-                            min_length=0, eos_token_id=eos, pad_token_id=pad, use_cache=True, repetition_penalty=1.0,
+                            eos_token_id=eos, pad_token_id=pad, use_cache=True, repetition_penalty=1.0,
                             no_repeat_ngram_size=0, encoder_repetition_penalty=1.0, encoder_no_repeat_ngram_size=0)
 
 
