@@ -48,7 +48,7 @@ from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
 from distill_sweep.models.vocabularies import Vocabulary, load_named, shared_prefix, vocabulary_of
 from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
-from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_TAIL
+from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_FULL, TOP_K_TAIL
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
 from distill_sweep.objectives.uld import TEACHER_LABELS
@@ -222,6 +222,10 @@ def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
             raise ConfigError(f"procedure.teacher_logits={mode} stores the teacher's probabilities at T = 1 (its "
                               f"tail or its draws at another T would need the whole vocabulary): term {name} has "
                               f"temperature {temperature}; set it to 1 or use teacher_logits=top_k")
+        if mode == TOP_K_FULL and name != "fkl":
+            raise ConfigError(f"procedure.teacher_logits=top_k_full compares the teacher's k tokens with the student's "
+                              f"full softmax, a forward KL: term {name} is not fkl; use objective=fkl, or "
+                              "teacher_logits=top_k or top_k_tail")
         if mode == SAMPLED and name != "fkl":
             raise ConfigError(f"procedure.teacher_logits=sampled estimates forward KL without bias, and only it: "
                               f"term {name} is not linear in the teacher's probabilities; use objective=fkl, or "
