@@ -4,6 +4,11 @@ Sampling draws each row's tokens with that row's own `torch.Generator` (`RowSamp
 uniform vector per row and step), so a row's response is a function of its prompt, the model and its generator's
 seed alone, not of the other rows of its batch, the batch's size or the process it runs in: a killed job draws
 again what it drew, and two ranks each sampling half a batch draw what one process sampling all of it does.
+
+Generation reads an explicit, clean `GenerationConfig` (`clean_config`), never the model's own `generation_config`:
+a checkpoint's generation_config.json often sets a repetition penalty, a no-repeat n-gram size, a top-k or a
+minimum length, which HF's `generate` would otherwise apply, so that "greedy" would not be the argmax and a sample
+not the documented tempered top-p draw (and the seq-KD store's key would not say so).
 """
 
 from __future__ import annotations
@@ -13,7 +18,15 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from torch import nn
-from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from distill_sweep.errors import NonFiniteLossError
 
 TINY = 1e-20  # uniforms are drawn in [0, 1): kept above 0 so that -log(-log u) is finite
 
@@ -33,6 +46,33 @@ class RowSampler(LogitsProcessor):
         return scores.float() + gumbel  # type: ignore[return-value]
 
 
+class FiniteScores(LogitsProcessor):
+    """Stops a draw whose tempered scores are NaN or +inf (a temperature that overflows them, a diverged model):
+    softmax over them is undefined, and the draw would silently be one token (the settings refuse temperatures
+    below MIN_TEMPERATURE before any work; this is the guard at run time). -inf is a masked token: kept."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if bool((torch.isnan(scores) | torch.isposinf(scores)).any()):
+            raise NonFiniteLossError(f"non-finite scores while sampling at temperature {self.temperature:g} (the "
+                                     "logits divided by it overflow, or the model's logits are not finite)")
+        return scores
+
+
+class FirstIds(LogitsProcessor):
+    """Only ids 0..n-1 can be generated (procedure.vocab=shared_prefix: the student's ids beyond the shared ones are
+    never trained, so its dev responses are drawn from the shared ids, as its dev metrics are scored over them)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return scores.index_fill(-1, torch.arange(self.n, scores.shape[-1], device=scores.device),  # type: ignore[return-value]
+                                 float("-inf"))
+
+
 def sampler(temperature: float, top_p: float, generators: Sequence[torch.Generator] | None) -> LogitsProcessorList:
     """The processors of a draw at `temperature` from the top-p nucleus, per row (`generators`); None: greedy."""
     if generators is None:
@@ -40,9 +80,18 @@ def sampler(temperature: float, top_p: float, generators: Sequence[torch.Generat
     steps: list[LogitsProcessor] = []
     if temperature != 1.0:
         steps.append(TemperatureLogitsWarper(temperature))
+    steps.append(FiniteScores(temperature))
     if top_p < 1.0:
         steps.append(TopPLogitsWarper(top_p))
     return LogitsProcessorList([*steps, RowSampler(generators)])
+
+
+def clean_config(max_new_tokens: int, eos: int, pad: int) -> GenerationConfig:
+    """Greedy decoding of at most `max_new_tokens` with the KV cache and nothing else: no penalty, no n-gram block,
+    no minimum length, no forced or suppressed token (our processors, if any, make the draw)."""
+    return GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens, min_new_tokens=0,
+                            eos_token_id=eos, pad_token_id=pad, use_cache=True, repetition_penalty=1.0,
+                            no_repeat_ngram_size=0, encoder_repetition_penalty=1.0, encoder_no_repeat_ngram_size=0)
 
 
 @torch.no_grad()
@@ -57,13 +106,16 @@ def generate_responses(model: nn.Module, prompts: Sequence[np.ndarray], *, max_n
     for n, p in enumerate(prompts):
         ids[n, width - len(p):] = torch.as_tensor(np.asarray(p, dtype=np.int64))
         mask[n, width - len(p):] = 1
-    was_training = model.training
+    was_training, own = model.training, getattr(model, "generation_config", None)
     model.eval()
+    # HF fills what a passed config leaves unset from model.generation_config: a clean one stands in for it meanwhile
+    model.generation_config = GenerationConfig()
     try:
-        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=False,  # type: ignore[operator]
-                             num_beams=1, max_new_tokens=max_new_tokens, eos_token_id=eos,
-                             pad_token_id=pad, use_cache=True, logits_processor=processors or LogitsProcessorList())
+        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),  # type: ignore[operator]
+                             generation_config=clean_config(max_new_tokens, eos, pad),
+                             logits_processor=processors or LogitsProcessorList())
     finally:
+        model.generation_config = own
         model.train(was_training)
     responses = []
     for row in out[:, width:].tolist():

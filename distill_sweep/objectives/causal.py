@@ -18,7 +18,13 @@ ids and the teacher's log-probabilities of them at T = 1), one estimator each:
 
   top_k       both distributions restricted to the teacher's k most likely tokens and renormalised there (TRL's
               GOLD rule): any T, but biased: the tail's mass is dropped and the head's share inflated, so the
-              student's gradient is not full KD's (zero outside the k; Anshumann et al., ACL 2025)
+              student's gradient is not full KD's (zero outside the k; Anshumann et al., ACL 2025), and the student's
+              mass outside the k is unconstrained (DistillKit's top-k keeps the student's full softmax instead). At
+              k = 1 both sides are 1 and the loss is 0: refused (procedures/settings.py)
+  top_k_full  the teacher renormalised over its k tokens, the student's full softmax read at them (DistillKit's
+              top-k): forward KL only, loss sum_j p_T,j [log p_T,j - log p_S(x_j)], gradient p_S - p_T with p_T zero
+              off the k, so the student's mass outside the k is pushed down; any T. Biased still (the teacher's
+              tail is dropped and its head's share inflated)
   top_k_tail  the k tokens plus one more class holding the rest of each distribution's mass (the teacher's
               1 - sum of its k probabilities, the student's own tail): exact on the k, the tail as one lump; T = 1
               (the teacher's tail at another T needs its whole vocabulary)
@@ -48,12 +54,13 @@ from .inputs import LossInputs, as_target
 __all__ = ["IGNORE", "SPARSE_KEYS", "causal_kd", "divergence"]
 
 IGNORE = -100  # a position that predicts nothing (corpus.IGNORE's value; objectives sit beside corpus.py)
-TOP_K, TOP_K_TAIL, SAMPLED = "top_k", "top_k_tail", "sampled"
-Sparse = Literal["top_k", "top_k_tail", "sampled"]
+TOP_K, TOP_K_FULL, TOP_K_TAIL, SAMPLED = "top_k", "top_k_full", "top_k_tail", "sampled"
+Sparse = Literal["top_k", "top_k_full", "top_k_tail", "sampled"]
 TOPK_VALUES, TOPK_INDICES = "teacher_topk_values", "teacher_topk_indices"
 # the batch keys of each sparse mode's (log-probabilities, ids): the mode is told by which keys the batch has
 SPARSE_KEYS: dict[str, tuple[str, str]] = {
     TOP_K: (TOPK_VALUES, TOPK_INDICES),
+    TOP_K_FULL: ("teacher_topk_full_values", "teacher_topk_full_indices"),
     TOP_K_TAIL: ("teacher_topk_tail_values", "teacher_topk_tail_indices"),
     SAMPLED: ("teacher_sampled_values", "teacher_sampled_indices"),
 }
@@ -95,6 +102,12 @@ def causal_kd(student_logits: Tensor, teacher: Tensor | tuple[Tensor, Tensor], l
     if sparse == TOP_K:  # both restricted to the teacher's k tokens, renormalised there
         logp_s, logp_t = F.log_softmax(s_rows.gather(-1, idx), -1), F.log_softmax(t_rows / temperature, -1)
         return divergence(logp_s, logp_t, kind, beta).mean() * (temperature * temperature)
+    if sparse == TOP_K_FULL:  # the teacher renormalised over its k, the student's whole softmax
+        if kind != "fkl":
+            raise ValueError(f"teacher_logits=top_k_full reads the student's full softmax at the k: fkl only, not {kind}")
+        logp_t = F.log_softmax(t_rows / temperature, -1)
+        logp_s = F.log_softmax(s_rows, -1).gather(-1, idx)
+        return (logp_t.exp() * (logp_t - logp_s)).sum(-1).mean() * (temperature * temperature)
     if temperature != 1.0:
         raise ValueError(f"teacher_logits={sparse} reads the teacher's probabilities at T = 1, not T = {temperature}")
     logp_s = F.log_softmax(s_rows, -1)  # the student's whole vocabulary

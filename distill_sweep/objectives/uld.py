@@ -14,6 +14,11 @@ target positions (`labels` != IGNORE: the response and [EOS]). As in the paper's
 student is paired with the i-th target of the teacher, for i below the shorter response's count: the first n of
 each, n = min(n_T, n_S), the rest of the longer response unpaired. The teacher's labels are the batch's
 `teacher_labels` where its tokens are not the student's (procedure=causal_lm puts them there), else `labels`.
+
+Reduction (not the paper's code's): the distance is averaged over every paired position of the batch (a token
+mean, as the next-token terms are), while the reference code averages each sequence over its n positions first,
+then the batch's sequences, which weighs a short response's positions more; the two agree when every row pairs as
+many positions. The term's default weight is 1.0 (the reference config's is 1.5: `objective.terms.uld.weight`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ Dev metrics: next-token accuracy on the held-out targets (`token_accuracy`, the 
 best epoch, higher is better), `perplexity` (exp of the mean target NLL) and, for classification-style
 instruction data, `choice_accuracy` (the next-token choice among the choices' first tokens); for instruction
 data, the greedy responses' `exact_match` and `rouge_l` against the references (`generation_evaluator`).
+With `vocab=shared_prefix` every dev metric reads the n shared ids only (the record's
+`causal_lm.vocabularies.metrics`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
 from distill_sweep.models.vocabularies import Vocabulary, load_named, shared_prefix, vocabulary_of
 from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
-from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_TAIL
+from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_FULL, TOP_K_TAIL
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
 from distill_sweep.objectives.uld import TEACHER_LABELS
@@ -220,6 +222,10 @@ def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
             raise ConfigError(f"procedure.teacher_logits={mode} stores the teacher's probabilities at T = 1 (its "
                               f"tail or its draws at another T would need the whole vocabulary): term {name} has "
                               f"temperature {temperature}; set it to 1 or use teacher_logits=top_k")
+        if mode == TOP_K_FULL and name != "fkl":
+            raise ConfigError(f"procedure.teacher_logits=top_k_full compares the teacher's k tokens with the student's "
+                              f"full softmax, a forward KL: term {name} is not fkl; use objective=fkl, or "
+                              "teacher_logits=top_k or top_k_tail")
         if mode == SAMPLED and name != "fkl":
             raise ConfigError(f"procedure.teacher_logits=sampled estimates forward KL without bias, and only it: "
                               f"term {name} is not linear in the teacher's probabilities; use objective=fkl, or "
@@ -303,9 +309,18 @@ class CausalContext(RunContext):
 def generation_evaluator(job: Any, data: CausalData, tokenizer: Any,
                          sink: Callable[[dict[str, np.ndarray]], None] | None = None) -> Callable[..., dict[str, float]]:
     """The dev metrics of `data` (in `tokenizer`'s ids); instruction data adds the greedy responses' exact match and
-    ROUGE-L F1 against the references (teachers/decoder.py)."""
+    ROUGE-L F1 against the references (teachers/decoder.py). With procedure.vocab=shared_prefix they read the shared
+    ids only (`metric_ids`)."""
     instructions = job.procedure_settings.data == "instructions"
-    return lm_evaluator(data, sink, tokenizer if instructions else None, job.settings.run.eval_batch_size)
+    return lm_evaluator(data, sink, tokenizer if instructions else None, job.settings.run.eval_batch_size,
+                        metric_ids(job))
+
+
+def metric_ids(job: Any) -> int | None:
+    """n where the dev metrics read ids 0..n-1 only (procedure.vocab=shared_prefix: the student's ids beyond them get
+    no gradient, so scoring them would compare untrained ids across vocabularies), else None (the whole vocabulary)."""
+    settings: CausalLMSettings = job.procedure_settings
+    return shared_ids(settings, job) if settings.vocab == SHARED_PREFIX else None
 
 
 def load_data(ctx: RunContext, settings: CausalLMSettings) -> CausalData:
@@ -451,5 +466,7 @@ def run(ctx: RunContext) -> None:
         record["causal_lm"]["vocabularies"] = {
             "teacher": {"source": tokenizer_source(job.settings.teacher), "size": len(ctx.tokenizer)},
             "student": {"source": str(job.student.tokenizer), "size": int(arch.vocab_size)}, "shared_ids": shared,
-            "alignment": "shared_prefix: the teacher's tokens on both sides, next-token terms over the shared ids"}
+            "alignment": "shared_prefix: the teacher's tokens on both sides, next-token terms over the shared ids",
+            # what the dev metrics (teacher's and student's) read: the log-softmax and argmax over ids 0..n-1
+            "metrics": {"vocabulary": "shared_ids", "size": shared}}
     train_student(cctx, student, [stage], modules)

@@ -84,6 +84,14 @@ class TaskAgnosticSettings(ProcedureSettings):
                             max_seq_length=self.corpus.max_seq_length, recipe=RecipeSettings(lr=self.lr))
 
 # ------------------------------------------------------------------------------------------ causal_lm
+# The smallest procedure.generation.temperature. Sampling divides float32 logits by it (HF's generate scores in
+# float32, whose largest value is 3.4e38): at 1e-300 the divisor rounds to 0 and every score is inf or NaN (the
+# draw was then [EOS] alone, silently). From 1e-6 up a logit overflows only beyond 3.4e32, which no model
+# emits; and nothing is lost below it: the Gumbel noise of a draw spans under 50, so at 1e-6 any logit gap over
+# 5e-5 already decides the draw, as greedy decoding would.
+MIN_TEMPERATURE = 1e-6
+
+
 @dataclass
 class GenerationSettings:
     """How responses are generated (procedure.generation): the student's samples of procedure.on_policy (the
@@ -117,12 +125,14 @@ class CausalLMSettings(ProcedureSettings):
     teacher_lr: float = field(default=3e-3, metadata={"gt": 0.0})  # its learning rate
     # what the next-token terms read of the teacher: full (all its logits, the teacher running live); top_k (its
     # k most likely tokens, stored; both distributions renormalised over them: biased, the tail's mass is
-    # dropped); top_k_tail (those k plus the rest of the mass as one more class; T = 1); sampled (k tokens drawn
-    # from its distribution, stored: forward KL unbiased in expectation; fkl terms at T = 1). null: top_k when
-    # teacher_top_k is set, else full
-    teacher_logits: Literal["full", "top_k", "top_k_tail", "sampled"] | None = field(
+    # dropped, the student's mass off the k unconstrained; k = 1 refused: it trains nothing); top_k_full (the same
+    # k, the teacher renormalised over them, the student's full softmax: its mass off the k is pushed down, as
+    # DistillKit's top-k; fkl terms); top_k_tail (those k plus the rest of the mass as one more class; T = 1);
+    # sampled (k tokens drawn from its distribution, stored: forward KL unbiased in expectation; fkl terms at
+    # T = 1). null: top_k when teacher_top_k is set, else full
+    teacher_logits: Literal["full", "top_k", "top_k_full", "top_k_tail", "sampled"] | None = field(
         default=None, metadata=UNHASHED_AT_DEFAULT)
-    # k: the tokens stored per position for teacher_logits top_k, top_k_tail or sampled (null: the full logits)
+    # k: the tokens stored per position for a sparse teacher_logits (null: the full logits)
     teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
     # a student with its own tokenizer (student.tokenizer): full (one vocabulary for both sides) or shared_prefix
     # (a same-family pair whose vocabularies differ in size but share ids 0..n-1, n the smaller size, refused unless
@@ -150,9 +160,15 @@ class CausalLMSettings(ProcedureSettings):
         mode = self.logits_mode()
         if mode == "full" and self.teacher_top_k is not None:
             raise ConfigError(f"{where}.teacher_logits=full reads all the teacher's logits live: leave "
-                              f"{where}.teacher_top_k null, or choose top_k, top_k_tail or sampled")
+                              f"{where}.teacher_top_k null, or choose top_k, top_k_full, top_k_tail or sampled")
         if mode != "full" and self.teacher_top_k is None:
             raise ConfigError(f"{where}.teacher_logits={mode} stores k tokens per position: set {where}.teacher_top_k")
+        if mode == "top_k" and self.teacher_top_k == 1:
+            # both sides renormalised over one id are both 1 there: every divergence and gradient is exactly 0
+            raise ConfigError(f"{where}.teacher_logits=top_k with {where}.teacher_top_k=1 trains nothing (both "
+                              "distributions renormalised over one token are 1 there: the loss and every gradient are "
+                              f"0); set {where}.teacher_top_k >= 2, or {where}.teacher_logits=top_k_full, top_k_tail "
+                              "or sampled")
         if self.teacher_logits == ("top_k" if self.teacher_top_k is not None else "full"):
             self.teacher_logits = None  # what null means: the same job as before the key, with the same hash
 
@@ -172,6 +188,10 @@ class CausalLMSettings(ProcedureSettings):
             raise ConfigError(f"{what}: the teacher must score the student's sampled tokens, and the stored "
                               f"teacher_logits={self.logits_mode()} (built once over fixed sequences) cannot hold "
                               f"them; leave {where}.teacher_top_k null (the teacher runs live)")
+        if self.generation.temperature < MIN_TEMPERATURE:
+            raise ConfigError(f"{where}.generation.temperature={self.generation.temperature:g} is below "
+                              f"{MIN_TEMPERATURE:g}: the logits divided by it overflow float32 (inf/NaN scores), and "
+                              f"any temperature below {MIN_TEMPERATURE:g} already samples as greedy decoding does")
         new = self.generation.max_new_tokens
         if new + 2 > self.max_seq_length:
             raise ConfigError(f"{where}.generation.max_new_tokens={new} does not fit {where}.max_seq_length="
@@ -204,7 +224,7 @@ class CausalLMSettings(ProcedureSettings):
         return self.teacher_logits or ("top_k" if self.teacher_top_k is not None else "full")
 
     def store_mode(self) -> str:
-        """The sparse store the job reads (output_store's mode): top_k serves top_k and top_k_tail."""
+        """The sparse store the job reads (output_store's mode): top_k serves top_k, top_k_full and top_k_tail."""
         return "sampled" if self.logits_mode() == "sampled" else "top_k"
     prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
     decoders = True  # its teacher is a decoder LM (families.py)

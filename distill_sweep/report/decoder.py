@@ -115,9 +115,16 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
                                f"{r['student_layers']}L", "objective": str(r["objective"]),
                     "init": init, "data": data_source(procedure if isinstance(procedure, dict) else {}),
                     "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
-                    "teacher_dev": teacher.get("dev") or {},
+                    "teacher_dev": teacher.get("dev") or {}, "metric_ids": metric_ids(rec),
                     **{key: dev.get(key) for key, _ in METRICS}})
     return pd.DataFrame(out)
+
+
+def metric_ids(record: dict[str, Any]) -> int | None:
+    """n where a record's dev metrics read ids 0..n-1 only (procedure.vocab=shared_prefix), else None."""
+    vocabularies = (record.get("causal_lm") or {}).get("vocabularies") or {}
+    size = (vocabularies.get("metrics") or {}).get("size") if isinstance(vocabularies, dict) else None
+    return int(size) if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _cell(values: pd.Series, ddof: int) -> str:
@@ -169,6 +176,10 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                         "t", "p", "p (Holm)", "note"]
         teacher = part["teacher_dev"].iloc[0]
         line = "teacher dev: " + ", ".join(f"{label} {teacher[k]:.3f}" for k, label in metrics if k in teacher)
+        shared = sorted({int(n) for n in part.get("metric_ids", pd.Series(dtype=object)).dropna()})
+        if shared:  # procedure.vocab=shared_prefix: the metrics were scored over the shared ids only
+            line += (f"; metrics of procedure.vocab=shared_prefix runs over the shared ids only "
+                     f"({', '.join(f'0..{n - 1}' for n in shared)})")
         out.append((f"Decoder distillation: {setting}", headers, rows, test_headers, tests, line))
     return out
 

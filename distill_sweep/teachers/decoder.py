@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers import AutoModelForCausalLM, LogitsProcessorList, PreTrainedModel
 
 from distill_sweep.config.schema import OptimizerSettings, RunSettings, TeacherSettings
 from distill_sweep.data.corpus import IGNORE
@@ -38,7 +38,7 @@ from distill_sweep.data.decoder_settings import CHOICE, PRIMARY
 from distill_sweep.data.fingerprints import tokenizer_hash
 from distill_sweep.data.generation_metrics import generation_scores
 from distill_sweep.errors import ConfigError
-from distill_sweep.models.generation import generate_responses
+from distill_sweep.models.generation import FirstIds, generate_responses
 from distill_sweep.models.loading import model_error_message, model_source, teacher_config
 from distill_sweep.records.disk import writing
 from distill_sweep.teachers.cache import cached_build
@@ -164,13 +164,16 @@ def _train(teacher: TeacherSettings, data: CausalData, vocab_size: int, recipe: 
 
 # ------------------------------------------------------------------------------------------------ metrics
 def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None] | None = None,
-                 tokenizer: Any | None = None, batch_size: int = 64) -> Callable[..., dict[str, float]]:
+                 tokenizer: Any | None = None, batch_size: int = 64, ids: int | None = None
+                 ) -> Callable[..., dict[str, float]]:
     """The stage driver's `evaluate_fn` over `data`'s dev slice: token accuracy (primary), perplexity (exp of the
     mean target NLL), and the next-token choice accuracy for classification-style data. With `sink`, each
     evaluation also hands it every dev sequence's `nll` (summed over its targets), `targets` and `correct`, in
     row order: the sums the metrics are made of (records/predictions.py keeps them). With `tokenizer` (the one
     `data` is in; instruction data), also the greedy responses to the dev prompts scored against the references:
-    exact match and ROUGE-L F1 (`greedy_responses` in batches of `batch_size`, data/generation_metrics.py)."""
+    exact match and ROUGE-L F1 (`greedy_responses` in batches of `batch_size`, data/generation_metrics.py).
+    With `ids` = n (procedure.vocab=shared_prefix), everything reads ids 0..n-1 only: the log-softmax is
+    renormalised over them, the argmax and the greedy responses are taken among them."""
 
     @torch.no_grad()
     def evaluate(model: nn.Module, dev_loaders: dict[str, Callable[[], Iterator[dict[str, Tensor]]]],
@@ -186,6 +189,8 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
                     batch = to_device(batch, device)
                     with autocast(device, precision):
                         logits = model(**model_inputs(batch)).logits.float()
+                    if ids is not None:  # the ids the metrics read (the student's others were never trained)
+                        logits = logits[..., :ids]
                     labels = batch["labels"]
                     where = labels != IGNORE
                     rows, gold = logits[where], labels[where]
@@ -218,7 +223,8 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
         if sink is not None:
             sink({"nll": per_nll, "targets": per_targets, "correct": per_correct})
         if tokenizer is not None:
-            out.update(generation_scores(*greedy_responses(model, data, tokenizer, device, precision, batch_size)))
+            out.update(generation_scores(*greedy_responses(model, data, tokenizer, device, precision, batch_size,
+                                                           ids)))
         return out
 
     return evaluate
@@ -226,12 +232,14 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
 
 @torch.no_grad()
 def greedy_responses(model: nn.Module, data: CausalData, tokenizer: Any, device: torch.device, precision: str,
-                     batch_size: int) -> tuple[list[str], list[str]]:
+                     batch_size: int, ids: int | None = None) -> tuple[list[str], list[str]]:
     """(the model's greedy response to each dev prompt, its reference response), decoded without special tokens,
     in row order. Prompts are the dev sequences up to their first target ([BOS] prompt), generated in batches
     (models/generation.py) until [EOS] or, at most, as many new tokens as the batch's longest reference (response
-    and [EOS]): the cap that keeps a rambling student's evaluation short, as MiniLLM's evaluation caps length."""
+    and [EOS]): the cap that keeps a rambling student's evaluation short, as MiniLLM's evaluation caps length.
+    `ids` = n: only ids 0..n-1 are generated."""
     dev, (_, eos, pad) = data.dev, special_tokens(tokenizer)
+    processors = LogitsProcessorList([FirstIds(ids)] if ids is not None else [])
     responses: list[str] = []
     references: list[str] = []
     for start in range(0, len(dev), batch_size):
@@ -239,7 +247,8 @@ def greedy_responses(model: nn.Module, data: CausalData, tokenizer: Any, device:
         longest = int(max(dev.lengths[i] - dev.first_target[i] for i in rows))
         with autocast(device, precision):
             generated = generate_responses(model, [dev.ids[i, :dev.first_target[i]] for i in rows],
-                                           max_new_tokens=longest, eos=eos, pad=pad, device=device)
+                                           max_new_tokens=longest, eos=eos, pad=pad, device=device,
+                                           processors=processors)
         for i, new in zip(rows, generated, strict=True):
             responses.append(tokenizer.decode(new[:-1] if new[-1:] == [eos] else new, skip_special_tokens=True))
             references.append(tokenizer.decode(dev.ids[i, dev.first_target[i]:dev.lengths[i] - 1].tolist(),

@@ -4,8 +4,8 @@ training prompt, made once per (teacher, data, max_new_tokens) and read by every
 Kept as the teacher-output store keeps its arrays (output_store.py: `_open`, `_in_partial`, `_finish`), in
 `cache_dir/teacher_outputs/causal_<data>/<group>-greedy<max_new_tokens>-<key>/`: `ids.npy` (N, max_seq_length) int32,
 the sequences [BOS] prompt response (pad-filled), `lengths.npy` and `first_target.npy` (N,) int64. The key is the
-teacher's weights, the sequences' content key, the decoding (greedy, max_new_tokens, max_seq_length) and the
-precision. Built under the store's lock into `.partial` and renamed; `meta.json` holds each array's sha256, checked
+teacher's weights, the sequences' content key, the decoding (greedy from a clean generation config, [EOS],
+max_new_tokens, max_seq_length) and the precision. Built under the store's lock into `.partial` and renamed; `meta.json` holds each array's sha256, checked
 at every open, so a damaged or truncated file is set aside and the generations made again. Every stored row's
 [BOS] and prompt are checked against the data's own (`GenerationsMismatchError` otherwise).
 """
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from distill_sweep.data.decoder import CausalData, Sequences, content_key, prompts_of, with_responses
-from distill_sweep.models.generation import generate_responses
+from distill_sweep.models.generation import clean_config, generate_responses
 from distill_sweep.records import hashing
 from distill_sweep.records.disk import writing
 from distill_sweep.teachers.output_plan import GENERATION_BATCH, generations_tag, store_root
@@ -48,13 +48,19 @@ class GenerationsMismatchError(StoreMismatchError):
 
 
 def generations_key(model: nn.Module, data: CausalData, max_new_tokens: int, max_seq_length: int,
-                    precision: str) -> dict[str, Any]:
-    """What the stored generations are a function of (another teacher, data or decoding: another store)."""
+                    precision: str, eos: int) -> dict[str, Any]:
+    """What the stored generations are a function of (another teacher, data or decoding: another store). The
+    decoding is the clean greedy config of models/generation.py (`clean_config`: the model's own generation_config,
+    a repetition penalty or a no-repeat n-gram size say, is not read), stopping at `eos`; stores made when the
+    model's generation_config was read have the plain "greedy" and are not read."""
     config = getattr(model, "config", None)
+    decoding = {"strategy": "greedy", "generation_config": "clean", "eos": int(eos),
+                **{k: v for k, v in clean_config(max_new_tokens, eos, eos).to_diff_dict().items()
+                   if k not in ("transformers_version", "max_new_tokens", "eos_token_id", "pad_token_id")}}
     return {"version": STORE_VERSION, "mode": GENERATIONS, "teacher": weights_digest(model),
             "attn_implementation": str(getattr(config, "_attn_implementation", None)),
             "train": {"fingerprint": data.key, "rows": len(data.train)}, "precision": precision,
-            "decoding": "greedy", "max_new_tokens": int(max_new_tokens), "max_seq_length": int(max_seq_length),
+            "decoding": decoding, "max_new_tokens": int(max_new_tokens), "max_seq_length": int(max_seq_length),
             "arrays": list(ARRAYS)}
 
 
@@ -64,7 +70,7 @@ def open_or_build_generations(model: nn.Module, data: CausalData, *, max_new_tok
     """`data` with its training responses replaced by the teacher's greedy ones (its dev split unchanged), built
     now if no job built them (at most once per key whatever the number of concurrent jobs), and what the record
     says of them. `tokens`: the tokenizer's (bos, eos, pad)."""
-    key = generations_key(model, data, max_new_tokens, max_seq_length, precision)
+    key = generations_key(model, data, max_new_tokens, max_seq_length, precision, tokens[1])
     digest = hashing.digest(key)[:16]
     path = store_root(cache_dir, data.name) / f"{group}-{generations_tag(max_new_tokens)}-{digest}"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from tiny_models import tiny_gpt2, tiny_llama
 
+from distill_sweep.errors import NonFiniteLossError
 from distill_sweep.models.generation import RowSampler, generate_responses, sampler
 
 EOS, PAD = 2, 0
@@ -101,3 +102,60 @@ def test_a_rows_draws_do_not_depend_on_the_other_rows():
     alone = RowSampler(generators([5]))(torch.zeros((1, 1), dtype=torch.long), scores[1:2])
     among = RowSampler(generators([9, 5, 7]))(torch.zeros((3, 1), dtype=torch.long), scores)
     assert torch.equal(alone[0], among[1])
+
+
+def penalised(model):
+    """`model` with a generation_config as hub checkpoints ship it: a repetition penalty and no repeated bigram."""
+    model.generation_config.repetition_penalty = 100.0
+    model.generation_config.no_repeat_ngram_size = 2
+    return model
+
+
+def one_row_argmax(model, prompt: np.ndarray, steps: int) -> list[int]:
+    ids, out = [int(t) for t in prompt], []
+    for _ in range(steps):
+        with torch.no_grad():
+            token = int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+        out.append(token)
+        if token == EOS:
+            break
+        ids.append(token)
+    return out
+
+
+def test_greedy_is_the_argmax_whatever_the_models_generation_config():
+    """A tiny Llama whose generation_config sets repetition_penalty=100 and no_repeat_ngram_size=2: HF's generate
+    reading it departs from the argmax; generate_responses is the hand argmax loop still, and its samples are those
+    of the same model without the penalties (the documented tempered top-p draw, nothing else)."""
+    rows, steps = prompts(4), 8
+    model = penalised(tiny_llama())
+    want = [one_row_argmax(model, p, steps) for p in rows]
+    inherited = [model.generate(input_ids=torch.as_tensor(p)[None], attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                                do_sample=False, max_new_tokens=steps, eos_token_id=EOS, pad_token_id=PAD
+                                )[0, len(p):].tolist() for p in rows]
+    assert [r[:len(w)] for r, w in zip(inherited, want, strict=True)] != want  # the penalties change greedy
+    got = generate_responses(model, rows, max_new_tokens=steps, eos=EOS, pad=PAD, device=torch.device("cpu"))
+    assert got == want
+    assert model.generation_config.repetition_penalty == 100.0  # the model's own config is left as it was
+    seeds = [3, 5, 7, 9]
+    sampled = generate_responses(model, rows, max_new_tokens=steps, eos=EOS, pad=PAD, device=torch.device("cpu"),
+                                 processors=sampler(0.7, 0.9, generators(seeds)))
+    plain = generate_responses(tiny_llama(), rows, max_new_tokens=steps, eos=EOS, pad=PAD,
+                               device=torch.device("cpu"), processors=sampler(0.7, 0.9, generators(seeds)))
+    assert sampled == plain
+
+
+def test_a_temperature_that_overflows_the_scores_stops_the_draw_with_a_clear_error():
+    """At T = 1e-300 the float32 logits divided by T are inf/NaN: the draw would be one token for every row (an empty
+    [EOS] response); the run-time guard raises instead (the settings refuse T < 1e-6 before any work). The smallest
+    accepted T still draws finite scores, which are the argmax's."""
+    model, rows = tiny_llama(), prompts(3)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite scores while sampling at temperature 1e-300"):
+        generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"),
+                           processors=sampler(1e-300, 1.0, generators([1, 2, 3])))
+    from distill_sweep.procedures.settings import MIN_TEMPERATURE  # the floor the settings refuse below
+
+    assert torch.isfinite(torch.tensor([20.0, -20.0]) / torch.tensor(MIN_TEMPERATURE, dtype=torch.float32)).all()
+    cold = generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"),
+                              processors=sampler(MIN_TEMPERATURE, 1.0, generators([1, 2, 3])))
+    assert cold == generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"))

@@ -87,6 +87,19 @@ def test_top_k_tail_by_hand():
     assert loss_and_grad(entries([0, 1]), "top_k_tail", "gjsd")[0] == pytest.approx(jsd, abs=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["fkl", "rkl", "gjsd"])
+def test_top_k_at_k1_is_zero_whatever_the_student_which_is_why_it_is_refused(kind: str):
+    """k = 1 under top_k: the teacher's one entry renormalised is (1.0,), the student's logit there renormalised over
+    one id is log 1 = 0 too, so every divergence is sum 1 * (log 1 - log 1) = 0 and so is every gradient, for any
+    student (procedure.teacher_logits=top_k with teacher_top_k=1 is refused before any work: settings.py)."""
+    for z in (Z_S, [9.0, -9.0, 0.0, 3.0]):
+        s = torch.tensor([[z]], requires_grad=True)
+        loss = causal_kd(s, entries([0]), LABELS, kind=kind, sparse="top_k")
+        loss.backward()
+        assert loss.item() == 0.0
+        assert s.grad[0, 0].tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_top_k_tail_floors_a_tail_that_rounding_made_negative():
     """Stored float16 log-probabilities can sum to just over 1: the tail is then ~0 and the loss stays finite (the
     teacher's head renormalised: (0.6, 0.41) / 1.01)."""
@@ -117,3 +130,22 @@ def test_estimators_at_t1_refuse_another_temperature_or_divergence():
         causal_kd(torch.tensor([[Z_S]]), entries([0, 1]), LABELS, kind="fkl", temperature=2.0, sparse="top_k_tail")
     with pytest.raises(ValueError, match="forward KL only, not rkl"):
         causal_kd(torch.tensor([[Z_S]]), entries([0, 1]), LABELS, kind="rkl", sparse="sampled")
+
+
+def test_top_k_full_by_hand_keeps_the_students_full_softmax():
+    """top_k_full (DistillKit's top-k): the teacher renormalised over its k = 2 ids (0.5, 0.3) / 0.8 = (0.625, 0.375),
+    the student's full softmax q read at those ids: loss sum_j p_j log(p_j / q_j), gradient q - p (p zero off the k),
+    so the student's mass off the k is pushed down, unlike top_k; at k = 1 the loss is -log q_0, not 0."""
+    q = softmax(Z_S)
+    p = [0.625, 0.375]
+    loss, grad = loss_and_grad(entries([0, 1]), "top_k_full")
+    assert loss == pytest.approx(p[0] * math.log(p[0] / q[0]) + p[1] * math.log(p[1] / q[1]), abs=1e-6)
+    assert grad == pytest.approx([q[0] - p[0], q[1] - p[1], q[2], q[3]], abs=1e-6)
+    assert grad[2] > 0 and grad[3] > 0  # off the k: pushed down (top_k leaves them at 0)
+    assert loss_and_grad(entries([0]), "top_k_full")[0] == pytest.approx(-math.log(q[0]), abs=1e-6)
+    # T = 2: both at T, x T^2: p = softmax(log(0.5, 0.3) / 2), q = softmax(Z_S / 2) read at 0 and 1
+    s = torch.tensor([[Z_S]], requires_grad=True)
+    got = causal_kd(s, entries([0, 1]), LABELS, kind="fkl", temperature=2.0, sparse="top_k_full").item()
+    p2 = softmax([math.log(0.5) / 2, math.log(0.3) / 2])
+    q2 = softmax([z / 2 for z in Z_S])
+    assert got == pytest.approx(4 * sum(a * math.log(a / b) for a, b in zip(p2, q2[:2], strict=False)), abs=1e-6)

@@ -6,23 +6,27 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from helpers import compose_cfg, records, run_cli
+from tiny_models import tiny_llama
 
-from distill_sweep.data.decoder import from_instructions
+from distill_sweep.data.decoder import CausalData, Sequences, from_instructions, special_tokens
 from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
 from distill_sweep.models.capture import Features
+from distill_sweep.models.generation import generate_responses
 from distill_sweep.models.vocabularies import Vocabulary, shared_prefix, vocabulary_of, wide_vocabulary
 from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
 from distill_sweep.procedures.causal_lm import check_shared_data
+from distill_sweep.teachers.decoder import greedy_responses, lm_evaluator
 from distill_sweep.toy import build_toy_tokenizer, vocabulary
 
 STUDENT = ["student=fresh", "student.num_layers=2", "student.hidden_size=32", "student.num_attention_heads=2",
@@ -139,6 +143,75 @@ def test_a_wider_student_vocabulary_trains_over_the_shared_ids_end_to_end(tmp_pa
     assert rec["status"] == "completed"
     vocabs = rec["causal_lm"]["vocabularies"]
     assert (vocabs["teacher"]["size"], vocabs["student"]["size"], vocabs["shared_ids"]) == (68, 128, 68)
+    assert vocabs["metrics"] == {"vocabulary": "shared_ids", "size": 68}  # what its dev metrics read
     assert math.isfinite(rec["epochs"][-1]["loss_fkl"]) and rec["epochs"][-1]["loss_fkl"] > 0
     # learnt beyond a uniform guess over its 128 ids
     assert rec["final"]["dev"]["nll"] < math.log(128) - 0.5
+
+
+class FixedLogits(torch.nn.Module):
+    """A model whose next-token logits are `table[t]` at position t of every row (vocabulary of 4 ids)."""
+
+    def __init__(self, table: list[list[float]]) -> None:
+        super().__init__()
+        self.table = torch.tensor(table)
+
+    def forward(self, input_ids, attention_mask=None, **_):
+        rows, width = input_ids.shape
+        return SimpleNamespace(logits=self.table[:width].expand(rows, width, -1))
+
+
+def one_sequence() -> CausalData:
+    """One dev sequence [0, 1, 2]: position 0 predicts 1, position 1 predicts 2."""
+    dev = Sequences(np.array([[0, 1, 2]]), np.array([3]), np.array([1]), np.array([-1]))
+    return CausalData("d", dev, dev, 0, [], {"key": "k"})
+
+
+def test_dev_metrics_of_a_shared_prefix_run_read_the_shared_ids_only():
+    """n = 3 shared ids of a 4-id student: id 3 was never trained, so the metrics renormalise over ids 0..2 and take
+    the argmax among them. Position 0: logits (1, 0, 2 | 5), target 1: nll = log(e + 1 + e^2) - 0, argmax 2 (wrong;
+    id 3 would win over all four). Position 1: logits (0, 1, 3 | 4), target 2: nll = log(1 + e + e^3) - 3, argmax 2
+    (right; id 3 over all four)."""
+    table = [[1.0, 0.0, 2.0, 5.0], [0.0, 1.0, 3.0, 4.0], [0.0, 0.0, 0.0, 0.0]]
+    nll = (math.log(math.e + 1 + math.e ** 2) + math.log(1 + math.e + math.e ** 3) - 3.0) / 2
+    data = one_sequence()
+    got = lm_evaluator(data, ids=3)(FixedLogits(table), {"validation": lambda: data.dev_batches(4)}, None,
+                                    torch.device("cpu"), "fp32")
+    assert got["nll"] == pytest.approx(nll, abs=1e-6)
+    assert got["perplexity"] == pytest.approx(math.exp(nll), rel=1e-6)
+    assert got["token_accuracy"] == pytest.approx(0.5)
+    whole = lm_evaluator(data)(FixedLogits(table), {"validation": lambda: data.dev_batches(4)}, None,
+                               torch.device("cpu"), "fp32")  # the whole vocabulary: id 3 wins both positions
+    assert whole["token_accuracy"] == 0.0 and whole["nll"] > got["nll"] + 1.0
+
+
+def test_greedy_responses_of_a_shared_prefix_run_are_among_the_shared_ids(shared_cache: Path):
+    """A Llama over the toy vocabulary plus one extra id (n + 1 ids) whose head row is large, so that the extra id
+    wins many steps over the whole vocabulary: among the n shared ids the greedy response is, at each step, the
+    argmax over logits[:n] of a hand loop."""
+    tok = build_toy_tokenizer(shared_cache)
+    n = len(tok)
+    data = from_instructions(InstructionSettings(num_examples=20, dev_examples=3), tok, max_seq_length=32)
+    torch.manual_seed(0)
+    model = tiny_llama()
+    model.resize_token_embeddings(n + 1)
+    with torch.no_grad():
+        model.lm_head.weight[n] = 50.0 * torch.randn(model.config.hidden_size)
+    model.eval()
+    _, eos, pad = special_tokens(tok)
+    dev, longest = data.dev, int(max(data.dev.lengths - data.dev.first_target))
+    prompts = [dev.ids[i, :dev.first_target[i]] for i in range(len(dev))]
+    unrestricted = generate_responses(model, prompts, max_new_tokens=longest, eos=eos, pad=pad,
+                                      device=torch.device("cpu"))
+    assert any(n in r for r in unrestricted)  # the whole vocabulary would answer with the untrained id
+    responses, _ = greedy_responses(model, data, tok, torch.device("cpu"), "fp32", batch_size=3, ids=n)
+    for i, prompt in enumerate(prompts):
+        ids, want = prompt.tolist(), []
+        for _ in range(longest):
+            with torch.no_grad():
+                token = int(model(input_ids=torch.tensor([ids])).logits[0, -1, :n].argmax())
+            if token == eos:
+                break
+            want.append(token)
+            ids.append(token)
+        assert responses[i] == tok.decode(want, skip_special_tokens=True), i

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import compose_cfg
+from helpers import compose_cfg, run_cli
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
@@ -48,6 +48,14 @@ def test_earlier_jobs_keep_their_hash_and_naming_their_estimator_is_the_same_job
     (["objective=fkl", "objective.terms.fkl.temperature=2.0", "procedure.teacher_logits=top_k_tail",
       "procedure.teacher_top_k=4"], r"teacher_logits=top_k_tail stores the teacher's probabilities at T = 1 .*"
                                     r"term fkl has temperature 2.0"),
+    (["objective=gjsd", "procedure.teacher_logits=top_k_full", "procedure.teacher_top_k=4"],
+     "teacher_logits=top_k_full compares the teacher's k tokens with the student's full softmax, a forward KL: term "
+     "gjsd is not fkl"),
+    (["objective=fkl", "procedure.teacher_top_k=1"], r"procedure.teacher_logits=top_k with procedure.teacher_top_k=1 "
+                                                     r"trains nothing .* or procedure.teacher_logits=top_k_full, "
+                                                     r"top_k_tail or sampled"),
+    (["objective=gjsd", "procedure.teacher_logits=top_k", "procedure.teacher_top_k=1"], r"teacher_top_k=1 trains "
+                                                                                        r"nothing"),
 ])
 def test_what_an_estimator_cannot_serve_is_refused_before_any_work(overrides, message, tmp_path: Path):
     cfg = compose_cfg([*FAST, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c", *overrides])
@@ -63,9 +71,27 @@ def test_a_job_of_each_sparse_estimator_reads_its_own_compact_store(tmp_path: Pa
                                 "procedure.teacher_top_k=4"]))
     sampled = run_job(compose_cfg([*FAST, *where, "objective=fkl", "procedure.teacher_logits=sampled",
                                    "procedure.teacher_top_k=4"]))
-    for record, mode, store in ((tail, "top_k_tail", "top_k"), (sampled, "sampled", "sampled")):
+    full = run_job(compose_cfg([*FAST, *where, "objective=fkl", "procedure.teacher_logits=top_k_full",
+                                "procedure.teacher_top_k=4"]))
+    assert full["epochs"][-1]["loss_fkl"] > 0
+    for record, mode, store in ((tail, "top_k_tail", "top_k"), (sampled, "sampled", "sampled"),
+                                (full, "top_k_full", "top_k")):
         assert record["status"] == "completed"
         info = record["teacher_outputs"]
         assert info["mode"] == "store" and info["teacher_logits"] == mode and info["store_mode"] == store
         assert info["bytes_per_token"] == 4 * 4  # float16 + uint16, k = 4 (the toy vocabulary: 68 tokens)
     assert Path(sampled["teacher_outputs"]["path"]).name.split("-")[-2] == "sampled4"
+
+
+def test_top_k_at_k1_is_refused_by_the_cli_in_one_line_and_writes_nothing(tmp_path: Path):
+    """teacher_top_k=1 under top_k would train nothing (its loss is 0: test_sparse_estimators.py); the command exits
+    non-zero with one line before any work, while top_k_tail and sampled at k = 1 are still jobs."""
+    out = run_cli([*FAST, "objective=fkl", "procedure.teacher_top_k=1", f"results_dir={tmp_path}/r",
+                   f"cache_dir={tmp_path}/c"], cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    assert out.returncode != 0
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "teacher_top_k=1 trains nothing" in lines[0], out.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+    for mode in ("top_k_full", "top_k_tail", "sampled"):
+        prepare(compose_cfg([*FAST, "objective=fkl", f"procedure.teacher_logits={mode}", "procedure.teacher_top_k=1",
+                             f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"]))

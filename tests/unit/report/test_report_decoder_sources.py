@@ -94,3 +94,20 @@ def test_a_setting_with_fixed_data_only_keeps_the_table_it_had():
     ((_, headers, rows, _, tests, _),) = decoder.tables(frame, ddof=1, alpha=0.05)
     assert headers == ["objective", "init", "layers", "perplexity", "token acc"]
     assert [r[0] for r in rows] == ["fkl", "rkl"] and [t[0] for t in tests] == ["rkl vs fkl"]
+
+
+def test_a_shared_prefix_setting_says_its_metrics_read_the_shared_ids_only(tmp_path: Path):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"task": "causal_toy_instructions", "config": {"procedure": {"name": "causal_lm"}},
+                                "final": {"dev": {"perplexity": 2.0}}, "teacher": {"dev": {"perplexity": 1.5}},
+                                "causal_lm": {"vocabularies": {"shared_ids": 68,
+                                                               "metrics": {"vocabulary": "shared_ids", "size": 68}}}}))
+    row = {"procedure": "causal_lm", "status": "completed", "path": str(path), "init_name": "bottom",
+           "student_name": "fresh", "task": "t", "teacher_name": "tiny_llama", "student_layers": 2, "objective": "fkl",
+           "seed": 1}
+    frame = decoder.runs(pd.DataFrame([row]))
+    assert frame["metric_ids"].tolist() == [68]
+    ((*_, teacher),) = decoder.tables(frame, ddof=1, alpha=0.05)
+    assert teacher.endswith("metrics of procedure.vocab=shared_prefix runs over the shared ids only (0..67)")
+    ((*_, plain),) = decoder.tables(_frame(False), ddof=1, alpha=0.05)
+    assert "shared" not in plain

@@ -16,6 +16,7 @@ from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.teachers.generations import (
     GenerationsMismatchError,
     check_prompts,
+    generations_key,
     open_or_build_generations,
 )
 from distill_sweep.toy import build_toy_tokenizer
@@ -95,3 +96,28 @@ def test_stored_rows_that_are_not_the_datas_prompts_are_refused_in_one_line(toy,
     with pytest.raises(GenerationsMismatchError, match=r"row 0 does not start with the data's prompt") as err:
         check_prompts(Path(info["path"]), made.train, prompts[1:] + prompts[:1])
     assert "\n" not in str(err.value)
+
+
+def test_the_stores_key_holds_the_clean_decoding_and_a_penalised_teacher_is_still_greedy(shared_cache: Path,
+                                                                                          tmp_path: Path):
+    """The key names the decoding that made the store (greedy from a clean config, no penalty, no n-gram block,
+    [EOS]), and a teacher whose generation_config sets repetition_penalty=100 and no_repeat_ngram_size=2 stores
+    the argmax responses all the same (a hand loop), in the store of the same teacher without them."""
+    tok = build_toy_tokenizer(shared_cache)
+    data = from_instructions(InstructionSettings(num_examples=20, dev_examples=4), tok, max_seq_length=40)
+    teacher = tiny_llama()
+    teacher.resize_token_embeddings(len(tok))
+    teacher.generation_config.repetition_penalty = 100.0
+    teacher.generation_config.no_repeat_ngram_size = 2
+    _, eos, _ = special_tokens(tok)
+    key = generations_key(teacher, data, 6, 40, "fp32", eos)
+    decoding = key["decoding"]
+    assert (decoding["strategy"], decoding["generation_config"], decoding["eos"]) == ("greedy", "clean", eos)
+    assert decoding["repetition_penalty"] == 1.0 and decoding["no_repeat_ngram_size"] == 0
+    made, info = open_or_build_generations(teacher, data, max_new_tokens=6, max_seq_length=40,
+                                           tokens=special_tokens(tok), cache_dir=tmp_path, group="g",
+                                           precision="fp32", device=CPU)
+    train = made.train
+    for i in range(len(train)):
+        first, n = int(train.first_target[i]), int(train.lengths[i])
+        assert train.ids[i, first:n].tolist() == one_row_greedy(teacher, train.ids[i, :first].tolist(), 6, eos), i
