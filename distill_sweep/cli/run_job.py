@@ -99,6 +99,9 @@ def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
         job.check_used()
     check_machine(job)  # here, on the machine that runs it (a SLURM node, not the host that submitted it)
     _use_threads(job.settings.run)
+    # the first line as soon as the job is checked: the teacher, the data and the stores take a while next
+    log.info("job %s/%s %s seed %d: checked; its record, checkpoints and predictions go to %s", job.task,
+             job.objective_name, job.init_label, job.seed, job.out_dir)
     config = dict(job.composed)  # the record keeps the config as run
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job, config)
