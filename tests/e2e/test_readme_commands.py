@@ -204,6 +204,8 @@ def plan(command: Command, work: Path) -> Run:
         if _missing_report_table(args):
             return Run(command, "example")
         return Run(command, "report", [*python, *_expand_synopsis(args, work)])
+    if module == "distill_sweep.status":  # on the store the toy commands wrote, after them, as the report
+        return Run(command, "report", [*python, *args])
     if module == "distill_sweep.bench.step":
         # one thread: torch's default threads stall on a machine the other tests keep busy (2x slower here)
         return Run(command, "bench", [*python, *args, "--objectives", "vanilla_kd", *TINY_BENCH, "--steps", "1",
