@@ -240,6 +240,9 @@ class TaskSettings:
             raise ConfigError(f"{where}: is_regression needs num_labels 1, got {self.num_labels}")
         if not self.is_regression and len(self.label_names) != self.num_labels:
             raise ConfigError(f"{where}: num_labels {self.num_labels} but {len(self.label_names)} label_names")
+        if self.source == "toy" and self.data_dir:  # unread, but it would key another teacher: a silent re-fine-tune
+            raise ConfigError(f"{where}.data_dir={self.data_dir!r}: task={self.name} generates its data and reads no "
+                              "files; leave it out, or choose a GLUE task (task=rte task.data_dir=...)")
 
 
 @dataclass
