@@ -42,8 +42,10 @@ def init_interactions(scores_df: pd.DataFrame, systems: Sequence[str] | None = N
     variance) stay out of the family and say why."""
     if scores_df.empty:
         return pd.DataFrame(columns=COLUMNS)
-    wide = scores_df.pivot_table(index=["task", "seed"], columns=["system", "init_label"], values="value",
-                                 aggfunc="mean")
+    # a unit is a run's seeds: its master seed, and its seed per source where the records state them (a grid of
+    # seed x seeds.data_order has several runs per master seed, each its own unit)
+    units = ["task", "seed", *(["seeds"] if "seeds" in scores_df else [])]
+    wide = scores_df.pivot_table(index=units, columns=["system", "init_label"], values="value", aggfunc="mean")
     present_systems = list(dict.fromkeys(scores_df["system"]))
     present_inits = list(dict.fromkeys(scores_df["init_label"]))
     system_list = [s for s in (systems or present_systems) if s in present_systems]

@@ -16,7 +16,7 @@ import pandas as pd
 
 from distill_sweep.analysis import frames, paper, stats
 from distill_sweep.analysis.interaction import init_interactions
-from distill_sweep.report import decoder, examples, figures, interaction, layout_table, pretraining
+from distill_sweep.report import decoder, examples, figures, interaction, layout_table, pretraining, variance
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
@@ -73,6 +73,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
         _table1_sections(doc, files, opts, st, records, sc, paper_sc, systems)
     if "3" in opts.tables and not records.empty:
         _table3_sections(doc, files, opts, st, records, sc, paper_sc, systems)
+    variance.variance_section(doc, files, sc)  # only where a grid varies more than one source of variance
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)
     _records_sections(doc, opts, st, counts)

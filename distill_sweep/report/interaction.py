@@ -29,6 +29,9 @@ def table_note(inter: pd.DataFrame, alpha: float, family: int) -> str:
         return "objective x init interaction: not testable (fewer than two objectives or two inits)"
     found = [_name(r) for r in inter.to_dict("records") if r["significant_holm"]]
     k = int(inter["testable"].sum())
+    if not k:
+        return (f"objective x init interaction: none of its {len(inter)} contrasts is testable (each needs two (task, "
+                f"seed) units with all four runs and differences that vary; section '{TITLE}' says why)")
     verdict = ("the init effect differs for " + ", ".join(found)) if found else \
         "no pair of objectives has an init effect that differs"
     return (f"objective x init interaction (the paper's claim that the init matters for some objectives and not for "
@@ -43,8 +46,8 @@ def interaction_section(doc: Doc, files: dict[str, Any], inter: pd.DataFrame, al
         doc.text("no contrast to test (fewer than two objectives or two inits with completed runs)")
         return
     doc.text("init effect of an objective A for inits x, y: A_x - A_y at one (task, seed); interaction contrast: "
-             "(A_x - A_y) - (B_x - B_y) over the (task, seed) units where all four runs completed, pooled over "
-             "tasks; every pair of inits (not the best against the worst, which the same scores would pick); "
+             "(A_x - A_y) - (B_x - B_y) over the units where all four runs completed (a unit: a task and a run's "
+             "seeds, its master seed and its seed per source), pooled over tasks; every pair of inits (not the best against the worst, which the same scores would pick); "
              f"two-sided one-sample t-test of the contrast (the paired t-test of the two init effects); "
              f"{100 * (1 - alpha):g}% CI: the Student t-interval of its mean; {family_text(inter, family)}")
     headers = ["A", "B", "inits x - y", "n units", "effect A", "effect B", "diff", f"{100 * (1 - alpha):g}% CI",
