@@ -40,5 +40,7 @@ def variance_section(doc: Doc, files: dict[str, Any], scores_df: pd.DataFrame) -
 
 def _part(r: dict[str, Any]) -> str:
     """"data_order 0.91 (12%, 3 levels)": a component's sd, its share and a source's levels."""
-    levels = f", {int(r['levels'])} levels" if pd.notna(r["levels"]) else ""
-    return f"{r['component']} {fmt_num(r['sd'], '.2f')} ({fmt_num(100 * r['share'], '.0f')}%{levels})"
+    levels = f"{int(r['levels'])} levels" if pd.notna(r["levels"]) else ""
+    share = f"{fmt_num(100 * r['share'], '.0f')}%" if pd.notna(r["share"]) else ""  # none: no spread at all
+    inside = ", ".join(x for x in (share, levels) if x)
+    return f"{r['component']} {fmt_num(r['sd'], '.2f')}" + (f" ({inside})" if inside else "")

@@ -147,3 +147,41 @@ def test_each_sub_seed_changes_its_own_source_and_leaves_the_others_bit_identica
     assert _same_weights(init_a["weights"], dropout["weights"])
     assert not torch.equal(_masks(init_a["rng"]), _masks(dropout["rng"]))
     assert _same_batches(init_a["batches"], dropout["batches"])
+
+
+@pytest.mark.slow  # a tiny decoder teacher trained once (cached), two students up to their first step
+def test_the_sampling_seed_drives_the_on_policy_stream_and_nothing_else(
+        tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch):
+    from distill_sweep.procedures.causal_lm import CausalContext
+
+    original = CausalContext.driver
+
+    def start(*overrides: str) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+
+        def driver(self: CausalContext, **kw: Any) -> Any:
+            if kw["history"] is not self.record["epochs"]:
+                return original(self, **kw)
+            seen["weights"] = {f"{name}.{k}": v.detach().clone() for name, module in kw["state"].items()
+                               for k, v in module.state_dict().items()}
+            seen["rng"] = torch.get_rng_state()
+            out = original(self, **kw)
+            stage = SimpleNamespace(name="distill", batch_size=self.job.procedure_settings.batch_size)
+            seen["batches"] = [b["input_ids"].clone() for b in out.loader(stage, 1)]
+            seen["policy_seed"], seen["record"] = self.policy.seed, dict(self.record)
+            raise Stop
+
+        monkeypatch.setattr(CausalContext, "driver", driver)
+        cfg = compose_cfg([*CAUSAL, "procedure.data=instructions", "procedure.teacher_steps=60", "procedure.epochs=1",
+                           "max_steps_per_epoch=4", "objective=fkl", "procedure.on_policy=0.5",
+                           f"cache_dir={shared_cache}", f"results_dir={tmp_path}", *overrides])
+        with pytest.raises(Stop):
+            run_job(cfg)
+        return seen
+
+    a, b = start("seeds.sampling=5"), start("seeds.sampling=6")
+    assert (a["policy_seed"], b["policy_seed"]) == (5, 6)
+    assert a["record"]["seeds"]["sampling"] == 5 and a["record"]["seeds"]["own"] == ["sampling"]
+    assert _same_weights(a["weights"], b["weights"])
+    assert torch.equal(_masks(a["rng"]), _masks(b["rng"]))
+    assert a["batches"] and _same_batches(a["batches"], b["batches"])
