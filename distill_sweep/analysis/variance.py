@@ -86,12 +86,13 @@ def components(values: Sequence[float], factors: Sequence[tuple[str, np.ndarray]
     out = {name: max(0.0, float(fitted[n])) for n, (name, _) in zip(names, factors, strict=True)}
     out[RESIDUAL] = float(fit.scale)
     texts = " ".join(str(w.message) for w in caught)
-    notes = []
     if "boundary" in texts or any(v == 0.0 for v in out.values()):
-        notes.append("a component is estimated at 0 (the boundary of REML's space)")
-    if "failed to converge" in texts and not fit.converged:
-        notes.append("REML did not converge: read the estimates as rough")
-    return out, "; ".join(notes)
+        # the optimum lies where a component is 0: the optimiser's "did not converge" is about that edge
+        return out, ("a component is at or near 0 (REML's optimum on the boundary of its space): the runs show no "
+                     "spread from it beyond the residual's")
+    if not fit.converged:
+        return out, "REML did not converge: read the estimates as rough"
+    return out, ""
 
 
 def variance_table(scores_df: pd.DataFrame, sources: Sequence[str] = ENCODER_SOURCES) -> pd.DataFrame:

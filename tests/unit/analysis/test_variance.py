@@ -88,3 +88,13 @@ def test_runs_that_cannot_separate_the_sources_say_so():
     (row,) = out.to_dict("records")
     assert row["component"] == "init+dropout x data_order" and math.isnan(row["variance"])
     assert "cannot separate" in row["note"]
+
+
+def test_a_source_without_spread_of_its_own_is_put_at_zero_with_a_note():
+    # a Latin square: every row and every column has mean 81, so both mean squares are 0 (their ANOVA estimates
+    # negative); REML puts both components at 0 and the residual at the plain variance, SS / (N - 1) = 6 / 8
+    table = np.array([[80.0, 82.0, 81.0], [82.0, 81.0, 80.0], [81.0, 80.0, 82.0]])
+    est, note = components(*_grid(table))
+    assert est["init+dropout"] == pytest.approx(0.0, abs=1e-3) and est["data_order"] == pytest.approx(0.0, abs=1e-3)
+    assert est[RESIDUAL] == pytest.approx(0.75, rel=1e-2)
+    assert "at or near 0" in note
