@@ -59,7 +59,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "path", "status", "error", "procedure", "task", "objective", "system", "teacher_id", "teacher_name",
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "teacher_dev", "student_id", "student_name",
     "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
-    "init_label", "seed", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
+    "init_label", "seed", "seeds", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
     "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
@@ -111,6 +111,16 @@ def pick_dev(record: Record, which: str) -> dict[str, float]:
     return dev
 
 
+SEED_SOURCES = ("init", "data_order", "dropout", "sampling")  # config/seeds.py's sources, in the `seeds` tuple
+
+
+def run_seeds(rec: Record) -> tuple[int, ...]:
+    """The run's seed per source of variance (SEED_SOURCES order): the record's `seeds`, or its seed for every
+    source (records from before the block)."""
+    given = rec.seeds or {}
+    return tuple(int(given[s]) if isinstance(given.get(s), int) else rec.seed for s in SEED_SOURCES)
+
+
 def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
     init, setup = rec.init, setup_of(rec)
     layers = ",".join(str(x) for x in init.layers)
@@ -131,8 +141,8 @@ def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
         "setup_id": part_id(setup), "setup": _flat(setup),
         "init_spec": norm_spec(init.spec), "init_name": init.name or norm_spec(init.spec),
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
-        "seed": rec.seed, "config_hash": rec.config_hash, "primary_metric": rec.primary_metric or "accuracy",
-        "started_at": rec.started_at, "finished_at": rec.finished_at,
+        "seed": rec.seed, "seeds": run_seeds(rec), "config_hash": rec.config_hash,
+        "primary_metric": rec.primary_metric or "accuracy", "started_at": rec.started_at, "finished_at": rec.finished_at,
         # for the HTML report's job list: the code's commit, cost, and "stage epoch" of the run's best epoch
         "git_commit": rec.git_commit, "wall_time_s": rec.wall_time_s, "peak_memory_mb": rec.peak_memory_mb,
         "best_epoch": f"{rec.best.get('stage')} {rec.best.get('epoch')}" if complete and rec.best else None,
@@ -401,19 +411,20 @@ def select_init(records: pd.DataFrame, init: str = "skip") -> tuple[pd.DataFrame
 def scores(records: pd.DataFrame, mode: str = "header") -> tuple[pd.DataFrame, list[str]]:
     """Long frame of per-run scores (percent) of completed records, one metric per task column.
 
-    Returns (frame, notes). Columns: SCORE_KEYS + metric, value. Several completed runs of one
-    (task, system, init, seed) (different config hashes) keep the newest (by finished_at), with a note.
+    Returns (frame, notes). Columns: SCORE_KEYS + seeds, metric, value. Several completed runs of one
+    (task, system, init, seed, seeds) (different config hashes) keep the newest (by finished_at), with a note;
+    runs of one master seed whose seed per source differs (`seeds`) are different runs, all kept.
     """
     notes: list[str] = []
-    cols = [*SCORE_KEYS, "metric", "value"]
+    cols = [*SCORE_KEYS, "seeds", "metric", "value"]  # seeds: one master seed's runs that vary another source
     done = records[records["status"] == "completed"] if not records.empty else records
     if done.empty:
         return pd.DataFrame(columns=cols), notes
     done = done.sort_values("finished_at", na_position="first", key=lambda s: s.astype(str))
-    dup = done.duplicated(["task", *SYSTEM_KEY, "init_label", "seed"], keep="last")
+    dup = done.duplicated(["task", *SYSTEM_KEY, "init_label", "seed", "seeds"], keep="last")
     if dup.any():
         notes.append(
-            f"{int(dup.sum())} duplicate completed run(s) of the same task/system/init/seed "
+            f"{int(dup.sum())} duplicate completed run(s) of the same task/system/init/seeds "
             "(different config hash); kept the newest"
         )
     done = done[~dup]
@@ -421,7 +432,7 @@ def scores(records: pd.DataFrame, mode: str = "header") -> tuple[pd.DataFrame, l
     for rowd in done.to_dict("records"):
         metric = column_metric(rowd["task"], mode, rowd["primary_metric"])
         value = rowd.get(f"dev.{metric}", math.nan)  # absent column -> NaN
-        out.append({**{k: rowd[k] for k in SCORE_KEYS}, "metric": metric, "value": 100.0 * as_float(value)})
+        out.append({**{k: rowd[k] for k in SCORE_KEYS}, "seeds": rowd["seeds"], "metric": metric, "value": 100.0 * as_float(value)})
     frame = pd.DataFrame(out, columns=cols)
     lacking = frame[frame["value"].isna()]
     if not lacking.empty:

@@ -279,7 +279,8 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     if job.objective is None or not job.objective.terms:
         config["map"] = "init"
     return Record(
-        task=job.task, objective=job.objective_name, seed=job.seed, procedure=job.procedure.name,
+        task=job.task, objective=job.objective_name, seed=job.seed, seeds=job.seeds.to_dict(),
+        procedure=job.procedure.name,
         config_hash=job.digest,
         init=InitInfo(spec=job.init.spec, name=job.init.name, layers=list(job.init.layers)),
         student=StudentInfo(

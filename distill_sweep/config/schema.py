@@ -18,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
 from distill_sweep.config.parse import SEED_RANGE, as_dict, check_value, parse
+from distill_sweep.config.seeds import SeedSettings
 from distill_sweep.config.space import GROUPS, check_group_choices, group_options
 from distill_sweep.errors import ConfigError
 
@@ -90,8 +91,12 @@ class RunSettings:
     # which teacher layer each student layer learns from: init (the layers it was copied from), skip, last,
     # uniform, top, a list of teacher layers or of [student, teacher] pairs
     map: Any = "init"
-    # the job's training seed (data order, fresh weights, dropout)
+    # the job's training seed, the master of every source of variance left null in `seeds` (data order, new
+    # weights, dropout, sampling)
     seed: int = field(default=1, metadata=SEED_RANGE)
+    # a seed per source of variance (init, data_order, dropout, sampling), each null = `seed`: set one to fix
+    # that source while `seed` sweeps the others (config/seeds.py)
+    seeds: SeedSettings = field(default_factory=SeedSettings)
     device: str = "auto"  # auto (CUDA when there is one, else CPU), cpu, cuda or cuda:N
     # fp32, or bf16 autocast for the forwards (the losses stay float32)
     precision: Literal["fp32", "bf16"] = "fp32"

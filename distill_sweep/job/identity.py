@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from distill_sweep.config.parse import as_dict, new_keys_at_default
 from distill_sweep.config.schema import ConfigSettings
+from distill_sweep.config.seeds import JobSeeds, hashed_seeds, job_seeds
 from distill_sweep.config.space import default_choices, option_defaults
 from distill_sweep.data.task_files import check_files
 from distill_sweep.errors import ConfigError
@@ -78,6 +79,11 @@ class JobIdentity:
     def seed(self) -> int:
         return self.settings.run.seed
 
+    @property
+    def seeds(self) -> JobSeeds:
+        """The seed of each source of variance (config/seeds.py)."""
+        return job_seeds(self.settings.run.seed, self.settings.run.seeds)
+
     def check_used(self) -> None:
         """Refuse a job on its own that sets something its procedure would ignore (ConfigError, one line)."""
         if self.ignored:
@@ -124,7 +130,8 @@ def identify(cfg: DictConfig) -> JobIdentity:
                               "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
     hashed = _hashed(config, objective, student if procedure.uses_student else None,
                      reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
-                     unhashed=new_keys_at_default(procedure_settings) | procedure_settings.unread_keys(objective))
+                     unhashed=new_keys_at_default(procedure_settings) | procedure_settings.unread_keys(objective),
+                     samples=_samples(procedure_settings))
     digest = hashing.digest(hashed)
     base = Path(files.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
@@ -217,6 +224,9 @@ def _ignored(config: Mapping[str, Any], procedure: Procedure, procedure_settings
         for key, default in (("init", DEFAULT_INIT), ("map", "init")):
             if init_spec(config.get(key, default)) != init_spec(default):
                 out.append(f"{key}={init_spec(config[key])} (procedure={procedure.name} trains no student)")
+    if (config.get("seeds") or {}).get("sampling") is not None and not _samples(procedure_settings):
+        out.append(f"seeds.sampling={config['seeds']['sampling']} (procedure={procedure.name} with these settings "
+                   "draws no samples from the student)")
     corpus = (config.get("corpus") or {}).get("name")
     if procedure_settings.reads_task and corpus is not None:
         out.append(f"corpus={corpus} (procedure={procedure.name} reads the task, not a corpus)")
@@ -226,8 +236,14 @@ def _ignored(config: Mapping[str, Any], procedure: Procedure, procedure_settings
     return out
 
 
+def _samples(procedure_settings: Any) -> bool:
+    """Whether the procedure draws samples from the student (the `sampling` seed's stream)."""
+    generates = getattr(procedure_settings, "generates", None)
+    return bool(generates()) if callable(generates) else False
+
+
 def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
-            reads_corpus: bool = False, unhashed: set[str] | None = None) -> dict[str, Any]:
+            reads_corpus: bool = False, unhashed: set[str] | None = None, samples: bool = False) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
     procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default) and
     those the objective gives nothing to read (ProcedureSettings.unread_keys)."""
@@ -252,6 +268,12 @@ def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, stud
         hashed["objective"] = objective.to_dict()
     if isinstance(hashed.get("task"), dict) and hashed["task"].get("augment", "none") in ("none", None):
         hashed["task"] = {k: v for k, v in hashed["task"].items() if k != "augment"}  # jobs from before the key
+    # the sources seeded on their own (config/seeds.py); none (the default): left out, the hash of before the key
+    own_seeds = hashed_seeds(int(config.get("seed", 1)), hashed.pop("seeds", None))
+    if not samples:
+        own_seeds.pop("sampling", None)  # a job that draws no samples: the same job whatever its sampling seed
+    if own_seeds:
+        hashed["seeds"] = own_seeds
     if hashed.get("batching", "random") == "random":
         hashed.pop("batching", None)  # the only order before the key existed: those jobs keep their hash
     if (objective is None or not objective.terms) and "map" in hashed:
@@ -272,7 +294,8 @@ def _legacy_hashes(hashed: dict[str, Any], procedure: Procedure, kind: StudentTy
     Schema 1 knew one procedure, one student type and the `init` layer map; objectives carried
     `projection`, `shared_projection` and `contrast` at their top level and term weights only.
     """
-    if procedure.name != "task_specific" or kind.name != "truncated" or objective is None or "batching" in hashed:
+    if (procedure.name != "task_specific" or kind.name != "truncated" or objective is None or "batching" in hashed
+            or "seeds" in hashed):
         return []  # (schema 1 drew batches uniformly)
     if objective.kd_loss != "kl":
         return []  # schema 1 knew only the KL term

@@ -413,7 +413,7 @@ def run(ctx: RunContext) -> None:
                          bool(job.settings.teacher.trust_remote_code))
         s_data = from_instructions(settings.instructions, own, settings.max_seq_length)
         assert len(s_data.train) == len(data.train) and len(s_data.dev) == len(data.dev)
-    seed_everything(job.seed)
+    seed_everything(job.seeds.init)
     arch = job.student_kind.describe(job.student, teacher.config)
     if own is not None:  # its embeddings and head over its own vocabulary
         arch.vocab_size = len(own)
@@ -430,7 +430,7 @@ def run(ctx: RunContext) -> None:
         terms = SharedIds(terms, shared)  # type: ignore[assignment]
     batches_per_epoch = len(s_data.train) // settings.batch_size
     epochs, cap = stage_plan(settings, batches_per_epoch, job.settings.run)  # type: ignore[arg-type]
-    policy = (OnPolicy(settings, job.seed, s_data, special_tokens(ctx.tokenizer)) if settings.generates()
+    policy = (OnPolicy(settings, job.seeds.sampling, s_data, special_tokens(ctx.tokenizer)) if settings.generates()
               else None)
     opt = job.settings.optimizer
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
@@ -452,7 +452,7 @@ def run(ctx: RunContext) -> None:
         steps = min(batches_per_epoch, cap or batches_per_epoch)
         record["causal_lm"]["data_source"] = {
             "on_policy": settings.on_policy, "seq_kd": settings.seq_kd, "generation": as_dict(settings.generation),
-            "on_policy_steps": settings.on_policy_steps(job.seed, epochs, steps), "steps_per_epoch": steps,
+            "on_policy_steps": settings.on_policy_steps(job.seeds.sampling, epochs, steps), "steps_per_epoch": steps,
             "samples": []}  # the teacher's generations (seq_kd): causal_lm.teacher.seq_kd
     cctx = CausalContext(**{f.name: getattr(ctx, f.name) for f in dataclasses.fields(RunContext)}, causal=s_data,
                          policy=policy)

@@ -23,9 +23,9 @@ log = logging.getLogger("distill_sweep")
 
 
 def build_student(ctx: RunContext, teacher: PreTrainedModel | None) -> PreTrainedModel:
-    """The job's student (seeded by the job's seed), on the job's device."""
+    """The job's student (its new weights seeded by the job's init seed), on the job's device."""
     job = ctx.job
-    seed_everything(job.seed)
+    seed_everything(job.seeds.init)
     teacher = student_source(teacher) if teacher is not None else None  # an ensemble: its first member
     # With the teacher loaded, its real config (vocabulary size of the tokenizer) is the reference.
     arch = job.student_kind.describe(job.student, teacher.config) if teacher is not None else job.student_arch
@@ -63,8 +63,11 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     (default: the student and `extra_state`)."""
     job, record = ctx.job, ctx.record
     state = state if state is not None else {"student": student, **(extra_state or {})}
+    seeds = job.seeds
+    if seeds.separate_streams:  # the training draws from their own stream, whatever the new weights drew
+        seed_everything(seeds.dropout)  # (a resumed job then restores the checkpoint's generators)
     driver = ctx.driver(model=student, state=state, checkpoint=job.out_dir / CHECKPOINT, key=job.digest,
-                        history=record["epochs"], seed=job.seed)
+                        history=record["epochs"], seed=seeds.data_order)
     if driver.resumed:
         record["resumed"] = record.get("resumed", 0) + 1
     tracker = Tracker(job.settings.logger, record["config"], job.out_dir, group=ctx.sweep_group, name=run_name(job),

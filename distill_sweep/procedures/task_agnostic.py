@@ -247,10 +247,10 @@ class CorpusContext(RunContext):
 
 
 def build_mlm_student(ctx: RunContext, teacher: PreTrainedModel) -> tuple[PreTrainedModel, str]:
-    """The job's student as a masked-LM model (seeded by the job's seed) and where its MLM head comes from:
+    """The job's student as a masked-LM model (seeded by the job's init seed) and where its MLM head comes from:
     copied from the teacher when the student copies teacher layers at the teacher's width, else fresh."""
     job = ctx.job
-    seed_everything(job.seed)
+    seed_everything(job.seeds.init)
     arch = job.student_kind.describe(job.student, teacher.config)
     student = job.student_kind.build(job.student, BuildInputs(arch=arch, teacher=teacher, init=job.init,
                                                               num_labels=2, label_names=[]))

@@ -209,6 +209,9 @@ class Record:
     task: str  # the task's name
     objective: str  # "none" for procedure "finetune"
     seed: int  # the job's seed
+    # the seed of each source of variance {init, data_order, dropout, sampling} and `own`: those set in the config's
+    # `seeds` block (the rest are `seed`); null in records from before the block (each source: `seed`)
+    seeds: dict[str, Any] | None = None
     status: str = "running"  # one of STATUSES
     # "task_specific" (distillation) | "finetune" (no distillation: cross-entropy only, objective "none") | ...
     procedure: str = "task_specific"
@@ -254,7 +257,11 @@ class Record:
             out["traceback"] = self.traceback
         out.update({
             "config_hash": self.config_hash, "procedure": self.procedure, "task": self.task,
-            "objective": self.objective, "seed": self.seed, "init": asdict(self.init),
+            "objective": self.objective, "seed": self.seed})
+        if self.seeds is not None:  # (records from before the block have none: written back as they were)
+            out["seeds"] = copy.deepcopy(self.seeds)
+        out.update({
+            "init": asdict(self.init),
             "student": asdict(self.student), "teacher": self.teacher.to_dict(), "data": asdict(self.data),
             "primary_metric": self.primary_metric, "epochs": copy.deepcopy(self.epochs),
             "best": copy.deepcopy(self.best), "final": copy.deepcopy(self.final),
@@ -296,11 +303,12 @@ class Record:
             teacher.hidden_size = student.hidden_size  # version 1 students always had the teacher's width
         data = _mapping(d.get("data"))
         known = {"schema_version", "status", "error", "traceback", "config_hash", "procedure", "task",
-                 "objective", "seed", "init", "student", "teacher", "data", "primary_metric", "epochs",
+                 "objective", "seed", "seeds", "init", "student", "teacher", "data", "primary_metric", "epochs",
                  "best", "final", *_PLAIN_FIELDS}
         epochs = d.get("epochs")
         return cls(
             task=str(d["task"]), objective=str(d["objective"]), seed=seed, status=str(d["status"]),
+            seeds=dict(d["seeds"]) if isinstance(d.get("seeds"), dict) else None,
             procedure=str(d.get("procedure") or "task_specific"), error=_opt_str(d.get("error")),
             traceback=_opt_str(d.get("traceback")), config_hash=str(d.get("config_hash") or ""),
             init=init, student=student, teacher=teacher,

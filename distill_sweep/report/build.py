@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep.analysis import frames, paper, stats
-from distill_sweep.report import decoder, examples, figures, layout_table, pretraining
+from distill_sweep.analysis.interaction import init_interactions
+from distill_sweep.report import decoder, examples, figures, interaction, layout_table, pretraining, variance
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
@@ -72,6 +73,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
         _table1_sections(doc, files, opts, st, records, sc, paper_sc, systems)
     if "3" in opts.tables and not records.empty:
         _table3_sections(doc, files, opts, st, records, sc, paper_sc, systems)
+    variance.variance_section(doc, files, sc)  # only where a grid varies more than one source of variance
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)
     _records_sections(doc, opts, st, counts)
@@ -161,11 +163,16 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
     table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
                         stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
-    _table_section(doc, files, table, opts)
     inits = frames.init_order(records)
     tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
+    # the table's claim is an interaction: tested in the table's Holm family, stated under the table
+    family = tests["p"].dropna().tolist()
+    inter = init_interactions(sc, systems, inits, opts.alpha, family_p=family)
+    table.notes.append(interaction.table_note(inter, opts.alpha, len(family)))
+    _table_section(doc, files, table, opts)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
                    ["system"], opts)
+    interaction.interaction_section(doc, files, inter, opts.alpha, len(family))
     _examples_section(doc, files, "table3", records, tests, table, level="init_label", within=("system",))
     _per_task_figure(doc, table, sc, opts.alpha)
     if opts.paper:

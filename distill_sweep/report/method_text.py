@@ -8,7 +8,9 @@ from distill_sweep.analysis.stats import ASO_THRESHOLD, CI_TEXT, CONFIDENCE, POW
 # run.seed (config/schema.py) drives these; the teacher has its own teacher.finetune.seed, the pilot subsets
 # task.subset_seed, so neither moves with the training seed
 SEED_CHANGES = ("the student's newly initialised weights (its head, and any layer not copied from the teacher), "
-                "the order of the training batches and the dropout masks")
+                "the order of the training batches and the dropout masks (each can have its own seed, the config's "
+                "`seeds` block; every record states the four it used, and where a grid varies more than one the "
+                "variance-components table separates them)")
 FIXED = ("the teacher of each task (fine-tuned once with its own seed and cached), the dev set, the pilot "
          "subsets of task.max_train_samples / max_dev_samples (task.subset_seed) and the toy data")
 

@@ -34,8 +34,8 @@ from distill_sweep.errors import ConfigError
 
 # The distillation's own parts: their overrides are not passed to the fine-tune jobs (value overrides of
 # `teacher.` and `task.` are: the teacher is shared, and task caps are meant for the fine-tuning).
-DISTILLATION_ONLY = ("experiment", "procedure", "corpus", "student", "objective", "init", "map", "seed", "epochs",
-                     "finetune_grid", "teacher", "task")
+DISTILLATION_ONLY = ("experiment", "procedure", "corpus", "student", "objective", "init", "map", "seed", "seeds",
+                     "epochs", "finetune_grid", "teacher", "task")
 SHARED_VALUES = ("teacher", "task")
 SAVES_STUDENT = ("task_agnostic",)  # procedures whose saved student a fine-tune grid can follow
 

@@ -1,7 +1,7 @@
 """Packs: the jobs of a sweep that can share batches, trained in lockstep in one process (`pack=auto`).
 
 `pack_key` is the one rule that decides which jobs may share a process. Two jobs share a key when they draw the
-same batches in the same order from the same frozen teacher: the same task data, teacher, seed, batching, batch
+same batches in the same order from the same frozen teacher: the same task data, teacher, data-order seed, batching, batch
 size, epochs per stage and step cap, precision, device and threads, and the same teacher-output mode. The order
 of a stage's batches is a function of (seed, stage kind, epoch) only (`training.stages.epoch_seed`), so such
 jobs see the same batch at the same step of the same stage, and one teacher forward serves all of them.
@@ -43,7 +43,7 @@ def pack_key(job: Any, processes_per_job: int = 1) -> str | None:
     shared = {
         "task": composed.get("task"),  # the data: source, sizes, subsets, augmentation, length
         "teacher": job.teacher.key,  # its weights: the teacher cache's key
-        "seed": run.seed,
+        "seed": job.seeds.data_order,  # the batches' order (init and dropout are each member's own)
         "batching": run.batching,
         "batch_size": job.settings.optimizer.batch_size or task.recipe.batch_size,
         "epochs": run.epochs or task.recipe.epochs,

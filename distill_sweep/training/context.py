@@ -62,6 +62,9 @@ class Job(Protocol):
     def seed(self) -> int: ...
 
     @property
+    def seeds(self) -> Any: ...  # config.seeds.JobSeeds
+
+    @property
     def objective_name(self) -> str: ...
 
 

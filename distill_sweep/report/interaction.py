@@ -1,0 +1,60 @@
+"""Table 3's objective x init interaction in the report: a note under the table saying what the test found, and a
+section with every pair of objectives and inits (analysis/interaction.py computes them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from distill_sweep.report.render import Doc, fmt_ci, fmt_num, fmt_p
+
+TITLE = "Table 3: does the init effect differ between objectives (objective x init interaction)"
+
+
+def _name(r: dict[str, Any]) -> str:
+    return f"{r['a']} vs {r['b']} ({r['init_x']} - {r['init_y']})"
+
+
+def family_text(inter: pd.DataFrame, family: int) -> str:
+    """What the interaction's Holm family holds."""
+    k = int(inter["testable"].sum())
+    return (f"Holm over one family of {k + family}: the {k} testable interaction tests and the table's {family} "
+            "testable init tests")
+
+
+def table_note(inter: pd.DataFrame, alpha: float, family: int) -> str:
+    """Table 3's claim as tested: which pairs of objectives have an init effect that differs, after Holm."""
+    if inter.empty:
+        return "objective x init interaction: not testable (fewer than two objectives or two inits)"
+    found = [_name(r) for r in inter.to_dict("records") if r["significant_holm"]]
+    k = int(inter["testable"].sum())
+    if not k:
+        return (f"objective x init interaction: none of its {len(inter)} contrasts is testable (each needs two (task, "
+                f"seed) units with all four runs and differences that vary; section '{TITLE}' says why)")
+    verdict = ("the init effect differs for " + ", ".join(found)) if found else \
+        "no pair of objectives has an init effect that differs"
+    return (f"objective x init interaction (the paper's claim that the init matters for some objectives and not for "
+            f"others): {verdict} at alpha={alpha} after Holm ({k} of {len(inter)} contrasts testable; "
+            f"{family_text(inter, family)}; section '{TITLE}')")
+
+
+def interaction_section(doc: Doc, files: dict[str, Any], inter: pd.DataFrame, alpha: float, family: int) -> None:
+    """Every pair of objectives and inits: the init effects, their difference, its interval, t, p and Holm's p."""
+    doc.heading(TITLE)
+    if inter.empty:
+        doc.text("no contrast to test (fewer than two objectives or two inits with completed runs)")
+        return
+    doc.text("init effect of an objective A for inits x, y: A_x - A_y at one (task, seed); interaction contrast: "
+             "(A_x - A_y) - (B_x - B_y) over the units where all four runs completed (a unit: a task and a run's "
+             "seeds, its master seed and its seed per source), pooled over tasks; every pair of inits (not the best against the worst, which the same scores would pick); "
+             f"two-sided one-sample t-test of the contrast (the paired t-test of the two init effects); "
+             f"{100 * (1 - alpha):g}% CI: the Student t-interval of its mean; {family_text(inter, family)}")
+    headers = ["A", "B", "inits x - y", "n units", "effect A", "effect B", "diff", f"{100 * (1 - alpha):g}% CI",
+               "t", "p", "p (Holm)", "note"]
+    rows = [[r["a"], r["b"], f"{r['init_x']} - {r['init_y']}", str(r["n"]), fmt_num(r["effect_a"], "+.2f"),
+             fmt_num(r["effect_b"], "+.2f"), fmt_num(r["diff"], "+.2f"), fmt_ci(r["ci_low"], r["ci_high"]),
+             fmt_num(r["t"], ".2f"), fmt_p(r["p"]), fmt_p(r["p_holm"]), r["note"]]
+            for r in inter.to_dict("records")]
+    doc.table(headers, rows)
+    files["interaction_table3.csv"] = inter
