@@ -33,6 +33,7 @@ from distill_sweep.report.render import (
     tests_rows,
 )
 from distill_sweep.report.tables import Table, build_table
+from distill_sweep.report.verdicts import aso_verdict_text, tests_legend
 
 MAX_LISTED = 30  # failed/running/missing jobs listed individually before "... and N more"
 
@@ -148,7 +149,7 @@ def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
     labels = sorted(set(t1_records["init_label"]))
     title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
     table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
-                        metric_mode=opts.metric)
+                        metric_mode=opts.metric, scores=t1_sc, alpha=opts.alpha)
     if t1_note:
         table.notes.append(t1_note)
     return table, t1_records, t1_sc
@@ -160,7 +161,7 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     pair of rows per task, the paper's numbers, dev curves per row and init."""
     agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
     table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
-                        stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
+                        stats.row_averages(agg), by_init=True, metric_mode=opts.metric, scores=sc, alpha=opts.alpha)
     _table_section(doc, files, table, opts)
     inits = frames.init_order(records)
     tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
@@ -228,20 +229,11 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     doc.text("two-sided paired t-test (scipy.stats.ttest_rel) on scores matched by (task, seed), pooled "
              f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
              + (f"; not testable: {', '.join(untestable)}" if untestable else ""))
-    m_aso = int((tests["n"] >= 2).sum())
-    doc.text(f"{100 * (1 - opts.alpha):g}% CI: the Student t-interval of mean(A-B) over the matched pairs that the "
-             f"paired t-test inverts (it excludes 0 exactly when p < {opts.alpha}); "
-             "d: Cohen's d_z (mean / std of the differences); ASO A>B, B>A: eps_min of almost stochastic order "
-             f"(Dror et al. 2019; on scores centred per task), Bonferroni over the {m_aso} pairs it ran on "
-             f"(confidence 1 - {opts.alpha}/{m_aso}), better when eps_min < {stats.ASO_THRESHOLD}; seeds: seeds per "
-             f"row a paired t-test needs for {stats.POWER:.0%} power at alpha={opts.alpha} to detect d (statsmodels)")
+    for line in tests_legend(tests, opts.alpha):
+        doc.text(line)
     headers, rows = tests_rows(tests, within, opts.alpha)
     doc.table(headers, rows)
-    better = [f"{r['a']} over {r['b']}" if r["aso_better"] == "A" else f"{r['b']} over {r['a']}"
-              for r in records if r["aso_better"]]
-    doc.text(f"almost stochastically better (ASO eps_min < {stats.ASO_THRESHOLD}): " + (", ".join(
-        f"{' '.join(f'{r[w]}:' for w in within)} {b}".strip() for r, b in
-        zip([r for r in records if r["aso_better"]], better, strict=True)) or "none"))
+    doc.text(aso_verdict_text(records, within, len(testable), opts.alpha))
     few = [f"{pair_name(r, within)} ({r['n']} pairs)" for r in testable if r["few_pairs"]]
     if few:
         doc.text(f"caution: {len(few)} test(s) rest on fewer than {stats.MIN_RELIABLE_PAIRS} pairs (under 2 "
