@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.analysis import frames, paper, stats
+from distill_sweep.analysis import example_stats, frames, paper, stats
 from distill_sweep.report import decoder, examples, figures, layout_table, pretraining
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.method_text import statistics_text, variability_text
@@ -75,6 +75,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
         _table3_sections(doc, files, opts, st, records, sc, paper_sc, systems)
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)
+    doc.flush_later()  # the tests of two single runs, apart from the tables' verdicts
     _records_sections(doc, opts, st, counts)
     return doc, files
 
@@ -256,14 +257,28 @@ def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.Dat
     if tests.empty:
         return
     rows, frame, notes = examples.comparisons(records, tests, table.metrics, level, within)
-    if not rows and not notes:
+    if not rows and not notes and frame.empty:
         return
-    doc.heading(f"{table.title.split(':')[0]}: comparisons over seeds and dev examples")
+    name = table.title.split(":")[0]
+    if rows or notes:
+        doc.heading(f"{name}: comparisons over seeds and dev examples")
     if rows:
         doc.table(examples.headers(within), rows)
-        files[f"examples_{key}.csv"] = frame
+        files[f"examples_{key}.csv"] = frame[frame["kind"] == examples.KIND_SEEDS].drop(
+            columns=["kind", "one_seed", "one_seed_test", "one_seed_p"])
     for note in notes:
         doc.text(note)
+    runs = examples.two_runs_rows(frame, within)
+    if runs:  # apart from the methods' verdicts: it tests two runs, not two methods
+        doc.defer("h", f"{name}: tests of two single runs over dev examples (not of the methods)")
+        doc.defer("p", "pairs with one matched seed: McNemar's test for accuracy (exact below "
+                  f"{example_stats.MCNEMAR_EXACT_BELOW} discordant examples), else a paired bootstrap over the "
+                  "examples. It covers only the sampling of the dev examples: it says whether these two runs differ "
+                  "on this dev set, not whether the methods do (a second seed of each can reverse it; two equal "
+                  "methods whose runs vary by seed are called different far more often than p says)")
+        doc.defer("t", (examples.two_runs_headers(within), runs, runs, None, ""))
+        files[f"two_runs_{key}.csv"] = frame[frame["kind"] == examples.KIND_TWO_RUNS].drop(
+            columns=["kind", "ci_low", "ci_high", "p"])
 
 
 def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: pd.DataFrame,

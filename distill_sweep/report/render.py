@@ -232,6 +232,16 @@ class Doc:
 
     def __init__(self) -> None:
         self.blocks: list[tuple[str, Any]] = []
+        self.later: list[tuple[str, Any]] = []  # blocks kept apart from the sections that made them (`flush_later`)
+
+    def defer(self, kind: str, payload: Any) -> None:
+        """A block for a section of its own further down (`flush_later` places it): a number that must not sit
+        beside the methods' verdicts (the tests of two runs)."""
+        self.later.append((kind, payload))
+
+    def flush_later(self) -> None:
+        self.blocks += self.later
+        self.later = []
 
     def heading(self, text: str) -> None:
         self.blocks.append(("h", text))
