@@ -23,6 +23,7 @@ from distill_sweep.report.render import (
     MISSING,
     Doc,
     comparison_rows,
+    fmt_p,
     method_comparison_rows,
     pair_name,
     render_latex,
@@ -186,8 +187,8 @@ def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> 
             for system, init in zip(sc["system"], sc["init_label"], strict=True)]
     matrices = figures.per_task_matrices(sc.assign(row=rows), list(names.values()), alpha)
     if matrices:
-        doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; Holm and "
-                   "ASO's Bonferroni over each task's pairs</p>" + matrices)
+        doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; one family for "
+                   "all the matrices below: Holm and ASO's Bonferroni over every task's pairs together</p>" + matrices)
 
 
 def _records_sections(doc: Doc, opts: ReportOptions, st: frames.Store, counts: dict[str, int]) -> None:
@@ -228,7 +229,8 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     untestable = [f"{pair_name(r, within)} ({r['note']})" for r in records if not r["testable"]]
     pairs = "pair" if len(testable) == 1 else "pairs"
     doc.text("two-sided paired t-test (scipy.stats.ttest_rel) on scores matched by (task, seed), pooled "
-             f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
+             f"over tasks; one family, this table: Holm over its {len(testable)} testable {pairs} of {len(records)}, "
+             "the same pairs ASO's verdict is Bonferroni-corrected over and the seeds needed are planned for"
              + (f"; not testable: {', '.join(untestable)}" if untestable else ""))
     for line in tests_legend(tests, opts.alpha):
         doc.text(line)
@@ -263,9 +265,14 @@ def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.Dat
     if rows or notes:
         doc.heading(f"{name}: comparisons over seeds and dev examples")
     if rows:
-        doc.table(examples.headers(within), rows)
-        files[f"examples_{key}.csv"] = frame[frame["kind"] == examples.KIND_SEEDS].drop(
-            columns=["kind", "one_seed", "one_seed_test", "one_seed_p"])
+        seeds = frame[frame["kind"] == examples.KIND_SEEDS].drop(columns=["kind", "one_seed", "one_seed_test",
+                                                                          "one_seed_p"])
+        seeds = seeds.assign(p_holm=stats.holm(seeds["p"].to_numpy()))
+        doc.table([*examples.headers(within), "p (Holm)"],
+                  [[*row, fmt_p(p)] for row, p in zip(rows, seeds["p_holm"], strict=True)])
+        doc.text(f"one family, this table: Holm over its {len(seeds)} multi-bootstrap p-values (every pair x task "
+                 "above), apart from the seed-level t-tests' family")
+        files[f"examples_{key}.csv"] = seeds
     for note in notes:
         doc.text(note)
     runs = examples.two_runs_rows(frame, within)
@@ -276,9 +283,12 @@ def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.Dat
                   "examples. It covers only the sampling of the dev examples: it says whether these two runs differ "
                   "on this dev set, not whether the methods do (a second seed of each can reverse it; two equal "
                   "methods whose runs vary by seed are called different far more often than p says)")
-        doc.defer("t", (examples.two_runs_headers(within), runs, runs, None, ""))
-        files[f"two_runs_{key}.csv"] = frame[frame["kind"] == examples.KIND_TWO_RUNS].drop(
-            columns=["kind", "ci_low", "ci_high", "p"])
+        two = frame[frame["kind"] == examples.KIND_TWO_RUNS].drop(columns=["kind", "ci_low", "ci_high", "p"])
+        two = two.assign(one_seed_p_holm=stats.holm(two["one_seed_p"].to_numpy()))
+        runs = [[*row, fmt_p(p)] for row, p in zip(runs, two["one_seed_p_holm"], strict=True)]
+        doc.defer("t", ([*examples.two_runs_headers(within), "p (Holm)"], runs, runs, None, ""))
+        doc.defer("p", f"one family, this table: Holm over its {len(two)} p-values")
+        files[f"two_runs_{key}.csv"] = two
 
 
 def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: pd.DataFrame,

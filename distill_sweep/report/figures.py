@@ -111,17 +111,22 @@ def tests_matrix(tests: pd.DataFrame, levels: Sequence[str], title: str, alpha: 
 
 
 def per_task_matrices(scores: pd.DataFrame, row_order: Sequence[str], alpha: float) -> str:
-    """Table 3 per task: every pair of rows (objective and init) tested on the task's seeds, one Holm family
-    per task. `scores` has a `row` column."""
+    """Table 3 per task: every pair of rows (objective and init) tested on the task's seeds; one family over
+    every task's pairs together (Holm, and ASO's Bonferroni), so a matrix's marks are corrected for all of them.
+    `scores` has a `row` column."""
+    tasks = [t for t in task_order(scores["task"].unique())
+             if len({r for r in row_order if r in set(scores.loc[scores["task"] == t, "row"])}) >= 2]
+    if not tasks:
+        return ""
+    sub = scores[scores["task"].isin(tasks)]
+    tests = stats.paired_tests(sub, "row", ("task",), alpha, levels=list(row_order), group_order=tasks)
     out = []
-    for task in task_order(scores["task"].unique()):
-        sub = scores[scores["task"] == task]
-        levels = [r for r in row_order if r in set(sub["row"])]
-        if len(levels) < 2:
-            continue
-        tests = stats.paired_tests(sub, "row", (), alpha, levels=levels)
-        out.append(tests_matrix(tests, levels, f"Table 3, {task_label(task)}", alpha))
-    return '<div class="figures">' + "".join(out) + "</div>" if out else ""
+    for task in tasks:
+        present = set(sub.loc[sub["task"] == task, "row"])
+        levels = [r for r in row_order if r in present]
+        mine = tests[(tests["task"] == task) & tests["a"].isin(present) & tests["b"].isin(present)]
+        out.append(tests_matrix(mine, levels, f"Table 3, {task_label(task)}", alpha))
+    return '<div class="figures">' + "".join(out) + "</div>"
 
 
 SMALL_MULTIPLES_ABOVE = 4  # rows in one task's chart; more get a small chart each, the others faint behind
