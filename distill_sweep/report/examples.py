@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats
+from distill_sweep.analysis import example_stats, few_seeds
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.records.predictions import DevPredictions, PredictionsError, read_predictions
 
@@ -97,10 +97,10 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
                               "ci_high": math.nan, "p": math.nan, "one_seed": same[0][0], "one_seed_test": test,
                               "one_seed_p": p_one})
                 continue
-            mb = example_stats.multi_bootstrap(a, b, labels, metric)
+            mb = few_seeds.multi_bootstrap(a, b, labels, metric)  # with its small-sample guard
             frame.append({**entry, "kind": KIND_SEEDS, "mean_diff": 100 * mb["diff"], "ci_low": 100 * mb["ci_low"],
-                          "ci_high": 100 * mb["ci_high"], "p": mb["p"], "one_seed": math.nan, "one_seed_test": "",
-                          "one_seed_p": math.nan})
+                          "ci_high": 100 * mb["ci_high"], "p": mb["p"], "p_bootstrap": mb["p_bootstrap"],
+                          "p_seeds": mb["p_seeds"], "one_seed": math.nan, "one_seed_test": "", "one_seed_p": math.nan})
     out = pd.DataFrame(frame)
     rows = [_row(r, within) for r in out.to_dict("records") if r["kind"] == KIND_SEEDS] if frame else []
     notes = []
@@ -109,7 +109,9 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
         notes.append(f"multi-bootstrap (Sellam et al. 2022): {example_stats.RESAMPLES:,} resamples of the seeds both "
                      "rows ran (at least 2) and of the dev examples together (seeded), the same for A and B; p "
                      f"two-sided; the column's metric ({metric_names}) on the best epoch's predictions (by the primary "
-                     "metric); a pair with one seed is not here: see the tests of two runs")
+                     "metric); at few seeds its seed part undercovers, so the interval is the hull of it and the "
+                     "t-interval of the per-seed differences, p the larger of the two (p_bootstrap, p_seeds in the "
+                     "CSV); a pair with one seed is not here: see the tests of two runs")
     if without:
         notes.append(f"note: {without} pair(s) x task without dev predictions in their records (written before "
                      "records kept them): seed-level statistics only")
