@@ -212,7 +212,7 @@ def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOp
     doc.table(headers, rows, md_rows, tips=figures.table_tips(table), css="report")
     for note in table_footnotes(table, opts.ddof, selection):
         doc.text(note)
-    doc.figure(figures.table_heatmaps(table, opts.baseline))
+    doc.figure(figures.table_heatmaps(table, opts.baseline, opts.alpha))
     files[f"{table.key}.md"] = render_markdown(table, opts.ddof, selection)
     files[f"{table.key}.tex"] = render_latex(table, opts.ddof, selection)
     files[f"{table.key}.csv"] = table_csv(table, opts.ddof, opts.which)
@@ -229,9 +229,10 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     untestable = [f"{pair_name(r, within)} ({r['note']})" for r in records if not r["testable"]]
     pairs = "pair" if len(testable) == 1 else "pairs"
     doc.text("two-sided paired t-test (scipy.stats.ttest_rel) on scores matched by (task, seed), pooled "
-             f"over tasks; one family, this table: Holm over its {len(testable)} testable {pairs} of {len(records)}, "
-             "the same pairs ASO's verdict is Bonferroni-corrected over and the seeds needed are planned for"
-             + (f"; not testable: {', '.join(untestable)}" if untestable else ""))
+             f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
+             + (f"; not testable: {', '.join(untestable)}" if untestable else "")
+             + "; one family, this table's pairs: the same pairs ASO's verdict is Bonferroni-corrected over and "
+             "the seeds needed are planned for")
     for line in tests_legend(tests, opts.alpha):
         doc.text(line)
     headers, rows = tests_rows(tests, within, opts.alpha)

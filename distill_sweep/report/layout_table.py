@@ -104,6 +104,7 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
         table.rows.append(_row(layout, rows, labels, unit, *_cells(agg, avgs, rows.name(labels, unit), tasks)))
     lookup = score_lookup(sc, lambda r: (r.system,), ("row",), layout.avg_tasks)
     table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
+    table.scores = lookup
 
     tests = stats.paired_tests(sc, "row", (), alpha, pairs=_name_pairs(layout, rows))
     named = mine.assign(row=[row_of[u] for u in zip(mine["system"], mine["init_label"], strict=True)])

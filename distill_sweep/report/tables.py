@@ -47,6 +47,9 @@ class Row:
     student: str = ""  # name#id
 
 
+Scores = Callable[[Row, str], "pd.Series | None"]  # a row's scores of a column, indexed by (task, seed)
+
+
 @dataclass
 class Table:
     key: str  # "table1" | "table3" | a layout's key (report.layouts)
@@ -59,9 +62,7 @@ class Table:
     avg_tasks: tuple[str, ...] = GLUE_TASKS  # what the Avg column averages (shown only when all are present)
     ci_method: str = "t"  # how the cells' CIs were computed (stats.CI_METHODS), named in the footnotes
     best_note: str = ""  # how "best" was decided (mark_best), the footnote's words
-
-
-Scores = Callable[[Row, str], "pd.Series | None"]  # a row's scores of a column, indexed by (task, seed)
+    scores: Scores | None = None  # a row's scores per column (score_lookup): the figures' tests against a baseline
 
 
 def score_lookup(scores: pd.DataFrame, key: Callable[[Row], tuple[Any, ...]], by: Sequence[str],
@@ -162,4 +163,5 @@ def build_table(
     lookup = (score_lookup(scores, lambda r: (r.system, r.init), ("system", "init_label"), table.avg_tasks)
               if scores is not None else None)
     table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
+    table.scores = lookup
     return table
