@@ -422,3 +422,23 @@ def test_incomplete_completed_record_is_listed(tmp_path: Path, capsys: pytest.Ca
     assert "Records left out (1)" in captured.out
     assert "status completed but incomplete (task missing or not a string)" in captured.out
     assert "skipped" in captured.err and str(bare) in captured.err
+
+
+def test_two_seed_toy_grid_prints_no_verdict_the_tests_do_not_support(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Two seeds, att_kl above vanilla_kd on both (eps_min = 0, the old rule's 'almost stochastically better'),
+    by 2.75 points at p = 0.17: no ASO verdict (none is possible at 2 seeds, and the text says why), no best
+    marked, d with its n=2 caution."""
+    for seed, (kd, kl) in enumerate(((0.700, 0.720), (0.710, 0.745))):
+        write_record(tmp_path, task="rte", objective="vanilla_kd", seed=seed, score=kd)
+        write_record(tmp_path, task="rte", objective="att_kl", seed=seed, score=kl)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "almost stochastically better (ASO, calibrated threshold): none" in out
+    assert "no ASO verdict for 1 pair(s) with too few matched pairs" in out and "at least 4 matched pairs" in out
+    assert not pd.read_csv(tmp_path / "tables" / "table1.csv")["best"].any()  # nothing marked best
+    assert "70.5±0.71 (2)" in out and "73.2±1.77 (2)" in out  # unmarked (once: att_kl's with "*")
+    assert "(n=2)" in out
+    tests = pd.read_csv(tmp_path / "tables" / "ttests_table1.csv")
+    assert min(tests["aso_ab"].min(), tests["aso_ba"].min()) == 0.0  # every att_kl run above every vanilla_kd run
+    assert (tests["aso_better"].fillna("") == "").all()
