@@ -3,7 +3,9 @@
 THRESHOLDS[n][level]: the largest t with P(eps_min < t) <= level for two identical normal systems of n seeds
 each (REPS pairs, both directions). A pair is called almost stochastically better when eps_min < min(t,
 stats.ASO_THRESHOLD), t at the largest tabulated level <= the verdict's level (alpha over the family's pairs:
-Bonferroni) and at the largest tabulated n <= the pair's n (t grows with n: a smaller n's t is stricter).
+Bonferroni) and at the largest tabulated n <= the pair's n (t grows with n, so a smaller n's t is stricter;
+up to Monte Carlo noise, which makes a few neighbours differ by about 0.005 the other way, e.g. n = 5 and 6
+at 0.05).
 t = 0: no verdict is possible at that n and level (eps_min = 0 is itself too likely under the null).
 """
 
