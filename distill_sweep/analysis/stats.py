@@ -18,12 +18,20 @@ Decisions (see also results/paper/README.md):
 - Holm (t-tests) and Bonferroni (ASO's confidence level) are statsmodels' `multipletests`.
 - Effect size: Cohen's d_z, the mean difference over the std of the differences (paired); not Hedges' g,
   whose small-sample factor is 0 at n = 2.
-- ASO (Dror et al. 2019, as deepsig 1.2 computes it, vectorised): eps_min that A is better than B; A is
-  called almost stochastically better when eps_min < ASO_THRESHOLD. The Bonferroni correction sets the
-  confidence level to 1 - alpha / m (deepsig's `num_comparisons` raises it to 1 - alpha + alpha / m, the
-  same only at m = 2; passing deepsig `confidence_level=1 - alpha / m` gives ours).
-- Seeds needed: the pairs a two-sided paired t-test needs for 80% power at alpha to detect the observed
-  d_z (statsmodels' TTestPower), divided by the tasks a comparison pools (pairs are (task, seed)).
+- ASO (Dror et al. 2019, as deepsig 1.2 computes it, vectorised): eps_min that A is better than B, at
+  deepsig's default confidence 0.95 (aso_null.ASO_ALPHA). eps_min is not a p-value: under two identical
+  systems it is below the customary 0.2 in a third of the pairs at 2 seeds and 6% at 10. So the verdict
+  "almost stochastically better" takes eps_min < the threshold calibrated under the null at the pair's n and
+  at level alpha / m over the family's m testable pairs (Bonferroni; analysis/aso_null.py, computed by
+  analysis/aso_calibration.py), never above 0.2; where that threshold is 0 no verdict is possible at that n.
+  `aso_both(..., comparisons=m)` still gives deepsig's Bonferroni-corrected eps_min for callers that want it.
+- Untestable pairs (fewer than 2 matched pairs, or differences of zero variance) get no d, no seeds, no ASO
+  and no interval: there is nothing to test, and d = inf or a 0-width interval would read as certainty.
+- Seeds needed: the pairs a two-sided paired t-test needs for 80% power to detect d_z (statsmodels'
+  TTestPower), divided by the tasks a comparison pools (pairs are (task, seed)), at the level the report
+  corrects to: Holm's first step, alpha / m for a family of m tests (conservative: the later steps are more
+  lenient). Given as a range (`seeds_range`) over the 1 - alpha interval of d_z (the noncentral-t interval of
+  Steiger and Fouladi 1997), never one integer from a pilot: at 3 seeds that interval spans 0 to large d.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from distill_sweep.analysis import aso_null
 from distill_sweep.analysis.frames import norm_spec
 from distill_sweep.analysis.paper import GLUE_TASKS, norm_task, objective_order, task_label
 from distill_sweep.records.record import SCORED_STAGES
@@ -128,7 +137,9 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     p = np.asarray(pvalues, dtype=float)
     adj = np.full_like(p, np.nan)
     ok = ~np.isnan(p)
-    if ok.any():
+    if ok.sum() == 1:  # a family of one: Holm leaves it as it is (and statsmodels' call costs a gc pass)
+        adj[ok] = p[ok]
+    elif ok.any():
         adj[ok] = _multipletests()(p[ok], method="holm")[1]
     return adj
 
@@ -162,9 +173,9 @@ def paired_ttest(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
 # paired_tests' columns after the `within` ones; the family columns are computed over all its rows at once
 _TEST_COLUMNS = ("a", "b", "n", "tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d", "t", "p",
                  "p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
-                 "aso_better", "seeds", "note")
+                 "aso_better", "aso_limit", "seeds", "seeds_low", "seeds_high", "note")
 _FAMILY_COLUMNS = ("p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
-                   "aso_better", "seeds")
+                   "aso_better", "aso_limit", "seeds", "seeds_low", "seeds_high")
 
 
 def paired_tests(
@@ -184,11 +195,13 @@ def paired_tests(
 
     Levels are taken in `levels` order, groups in `group_order` (one `within` column; by default the
     paper's objective order when grouping by objective). Holm correction over the testable tests
-    returned (one family); ASO's Bonferroni over the pairs with at least 2 matched pairs (the same family).
+    returned (one family); ASO's verdict at alpha / m over the same m testable pairs (Bonferroni).
     Columns: within..., a, b, n, tasks (pooled), mean_a, mean_b, mean_diff, ci_low, ci_high (the 1 - alpha
     t-interval of mean_diff that the t-test inverts: it excludes 0 exactly when p < alpha), d (Cohen's d_z),
     t, p, p_holm, significant, significant_holm, testable, few_pairs, aso_ab / aso_ba (eps_min that A / B is
-    better), aso_better ("A", "B" or ""), seeds (seeds needed), note.
+    better), aso_better ("A", "B" or ""), aso_limit (the eps_min a verdict needs: `aso_limit`; 0 = none
+    possible at this n), seeds (seeds needed at the observed d, at Holm's first-step level), seeds_low /
+    seeds_high (`seeds_range`), note. Untestable pairs have NaN d, CI, ASO and seeds.
     """
     within = list(within)
     cols = [*within, *_TEST_COLUMNS]
@@ -254,18 +267,40 @@ def _pair_test(a: str, b: str, columns: dict[str, np.ndarray], task_codes: np.nd
 def _add_family_columns(out: pd.DataFrame, alpha: float) -> None:
     """The columns that depend on every test of the family: Holm, ASO with its Bonferroni, seeds, verdicts."""
     out["p_holm"] = holm(out["p"].to_numpy()) if len(out) else []
-    m = int((out["n"] >= 2).sum())  # ASO's Bonferroni family: every pair it is run on
-    asos = [aso_both(*centred_by_task(*matched), alpha, m) if len(matched[1]) >= 2 else (math.nan, math.nan)
-            for matched in out["_pairs"]]
+    out["testable"] = out["p"].notna()
+    m = int(out["testable"].sum())  # the family: Holm's and ASO's Bonferroni alike
+    level = alpha / max(1, m)  # Holm's first step, and the Bonferroni level of ASO's verdict
+    for col in ("d", "ci_low", "ci_high"):  # nothing to test: no effect size, no interval of width 0
+        out[col] = out[col].where(out["testable"])
+    asos = [aso_both(*centred_by_task(*matched), aso_null.ASO_ALPHA) if ok else (math.nan, math.nan)
+            for matched, ok in zip(out["_pairs"], out["testable"], strict=True)]
     out["aso_ab"] = [x for x, _ in asos]
     out["aso_ba"] = [y for _, y in asos]
-    out["aso_better"] = ["A" if x < ASO_THRESHOLD else "B" if y < ASO_THRESHOLD else "" for x, y in asos]
-    out["seeds"] = [seeds_needed(d, int(k), alpha) for d, k in zip(out["d"], out["tasks"], strict=True)]
+    out["aso_limit"] = [aso_limit(int(n), level / 2.0) if ok else math.nan  # per direction
+                        for n, ok in zip(out["n"], out["testable"], strict=True)]
+    out["aso_better"] = ["A" if x < lim else "B" if y < lim else ""
+                         for (x, y), lim in zip(asos, out["aso_limit"], strict=True)]
+    spans = [seeds_range(int(n), d, int(k), alpha, level) if ok else (math.nan, math.nan)
+             for n, d, k, ok in zip(out["n"], out["d"], out["tasks"], out["testable"], strict=True)]
+    out["seeds"] = [seeds_needed(d, int(k), level) if ok else math.nan
+                    for d, k, ok in zip(out["d"], out["tasks"], out["testable"], strict=True)]
+    out["seeds_low"] = [lo for lo, _ in spans]
+    out["seeds_high"] = [hi for _, hi in spans]
     # NaN p -> not significant (there is no evidence either way; the note says why).
     out["significant"] = out["p"] < alpha
     out["significant_holm"] = out["p_holm"] < alpha
-    out["testable"] = out["p"].notna()
     out["few_pairs"] = out["testable"] & (out["n"] < MIN_RELIABLE_PAIRS)
+
+
+def aso_limit(n: int, level: float) -> float:
+    """The eps_min below which a pair of n matched seeds is called almost stochastically better at `level`
+    (aso_null: the null's calibrated threshold, never above ASO_THRESHOLD); 0 = no verdict possible."""
+    return min(ASO_THRESHOLD, aso_null.threshold(n, level))
+
+
+def aso_min_n(level: float) -> int | None:
+    """The fewest matched pairs at which ASO can give a verdict at `level` (None: not within the table)."""
+    return aso_null.min_n(level)
 
 
 # ----------------------------------------------------------------------------- uncertainty and effect
@@ -391,6 +426,47 @@ def seeds_needed(effect: float, units_per_seed: int = 1, alpha: float = 0.05, po
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if enough(mid) else (mid, hi)
     return float(math.ceil(hi / units_per_seed))
+
+
+def dz_interval(n: int, d: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The confidence interval of Cohen's d_z from n pairs: t = d sqrt(n) has a noncentral t distribution with
+    n - 1 degrees of freedom and noncentrality delta sqrt(n); the interval inverts it (Steiger and Fouladi
+    1997, scipy's nct). NaNs for fewer than 2 pairs or a d that is not finite."""
+    if n < 2 or not math.isfinite(d):
+        return math.nan, math.nan
+    from scipy.optimize import brentq
+
+    df, t_obs, tail = n - 1, d * math.sqrt(n), (1.0 - confidence) / 2.0
+
+    def cdf(nc: float) -> float:  # scipy's nct is NaN far in its tails: there P(T <= t_obs) is 0 or 1
+        with np.errstate(all="ignore"):
+            got = float(sps.nct.cdf(t_obs, df, nc))
+        return got if not math.isnan(got) else (0.0 if nc > t_obs else 1.0)
+
+    def solve(target: float) -> float:  # the noncentrality at which P(T <= t_obs) = target (decreasing in nc)
+        f = lambda nc: cdf(nc) - target  # noqa: E731
+        lo, hi = t_obs - 10.0, t_obs + 10.0
+        while f(lo) < 0:
+            lo -= 10.0 + abs(lo)
+        while f(hi) > 0:
+            hi += 10.0 + abs(hi)
+        return brentq(f, lo, hi, xtol=1e-10)
+
+    return solve(1.0 - tail) / math.sqrt(n), solve(tail) / math.sqrt(n)
+
+
+def seeds_range(n: int, d: float, units_per_seed: int = 1, alpha: float = 0.05, level: float | None = None,
+                power: float = POWER) -> tuple[float, float]:
+    """The seeds needed (`seeds_needed` at `level`, default alpha) over the 1 - alpha interval of d_z
+    (`dz_interval`): (fewest, most), the fewest at the interval's end farthest from 0, the most at the end
+    nearest 0; most = inf when the interval holds 0 (the pilot cannot rule out no difference). NaNs when d has
+    no interval (fewer than 2 pairs, zero variance)."""
+    lo, hi = dz_interval(n, d, 1.0 - alpha)
+    if math.isnan(lo):
+        return math.nan, math.nan
+    level = alpha if level is None else level
+    far, near = max(abs(lo), abs(hi)), (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi)))
+    return seeds_needed(far, units_per_seed, level, power), seeds_needed(near, units_per_seed, level, power)
 
 
 @functools.lru_cache(maxsize=256)

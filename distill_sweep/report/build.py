@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.analysis import frames, paper, stats
+from distill_sweep.analysis import example_stats, frames, paper, stats
 from distill_sweep.analysis.interaction import init_interactions
 from distill_sweep.report import decoder, examples, figures, interaction, layout_table, pretraining, variance
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
@@ -24,6 +24,7 @@ from distill_sweep.report.render import (
     MISSING,
     Doc,
     comparison_rows,
+    fmt_p,
     method_comparison_rows,
     pair_name,
     render_latex,
@@ -34,6 +35,7 @@ from distill_sweep.report.render import (
     tests_rows,
 )
 from distill_sweep.report.tables import Table, build_table
+from distill_sweep.report.verdicts import aso_verdict_text, tests_legend
 
 MAX_LISTED = 30  # failed/running/missing jobs listed individually before "... and N more"
 
@@ -76,6 +78,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
     variance.variance_section(doc, files, sc)  # only where a grid varies more than one source of variance
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)
+    doc.flush_later()  # the tests of two single runs, apart from the tables' verdicts
     _records_sections(doc, opts, st, counts)
     return doc, files
 
@@ -150,7 +153,7 @@ def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
     labels = sorted(set(t1_records["init_label"]))
     title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
     table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
-                        metric_mode=opts.metric)
+                        metric_mode=opts.metric, scores=t1_sc, alpha=opts.alpha)
     if t1_note:
         table.notes.append(t1_note)
     return table, t1_records, t1_sc
@@ -162,7 +165,7 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     pair of rows per task, the paper's numbers, dev curves per row and init."""
     agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
     table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
-                        stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
+                        stats.row_averages(agg), by_init=True, metric_mode=opts.metric, scores=sc, alpha=opts.alpha)
     inits = frames.init_order(records)
     tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
     # the table's claim is an interaction: tested in the table's Holm family, stated under the table
@@ -191,8 +194,8 @@ def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> 
             for system, init in zip(sc["system"], sc["init_label"], strict=True)]
     matrices = figures.per_task_matrices(sc.assign(row=rows), list(names.values()), alpha)
     if matrices:
-        doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; Holm and "
-                   "ASO's Bonferroni over each task's pairs</p>" + matrices)
+        doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; one family for "
+                   "all the matrices below: Holm and ASO's Bonferroni over every task's pairs together</p>" + matrices)
 
 
 def _records_sections(doc: Doc, opts: ReportOptions, st: frames.Store, counts: dict[str, int]) -> None:
@@ -216,7 +219,7 @@ def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOp
     doc.table(headers, rows, md_rows, tips=figures.table_tips(table), css="report")
     for note in table_footnotes(table, opts.ddof, selection):
         doc.text(note)
-    doc.figure(figures.table_heatmaps(table, opts.baseline))
+    doc.figure(figures.table_heatmaps(table, opts.baseline, opts.alpha))
     files[f"{table.key}.md"] = render_markdown(table, opts.ddof, selection)
     files[f"{table.key}.tex"] = render_latex(table, opts.ddof, selection)
     files[f"{table.key}.csv"] = table_csv(table, opts.ddof, opts.which)
@@ -234,21 +237,14 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     pairs = "pair" if len(testable) == 1 else "pairs"
     doc.text("two-sided paired t-test (scipy.stats.ttest_rel) on scores matched by (task, seed), pooled "
              f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
-             + (f"; not testable: {', '.join(untestable)}" if untestable else ""))
-    m_aso = int((tests["n"] >= 2).sum())
-    doc.text(f"{100 * (1 - opts.alpha):g}% CI: the Student t-interval of mean(A-B) over the matched pairs that the "
-             f"paired t-test inverts (it excludes 0 exactly when p < {opts.alpha}); "
-             "d: Cohen's d_z (mean / std of the differences); ASO A>B, B>A: eps_min of almost stochastic order "
-             f"(Dror et al. 2019; on scores centred per task), Bonferroni over the {m_aso} pairs it ran on "
-             f"(confidence 1 - {opts.alpha}/{m_aso}), better when eps_min < {stats.ASO_THRESHOLD}; seeds: seeds per "
-             f"row a paired t-test needs for {stats.POWER:.0%} power at alpha={opts.alpha} to detect d (statsmodels)")
+             + (f"; not testable: {', '.join(untestable)}" if untestable else "")
+             + "; one family, this table's pairs: the same pairs ASO's verdict is Bonferroni-corrected over and "
+             "the seeds needed are planned for")
+    for line in tests_legend(tests, opts.alpha):
+        doc.text(line)
     headers, rows = tests_rows(tests, within, opts.alpha)
     doc.table(headers, rows)
-    better = [f"{r['a']} over {r['b']}" if r["aso_better"] == "A" else f"{r['b']} over {r['a']}"
-              for r in records if r["aso_better"]]
-    doc.text(f"almost stochastically better (ASO eps_min < {stats.ASO_THRESHOLD}): " + (", ".join(
-        f"{' '.join(f'{r[w]}:' for w in within)} {b}".strip() for r, b in
-        zip([r for r in records if r["aso_better"]], better, strict=True)) or "none"))
+    doc.text(aso_verdict_text(records, within, len(testable), opts.alpha))
     few = [f"{pair_name(r, within)} ({r['n']} pairs)" for r in testable if r["few_pairs"]]
     if few:
         doc.text(f"caution: {len(few)} test(s) rest on fewer than {stats.MIN_RELIABLE_PAIRS} pairs (under 2 "
@@ -271,14 +267,36 @@ def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.Dat
     if tests.empty:
         return
     rows, frame, notes = examples.comparisons(records, tests, table.metrics, level, within)
-    if not rows and not notes:
+    if not rows and not notes and frame.empty:
         return
-    doc.heading(f"{table.title.split(':')[0]}: comparisons over seeds and dev examples")
+    name = table.title.split(":")[0]
+    if rows or notes:
+        doc.heading(f"{name}: comparisons over seeds and dev examples")
     if rows:
-        doc.table(examples.headers(within), rows)
-        files[f"examples_{key}.csv"] = frame
+        seeds = frame[frame["kind"] == examples.KIND_SEEDS].drop(columns=["kind", "one_seed", "one_seed_test",
+                                                                          "one_seed_p"])
+        seeds = seeds.assign(p_holm=stats.holm(seeds["p"].to_numpy()))
+        doc.table([*examples.headers(within), "p (Holm)"],
+                  [[*row, fmt_p(p)] for row, p in zip(rows, seeds["p_holm"], strict=True)])
+        doc.text(f"one family, this table: Holm over its {len(seeds)} multi-bootstrap p-values (every pair x task "
+                 "above), apart from the seed-level t-tests' family")
+        files[f"examples_{key}.csv"] = seeds
     for note in notes:
         doc.text(note)
+    runs = examples.two_runs_rows(frame, within)
+    if runs:  # apart from the methods' verdicts: it tests two runs, not two methods
+        doc.defer("h", f"{name}: tests of two single runs over dev examples (not of the methods)")
+        doc.defer("p", "pairs with one matched seed: McNemar's test for accuracy (exact below "
+                  f"{example_stats.MCNEMAR_EXACT_BELOW} discordant examples), else a paired bootstrap over the "
+                  "examples. It covers only the sampling of the dev examples: it says whether these two runs differ "
+                  "on this dev set, not whether the methods do (a second seed of each can reverse it; two equal "
+                  "methods whose runs vary by seed are called different far more often than p says)")
+        two = frame[frame["kind"] == examples.KIND_TWO_RUNS].drop(columns=["kind", "ci_low", "ci_high", "p"])
+        two = two.assign(one_seed_p_holm=stats.holm(two["one_seed_p"].to_numpy()))
+        runs = [[*row, fmt_p(p)] for row, p in zip(runs, two["one_seed_p_holm"], strict=True)]
+        doc.defer("t", ([*examples.two_runs_headers(within), "p (Holm)"], runs, runs, None, ""))
+        doc.defer("p", f"one family, this table: Holm over its {len(two)} p-values")
+        files[f"two_runs_{key}.csv"] = two
 
 
 def _paper_section(doc: Doc, files: dict[str, Any], which_table: str, paper_sc: pd.DataFrame,

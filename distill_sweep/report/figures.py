@@ -15,14 +15,17 @@ import pandas as pd
 from distill_sweep.analysis import stats
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.report import svg
-from distill_sweep.report.render import fmt_ci, fmt_p, fmt_seeds
+from distill_sweep.report.render import fmt_ci, fmt_p
 from distill_sweep.report.tables import Cell, Table
+from distill_sweep.report.verdicts import fmt_seeds_range
 
 
 def cell_tip(cell: Cell, method: str = "t") -> str:
     """A cell's hover text: its mean, its CI (named by `method`, the table's ci_method), std and n."""
     if not cell.present:
         return f"no completed run (n = {cell.n})"
+    if cell.n >= 2 and cell.std == 0.0:
+        return f"mean {cell.mean:.2f}, n = {cell.n}: every run scored the same, no spread and no interval"
     if math.isnan(cell.ci_low):
         return f"mean {cell.mean:.2f}, n = {cell.n}: one run, no interval"
     return (f"mean {cell.mean:.2f}, {stats.CONFIDENCE:.0%} CI [{cell.ci_low:.2f}, {cell.ci_high:.2f}] "
@@ -40,9 +43,14 @@ def _row_name(labels: Sequence[str]) -> str:
     return " / ".join(labels)
 
 
-def table_heatmaps(table: Table, baseline: str | None) -> str:
-    """The table's means coloured by score; and, when the table has `baseline` rows, each row's difference
-    to the baseline row of the same init (diverging colours)."""
+DIFF_POINTS = 5.0  # the difference maps' colour scale: +-this many points is full colour, whatever the data
+SCORE_LIMITS = (0.0, 100.0)  # the score maps' colour scale, in points (-100 for MCC / Pearson below 0)
+
+
+def table_heatmaps(table: Table, baseline: str | None, alpha: float = 0.05) -> str:
+    """The table's means coloured by score on a fixed 0-100 scale; and, when the table has `baseline` rows, each
+    row's difference to the baseline row of the same init on a fixed +-DIFF_POINTS scale, washed out where the
+    difference is not significant (`baseline_tests`), marked * where it is."""
     cols = [*table.tasks, "avg"]
     names = [task_label(t) if t != "avg" else "Avg" for t in cols]
     rows = [_row_name(r.labels) for r in table.rows]
@@ -51,75 +59,129 @@ def table_heatmaps(table: Table, baseline: str | None) -> str:
     tips = [[f"{name} · {names[j]}: " + (cell_tip(r.cells[t], table.ci_method) if t != "avg" else
                                          (f"Avg {r.cells[t].mean:.2f}" if r.cells[t].present else r.avg_reason))
              for j, t in enumerate(cols)] for name, r in zip(rows, table.rows, strict=True)]
-    out = [svg.heatmap(rows, names, means, texts, tips, diverging=False, css="heatmap",
-                       legend=f"{table.title}: mean dev score (darker = higher); grey = no completed run",
-                       unit="mean dev score (%)")]
+    negative = any(v < 0 for line in means for v in line if not math.isnan(v))
+    limits = (-100.0, 100.0) if negative else SCORE_LIMITS
+    out = [svg.heatmap(rows, names, means, texts, tips, diverging=False, css="heatmap", limits=limits,
+                       legend=f"{table.title}: mean dev score on a fixed {limits[0]:g}-{limits[1]:g} scale (darker = "
+                       "higher); grey = no completed run", unit="mean dev score (points)")]
     base = {r.init: r for r in table.rows if r.system == baseline}
     if base:
         deltas = [[(r.cells[t].mean - base[r.init].cells[t].mean) if r.init in base and r.cells[t].present
                    and base[r.init].cells[t].present else math.nan for t in cols] for r in table.rows]
-        texts = [[f"{v:+.1f}" if not math.isnan(v) else "—" for v in line] for line in deltas]
-        tips = [[f"{name} · {names[j]}: {v:+.2f} vs {baseline}" if not math.isnan(v) else f"{name} · {names[j]}: —"
-                 for j, v in enumerate(line)] for name, line in zip(rows, deltas, strict=True)]
+        sig, pvals = baseline_tests(table, base, cols, alpha)
+        texts = [[(f"{v:+.1f}" + ("*" if sig[i][j] else "")) if not math.isnan(v) else "—"
+                  for j, v in enumerate(line)] for i, line in enumerate(deltas)]
+        tips = [[f"{name} · {names[j]}: {v:+.2f} vs {baseline}" + (f", p (Holm) = {fmt_p(pvals[i][j])}"
+                                                                  if not math.isnan(pvals[i][j]) else ", not tested")
+                 if not math.isnan(v) else f"{name} · {names[j]}: —"
+                 for j, v in enumerate(line)] for i, (name, line) in enumerate(zip(rows, deltas, strict=True))]
+        quiet = [[not s for s in line] for line in sig]
         out.append(svg.heatmap(rows, names, deltas, texts, tips, diverging=True, css="heatmap delta",
-                               legend=f"difference to {baseline} at the same init (blue = better, red = worse)",
+                               limits=(-DIFF_POINTS, DIFF_POINTS), quiet=quiet,
+                               legend=f"difference to {baseline} at the same init (blue = better, red = worse; "
+                               f"full colour at {DIFF_POINTS:g} points or more); * = p < {alpha} after Holm over "
+                               "this map's cells (paired t-test on matched seeds; Avg: matched (task, seed) pairs); "
+                               "washed out = not significant, or not testable",
                                unit=f"points vs {baseline}"))
     return '<div class="figures">' + "".join(out) + "</div>"
 
 
+def baseline_tests(table: Table, base: dict[str, Any], cols: Sequence[str], alpha: float
+                   ) -> tuple[list[list[bool]], list[list[float]]]:
+    """Per cell of the difference map: whether the row differs from its baseline (two-sided paired t-test on
+    matched seeds, Holm over the map's testable cells, p < alpha), and the Holm p (NaN: not tested)."""
+    raw = [[math.nan] * len(cols) for _ in table.rows]
+    if table.scores is not None:
+        for i, r in enumerate(table.rows):
+            b = base.get(r.init)
+            if b is None or b is r:
+                continue
+            for j, col in enumerate(cols):
+                x, y = table.scores(r, col), table.scores(b, col)
+                if x is None or y is None:
+                    continue
+                both = pd.concat([x.rename("a"), y.rename("b")], axis=1, join="inner").dropna()
+                raw[i][j] = stats.paired_ttest(both["a"].to_numpy(), both["b"].to_numpy())[1]
+    flat = stats.holm([p for line in raw for p in line])
+    adjusted = [list(flat[i * len(cols):(i + 1) * len(cols)]) for i in range(len(table.rows))]
+    return [[bool(p < alpha) for p in line] for line in adjusted], adjusted
+
+
 def test_tip(r: dict[str, Any]) -> str:
+    if not r.get("testable", True):
+        return f"{r['a']} vs {r['b']}: n = {r['n']} pairs, mean(A-B) {r['mean_diff']:+.2f}; not testable ({r['note']})"
     return (f"{r['a']} vs {r['b']}: n = {r['n']} pairs, mean(A-B) {r['mean_diff']:+.2f} "
             f"{fmt_ci(r['ci_low'], r['ci_high'])}, d = {r['d']:.2f}, p = {fmt_p(r['p'])}, "
-            f"p (Holm) = {fmt_p(r['p_holm'])}, ASO eps_min A>B {r['aso_ab']:.2f} / B>A {r['aso_ba']:.2f}, "
-            f"seeds needed {fmt_seeds(r['seeds'])}" + (f"; {r['note']}" if r["note"] else ""))
+            f"p (Holm) = {fmt_p(r['p_holm'])}, ASO eps_min A>B {r['aso_ab']:.2f} / B>A {r['aso_ba']:.2f}"
+            f" (verdict below {r.get('aso_limit', stats.ASO_THRESHOLD):.3g}), seeds needed "
+            f"{fmt_seeds_range(r.get('seeds_low', r['seeds']), r.get('seeds_high', r['seeds']))}"
+            + (f"; {r['note']}" if r["note"] else ""))
+
+
+def matrix_text(r: dict[str, Any], sign: float) -> str:
+    """A test matrix cell's text: d_z and its marks (* significant after Holm, ▲ ASO better); "(n=2)" where d
+    rests on one degree of freedom; "untested" for a pair with no test (no d of ±inf)."""
+    if not r.get("testable", True):
+        return "untested"
+    d = sign * r["d"]
+    mark = "*" if r["significant_holm"] else ""
+    mark += "▲" if r["aso_better"] == ("A" if sign > 0 else "B") else ""
+    text = "d nan" if math.isnan(d) else f"d {d:+.1f}"
+    return text + mark + (f" n={r['n']}" if r["n"] < stats.MIN_RELIABLE_PAIRS else "")
 
 
 def tests_matrix(tests: pd.DataFrame, levels: Sequence[str], title: str, alpha: float) -> str:
-    """Rows x columns of the levels: colour = the mean difference of row minus column (in points: with 2 seeds
-    d_z can be ±inf for a 0.2-point gap, so it is the text, not the colour); * = significant after Holm,
-    ▲ = the row almost stochastically better than the column (ASO, Bonferroni)."""
+    """Rows x columns of the levels: colour = the mean difference of row minus column in points, on a fixed
+    +-DIFF_POINTS scale (with 2 seeds d_z can be ±inf for a 0.2-point gap, so it is the text, not the colour),
+    washed out where the pair is not significant after Holm; text = d_z with * = significant after Holm,
+    ▲ = the row almost stochastically better than the column (ASO, calibrated), "n=2" where d rests on 2 pairs."""
     index = {(r["a"], r["b"]): (r, 1.0) for r in tests.to_dict("records")}
     index.update({(r["b"], r["a"]): (r, -1.0) for r in tests.to_dict("records")})
-    values, texts, tips = [], [], []
+    values, texts, tips, quiet = [], [], [], []
     for a in levels:
-        vline, tline, pline = [], [], []
+        vline, tline, pline, qline = [], [], [], []
         for b in levels:
             hit = index.get((a, b))
             if a == b or hit is None:
                 vline.append(math.nan)
                 tline.append("" if a == b else "—")
                 pline.append(f"{a} vs {b}: not tested" if a != b else a)
+                qline.append(False)
                 continue
             r, sign = hit
-            d = sign * r["d"]
-            mark = "*" if r["significant_holm"] else ""
-            mark += "▲" if r["aso_better"] == ("A" if sign > 0 else "B") else ""
             vline.append(sign * r["mean_diff"])
-            shown = "nan" if math.isnan(d) else ("+∞" if d > 0 else "−∞") if math.isinf(d) else f"{d:+.1f}"
-            tline.append("d " + shown + mark)
+            tline.append(matrix_text(r, sign))
             pline.append(test_tip(r))
+            qline.append(not r["significant_holm"])
         values.append(vline)
         texts.append(tline)
         tips.append(pline)
-    legend = (f"{title}: colour = mean difference of row minus column (blue = row better); text = Cohen's d_z; "
-              f"* = p < {alpha} after Holm; ▲ = row almost stochastically better (ASO eps_min < "
-              f"{stats.ASO_THRESHOLD}, Bonferroni); hover for the CI")
+        quiet.append(qline)
+    legend = (f"{title}: colour = mean difference of row minus column (blue = row better; full colour at "
+              f"{DIFF_POINTS:g} points or more), washed out where not significant after Holm; text = Cohen's d_z; "
+              f"* = p < {alpha} after Holm; ▲ = row almost stochastically better (ASO, threshold calibrated at the "
+              "pair's seeds); n=2: d from 2 pairs (one degree of freedom); hover for the CI")
     return svg.heatmap(list(levels), list(levels), values, texts, tips, diverging=True, css="matrix", legend=legend,
-                       unit="mean(row - column), points")
+                       unit="mean(row - column), points", limits=(-DIFF_POINTS, DIFF_POINTS), quiet=quiet)
 
 
 def per_task_matrices(scores: pd.DataFrame, row_order: Sequence[str], alpha: float) -> str:
-    """Table 3 per task: every pair of rows (objective and init) tested on the task's seeds, one Holm family
-    per task. `scores` has a `row` column."""
+    """Table 3 per task: every pair of rows (objective and init) tested on the task's seeds; one family over
+    every task's pairs together (Holm, and ASO's Bonferroni), so a matrix's marks are corrected for all of them.
+    `scores` has a `row` column."""
+    tasks = [t for t in task_order(scores["task"].unique())
+             if len({r for r in row_order if r in set(scores.loc[scores["task"] == t, "row"])}) >= 2]
+    if not tasks:
+        return ""
+    sub = scores[scores["task"].isin(tasks)]
+    tests = stats.paired_tests(sub, "row", ("task",), alpha, levels=list(row_order), group_order=tasks)
     out = []
-    for task in task_order(scores["task"].unique()):
-        sub = scores[scores["task"] == task]
-        levels = [r for r in row_order if r in set(sub["row"])]
-        if len(levels) < 2:
-            continue
-        tests = stats.paired_tests(sub, "row", (), alpha, levels=levels)
-        out.append(tests_matrix(tests, levels, f"Table 3, {task_label(task)}", alpha))
-    return '<div class="figures">' + "".join(out) + "</div>" if out else ""
+    for task in tasks:
+        present = set(sub.loc[sub["task"] == task, "row"])
+        levels = [r for r in row_order if r in present]
+        mine = tests[(tests["task"] == task) & tests["a"].isin(present) & tests["b"].isin(present)]
+        out.append(tests_matrix(mine, levels, f"Table 3, {task_label(task)}", alpha))
+    return '<div class="figures">' + "".join(out) + "</div>"
 
 
 SMALL_MULTIPLES_ABOVE = 4  # rows in one task's chart; more get a small chart each, the others faint behind

@@ -18,7 +18,7 @@ import pandas as pd
 from distill_sweep.analysis import frames, paper, stats
 from distill_sweep.analysis.paper import column_metric, task_order
 from distill_sweep.report.layouts import Labels, Layout
-from distill_sweep.report.tables import Cell, Row, Table, cell_of, mark_best
+from distill_sweep.report.tables import Cell, Row, Table, cell_of, mark_best, score_lookup
 
 Unit = tuple[str, str]  # (system, init_label): one row of the store's Table 3
 COMPARISON_COLUMNS = ["method", "row", "task", "n", "ours", "ours_std", "paper", "delta"]
@@ -102,7 +102,9 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
         _teacher_rows(table, mine, ddof, ci)
     for labels, unit in rows.entries():
         table.rows.append(_row(layout, rows, labels, unit, *_cells(agg, avgs, rows.name(labels, unit), tasks)))
-    mark_best(table.rows, [*tasks, "avg"])
+    lookup = score_lookup(sc, lambda r: (r.system,), ("row",), layout.avg_tasks)
+    table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
+    table.scores = lookup
 
     tests = stats.paired_tests(sc, "row", (), alpha, pairs=_name_pairs(layout, rows))
     named = mine.assign(row=[row_of[u] for u in zip(mine["system"], mine["init_label"], strict=True)])

@@ -21,9 +21,11 @@ def statistics_text(ci: str, alpha: float) -> str:
     return (f"Cells: mean±std over seeds (n runs); their {CONFIDENCE:.0%} CI is the {CI_TEXT[ci]} (ci={ci}), in the "
             "CSV and on hover. Pairs: paired t-test on (task, seed) matches with Holm's correction per table "
             f"(statsmodels), the {level} t-interval of the mean difference that the t-test inverts (it excludes 0 "
-            f"exactly when p < {alpha}), Cohen's d_z, almost stochastic order (ASO eps_min < {ASO_THRESHOLD} = "
-            f"almost always better; Bonferroni per table) and the seeds a paired t-test would need for {POWER:.0%} "
-            "power to detect the observed d.")
+            f"exactly when p < {alpha}), Cohen's d_z, almost stochastic order (ASO eps_min; a verdict only below "
+            f"the threshold calibrated under the null at the pair's seeds, Bonferroni per table, never above "
+            f"{ASO_THRESHOLD}: none at 2 or 3 seeds) and the seeds a paired t-test would need for {POWER:.0%} power, "
+            "as a range over the interval of d. Bold = best only where significantly better than the runner-up "
+            "after Holm. Verdicts are withheld where the seeds cannot carry them (docs/guide/report.md).")
 
 
 def variability_text() -> str:

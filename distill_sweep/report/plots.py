@@ -11,6 +11,15 @@ import pandas as pd
 
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.analysis.stats import curve_lines, curve_means
+from distill_sweep.report.svg import BAND_REACH, epoch_ticks
+
+SIGNED_METRICS = ("mcc", "pearson", "spearman")  # in percent, -100 to 100; the others 0 to 100
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """What a dev score in percent can be: a band beyond it is drawn cut there (a 2-seed t-interval reaches
+    past 100% accuracy)."""
+    return (-100.0, 100.0) if any(metric.startswith(m) for m in SIGNED_METRICS) else (0.0, 100.0)
 
 
 def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[str],
@@ -27,7 +36,6 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
 
     matplotlib.use("Agg")  # headless: never needs a display
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     tasks = task_order(means["task"].unique())
     ncols = min(4, len(tasks))
@@ -41,18 +49,31 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
     styles = {lab: ["-", "--", ":", "-."][i % 4] for i, lab in enumerate(levels)}
     for ax, task in zip(axes.flat, tasks, strict=False):
         sub = means[means["task"] == task]
+        lo, hi = _y_limits(sub, *metric_range(str(sub["metric"].iloc[0])))
         for system, init, label, line in curve_lines(sub, systems, inits):  # legend in table order
             for _, part in line.groupby("scored", sort=False):  # no line across the stages' boundary
                 ax.plot(part["x"], part["mean"], styles[init], color=colors[system], label=label, marker=".", lw=1.2)
-                ax.fill_between(part["x"], part["ci_low"], part["ci_high"], color=colors[system], alpha=0.12)
+                low, high = part["ci_low"].clip(lo, hi), part["ci_high"].clip(lo, hi)  # cut: see _y_limits
+                ax.fill_between(part["x"], low, high, color=colors[system], alpha=0.12)
                 if len(part) == 1:  # a lone epoch: its interval as an error bar (fill_between draws nothing)
-                    ax.vlines(part["x"], part["ci_low"], part["ci_high"], color=colors[system], alpha=0.4, lw=3)
+                    ax.vlines(part["x"], low, high, color=colors[system], alpha=0.4, lw=3)
+                cut = part[(part["ci_high"] > hi) | (part["ci_low"] < lo)]
+                for x, c_low, c_high in zip(cut["x"], cut["ci_low"], cut["ci_high"], strict=True):
+                    # a band cut at the plot's edge: an open arrowhead there says it goes on
+                    if c_high > hi:
+                        ax.plot([x], [hi], ls="none", marker="^", mfc="none", color=colors[system], ms=5)
+                    if c_low < lo:
+                        ax.plot([x], [lo], ls="none", marker="v", mfc="none", color=colors[system], ms=5)
         boundary = sub["boundary"].dropna()
         if not boundary.empty:
             ax.axvline(float(boundary.iloc[0]), color="grey", ls="--", lw=0.8)
         metric = str(sub["metric"].iloc[0])
         ax.set_title(task_label(task))
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
+        xs = sub["x"].dropna()
+        ax.set_xlim(xs.min() - 0.5, xs.max() + 0.5)  # one epoch alone must not give an axis of 0.95 ... 1.05
+        ax.set_xticks(epoch_ticks(xs.min(), xs.max()))  # whole epochs
+        margin = (hi - lo) * 0.05 or 1.0
+        ax.set_ylim(lo - margin, hi + margin)
         ax.set_xlabel("epoch (intermediate | scored stage)" if not boundary.empty else "epoch of the scored stage")
         ax.set_ylabel(f"dev {METRIC_ABBREV.get(metric, metric)} (%)")
         ax.grid(alpha=0.3)
@@ -71,6 +92,17 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return True
+
+
+def _y_limits(sub: pd.DataFrame, lo: float, hi: float) -> tuple[float, float]:
+    """Where a task's bands are cut: within what the metric can be (lo, hi), and no farther from the means than
+    svg.BAND_REACH or the means' span (as the HTML charts), so a 2-seed band does not flatten the lines."""
+    lo_m, hi_m = float(sub["mean"].min()), float(sub["mean"].max())
+    reach = max(BAND_REACH, hi_m - lo_m)
+    lows, highs = sub["ci_low"].dropna(), sub["ci_high"].dropna()
+    y0 = max(min([lo_m, *lows]), lo_m - reach, lo)
+    y1 = min(max([hi_m, *highs]), hi_m + reach, hi)
+    return y0, y1
 
 
 def plot_speed_accuracy(summary: pd.DataFrame, path: Path) -> bool:

@@ -121,7 +121,8 @@ def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: 
         table.rows.append(Row(labels=(label, init) if by_init else (label,), group=label if by_init else "",
                               cells=cells, avg_reason=avg.reason, init=init, system=label, procedure="finetune",
                               objective=objective))
-    mark_best(table.rows, [*tasks, "avg"])
+    # a cell pools distillation x fine-tuning seeds, not matched between rows: no paired test, no best marked
+    table.best_note = mark_best(table.rows, [*tasks, "avg"])
     table.notes.append("cell = per distilled student and task, the best dev score over its fine-tuning grid "
                        "(lr x batch size), as the paper selects; mean±std over distillation x fine-tuning seeds")
     return table

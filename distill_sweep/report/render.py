@@ -14,11 +14,13 @@ from distill_sweep.analysis.stats import BOOTSTRAP_MIN_N, CI_TEXT, CONFIDENCE
 from distill_sweep.report.tables import Cell, Table
 
 MISSING = "—"
-BOLD = {"terminal": "{}*", "markdown": "**{}**", "latex": "\\textbf{{{}}}"}
+# the best cell (tables.mark_best): bold, and in plain text a dagger, never "*" (significance after Holm)
+BEST_MARK = "†"
+BOLD = {"terminal": "{}" + BEST_MARK, "markdown": "**{}**", "latex": "\\textbf{{{}}}"}
 
 
 def fmt_cell(cell: Cell, style: str, show_n: bool = True) -> str:
-    """`mean±std (n)`; "—" (n) when missing. style: terminal (best marked *), markdown, latex."""
+    """`mean±std (n)`; "—" (n) when missing. style: terminal (best marked †), markdown, latex."""
     if not cell.present:
         text = "--" if style == "latex" else MISSING
         return f"{text} ({cell.n})" if show_n else text
@@ -55,9 +57,12 @@ def table_rows(table: Table, style: str) -> tuple[list[str], list[list[str]]]:
 
 def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
     """`selection` says which epoch the scores come from (store.WHICH_TEXT)."""
+    best = table.best_note or "no best marked"
     notes = [f"mean±std over seeds (std with ddof={ddof}), (n) = runs per cell; dev scores: {selection}; "
-             "best per column marked" + (" within each row group" if len(table.row_headers) > 1 else "")
-             + f"; each cell's {ci_name(table.ci_method)} is in the CSV (ci_low, ci_high) and report.html"]
+             f"bold ({BEST_MARK} in plain text): {best}" + (" (within each row group)" if len(table.row_headers) > 1
+                                                            else "")
+             + f"; each cell's {ci_name(table.ci_method)} is in the CSV (ci_low, ci_high) and report.html; a cell "
+             "whose runs all scored the same has no interval (no spread to estimate one from), not one of width 0"]
     small = sorted({c.n for r in table.rows for t, c in r.cells.items() if t != "avg" and 2 <= c.n < BOOTSTRAP_MIN_N})
     if table.ci_method != "t" and small:
         notes.append(f"caution: ci={table.ci_method} chosen, but cells have n = {', '.join(map(str, small))} < "
@@ -117,12 +122,15 @@ def table_csv(table: Table, ddof: int, which: str) -> pd.DataFrame:
     for row in table.rows:
         for task in [*table.tasks, "avg"]:
             c = row.cells[task]
+            flat = task != "avg" and c.present and c.n >= 2 and c.std == 0.0  # all runs equal: no interval
             out.append({"row": row.system, "procedure": row.procedure, "objective": row.objective,
                         "teacher": row.teacher, "student": row.student, "init": row.init, "task": task,
                         "metric": table.metrics.get(task, ""), "mean": c.mean if c.present else math.nan,
-                        "std": c.std, "n": c.n if task != "avg" else None, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                        "std": c.std, "n": c.n if task != "avg" else None, "ci_low": math.nan if flat else c.ci_low,
+                        "ci_high": math.nan if flat else c.ci_high,
                         "ci_method": table.ci_method if task != "avg" else "", "best": c.bold, "ddof": ddof,
-                        "which": which, "note": row.avg_reason if task == "avg" else ""})
+                        "which": which, "note": row.avg_reason if task == "avg" else
+                        ("every run scored the same: no interval" if flat else "")})
     frame = pd.DataFrame(out)
     if not frame.empty:
         frame["n"] = frame["n"].astype("Int64")  # an integer column with blanks for the Avg rows
@@ -151,15 +159,24 @@ def fmt_num(value: float, spec: str) -> str:
 
 
 def tests_rows(tests: pd.DataFrame, within: Sequence[str], alpha: float = 0.05) -> tuple[list[str], list[list[str]]]:
-    """The tests table; its CI column is the 1 - alpha t-interval of mean(A-B) (stats.paired_t_ci)."""
+    """The tests table; its CI column is the 1 - alpha t-interval of mean(A-B) (stats.paired_t_ci). An untestable
+    pair shows "—" for its CI, d, ASO and seeds; a pair of fewer than 3 matched pairs its d with "(n=2)"."""
+    from distill_sweep.report.verdicts import fmt_seeds_range  # the words and formats of the verdicts
+
     headers = [*within, "A", "B", "n pairs", "mean(A-B)", f"{100 * (1 - alpha):g}% CI", "d", "t", "p", "p (Holm)",
-               "ASO A>B", "ASO B>A", "seeds", "note"]
+               "ASO A>B", "ASO B>A", "seeds (range)", "note"]
     rows = []
     for r in tests.to_dict("records"):
+        ok = bool(r.get("testable", True))
+        d = fmt_num(r["d"], ".2f") if ok else MISSING
+        if ok and r["n"] < 3 and not math.isnan(r["d"]):
+            d += f" (n={r['n']})"
         rows.append([*(str(r[w]) for w in within), r["a"], r["b"], str(r["n"]), fmt_num(r["mean_diff"], "+.2f"),
-                     fmt_ci(r["ci_low"], r["ci_high"]), fmt_num(r["d"], ".2f"), fmt_num(r["t"], ".2f"), fmt_p(r["p"]),
-                     fmt_p(r["p_holm"]), fmt_num(r["aso_ab"], ".2f"), fmt_num(r["aso_ba"], ".2f"),
-                     fmt_seeds(r["seeds"]), r["note"]])
+                     fmt_ci(r["ci_low"], r["ci_high"]) if ok else MISSING, d, fmt_num(r["t"], ".2f"), fmt_p(r["p"]),
+                     fmt_p(r["p_holm"]), fmt_num(r["aso_ab"], ".2f") if ok else MISSING,
+                     fmt_num(r["aso_ba"], ".2f") if ok else MISSING,
+                     fmt_seeds_range(r.get("seeds_low", r["seeds"]), r.get("seeds_high", r["seeds"])) if ok else MISSING,
+                     r["note"]])
     return headers, rows
 
 
@@ -215,6 +232,16 @@ class Doc:
 
     def __init__(self) -> None:
         self.blocks: list[tuple[str, Any]] = []
+        self.later: list[tuple[str, Any]] = []  # blocks kept apart from the sections that made them (`flush_later`)
+
+    def defer(self, kind: str, payload: Any) -> None:
+        """A block for a section of its own further down (`flush_later` places it): a number that must not sit
+        beside the methods' verdicts (the tests of two runs)."""
+        self.later.append((kind, payload))
+
+    def flush_later(self) -> None:
+        self.blocks += self.later
+        self.later = []
 
     def heading(self, text: str) -> None:
         self.blocks.append(("h", text))

@@ -52,8 +52,9 @@ def _ink(value: float, low: float, high: float, diverging: bool) -> str:
     return "#fff" if high > low and (value - low) / (high - low) > 0.6 else "#000"
 
 
-def colour_bar(x: float, y: float, low: float, high: float, diverging: bool, unit: str) -> str:
-    """What the colours mean: a bar from low to high (diverging: -span, 0, +span) with its ends and `unit`."""
+def colour_bar(x: float, y: float, low: float, high: float, diverging: bool, unit: str, open_ends: bool = False) -> str:
+    """What the colours mean: a bar from low to high (diverging: -span, 0, +span) with its ends and `unit`;
+    `open_ends`: a fixed scale whose ends also stand for every value beyond them (labelled <= and >=)."""
     if diverging:
         low, high = -(max(abs(low), abs(high)) or 1.0), max(abs(low), abs(high)) or 1.0
     out = [f'<g class="colourbar"><text x="{x:.1f}" y="{y - 3:.1f}" font-size="11">{escape(unit)}</text>']
@@ -64,18 +65,34 @@ def colour_bar(x: float, y: float, low: float, high: float, diverging: bool, uni
     labels = [(low, "start"), (high, "end")] + ([(0.0, "middle")] if diverging else [])
     for v, anchor in labels:
         lx = x + BAR_W * ((v - low) / (high - low) if high > low else 0.5)
+        sign = ("≤" if anchor == "start" else "≥" if anchor == "end" else "") if open_ends and diverging else ""
         out.append(f'<text x="{lx:.1f}" y="{y + BAR_H + 11:.1f}" text-anchor="{anchor}" font-size="10">'
-                   f'{v:{"+.1f" if diverging else ".1f"}}</text>')
+                   f'{sign}{v:{"+.1f" if diverging else ".1f"}}</text>')
     return "".join(out) + "</g>"
+
+
+MUTED_INK = "#8a8a8a"  # the text of a cell whose difference is not significant
+
+
+def muted(fill: str) -> str:
+    """A cell's colour washed out to near white: what is not significant is not shown as a difference."""
+    if not fill.startswith("rgb("):
+        return fill
+    rgb = [int(v) for v in fill[4:-1].split(",")]
+    mixed = [round(v + (250 - v) * 0.8) for v in rgb]
+    return f"rgb({mixed[0]},{mixed[1]},{mixed[2]})"
 
 
 def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[float]],
             texts: Sequence[Sequence[str]], tips: Sequence[Sequence[str]], *, diverging: bool, css: str,
-            legend: str, unit: str = "") -> str:
+            legend: str, unit: str = "", limits: tuple[float, float] | None = None,
+            quiet: Sequence[Sequence[bool]] | None = None) -> str:
     """A grid: one rect per (row, column) coloured by its value (NaN grey), its text on it, its tip on hover,
-    and under it a colour bar of the values' range labelled `unit`; `legend` as the figure's caption."""
+    and under it a colour bar labelled `unit`; `legend` as the figure's caption. `limits`: the colour scale's
+    fixed ends (diverging: symmetric around 0 to the larger), values beyond take the end's colour; without them
+    the values' own range. `quiet`: cells drawn washed out with grey text (class "muted": not significant)."""
     finite = [v for line in values for v in line if not math.isnan(v) and math.isfinite(v)]
-    low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    low, high = limits if limits is not None else ((min(finite), max(finite)) if finite else (0.0, 1.0))
     left = 12 + CHAR_W * max((len(r) for r in rows), default=4)
     top = 16 + CHAR_W * max((len(c) for c in cols), default=4) * 0.75  # column labels turned 45 degrees
     # the last column's label, turned 45 degrees, reaches past the grid's right edge
@@ -97,11 +114,14 @@ def heatmap(rows: Sequence[str], cols: Sequence[str], values: Sequence[Sequence[
             # an infinite effect (zero-variance differences) takes the strongest colour of its sign
             shown = math.copysign(max(abs(low), abs(high)) or 1.0, v) if math.isinf(v) else v
             x = left + CELL_W * j
-            out.append(f'<g><title>{escape(tips[i][j])}</title><rect x="{x:.1f}" y="{y:.1f}" width="{CELL_W - 1}" '
-                       f'height="{CELL_H - 1}" fill="{colour(shown, low, high, diverging)}"/>'
+            fill, ink, cls = colour(shown, low, high, diverging), _ink(shown, low, high, diverging), ""
+            if quiet is not None and quiet[i][j] and not math.isnan(v):
+                fill, ink, cls = muted(fill), MUTED_INK, ' class="muted"'
+            out.append(f'<g{cls}><title>{escape(tips[i][j])}</title><rect x="{x:.1f}" y="{y:.1f}" width="{CELL_W - 1}" '
+                       f'height="{CELL_H - 1}" fill="{fill}"/>'
                        f'<text x="{x + CELL_W / 2:.1f}" y="{y + CELL_H * 0.68:.1f}" text-anchor="middle" font-size="11" '
-                       f'fill="{_ink(shown, low, high, diverging)}">{escape(texts[i][j])}</text></g>')
-    out.append(colour_bar(left, top + CELL_H * len(rows) + 20, low, high, diverging, unit))
+                       f'fill="{ink}">{escape(texts[i][j])}</text></g>')
+    out.append(colour_bar(left, top + CELL_H * len(rows) + 20, low, high, diverging, unit, open_ends=limits is not None))
     out.append("</svg>")
     return f'<figure class="{escape(css)}">' + "".join(out) + f"<figcaption>{escape(legend)}</figcaption></figure>"
 
@@ -177,8 +197,8 @@ def line_chart(title: str, series: Sequence[Series], *, x_label: str, y_label: s
                css: str = "curve", width: int = 420, height: int = 260,
                y_limits: tuple[float, float] | None = None) -> str:
     """Lines of means, each part (stage) on its own, with translucent bands (a whisker at a lone point),
-    whole-epoch ticks, a dashed vertical line at `boundary`. Bands are cut at the plot's edge (`y_range`);
-    every point's tooltip has its numbers."""
+    whole-epoch ticks, a dashed vertical line at `boundary`. Bands are cut at the plot's edge (`y_range`) and
+    an open arrowhead there says so; every point's tooltip has its numbers."""
     pad_l, pad_r, pad_t, pad_b = 48, 12, 24, 38
     xs = [x for s in series for x in s.xs]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
@@ -244,6 +264,14 @@ def line_chart(title: str, series: Sequence[Series], *, x_label: str, y_label: s
                 parts += [f'<line class="band" x1="{qx(s.xs[i]):.1f}" x2="{qx(s.xs[i]):.1f}" y1="{py(s.low[i]):.1f}" '
                           f'y2="{py(s.high[i]):.1f}" stroke="{s.colour}" stroke-opacity="0.45" stroke-width="3"{dash}/>'
                           for i in banded]
+            for i in banded:  # a band cut at the plot's edge: an open arrowhead there says it goes on
+                if s.high[i] > y1:
+                    parts.append(f'<path class="cut" d="M{qx(s.xs[i]) - 4:.1f},{pad_t + 7} L{qx(s.xs[i]):.1f},{pad_t + 1} '
+                                 f'L{qx(s.xs[i]) + 4:.1f},{pad_t + 7}" fill="none" stroke="{s.colour}" stroke-width="1.5"/>')
+                if s.low[i] < y0:
+                    bottom = height - pad_b
+                    parts.append(f'<path class="cut" d="M{qx(s.xs[i]) - 4:.1f},{bottom - 7} L{qx(s.xs[i]):.1f},{bottom - 1} '
+                                 f'L{qx(s.xs[i]) + 4:.1f},{bottom - 7}" fill="none" stroke="{s.colour}" stroke-width="1.5"/>')
             if len(run) >= 2:
                 points = " ".join(f"{qx(s.xs[i]):.1f},{py(s.mean[i]):.1f}" for i in run)
                 parts.append(f'<polyline points="{points}" fill="none" stroke="{s.colour}" stroke-width="1.6"{dash}/>')

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +11,7 @@ import pandas as pd
 
 from distill_sweep.analysis.frames import init_order, system_order
 from distill_sweep.analysis.paper import GLUE_TASKS, column_metric, task_order
+from distill_sweep.analysis.stats import holm, paired_ttest
 
 
 @dataclass
@@ -46,6 +47,9 @@ class Row:
     student: str = ""  # name#id
 
 
+Scores = Callable[[Row, str], "pd.Series | None"]  # a row's scores of a column, indexed by (task, seed)
+
+
 @dataclass
 class Table:
     key: str  # "table1" | "table3" | a layout's key (report.layouts)
@@ -57,22 +61,61 @@ class Table:
     notes: list[str] = field(default_factory=list)
     avg_tasks: tuple[str, ...] = GLUE_TASKS  # what the Avg column averages (shown only when all are present)
     ci_method: str = "t"  # how the cells' CIs were computed (stats.CI_METHODS), named in the footnotes
+    best_note: str = ""  # how "best" was decided (mark_best), the footnote's words
+    scores: Scores | None = None  # a row's scores per column (score_lookup): the figures' tests against a baseline
 
 
-def mark_best(rows: Sequence[Row], columns: Sequence[str]) -> None:
-    """Bold the best mean per column within each row group, compared at display precision (one
-    decimal) so two printed 89.2s are both bold; nothing is bold with fewer than two candidates."""
+def score_lookup(scores: pd.DataFrame, key: Callable[[Row], tuple[Any, ...]], by: Sequence[str],
+                 avg_tasks: Sequence[str]) -> Scores:
+    """`mark_best`'s scores from a scores frame (columns by..., task, seed, value): a column's are the row's
+    seeds of that task; the Avg's, the row's (task, seed) pairs over `avg_tasks`."""
+    index = {k if isinstance(k, tuple) else (k,): g.set_index(["task", "seed"])["value"]
+             for k, g in scores.groupby(list(by), sort=False)} if not scores.empty else {}
+
+    def get(row: Row, col: str) -> pd.Series | None:
+        values = index.get(key(row))
+        if values is None:
+            return None
+        tasks = list(avg_tasks) if col == "avg" else [col]
+        return values[values.index.get_level_values("task").isin(tasks)]
+
+    return get
+
+
+def mark_best(rows: Sequence[Row], columns: Sequence[str], scores: Scores | None = None,
+              alpha: float = 0.05) -> str:
+    """Bold the best mean of each column within each row group, only where it is significantly better than the
+    runner-up: a two-sided paired t-test on their matched seeds (the Avg: on matched (task, seed) pairs), Holm
+    over every such test of the table (one family), p < alpha. Without `scores` nothing is bold. Returns the
+    footnote's words."""
     groups: dict[str, list[Row]] = {}
     for row in rows:
         groups.setdefault(row.group, []).append(row)
+    for row in rows:
+        for cell in row.cells.values():
+            cell.bold = False
+    if scores is None:
+        return "no best marked (this table has no paired test of the best against the runner-up)"
+    tests: list[tuple[Cell, float]] = []
     for members in groups.values():
         for col in columns:
-            cands = [r.cells[col] for r in members if col in r.cells and r.cells[col].present]
+            cands = sorted([r for r in members if col in r.cells and r.cells[col].present],
+                           key=lambda r: r.cells[col].mean, reverse=True)
             if len(cands) < 2:
                 continue
-            best = max(round(c.mean, 1) for c in cands)
-            for c in cands:
-                c.bold = round(c.mean, 1) == best
+            a, b = scores(cands[0], col), scores(cands[1], col)
+            if a is None or b is None:
+                continue
+            both = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
+            _, p, _ = paired_ttest(both["a"].to_numpy(), both["b"].to_numpy())
+            tests.append((cands[0].cells[col], p))
+    adjusted = holm([p for _, p in tests]) if tests else []
+    for (cell, _), p in zip(tests, adjusted, strict=True):
+        cell.bold = bool(p < alpha)
+    m = sum(not math.isnan(p) for _, p in tests)
+    return (f"best per column marked only where it is significantly better than the runner-up: two-sided "
+            f"paired t-test on their matched seeds (Avg: matched (task, seed) pairs), Holm over the table's {m} "
+            f"such test(s), p < {alpha}")
 
 
 def build_table(
@@ -83,10 +126,12 @@ def build_table(
     averages: pd.DataFrame,
     by_init: bool,
     metric_mode: str,
+    scores: pd.DataFrame | None = None,
+    alpha: float = 0.05,
 ) -> Table:
     """Rows and columns come from every selected record (any status), so systems/tasks whose runs
     all failed or are still running still show up, as missing cells with n = 0. `agg` and `averages`
-    are keyed by (system, init_label)."""
+    are keyed by (system, init_label); `scores` (stats' scores frame) lets `mark_best` test the best cells."""
     tasks = task_order(records["task"].unique()) if not records.empty else []
     primary = records.groupby("task")["primary_metric"].first().to_dict() if not records.empty else {}
     metrics = {t: column_metric(t, metric_mode, primary.get(t)) for t in tasks}
@@ -115,5 +160,8 @@ def build_table(
                 cells=cells, avg_reason=reason, init=init, system=system, procedure=str(first["procedure"]),
                 objective=str(first["objective"]), teacher=f"{first['teacher_name']}#{first['teacher_id']}",
                 student=f"{first['student_name']}#{first['student_id']}"))
-    mark_best(table.rows, [*tasks, "avg"])
+    lookup = (score_lookup(scores, lambda r: (r.system, r.init), ("system", "init_label"), table.avg_tasks)
+              if scores is not None else None)
+    table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
+    table.scores = lookup
     return table

@@ -18,6 +18,19 @@ def _power(d: float, n: int, alpha: float = 0.05) -> float:
     return float(sps.nct.sf(crit, n - 1, d * math.sqrt(n)) + sps.nct.cdf(-crit, n - 1, d * math.sqrt(n)))
 
 
+def _dz_end(t_obs: float, df: int, target: float) -> float:
+    """The noncentrality at which P(T <= t_obs) = target, by bisection on scipy's noncentral t."""
+    lo, hi = -60.0, 60.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sps.nct.cdf(t_obs, df, mid) > target else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _fewest(d: float, alpha: float) -> int:
+    return next(n for n in range(2, 100_000) if _power(d, n, alpha) >= 0.8)
+
+
 def _pilot(root: Path) -> None:
     # att_kl - vanilla_kd on toy, seeds 1..3: +1, +2, +3 points -> d_z = mean 2 / sd 1 = 2
     for seed, diff in zip((1, 2, 3), (0.01, 0.02, 0.03), strict=True):
@@ -36,9 +49,15 @@ def test_plan_from_pilot_by_hand(tmp_path: Path) -> None:
     row = plan.set_index("comparison").loc["init-1: vanilla_kd vs att_kl"]
     assert row["pilot pairs"] == 3 and abs(row["mean(A-B)"] + 2.0) < 1e-9
     assert abs(row["d"] + 2.0) < 1e-9
-    need = next(n for n in range(2, 50) if _power(2.0, n) >= 0.8)  # the fewest pairs with 80% power
-    assert row["seeds needed"] == need and need == 5
-    assert row["verdict"] == "add 2 seed(s)"  # 3 planned
+    # d's 95% interval: t = d sqrt(3) has a noncentral t (2 df, noncentrality delta sqrt(3)); invert it
+    t_obs = -2.0 * math.sqrt(3)
+    d_low, d_high = _dz_end(t_obs, 2, 0.975) / math.sqrt(3), _dz_end(t_obs, 2, 0.025) / math.sqrt(3)
+    assert row["d_low"] == pytest.approx(d_low, abs=1e-6) and row["d_high"] == pytest.approx(d_high, abs=1e-6)
+    assert d_low < -2.0 < 0 < d_high  # 3 pilot pairs at d = -2 (p = 0.07) do not even rule out d = 0
+    level = 0.05 / 3  # three planned comparisons: Holm's first step
+    assert row["level"] == pytest.approx(level)
+    assert row["seeds_low"] == _fewest(abs(d_low), level) and row["seeds_high"] == math.inf
+    assert row["verdict"].startswith("enough only if") or row["verdict"].startswith("add at least")
     no_pilot = plan.set_index("comparison").loc["init-1: vanilla_kd vs att_mse"]
     assert no_pilot["pilot pairs"] == 0 and no_pilot["verdict"].startswith("no pilot")
     assert len(plan) == 3  # every pair of the three objectives at the one init
@@ -53,7 +72,9 @@ def test_plan_compares_one_thing_at_a_time_and_pools_tasks(tmp_path: Path) -> No
     _pilot(tmp_path)
     two_tasks = planned + [{**job, "task": "rte"} for job in planned]
     row = seed_plan.plan(tmp_path, two_tasks).set_index("comparison").loc["init-1: vanilla_kd vs att_kl"]
-    assert row["tasks"] == "rte,toy" and row["seeds needed"] == math.ceil(5 / 2)  # 5 pairs, 2 per seed
+    level = 0.05 / 4
+    far = abs(_dz_end(-2.0 * math.sqrt(3), 2, 0.975) / math.sqrt(3))
+    assert row["tasks"] == "rte,toy" and row["seeds_low"] == math.ceil(_fewest(far, level) / 2)  # 2 pairs per seed
 
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
@@ -65,5 +86,6 @@ def test_plan_seeds_dry_run(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "would run" in res.stdout  # the dry run's plan
     line = next(x for x in res.stdout.splitlines() if x.startswith("init-1: vanilla_kd vs att_kl"))
-    assert line.split()[-1] == "enough" and " 5 " in line  # 5 seeds needed, 5 planned
+    assert "–" in line and " 5 " in line  # a range of seeds needed, 5 planned
+    assert "alpha/m = 0.05/1" in res.stdout
     assert len(records(tmp_path / "results")) == before and not (tmp_path / "cache").exists()  # nothing ran

@@ -12,7 +12,7 @@ import pytest
 from helpers import require_module, write_record
 from scipy import stats as sps
 
-from distill_sweep.analysis import frames, stats
+from distill_sweep.analysis import aso_null, frames, stats
 from distill_sweep.analysis.paper import GLUE_TASKS
 
 # ----------------------------------------------------------------------------- aggregation
@@ -453,22 +453,28 @@ def test_paired_tests_add_ci_effect_aso_and_seeds() -> None:
     ref = sps.ttest_rel(a, b).confidence_interval(0.95)  # the interval the paired t-test inverts
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((ref.low, ref.high))
     assert row["d"] == pytest.approx(stats.cohens_dz(a, b))
-    assert row["seeds"] == stats.seeds_needed(stats.cohens_dz(a, b), 2)
+    assert row["seeds"] == stats.seeds_needed(stats.cohens_dz(a, b), 2)  # one pair: Holm's first step is alpha
     # ASO on the scores centred per task (each task's mean of both rows subtracted)
     ca = [x - (np.mean(a[:3]) + np.mean(b[:3])) / 2 if i < 3 else x - (np.mean(a[3:]) + np.mean(b[3:])) / 2
           for i, x in enumerate(a)]
     cb = [y - (np.mean(a[:3]) + np.mean(b[:3])) / 2 if i < 3 else y - (np.mean(a[3:]) + np.mean(b[3:])) / 2
           for i, y in enumerate(b)]
     assert (row["aso_ab"], row["aso_ba"]) == pytest.approx(stats.aso_both(ca, cb))
-    assert row["aso_better"] == ("A" if row["aso_ab"] < stats.ASO_THRESHOLD else "")
+    # the verdict: below the null's calibrated threshold at 6 pairs and alpha / 2 per direction
+    assert row["aso_limit"] == min(stats.ASO_THRESHOLD, aso_null.THRESHOLDS[6][0.025])
+    assert row["aso_better"] == ("A" if row["aso_ab"] < row["aso_limit"] else "")
 
 
-def test_paired_tests_zero_variance_pair_keeps_its_statistics() -> None:
+def test_paired_tests_zero_variance_pair_is_untestable() -> None:
+    """Every difference +1.0: no t-test, so no d (it would read inf), no seeds, no ASO and no 0-width interval."""
     rows = []
     for seed in range(3):
         rows += [("att_kl", "4,8,12", "rte", seed, 80.0 + seed / 10), ("att_mse", "4,8,12", "rte", seed, 79.0 + seed / 10)]
     row = stats.paired_tests(_scores_frame(rows), "objective").iloc[0]
     assert not row["testable"] and "zero variance" in row["note"]
-    assert row["d"] == math.inf and row["seeds"] == 2
-    assert (row["ci_low"], row["ci_high"]) == (1.0, 1.0)
-    assert row["aso_ab"] == 0.0 and row["aso_better"] == "A"  # every A score above every B score
+    assert math.isnan(row["d"]) and math.isnan(row["seeds"]) and math.isnan(row["seeds_low"])
+    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
+    assert math.isnan(row["aso_ab"]) and row["aso_better"] == ""
+    assert row["mean_diff"] == pytest.approx(1.0)
+
+

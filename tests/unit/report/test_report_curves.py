@@ -104,3 +104,38 @@ def test_report_option_curves(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert 'class="boundary"' in (tmp_path / "tables" / "report.html").read_text(encoding="utf-8")
     assert main([str(tmp_path), "curves=intermediate"]) == 2
     assert "curves must be one of scored|all, got 'intermediate'" in capsys.readouterr().err
+
+
+def test_a_cut_band_is_drawn_as_cut() -> None:
+    """The 2-seed band that reaches 110% is cut at the plot's top and an open arrowhead marks the cut; a band
+    inside the plot has none."""
+    wide = svg.Series("a", [1.0, 2.0], [70.0, 72.0], [30.0, 32.0], [110.0, 112.0], "#123456")
+    chart = svg.line_chart("t", [wide], x_label="epoch", y_label="acc")
+    assert len(re.findall(r'<path class="cut"[^>]*stroke="#123456"', chart)) == 4  # top and bottom, 2 epochs
+    narrow = svg.Series("b", [1.0, 2.0], [70.0, 72.0], [69.0, 71.0], [71.0, 73.0], "#000")
+    assert 'class="cut"' not in svg.line_chart("t", [narrow], x_label="epoch", y_label="acc")
+
+
+def test_curves_png_bands_within_the_metric_and_whole_epochs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """curves.png at 2 seeds and one epoch: the t-interval (t = 12.7) reached 120% accuracy and the epoch axis
+    read 0.945 ... 1.050. Now the band stays within 0-100 (and the HTML charts' reach) and the ticks are whole."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from distill_sweep.report import plots
+
+    for seed, acc in ((1, 0.80), (2, 0.95)):
+        epochs = [{"stage": "prediction", "epoch": 1, "step": 10, "train_loss": 0.5, "dev": {"accuracy": acc}}]
+        write_record(tmp_path, task="rte", objective="vanilla_kd", seed=seed, score=acc, epochs=epochs)
+    st = frames.load_store(tmp_path)
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
+    assert plots.plot_curves(stats.curve_stages(st.curves), tmp_path / "c.png", "t", ["vanilla_kd"])
+    (ax,) = [a for a in kept[0].axes if a.get_visible()]
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks == [1.0]
+    tops = [float(np.max(c.get_paths()[0].vertices[:, 1])) for c in ax.collections if c.get_paths()]
+    assert tops and max(tops) <= 100.0  # the band's top, cut at what accuracy can be
+    assert ax.get_ylim()[1] <= 100.0 + 0.05 * 100.0

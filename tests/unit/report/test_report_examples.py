@@ -54,12 +54,33 @@ def test_multi_bootstrap_rows_from_the_records_predictions(tmp_path: Path,
     assert row["mean_diff"] == pytest.approx(sign * np.mean(by_seed))  # the seed-level difference, from predictions
     assert row["ci_low"] < row["mean_diff"] < row["ci_high"] and 0 < sign * row["mean_diff"] and row["p"] < 0.01
     assert not row["ci_low"] < 0 < row["ci_high"]
-    # one seed: McNemar on the first seed's discordant examples
-    right_a, right_b = (first[0] == labels, first[1] == labels)[::int(sign)]
+    # several seeds: no one-seed test beside the methods' comparison, in the table or its CSV
+    assert not any(k.startswith("one_seed") for k in row) and "p (one seed)" not in out and "McNemar" not in out
+    assert not (tmp_path / "tables" / "two_runs_table1.csv").exists()
+    del first
+
+
+def test_a_one_seed_pair_is_a_test_of_two_runs_in_its_own_section(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """One matched seed: McNemar on the two runs, named as a test of two runs (dev-example sampling only), in a
+    section after the tables, not in the comparisons over seeds (which it is no multi-bootstrap of)."""
+    labels = np.random.default_rng(5).integers(0, 2, N)
+    a = _run(tmp_path, "att_kl", 0, 0.80, labels)
+    b = _run(tmp_path, "att_mse", 0, 0.70, labels)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "comparisons over seeds and dev examples" not in out
+    assert not (tmp_path / "tables" / "examples_table1.csv").exists()
+    head = "Table 1: tests of two single runs over dev examples (not of the methods)"
+    assert head in out and out.index(head) > out.index("Table 1 paired t-tests")
+    assert "not whether the methods do" in out
+    (row,) = pd.read_csv(tmp_path / "tables" / "two_runs_table1.csv").to_dict("records")
+    sign = 1 if row["a"] == "att_kl" else -1
+    right_a, right_b = (a == labels, b == labels)[::sign]
     n_ab, n_ba = int(np.sum(right_a & ~right_b)), int(np.sum(~right_a & right_b))
-    assert row["one_seed"] == 0 and row["one_seed_test"].startswith(f"McNemar ({n_ab} vs {n_ba} discordant)")
-    if n_ab + n_ba >= 25:
-        assert row["one_seed_p"] == pytest.approx(sps.chi2.sf((abs(n_ab - n_ba) - 1) ** 2 / (n_ab + n_ba), df=1))
+    assert row["one_seed"] == 0 and row["one_seed_test"] == f"McNemar ({n_ab} vs {n_ba} discordant)"
+    assert row["one_seed_p"] == pytest.approx(sps.chi2.sf((abs(n_ab - n_ba) - 1) ** 2 / (n_ab + n_ba), df=1))
+    assert row["mean_diff"] == pytest.approx(100 * (np.mean(right_a) - np.mean(right_b)))
 
 
 def test_records_without_predictions_get_the_seed_level_statistics_and_a_note(
@@ -87,11 +108,6 @@ def test_a_seed_scored_on_another_dev_set_is_left_out(tmp_path: Path, capsys: py
     assert "2 (of 3)" in capsys.readouterr().out
 
 
-def _mcnemar_counts(a: np.ndarray, b: np.ndarray, labels: np.ndarray) -> tuple[int, int]:
-    right_a, right_b = a == labels, b == labels
-    return int(np.sum(right_a & ~right_b)), int(np.sum(~right_a & right_b))
-
-
 def test_table3_compares_the_inits_of_each_row_over_seeds_and_examples(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     labels = np.random.default_rng(3).integers(0, 2, N)
@@ -112,10 +128,7 @@ def test_table3_compares_the_inits_of_each_row_over_seeds_and_examples(
     by_seed = [100 * (np.mean(preds[(first, s)] == labels) - np.mean(preds[(second, s)] == labels)) for s in range(3)]
     assert row["seeds"] == 3 and row["mean_diff"] == pytest.approx(np.mean(by_seed))
     assert row["ci_low"] < row["mean_diff"] < row["ci_high"]
-    n_ab, n_ba = _mcnemar_counts(preds[(first, 0)], preds[(second, 0)], labels)
-    assert row["one_seed_test"] == f"McNemar ({n_ab} vs {n_ba} discordant)"
-    if n_ab + n_ba >= 25:
-        assert row["one_seed_p"] == pytest.approx(sps.chi2.sf((abs(n_ab - n_ba) - 1) ** 2 / (n_ab + n_ba), df=1))
+    assert "one_seed_test" not in row  # three seeds: no test of two runs beside the inits' comparison
     assert ("note: 1 pair(s) x task without dev predictions in their records (written before records kept them): "
             "seed-level statistics only") in out
 

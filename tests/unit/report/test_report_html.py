@@ -208,20 +208,50 @@ def test_a_baseline_that_is_no_row_is_refused_in_one_line(tmp_path: Path, capsys
 
 
 def test_matrix_is_coloured_by_the_mean_difference_with_d_as_text() -> None:
-    """A 0.2-point gap with zero-variance differences (d = +inf) stays pale; a 10-point gap is the darkest."""
+    """Fixed units: +-5 points is full colour, whatever the data's range. A significant 10-point gap is the
+    strongest blue; a 0.13-point gap at p = 0.89 (which the data's min-max once made the darkest) is washed out
+    to near white and its text grey; an untestable pair prints no d of +inf; a 2-pair d says n=2."""
     from distill_sweep.report import figures, svg
 
-    base = {"n": 2, "tasks": 1, "mean_a": 0.0, "mean_b": 0.0, "ci_low": 0.0, "ci_high": 0.0, "t": 1.0, "p": 0.5,
-            "p_holm": 0.5, "significant": False, "significant_holm": False, "testable": True, "few_pairs": True,
-            "aso_ab": 0.5, "aso_ba": 0.5, "aso_better": "", "seeds": 3.0, "note": ""}
-    tests = pd.DataFrame([{**base, "a": "x", "b": "y", "mean_diff": 0.2, "d": float("inf")},
-                          {**base, "a": "x", "b": "z", "mean_diff": 10.0, "d": 1.0}])
-    html = figures.tests_matrix(tests, ["x", "y", "z"], "T", 0.05)
+    base = {"n": 3, "tasks": 1, "mean_a": 0.0, "mean_b": 0.0, "ci_low": -1.0, "ci_high": 1.0, "t": 1.0, "p": 0.5,
+            "p_holm": 0.5, "significant": False, "significant_holm": False, "testable": True, "few_pairs": False,
+            "aso_ab": 0.5, "aso_ba": 0.5, "aso_better": "", "aso_limit": 0.05, "seeds": 3.0, "seeds_low": 3.0,
+            "seeds_high": float("inf"), "note": ""}
+    tests = pd.DataFrame([{**base, "a": "x", "b": "y", "mean_diff": 0.13, "d": 0.1, "p": 0.89, "p_holm": 0.89},
+                          {**base, "a": "x", "b": "z", "mean_diff": 10.0, "d": 3.0, "p": 0.001, "p_holm": 0.003,
+                           "significant": True, "significant_holm": True},
+                          {**base, "a": "y", "b": "z", "mean_diff": 0.2, "d": float("nan"), "p": float("nan"),
+                           "p_holm": float("nan"), "testable": False, "note": "differences have zero variance"},
+                          {**base, "a": "x", "b": "w", "n": 2, "mean_diff": 1.0, "d": 24.7}])
+    html = figures.tests_matrix(tests, ["x", "y", "z", "w"], "T", 0.05)
     cells: dict[str, str] = {}
     for col, fill in re.findall(r'<title>x vs (\w): [^<]*</title><rect [^>]*fill="([^"]+)"', html):
         cells.setdefault(col, fill)  # row x comes first (rows in order); the column's cells repeat the tip
-    assert cells["z"] == svg.colour(10.0, -10.0, 10.0, diverging=True) == "rgb(33,102,172)"  # the strongest blue
-    assert cells["y"] == svg.colour(0.2, -10.0, 10.0, diverging=True)  # 2% of the way: nearly white
-    assert ">d +∞<" in html and ">d +1.0<" in html  # d_z is the text
+    assert cells["z"] == svg.colour(10.0, -5.0, 5.0, diverging=True) == "rgb(33,102,172)"  # the strongest blue
+    rgb = [int(v) for v in cells["y"][4:-1].split(",")]
+    assert min(rgb) >= 235  # not significant: no saturated colour, whatever the scale
+    assert ">d +3.0*<" in html and ">d +0.1<" in html  # the mark visible without hovering
+    assert ">untested<" in html and "d +∞" not in html and "d −∞" not in html  # untestable: no d of +inf
+    assert ">d +24.7 n=2<" in html  # a d from 2 pairs carries its caution
     assert '<g class="colourbar">' in html and ">mean(row - column), points<" in html
-    assert ">-10.0<" in html and ">+10.0<" in html  # the bar's ends
+    assert ">≤-5.0<" in html and ">≥+5.0<" in html  # the fixed bar's ends stand for everything beyond
+
+
+def test_difference_map_mutes_what_is_not_significant(tmp_path: Path) -> None:
+    """The difference-to-baseline map: a steady 10-point gain over 3 seeds is full colour with *, a 0.1-point
+    one over noisy seeds is washed out; both on the fixed +-5-point scale."""
+    from distill_sweep.report import svg
+
+    for seed, noise in enumerate([0.0, 0.03, -0.02]):
+        write_record(tmp_path, task="rte", objective="none", procedure="finetune", seed=seed, score=0.60 + noise)
+        write_record(tmp_path, task="rte", objective="att_kl", seed=seed, score=0.70 + noise + 0.001 * seed)
+        write_record(tmp_path, task="rte", objective="vanilla_kd", seed=seed,
+                     score=0.60 + [0.03, -0.02, 0.0][seed] + 0.001)
+    assert main([str(tmp_path), "paper=false", "table=1", "format=html"]) == 0
+    page = (tmp_path / "tables" / "report.html").read_text(encoding="utf-8")
+    delta = page[page.index('class="heatmap delta"'):]
+    delta = delta[:delta.index("</figure>")]
+    fills = dict(re.findall(r'<title>([\w_]+) · RTE: [^<]*</title><rect [^>]*fill="([^"]+)"', delta))
+    assert fills["att_kl"] == svg.colour(10.0, -5.0, 5.0, diverging=True)
+    assert min(int(v) for v in fills["vanilla_kd"][4:-1].split(",")) >= 235
+    assert re.search(r">\+10\.\d\*<", delta)
