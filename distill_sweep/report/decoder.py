@@ -226,7 +226,7 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         rows.append([label, init,
                      f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
                      str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
-                     f"{mb['p']:.3g}", f"{one['p']:.3g} (seed {same[0][0]})"])
+                     _p(mb["p"]), f"{_p(one['p'])} (seed {same[0][0]})"])
     notes = []
     if rows:
         notes.append(f"over dev sequences: the multi-bootstrap (Sellam et al. 2022) of mean(A-B) in perplexity, "
@@ -240,6 +240,10 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         notes.append(f"note: {changed} seed pair(s) left out: scored on other dev sequences than the first pair")
     notes += [f"note: summaries left out: {p}" for p in problems]
     return rows, notes
+
+
+def _p(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.3g}"
 
 
 def setting_parts(frame: pd.DataFrame) -> list[pd.DataFrame]:

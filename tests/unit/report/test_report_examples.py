@@ -132,3 +132,26 @@ def test_a_layouts_pairs_against_its_baseline_over_examples(tmp_path: Path) -> N
     by_seed = [100 * (np.mean(preds[("logit_mse", s)] == labels) - np.mean(preds[("vanilla_kd", s)] == labels))
                for s in range(2)]
     assert row["seeds"] == 2 and row["mean_diff"] == pytest.approx(np.mean(by_seed))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "unequal"])
+def test_a_damaged_predictions_file_leaves_its_run_out_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             damage: str) -> None:
+    """A partial copy (BadZipFile) or arrays of unequal length (ValueError) took the whole report down; now the
+    run is left out of the per-example comparisons and named, with the reason on one line."""
+    labels = np.random.default_rng(5).integers(0, 2, N)
+    for seed in range(3):
+        _run(tmp_path, "att_kl", seed, 0.80, labels)
+        _run(tmp_path, "att_mse", seed, 0.70, labels)
+    (victim,) = tmp_path.glob("toy/att_kl/*/seed-1/*/dev_predictions.npz")
+    if damage == "truncated":
+        victim.write_bytes(victim.read_bytes()[:300])
+    else:
+        write_predictions(victim.parent, {"validation": labels[:-1]}, {"validation": labels}, {"validation": "dev1"},
+                          "prediction", 1)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    frame = pd.read_csv(tmp_path / "tables" / "examples_table1.csv")
+    assert list(frame["seeds"]) == [2] and list(frame["seeds_matched"]) == [3]
+    (line,) = [x for x in out.splitlines() if str(victim) in x]
+    assert "left out" in line and ("unreadable" in line or "differ in shape" in line)
