@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats, stats
+from distill_sweep.analysis import example_stats, prediction_checks, stats
 from distill_sweep.data.generation_metrics import EXACT_MATCH, ROUGE_L
-from distill_sweep.records.predictions import PredictionsError, SequenceSummary, read_predictions
+from distill_sweep.records.predictions import PREDICTIONS, PredictionsError, SequenceSummary, read_predictions
+from distill_sweep.records.record import RecordError, load_record
 
 PROCEDURE = "causal_lm"
 BASELINE = "fkl"  # the objective every other is tested against
@@ -178,7 +179,9 @@ EXAMPLE_HEADERS = ["comparison (perplexity)", "init", "seeds", "sequences", "mea
 
 
 def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | None:
-    """The final epoch's per-sequence summary beside a record, with its dev hash; None without one."""
+    """The final epoch's per-sequence summary beside a record, with its dev hash; None without one, or when it
+    cannot stand for its record (a damaged file, another dev set than the record's, numbers that are not the
+    record's: analysis/prediction_checks.py; named in `problems`)."""
     try:
         got = read_predictions(Path(path).parent)
     except PredictionsError as exc:
@@ -186,6 +189,14 @@ def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | No
         return None
     if got is None or not got.sequences:
         return None
+    if Path(path).is_file():
+        try:
+            why = prediction_checks.reason(got, load_record(Path(path)))
+        except RecordError as exc:
+            why = f"its record cannot be read ({exc})"
+        if why is not None:
+            problems.append(f"{Path(path).parent / PREDICTIONS}: {why}")
+            return None
     split = next(iter(got.sequences))
     return got.sequences[split], got.dev_hash.get(split, "")
 
@@ -193,7 +204,8 @@ def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | No
 def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
     """Rows (EXAMPLE_HEADERS) and notes for one setting's pairs (`pairs`: each objective vs fkl, each data source
     vs fixed) over seeds x dev sequences, on perplexity: the multi-bootstrap of the mean difference over the seeds
-    both ran, and the paired bootstrap over the sequences of the first of them."""
+    both ran, and the paired bootstrap over the sequences of the first of them. Runs on other dev sequences than
+    most of the setting's are left out and counted."""
     rows: list[list[str]] = []
     problems: list[str] = []
     without, changed = 0, 0
@@ -204,6 +216,9 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
             cache[path] = _summary(path, problems)
         return cache[path]
 
+    for path in part["path"]:
+        summary(str(path))
+    dev = prediction_checks.majority_dev(got[1] for got in cache.values() if got is not None)
     for label, init, tested, baseline in pairs(part):
         other, base = tested.set_index("seed")["path"], baseline.set_index("seed")["path"]
         seeds = sorted(set(base.index) & set(other.index))
@@ -214,7 +229,6 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         if not usable:
             without += 1
             continue
-        dev = usable[0][1][1]  # the dev content every pair must share
         same = [(s, a[0], b[0]) for s, a, b in usable if a[1] == dev and b[1] == dev]
         changed += len(usable) - len(same)
         if not same:
@@ -237,7 +251,8 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         notes.append(f"note: {without} pair(s) without per-sequence dev summaries in their records (written before "
                      "records kept them): the t-test above only")
     if changed:
-        notes.append(f"note: {changed} seed pair(s) left out: scored on other dev sequences than the first pair")
+        notes.append(f"note: {changed} seed pair(s) left out: scored on other dev sequences than most of this "
+                     f"setting's runs ({prediction_checks.short(dev)})")
     notes += [f"note: summaries left out: {p}" for p in problems]
     return rows, notes
 

@@ -1,7 +1,10 @@
 """The report's comparisons over seeds and dev examples, for the pairs a tests table compares: per task, the
 multi-bootstrap of the difference (analysis/example_stats.py) over the seeds both rows ran, and a paired test
 over the examples of one seed, from the records' dev predictions (records/predictions.py). Records without
-predictions (written before they were stored) leave their pair to the seed-level statistics, said in one line.
+predictions (written before they were stored) leave their pair to the seed-level statistics, said in one line;
+a run whose predictions cannot stand for its record (a damaged file, another dev set than its record's or than
+most runs compared with it, numbers that are not its record's: analysis/prediction_checks.py) is left out of
+these comparisons and named with the reason.
 """
 
 from __future__ import annotations
@@ -9,13 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats
+from distill_sweep.analysis import example_stats, prediction_checks
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
-from distill_sweep.records.predictions import DevPredictions, PredictionsError, read_predictions
+from distill_sweep.records.predictions import PREDICTIONS, DevPredictions, PredictionsError, read_predictions
+from distill_sweep.records.record import RecordError, load_record
 
 HEADERS = ["task", "A", "B", "seeds", "examples", "mean(A-B)", "95% CI (multi-bootstrap)", "p (multi-bootstrap)",
            "one seed: test", "p (one seed)"]
@@ -26,14 +31,39 @@ def headers(within: Sequence[str] = ()) -> list[str]:
     return [HEADERS[0], *within, *HEADERS[1:]]
 
 
-def _load(paths: list[str], cache: dict[str, DevPredictions | None], problems: list[str]) -> None:
-    for path in paths:
-        if path not in cache:
-            try:
-                cache[path] = read_predictions(Path(path).parent)
-            except PredictionsError as exc:
-                cache[path] = None
-                problems.append(str(exc))
+def run_name(row: dict[str, Any]) -> str:
+    """A run as the notes name it: task / row / init / seed, and its directory."""
+    return (f"{row['task']} / {row['system']} / init {row['init_label']} / seed {row['seed']} "
+            f"({Path(row['path']).parent / PREDICTIONS})")
+
+
+def usable_predictions(done: pd.DataFrame) -> tuple[dict[str, DevPredictions | None], dict[str, str]]:
+    """Each completed record's predictions that can stand for it (path -> predictions; None: the record has none,
+    written before they were kept), and the runs left out (path -> why, one line): a file that cannot be read or
+    trusted, predictions made on another dev set than the record's, or that do not give its metric back
+    (analysis/prediction_checks.py)."""
+    usable: dict[str, DevPredictions | None] = {}
+    left_out: dict[str, str] = {}
+    for row in done.to_dict("records"):
+        path = str(row["path"])
+        try:
+            got = read_predictions(Path(path).parent)
+        except PredictionsError as exc:
+            text = str(exc)
+            left_out[path] = text.split(": ", 1)[1] if ": " in text else text  # the notes name the file
+            continue
+        if got is None:
+            usable[path] = None
+            continue
+        try:
+            why = prediction_checks.reason(got, load_record(Path(path)))
+        except RecordError as exc:
+            why = f"its record cannot be read ({exc})"
+        if why is None:
+            usable[path] = got
+        else:
+            left_out[path] = why
+    return usable, left_out
 
 
 def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, str], level: str = "system",
@@ -41,11 +71,10 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     """Rows of the table (`headers(within)`), its CSV frame and the notes, for every pair (a, b) of `tests` on
     every task both ran. `records`: the table's records (status, path, task, seed, the `level` column whose
     values a and b are, and the `within` columns the tests hold fixed: Table 1 compares systems, Table 3 the
-    inits of one system); `metrics`: task -> the column's metric."""
+    inits of one system); `metrics`: task -> the column's metric. A run whose predictions cannot stand for its
+    record, or were made on another dev set than most of the runs a comparison pools, is left out and named."""
     done = records[records["status"] == "completed"]
-    cache: dict[str, DevPredictions | None] = {}
-    problems: list[str] = []
-    _load(list(done["path"]), cache, problems)
+    cache, left_out = usable_predictions(done)
     rows, frame, without, unsupported = [], [], 0, set()
     by_key: dict[tuple, str] = {}
     seeds_of: dict[tuple, set[int]] = {}  # (within..., level, task) -> its seeds
@@ -64,31 +93,32 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
             if not example_stats.supported(metric):
                 unsupported.add(metric)
                 continue
-            got = [(cache[by_key[(*fixed, pair["a"], task, s)]], cache[by_key[(*fixed, pair["b"], task, s)]])
-                   for s in seeds]
-            usable = [(s, pa, pb) for s, (pa, pb) in zip(seeds, got, strict=True) if pa is not None and pb is not None]
-            if not usable:
-                without += 1
+            paths = [(s, by_key[(*fixed, pair["a"], task, s)], by_key[(*fixed, pair["b"], task, s)]) for s in seeds]
+            if all(cache.get(pa) is None and pa not in left_out or cache.get(pb) is None and pb not in left_out
+                   for _, pa, pb in paths):
+                without += 1  # no run of some seed has a file: written before records kept them
                 continue
-            split = next(iter(usable[0][1].preds))  # the first dev split: the one the column's metric scores
-            same = [(s, pa, pb) for s, pa, pb in usable
-                    if pa.same_dev(usable[0][1], split) and pb.same_dev(usable[0][1], split)]
-            if not same:  # A and B of the first seed were scored on different dev sets
-                without += 1
+            usable = [(s, cache[pa], cache[pb]) for s, pa, pb in paths
+                      if cache.get(pa) is not None and cache.get(pb) is not None]
+            same = _one_dev_set(usable, {s: (pa, pb) for s, pa, pb in paths}, left_out)
+            if not same:
                 continue
+            split = prediction_checks.scored_split(same[0][1])
             labels = same[0][1].labels[split]
             a = np.stack([pa.preds[split] for _, pa, _ in same])
             b = np.stack([pb.preds[split] for _, _, pb in same])
             mb = example_stats.multi_bootstrap(a, b, labels, metric)
             test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
-            dropped = len(seeds) - len(same)
+            dropped = sorted(set(seeds) - {s for s, _, _ in same})
             rows.append([task_label(task), *map(str, fixed), pair["a"], pair["b"],
-                         f"{len(same)}" + (f" (of {len(seeds)})" if dropped else ""),
+                         f"{len(same)}" + (f" (of {len(seeds)}; seed {', '.join(map(str, dropped))} left out)"
+                                           if dropped else ""),
                          str(len(labels)), f"{100 * mb['diff']:+.2f}",
                          f"[{100 * mb['ci_low']:+.2f}, {100 * mb['ci_high']:+.2f}]", _p(mb["p"]),
                          f"{test}, seed {same[0][0]}", _p(p_one)])
             frame.append({"task": task, **dict(zip(within, fixed, strict=True)), "a": pair["a"], "b": pair["b"],
-                          "metric": metric, "seeds": len(same), "seeds_matched": len(seeds), "examples": len(labels),
+                          "metric": metric, "seeds": len(same), "seeds_matched": len(seeds),
+                          "seeds_left_out": " ".join(map(str, dropped)), "examples": len(labels),
                           "mean_diff": 100 * mb["diff"], "ci_low": 100 * mb["ci_low"], "ci_high": 100 * mb["ci_high"],
                           "p": mb["p"], "one_seed": same[0][0], "one_seed_test": test, "one_seed_p": p_one})
     notes = []
@@ -104,8 +134,34 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     if unsupported:
         notes.append(f"note: no per-example statistics for {', '.join(sorted(unsupported))} (only "
                      f"{', '.join(example_stats.METRICS)}): seed-level statistics only")
-    notes += [f"note: predictions left out: {p}" for p in problems]
+    named = {r["path"]: r for r in done.to_dict("records")}
+    notes += [f"note: predictions left out: {run_name(named[p])}: {why}" for p, why in left_out.items()]
     return rows, pd.DataFrame(frame), notes
+
+
+def _one_dev_set(usable: list[tuple[int, DevPredictions, DevPredictions]], paths: dict[int, tuple[str, str]],
+                 left_out: dict[str, str]) -> list[tuple[int, DevPredictions, DevPredictions]]:
+    """The seeds whose A and B predictions were made on the dev content most of these runs were (records that keep
+    no dev hash are only checked here); the others' runs go to `left_out` with the reason."""
+    if not usable:
+        return []
+    split = prediction_checks.scored_split(usable[0][1])
+
+    def dev(p: DevPredictions) -> str | None:
+        return p.dev_hash.get(split or "") if split in p.preds else None
+
+    most = prediction_checks.majority_dev(dev(p) for _, pa, pb in usable for p in (pa, pb))
+    same = []
+    for s, pa, pb in usable:
+        if most is not None and dev(pa) == most and dev(pb) == most:
+            same.append((s, pa, pb))
+            continue
+        for path, p in zip(paths[s], (pa, pb), strict=True):
+            if dev(p) != most:
+                left_out.setdefault(path, f"its predictions were made on another dev set ({split} content "
+                                          f"{prediction_checks.short(dev(p))}) than most runs it is compared "
+                                          f"with ({prediction_checks.short(most)})")
+    return same
 
 
 def _p(value: float) -> str:
