@@ -7,6 +7,7 @@ A system is (procedure, objective, teacher, student): see distill_sweep.analysis
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -56,14 +57,18 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
     # distillations on a corpus and the fine-tuning of their students have Tables 2 and 4 of their own
     own = pretraining.is_own(st.records)
     decoders = decoder.is_own(st.records)  # students of decoder LMs: the decoder table of their own
-    records = st.records[~own & ~decoders]
+    # one dev set per task: runs scored on another are left out of every statistic below, named (frames)
+    records, dev_notes = frames.one_dev_set(st.records[~own & ~decoders])
+    left = set(st.records[~own & ~decoders]["path"]) - set(records["path"])
+    st = dataclasses.replace(st, curves=st.curves[~st.curves["path"].isin(left)],
+                             early_exit=st.early_exit[~st.early_exit["path"].isin(left)])
     doc = Doc()
     files: dict[str, Any] = {}
     counts = frames.status_counts(st.records)
     _preamble(doc, opts, st, records, counts)
     sc, notes = frames.scores(records, opts.metric)
     paper_sc, _ = frames.scores(records, "paper")
-    for note in notes:
+    for note in [*notes, *dev_notes]:
         doc.text(f"note: {note}")
     systems = frames.system_order(records)
     _check_baseline(opts.baseline, systems)

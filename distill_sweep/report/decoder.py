@@ -116,9 +116,35 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
                                f"{r['student_layers']}L", "objective": str(r["objective"]),
                     "init": init, "data": data_source(procedure if isinstance(procedure, dict) else {}),
                     "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
-                    "teacher_dev": teacher.get("dev") or {},
+                    "teacher_dev": teacher.get("dev") or {}, "data_key": data_key(rec),
                     **{key: dev.get(key) for key, _ in METRICS}})
-    return pd.DataFrame(out)
+    return _one_setting_per_data(pd.DataFrame(out))
+
+
+def data_key(rec: dict[str, Any]) -> str:
+    """The content key of the data a decoder job trained and was scored on (`causal_lm.data`: the corpus cache's
+    key, else the digest of the splits' token ids, data/decoder.py), "" for records without it. A job on the
+    user's own JSONL keeps the demo's `instructions.name` unless told otherwise: its name cannot tell them apart."""
+    data = (rec.get("causal_lm") or {}).get("data") or {}
+    return str(data.get("cache_key") or data.get("key") or "") if isinstance(data, dict) else ""
+
+
+def _one_setting_per_data(frame: pd.DataFrame) -> pd.DataFrame:
+    """Settings whose runs were on more than one data set (same name, other content) split into one setting per
+    data set, named by its content key, so no cell, test or comparison pools two data sets."""
+    if frame.empty:
+        return frame
+    for setting, part in frame.groupby("setting", sort=False):
+        if part["data_key"].nunique() > 1:
+            keys = part["data_key"].map(lambda k: f", data {k[:10]}" if k else ", data unnamed (an older record)")
+            frame.loc[part.index, "setting"] = setting + keys
+    return frame
+
+
+def _by_seed(runs: pd.DataFrame, column: str) -> pd.Series:
+    """`column` by seed, one run per seed (a rerun of the same seed: the last read) so pairs match one to one."""
+    series = runs.set_index("seed")[column]
+    return series[~series.index.duplicated(keep="last")]
 
 
 def _cell(values: pd.Series, ddof: int) -> str:
@@ -152,7 +178,7 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                                 + [_cell(cell[k], ddof) for k, _ in metrics])
         tests, pvalues = [], []
         for label, init, tested, baseline in pairs(part):
-            other, base = tested.set_index("seed")["perplexity"], baseline.set_index("seed")["perplexity"]
+            other, base = _by_seed(tested, "perplexity"), _by_seed(baseline, "perplexity")
             seeds = sorted(set(base.index) & set(other.index))
             if not seeds:
                 continue
@@ -220,7 +246,7 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         summary(str(path))
     dev = prediction_checks.majority_dev(got[1] for got in cache.values() if got is not None)
     for label, init, tested, baseline in pairs(part):
-        other, base = tested.set_index("seed")["path"], baseline.set_index("seed")["path"]
+        other, base = _by_seed(tested, "path"), _by_seed(baseline, "path")
         seeds = sorted(set(base.index) & set(other.index))
         if not seeds:
             continue
