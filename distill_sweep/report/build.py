@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep.analysis import frames, paper, stats
-from distill_sweep.report import decoder, examples, figures, layout_table, pretraining
+from distill_sweep.report import collapsed, decoder, examples, figures, layout_table, pretraining
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
@@ -125,6 +125,7 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                      sc: pd.DataFrame, paper_sc: pd.DataFrame, systems: list[str]) -> None:
     """Table 1 (one init, a row per system): the table, its t-tests and examples, the paper's numbers, dev curves."""
     table, t1_records, t1_sc = _table1(opts, records, sc)
+    _flag_collapsed(files, table, t1_sc)
     t1_paths = set(t1_records["path"])
     _table_section(doc, files, table, opts)
     tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
@@ -166,6 +167,7 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
     table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
                         stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
+    _flag_collapsed(files, table, sc)
     _table_section(doc, files, table, opts)
     inits = frames.init_order(records)
     tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
@@ -180,6 +182,15 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems, inits)
         doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
                    + figures.curve_figures(curves, systems, inits))
+
+
+def _flag_collapsed(files: dict[str, Any], table: Table, sc: pd.DataFrame) -> None:
+    """Collapsed runs (report.collapsed, the rule in analysis/collapse.py): each named in the table's footnotes
+    with its cell's value without it; every run's value per seed in runs_<table>.csv."""
+    notes, runs = collapsed.flag(sc, {(r.system, r.init): " / ".join(r.labels) for r in table.rows})
+    table.notes += notes
+    if not runs.empty:
+        files[f"runs_{table.key}.csv"] = runs
 
 
 def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> None:

@@ -1,0 +1,88 @@
+"""Collapsed runs in a table (the rule: analysis/collapse.py): each flagged run named in the table's footnotes
+with the reason and its cell's value without it, and every run's value per seed in `runs_<table>.csv` (per cell
+its min and max, and the mean without the collapsed runs).
+
+The dev majority-class level comes from the run's own dev labels where its predictions can stand for it
+(analysis/prediction_checks.py), else from the record's `teacher.majority_baseline` (records written before it
+was scored with the dev split's majority class hold the training split's: a lower bar, so fewer flags).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from distill_sweep.analysis import collapse, prediction_checks
+from distill_sweep.records.predictions import PredictionsError, read_predictions
+from distill_sweep.records.record import Record, RecordError, load_record
+
+MARK = "‡"  # the footnote mark of a collapsed run
+
+
+def _evidence(path: str) -> tuple[Record | None, Any]:
+    """The record at `path` and its predictions where they can stand for it (else None)."""
+    try:
+        rec = load_record(Path(path))
+    except RecordError:
+        return None, None
+    try:
+        got = read_predictions(Path(path).parent)
+    except PredictionsError:
+        return rec, None
+    if got is None or prediction_checks.reason(got, rec) is not None:
+        return rec, None
+    return rec, got
+
+
+def run_reason(path: str, metric: str, value: float) -> str | None:
+    """Why the run at `path` (its `metric` scored `value` percent) is collapsed, None if it is not."""
+    rec, got = _evidence(path)
+    score = value / 100.0
+    split = prediction_checks.scored_split(got) if got is not None else None
+    if got is not None and split in got.preds:
+        labels = got.labels[split]
+        return collapse.reason(score, metric, collapse.majority_score(labels, metric), got.preds[split], labels)
+    stated = ((rec.teacher.majority_baseline if rec is not None else None) or {}).get(metric)
+    baseline = float(stated) if isinstance(stated, (int, float)) else (0.0 if metric in collapse.CHANCE_METRICS
+                                                                        else math.nan)
+    return collapse.reason(score, metric, baseline)
+
+
+def flag(scores: pd.DataFrame, row_of: dict[tuple[str, str], str]) -> tuple[list[str], pd.DataFrame]:
+    """Footnotes naming each collapsed run of `scores` (a table's per-run scores: path, task, system, init_label,
+    seed, metric, value in percent) and the per-seed frame for `runs_<table>.csv`. `row_of`: (system, init) ->
+    the row's name in the table."""
+    if scores.empty:
+        return [], pd.DataFrame()
+    frame = scores[["system", "init_label", "task", "metric", "seed", "value", "path"]].copy()
+    frame["row"] = [row_of.get((s, i), s) for s, i in zip(frame["system"], frame["init_label"], strict=True)]
+    frame["collapse_reason"] = [run_reason(p, m, v) or "" for p, m, v in
+                                zip(frame["path"], frame["metric"], frame["value"], strict=True)]
+    frame["collapsed"] = frame["collapse_reason"] != ""
+    cells = frame.groupby(["system", "init_label", "task"], sort=False)
+    frame["cell_min"] = cells["value"].transform("min")
+    frame["cell_max"] = cells["value"].transform("max")
+    kept = frame["value"].where(~frame["collapsed"])
+    frame["mean_without_collapsed"] = kept.groupby([frame["system"], frame["init_label"], frame["task"]]
+                                                   ).transform("mean")
+    frame["n_without_collapsed"] = kept.notna().groupby([frame["system"], frame["init_label"], frame["task"]]
+                                                        ).transform("sum").astype(int)
+    notes = []
+    for r in frame[frame["collapsed"]].to_dict("records"):
+        others = frame[(frame["system"] == r["system"]) & (frame["init_label"] == r["init_label"])
+                       & (frame["task"] == r["task"]) & ~frame["collapsed"]]["value"].to_numpy()
+        without = (f"{np.mean(others):.1f}" + (f"±{np.std(others, ddof=1):.2f}" if len(others) > 1 else "")
+                   + f" ({len(others)})") if len(others) else "no run left"
+        notes.append(f"{MARK} collapsed run: {r['task']} / {r['row']} / seed {r['seed']} "
+                     f"({Path(r['path']).parent}): {r['collapse_reason']}; its cell without it: {without}")
+    if notes:
+        notes.append(f"{MARK} collapsed (analysis/collapse.py): dev predictions one class for >= "
+                     f"{collapse.CONSTANT_SHARE:.0%} of the examples, or a score at most {100 * collapse.MARGIN:g} "
+                     "point above the dev split's majority-class (MCC, Pearson: chance) level; the cell above "
+                     "includes it; every run's value per seed, the cell's min-max and its mean without collapsed "
+                     "runs are in the table's runs_*.csv")
+    return notes, frame.drop(columns=["path"]).assign(path=frame["path"])

@@ -1,0 +1,65 @@
+"""Collapsed runs (analysis/collapse.py; report/collapsed.py): a run at the dev majority-class level, or with
+(near) constant dev predictions, is named in its table's footnotes with its cell's value without it, and every
+run's value per seed is in runs_<table>.csv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import write_record
+
+from distill_sweep.analysis import collapse
+from distill_sweep.records.predictions import write_predictions
+from distill_sweep.report.cli import main
+
+N = 50
+LABELS = np.array([0] * 27 + [1] * 23)  # dev majority class 0: 27/50 = 0.54
+
+
+def _run(root: Path, objective: str, seed: int, preds: np.ndarray) -> Path:
+    score = float(np.mean(preds == LABELS))
+    path = write_record(root, objective=objective, seed=seed, score=score)
+    write_predictions(path.parent, {"validation": preds}, {"validation": LABELS}, {"validation": "d"}, "prediction", 1)
+    return path
+
+
+def _learned(wrong: int, seed: int) -> np.ndarray:
+    preds = LABELS.copy()
+    idx = np.random.default_rng(seed).choice(N, size=wrong, replace=False)
+    preds[idx] = 1 - preds[idx]
+    return preds
+
+
+def test_the_rule_by_hand() -> None:
+    assert collapse.majority_score(LABELS, "accuracy") == pytest.approx(0.54)
+    assert collapse.majority_score(LABELS, "f1") == pytest.approx(2 * 0.46 / 1.46)  # predicting 1 everywhere
+    assert collapse.majority_score(LABELS, "mcc") == 0.0
+    assert collapse.at_baseline(0.545, 0.54) and not collapse.at_baseline(0.56, 0.54)
+    assert "class 0 for 100%" in collapse.reason(0.54, "accuracy", 0.54, np.zeros(N, dtype=np.int16), LABELS)
+    assert collapse.reason(0.9, "accuracy", 0.54, _learned(5, 0), LABELS) is None
+
+
+def test_a_collapsed_run_is_named_with_its_cell_without_it(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    good = {s: _learned(w, s) for s, w in ((0, 8), (1, 10))}  # accuracy 0.84 and 0.80
+    for s, preds in good.items():
+        _run(tmp_path, "att_kl", s, preds)
+    victim = _run(tmp_path, "att_kl", 2, np.zeros(N, dtype=np.int16))  # the majority class everywhere: 0.54
+    for s in range(3):
+        _run(tmp_path, "att_mse", s, _learned(12 + s, 10 + s))
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "collapsed run:" in x]
+    assert str(victim.parent) in line and "att_kl" in line and "seed 2" in line
+    assert "class 0 for 100%" in line and "accuracy 54.0 at the dev majority-class level (54.0)" in line
+    assert "its cell without it: 82.0±2.83 (2)" in line  # mean of 84 and 80, std sqrt(8)
+    runs = pd.read_csv(tmp_path / "tables" / "runs_table1.csv")
+    mine = runs[runs["system"] == "att_kl"].sort_values("seed")
+    assert mine["value"].tolist() == pytest.approx([84.0, 80.0, 54.0])
+    assert mine["collapsed"].tolist() == [False, False, True]
+    assert set(mine["cell_min"]) == {54.0} and set(mine["cell_max"]) == {84.0}
+    assert mine["mean_without_collapsed"].tolist() == pytest.approx([82.0] * 3)
+    assert not runs[runs["system"] == "att_mse"]["collapsed"].any()
