@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats, prediction_checks
+from distill_sweep.analysis import collapse, example_stats, prediction_checks
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.records.predictions import PREDICTIONS, DevPredictions, PredictionsError, read_predictions
 from distill_sweep.records.record import RecordError, load_record
@@ -76,6 +76,9 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     done = records[records["status"] == "completed"]
     cache, left_out = usable_predictions(done)
     rows, frame, without, unsupported = [], [], 0, set()
+    no_file: set[str] = set()
+    collapsed_runs: dict[str, str] = {}
+    collapsed_mark = "‡"
     by_key: dict[tuple, str] = {}
     seeds_of: dict[tuple, set[int]] = {}  # (within..., level, task) -> its seeds
     for r in done.to_dict("records"):
@@ -98,6 +101,10 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
                    for _, pa, pb in paths):
                 without += 1  # no run of some seed has a file: written before records kept them
                 continue
+            for _, pa, pb in paths:  # a seed whose other run has predictions: say why this one has none
+                for path in (pa, pb):
+                    if cache.get(path) is None and path not in left_out:
+                        no_file.add(path)
             usable = [(s, cache[pa], cache[pb]) for s, pa, pb in paths
                       if cache.get(pa) is not None and cache.get(pb) is not None]
             same = _one_dev_set(usable, {s: (pa, pb) for s, pa, pb in paths}, left_out)
@@ -110,15 +117,24 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
             mb = example_stats.multi_bootstrap(a, b, labels, metric)
             test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
             dropped = sorted(set(seeds) - {s for s, _, _ in same})
+            flagged = []  # seeds with a collapsed run (analysis/collapse.py): kept, marked and named
+            for s, pa, pb in same:
+                for path, got in zip((by_key[(*fixed, pair["a"], task, s)], by_key[(*fixed, pair["b"], task, s)]),
+                                     (pa, pb), strict=True):
+                    why = _collapsed(got.preds[split], labels, metric)
+                    if why:
+                        collapsed_runs[path] = why
+                        flagged.append(s)
             rows.append([task_label(task), *map(str, fixed), pair["a"], pair["b"],
                          f"{len(same)}" + (f" (of {len(seeds)}; seed {', '.join(map(str, dropped))} left out)"
-                                           if dropped else ""),
+                                           if dropped else "") + (f" {collapsed_mark}" if flagged else ""),
                          str(len(labels)), f"{100 * mb['diff']:+.2f}",
                          f"[{100 * mb['ci_low']:+.2f}, {100 * mb['ci_high']:+.2f}]", _p(mb["p"]),
                          f"{test}, seed {same[0][0]}", _p(p_one)])
             frame.append({"task": task, **dict(zip(within, fixed, strict=True)), "a": pair["a"], "b": pair["b"],
                           "metric": metric, "seeds": len(same), "seeds_matched": len(seeds),
-                          "seeds_left_out": " ".join(map(str, dropped)), "examples": len(labels),
+                          "seeds_left_out": " ".join(map(str, dropped)),
+                          "seeds_collapsed": " ".join(map(str, sorted(set(flagged)))), "examples": len(labels),
                           "mean_diff": 100 * mb["diff"], "ci_low": 100 * mb["ci_low"], "ci_high": 100 * mb["ci_high"],
                           "p": mb["p"], "one_seed": same[0][0], "one_seed_test": test, "one_seed_p": p_one})
     notes = []
@@ -136,7 +152,17 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
                      f"{', '.join(example_stats.METRICS)}): seed-level statistics only")
     named = {r["path"]: r for r in done.to_dict("records")}
     notes += [f"note: predictions left out: {run_name(named[p])}: {why}" for p, why in left_out.items()]
+    notes += [f"note: no predictions (written before records kept them): {run_name(named[p])}"
+              for p in sorted(no_file)]
+    notes += [f"{collapsed_mark} collapsed run (kept in the comparison): {run_name(named[p])}: {why}"
+              for p, why in collapsed_runs.items()]
     return rows, pd.DataFrame(frame), notes
+
+
+def _collapsed(preds: np.ndarray, labels: np.ndarray, metric: str) -> str | None:
+    """analysis/collapse.py's rule on one run's dev predictions."""
+    score = float(example_stats.weighted_metric(metric, preds, labels, np.ones((1, len(labels))))[0])
+    return collapse.reason(score, metric, collapse.majority_score(labels, metric), preds, labels)
 
 
 def _one_dev_set(usable: list[tuple[int, DevPredictions, DevPredictions]], paths: dict[int, tuple[str, str]],

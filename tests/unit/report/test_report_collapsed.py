@@ -63,3 +63,35 @@ def test_a_collapsed_run_is_named_with_its_cell_without_it(tmp_path: Path,
     assert set(mine["cell_min"]) == {54.0} and set(mine["cell_max"]) == {84.0}
     assert mine["mean_without_collapsed"].tolist() == pytest.approx([82.0] * 3)
     assert not runs[runs["system"] == "att_mse"]["collapsed"].any()
+
+
+def test_the_tests_and_the_example_comparisons_that_use_a_collapsed_run_say_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for s, wrong in ((0, 8), (1, 10)):
+        _run(tmp_path, "att_kl", s, _learned(wrong, s))
+    _run(tmp_path, "att_kl", 2, np.zeros(N, dtype=np.int16))
+    for s in range(3):
+        _run(tmp_path, "att_mse", s, _learned(12 + s, 10 + s))
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "these tests pair 1 collapsed run(s), kept" in out and "toy / att_kl / seed 2" in out
+    (line,) = [x for x in out.splitlines() if "collapsed run (kept in the comparison)" in x]
+    assert "att_kl" in line and "seed 2" in line and "class 0 for 100%" in line
+    examples = pd.read_csv(tmp_path / "tables" / "examples_table1.csv")
+    assert examples["seeds_collapsed"].astype(str).tolist() == ["2"]
+
+
+def test_a_layouts_table_flags_its_collapsed_runs_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for s in range(2):
+        for objective, wrong in (("vanilla_kd", 8), ("logit_mse", 12)):
+            preds = np.zeros(N, dtype=np.int16) if (objective, s) == ("logit_mse", 1) else _learned(wrong, s)
+            score = float(np.mean(preds == LABELS))
+            path = write_record(tmp_path, objective=objective, seed=s, score=score, student="bilstm")
+            write_predictions(path.parent, {"validation": preds}, {"validation": LABELS}, {"validation": "d"},
+                              "prediction", 1)
+    assert main([str(tmp_path), "table=bilstm", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "collapsed run:" in x]
+    assert "logit MSE" in line and "seed 1" in line and "its cell without it: 76.0 (1)" in line  # 1 - 12/50
+    runs = pd.read_csv(tmp_path / "tables" / "runs_bilstm.csv")
+    assert runs["collapsed"].sum() == 1
