@@ -28,7 +28,9 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep.analysis import prediction_checks
 from distill_sweep.analysis.paper import INIT_NAME_ORDER, as_float, column_metric, norm_task, objective_rank
+from distill_sweep.records.predictions import PredictionsError, read_predictions
 from distill_sweep.records.record import (
     SCORED_STAGES,
     STATUSES,
@@ -404,11 +406,14 @@ def one_dev_set(records: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The records less the completed runs scored on another dev set than most completed runs of their task (by
     the records' `dev_hash`; ties: the smallest hash), and one line per run left out naming it and why. Every
     statistic that pools or pairs runs (cells, t-tests, multi-bootstrap, curves) reads the records after this,
-    so none pools two dev sets. Records without a hash (written before records kept it) cannot be checked:
-    they stay, said in one line per task where they sit beside records that have one."""
+    so none pools two dev sets. A record without a hash (written before records kept it) is judged by its
+    predictions file's, where that file gives the record's metric back; with neither it cannot be checked: it
+    stays, said in one line per task."""
     if records.empty:
         return records, []
     done = records[(records["status"] == "completed")]
+    done = done.assign(dev_hash=[h if isinstance(h, str) and h else _dev_hash_from_predictions(p)
+                                 for h, p in zip(done["dev_hash"], done["path"], strict=True)])
     drop, notes = set(), []
     for task, group in done.groupby("task", sort=True):
         hashes = [h for h in group["dev_hash"] if isinstance(h, str) and h]
@@ -428,6 +433,21 @@ def one_dev_set(records: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             notes.append(f"{unknown} completed {task} run(s) name no dev set (written before records kept its "
                          "hash): pooled unchecked with the others")
     return records[~records["path"].isin(drop)], notes
+
+
+def _dev_hash_from_predictions(path: str) -> str | None:
+    """For a record that names no dev set (written before records kept it): the dev hash of its predictions file,
+    when that file gives the record's own metric back (so it was made with the record's run); else None."""
+    try:
+        got = read_predictions(Path(path).parent)
+        if got is None:
+            return None
+        rec = Record.from_dict(load_json(Path(path)))
+    except (PredictionsError, RecordError):
+        return None
+    if prediction_checks.metric_reason(got, rec) is not None:
+        return None
+    return got.dev_hash.get(prediction_checks.scored_split(got) or "")
 
 
 def scores(records: pd.DataFrame, mode: str = "header") -> tuple[pd.DataFrame, list[str]]:

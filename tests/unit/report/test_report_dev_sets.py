@@ -90,3 +90,29 @@ def test_decoder_runs_on_different_data_are_different_tables_not_one_cell(tmp_pa
         assert fkl[-2] == expected
         (test,) = tests
         assert test[2] == ("2" if "demo" in title else "3")  # pairs of its own data's seeds only
+
+
+def test_an_older_record_is_judged_by_its_own_predictions_files_dev_set(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Records written before they named their dev set: a run whose predictions file (which gives its record's
+    accuracy back, so it is that run's) was made on another dev set is left out of every statistic too."""
+    import numpy as np
+
+    from distill_sweep.records.predictions import write_predictions
+
+    labels = np.array([0, 1] * 25)
+    victim = None
+    for (objective, seed), score in SCORES.items():
+        preds = labels.copy()
+        wrong = round((1 - score) * len(labels))
+        preds[:wrong] = 1 - preds[:wrong]
+        path = write_record(tmp_path, objective=objective, seed=seed, score=float(np.mean(preds == labels)))
+        other = (objective, seed) == ("att_kl", 2)
+        write_predictions(path.parent, {"validation": preds}, {"validation": labels},
+                          {"validation": "other" if other else "dev1"}, "prediction", 1)
+        victim = path if other else victim
+    assert main([str(tmp_path), "table=all", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert any(str(victim) in x and "left out of every statistic" in x for x in out.splitlines())
+    cell = pd.read_csv(tmp_path / "tables" / "table1.csv").query("row == 'att_kl' and task == 'toy'").iloc[0]
+    assert cell["n"] == 2 and cell["mean"] == pytest.approx(100 * (0.80 + 0.84) / 2)
