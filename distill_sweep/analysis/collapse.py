@@ -70,6 +70,7 @@ def reason(score: float, metric: str, baseline: float, preds: np.ndarray | None 
     why = [constant_reason(preds, labels)] if preds is not None else []
     if at_baseline(score, baseline):
         level = "chance" if metric in CHANCE_METRICS else "the dev majority-class"
-        why.append(f"{metric} {100 * score:.1f} at {level} level ({100 * baseline:.1f})")
+        where = "below" if score < baseline else "at"
+        why.append(f"{metric} {100 * score:.1f} {where} {level} level ({100 * baseline:.1f})")
     why = [w for w in why if w]
     return "; ".join(why) or None

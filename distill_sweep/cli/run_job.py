@@ -251,7 +251,7 @@ def _at_baseline_line(record: dict[str, Any], primary: str) -> None:
     level = ((record.get("teacher") or {}).get("majority_baseline") or {}).get(primary)
     score = record["best"]["dev"].get(primary)
     if isinstance(level, (int, float)) and isinstance(score, (int, float)) and collapse.at_baseline(score, level):
-        log.warning("the student's best %s %.4f is at the dev split's majority-class baseline %.4f: it learned "
+        log.warning("the student's best %s %.4f is at or below the dev split's majority-class baseline %.4f: it learned "
                     "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, level)
 
 
