@@ -468,6 +468,8 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         doc.text(f"final epoch's dev values, mean±std over seeds (ddof={opts.ddof}), (n) = runs; perplexity: lower "
                  "is better" + (f"; {decoder.SOURCES_NOTE}" if "data" in headers else "")
                  + (f"; {decoder.GENERATION_NOTE}" if decoder.GENERATION_LABELS & set(headers) else ""))
+        for note in decoder.collapsed_notes(parts[i]):
+            doc.text(note)
         if tests:
             doc.table(test_headers, tests)
             doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init (and data "

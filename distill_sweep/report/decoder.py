@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats, prediction_checks, stats
+from distill_sweep.analysis import collapse, example_stats, prediction_checks, stats
 from distill_sweep.data.generation_metrics import EXACT_MATCH, ROUGE_L
 from distill_sweep.records.predictions import PREDICTIONS, PredictionsError, SequenceSummary, read_predictions
 from distill_sweep.records.record import RecordError, load_record
 
 PROCEDURE = "causal_lm"
+collapse_mark = "‡"  # a cell with a collapsed run (as the encoder tables' footnotes)
 BASELINE = "fkl"  # the objective every other is tested against
 FIXED = "fixed"  # the data source every other is tested against: the data's own responses
 METRICS = (("perplexity", "perplexity"), ("token_accuracy", "token acc"), ("choice_accuracy", "choice acc"),
@@ -117,8 +118,49 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
                     "init": init, "data": data_source(procedure if isinstance(procedure, dict) else {}),
                     "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
                     "teacher_dev": teacher.get("dev") or {}, "data_key": data_key(rec),
-                    **{key: dev.get(key) for key, _ in METRICS}})
+                    **{key: dev.get(key) for key, _ in METRICS},
+                    **{f"baseline_{key}": (teacher.get("majority_baseline") or {}).get(key) for key in AT_BASELINE},
+                    "collapsed": collapsed_reason(dev, teacher.get("majority_baseline") or {})})
     return _one_setting_per_data(pd.DataFrame(out))
+
+
+AT_BASELINE = ("token_accuracy", "choice_accuracy")  # the dev baselines a decoder record holds (unigram_baseline)
+
+
+def collapsed_reason(dev: dict[str, Any], baseline: dict[str, Any]) -> str:
+    """Why a decoder run is collapsed (analysis/collapse.py's rule on its final dev values against the dev split's
+    most frequent token / most frequent choice, the record's `teacher.majority_baseline`), "" if it is not."""
+    why = []
+    for key in AT_BASELINE:
+        score, level = dev.get(key), baseline.get(key)
+        if isinstance(score, (int, float)) and isinstance(level, (int, float)) and collapse.at_baseline(score, level):
+            why.append(f"{key} {score:.3f} at or below the dev split's most frequent "
+                       f"{'token' if key == 'token_accuracy' else 'choice'} ({level:.3f})")
+    return "; ".join(why)
+
+
+def _mark(cell: pd.DataFrame, key: str) -> str:
+    """The collapse mark on a cell of `key` where one of its runs is at the dev baseline of that metric."""
+    if key not in AT_BASELINE or f"baseline_{key}" not in cell.columns:
+        return ""
+    flagged = [collapse.at_baseline(float(v), float(b)) for v, b in zip(cell[key], cell[f"baseline_{key}"],
+                                                                          strict=True)
+               if isinstance(v, (int, float)) and isinstance(b, (int, float))]
+    return f" {collapse_mark}" if any(flagged) else ""
+
+
+def collapsed_notes(part: pd.DataFrame) -> list[str]:
+    """One line per collapsed run of a setting (its cells carry the mark), and the rule."""
+    if "collapsed" not in part.columns:
+        return []
+    flagged = part[part["collapsed"].fillna("").astype(bool)]
+    notes = [f"{collapse_mark} collapsed run: {r['objective']} / {r['init']} / {r.get('data', FIXED)} / seed "
+             f"{r['seed']} ({Path(r['path']).parent}): {r['collapsed']}" for r in flagged.to_dict("records")]
+    if notes:
+        notes.append(f"{collapse_mark} marks a cell that includes a collapsed run (analysis/collapse.py: a final dev "
+                     f"value at most {100 * collapse.MARGIN:g} point above the dev split's most frequent token or "
+                     "choice); each run's values are in decoder_runs.csv")
+    return notes
 
 
 def data_key(rec: dict[str, Any]) -> str:
@@ -175,7 +217,7 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                         continue
                     layers = "/".join(sorted(set(cell["layers"])))
                     rows.append([objective, init, *([source] if axis else []), layers]
-                                + [_cell(cell[k], ddof) for k, _ in metrics])
+                                + [_cell(cell[k], ddof) + _mark(cell, k) for k, _ in metrics])
         tests, pvalues = [], []
         for label, init, tested, baseline in pairs(part):
             other, base = _by_seed(tested, "perplexity"), _by_seed(baseline, "perplexity")
@@ -196,6 +238,11 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                         "t", "p", "p (Holm)", "note"]
         teacher = part["teacher_dev"].iloc[0]
         line = "teacher dev: " + ", ".join(f"{label} {teacher[k]:.3f}" for k, label in metrics if k in teacher)
+        levels = [(label, part[f"baseline_{k}"].dropna()) for k, label in metrics if f"baseline_{k}" in part.columns]
+        levels = [(label, v.iloc[0]) for label, v in levels if not v.empty]
+        if levels:  # what a student that learned nothing scores: the reference a cell must clear
+            line += ("; dev baseline (always the most frequent token / choice): "
+                     + ", ".join(f"{label} {v:.3f}" for label, v in levels))
         out.append((f"Decoder distillation: {setting}", headers, rows, test_headers, tests, line))
     return out
 

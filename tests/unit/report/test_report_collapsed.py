@@ -95,3 +95,33 @@ def test_a_layouts_table_flags_its_collapsed_runs_too(tmp_path: Path, capsys: py
     assert "logit MSE" in line and "seed 1" in line and "its cell without it: 76.0 (1)" in line  # 1 - 12/50
     runs = pd.read_csv(tmp_path / "tables" / "runs_bilstm.csv")
     assert runs["collapsed"].sum() == 1
+
+
+def test_a_decoder_run_at_its_dev_baseline_is_marked_and_named(tmp_path: Path) -> None:
+    """The decoder demo's choice accuracies 0.26-0.31 stood with no reference (guessing gives 1/3): the table now
+    prints the dev baseline and marks a cell whose run is at or below it, naming the run."""
+    import json
+
+    from distill_sweep.report import decoder
+
+    rows = []
+    for objective, seed, choice in (("fkl", 1, 0.62), ("fkl", 2, 0.30), ("rkl", 1, 0.70), ("rkl", 2, 0.66)):
+        path = tmp_path / f"{objective}-{seed}" / "result.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({
+            "task": "causal_toy_instructions", "config": {"procedure": {"name": "causal_lm"}},
+            "final": {"dev": {"perplexity": 3.0, "token_accuracy": 0.5, "choice_accuracy": choice}},
+            "init": {"layers": [1]}, "teacher": {"dev": {"perplexity": 1.5, "choice_accuracy": 0.9},
+                                                 "majority_baseline": {"token_accuracy": 0.2, "choice_accuracy": 0.34}},
+            "causal_lm": {"data": {"key": "k"}}}))
+        rows.append({"procedure": "causal_lm", "status": "completed", "path": str(path), "init_name": "bottom",
+                     "student_name": "truncated", "task": "causal_toy_instructions", "teacher_name": "tiny_llama",
+                     "student_layers": 1, "objective": objective, "seed": seed})
+    frame = decoder.runs(pd.DataFrame(rows))
+    ((_, headers, cells, _, _, teacher),) = decoder.tables(frame, ddof=1, alpha=0.05)
+    choice = headers.index("choice acc")
+    by_objective = {r[0]: r for r in cells}
+    assert by_objective["fkl"][choice].endswith("‡") and not by_objective["rkl"][choice].endswith("‡")
+    assert "dev baseline" in teacher and "choice acc 0.340" in teacher
+    (line, rule) = decoder.collapsed_notes(decoder.setting_parts(frame)[0])
+    assert "fkl" in line and "seed 2" in line and "choice_accuracy 0.300 at or below" in line and "(0.340)" in line
