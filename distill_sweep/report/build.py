@@ -125,12 +125,13 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                      sc: pd.DataFrame, paper_sc: pd.DataFrame, systems: list[str]) -> None:
     """Table 1 (one init, a row per system): the table, its t-tests and examples, the paper's numbers, dev curves."""
     table, t1_records, t1_sc = _table1(opts, records, sc)
-    flagged = _flag_collapsed(files, table, t1_sc)
+    flagged = collapsed.flag_table(files, table, t1_sc)
     t1_paths = set(t1_records["path"])
     _table_section(doc, files, table, opts)
     tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
     _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
-    _collapsed_line(doc, flagged)
+    for line in collapsed.tests_lines(flagged):
+        doc.text(line)
     _examples_section(doc, files, "table1", t1_records, tests, table)
     if not tests.empty:
         tested = set(tests["a"]) | set(tests["b"])
@@ -168,13 +169,14 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
     table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
                         stats.row_averages(agg), by_init=True, metric_mode=opts.metric)
-    flagged = _flag_collapsed(files, table, sc)
+    flagged = collapsed.flag_table(files, table, sc)
     _table_section(doc, files, table, opts)
     inits = frames.init_order(records)
     tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
                    ["system"], opts)
-    _collapsed_line(doc, flagged)
+    for line in collapsed.tests_lines(flagged):
+        doc.text(line)
     _examples_section(doc, files, "table3", records, tests, table, level="init_label", within=("system",))
     _per_task_figure(doc, table, sc, opts.alpha)
     if opts.paper:
@@ -184,27 +186,6 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems, inits)
         doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
                    + figures.curve_figures(curves, systems, inits))
-
-
-def _flag_collapsed(files: dict[str, Any], table: Table, sc: pd.DataFrame,
-                    row_of: dict[tuple[str, str], str] | None = None) -> list[str]:
-    """Collapsed runs (report.collapsed, the rule in analysis/collapse.py): each named in the table's footnotes
-    with its cell's value without it; every run's value per seed in runs_<table>.csv. Returns their names.
-    `row_of`: (system, init) -> the row's name (default: the table's rows)."""
-    row_of = row_of or {(r.system, r.init): " / ".join(r.labels) for r in table.rows}
-    notes, runs = collapsed.flag(sc, row_of)
-    table.notes += notes
-    if runs.empty:
-        return []
-    files[f"runs_{table.key}.csv"] = runs
-    return [f"{r['task']} / {r['row']} / seed {r['seed']}" for r in runs[runs["collapsed"]].to_dict("records")]
-
-
-def _collapsed_line(doc: Doc, flagged: list[str]) -> None:
-    """Under a tests table: the collapsed runs its pairs include (named under the table above)."""
-    if flagged:
-        doc.text(f"{collapsed.MARK} these tests pair {len(flagged)} collapsed run(s), kept (see the table's "
-                 f"footnotes): {', '.join(flagged)}")
 
 
 def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> None:
@@ -344,12 +325,13 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
         return
     built.table.notes += [f"note: {note}" for note in built.notes]
     layout_sc, _ = frames.scores(built.records, layout.metric_mode or opts.metric)
-    flagged = _flag_collapsed(files, built.table, layout_sc, dict(zip(
+    flagged = collapsed.flag_table(files, built.table, layout_sc, dict(zip(
         zip(built.records["system"], built.records["init_label"], strict=True), built.records["row"], strict=True)))
     _table_section(doc, files, built.table, opts)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
                    [], opts)
-    _collapsed_line(doc, flagged)
+    for line in collapsed.tests_lines(flagged):
+        doc.text(line)
     _examples_section(doc, files, layout.key, built.records, built.tests, built.table, level="row")
     if opts.paper and built.comparison is not None:
         doc.heading(f"{layout.title}: the paper's numbers beside ours")

@@ -19,6 +19,7 @@ import pandas as pd
 from distill_sweep.analysis import collapse, prediction_checks
 from distill_sweep.records.predictions import PredictionsError, read_predictions
 from distill_sweep.records.record import Record, RecordError, load_record
+from distill_sweep.report.tables import Table
 
 MARK = "‡"  # the footnote mark of a collapsed run
 
@@ -86,3 +87,25 @@ def flag(scores: pd.DataFrame, row_of: dict[tuple[str, str], str]) -> tuple[list
                      "includes it; every run's value per seed, the cell's min-max and its mean without collapsed "
                      "runs are in the table's runs_*.csv")
     return notes, frame.drop(columns=["path"]).assign(path=frame["path"])
+
+
+def flag_table(files: dict[str, Any], table: Table, scores: pd.DataFrame,
+               row_of: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """A table's collapsed runs: each named in its footnotes with its cell's value without it, every run's value
+    per seed in files["runs_<table>.csv"]. Returns the collapsed runs' names (for `tests_lines`). `row_of`:
+    (system, init) -> the row's name (default: the table's rows)."""
+    row_of = row_of or {(r.system, r.init): " / ".join(r.labels) for r in table.rows}
+    notes, runs = flag(scores, row_of)
+    table.notes += notes
+    if runs.empty:
+        return []
+    files[f"runs_{table.key}.csv"] = runs
+    return [f"{r['task']} / {r['row']} / seed {r['seed']}" for r in runs[runs["collapsed"]].to_dict("records")]
+
+
+def tests_lines(flagged: list[str]) -> list[str]:
+    """Under a tests table: the collapsed runs its pairs include (named under the table above)."""
+    if not flagged:
+        return []
+    return [f"{MARK} these tests pair {len(flagged)} collapsed run(s), kept (see the table's footnotes): "
+            + ", ".join(flagged)]
