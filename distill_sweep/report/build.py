@@ -217,7 +217,9 @@ def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOp
     doc.heading(table.title)
     headers, rows = table_rows(table, "terminal")
     _, md_rows = table_rows(table, "markdown")
-    doc.table(headers, rows, md_rows, tips=figures.table_tips(table), css="report")
+    runs = files.get(f"runs_{table.key}.csv")  # collapsed runs marked, values per seed on hover (report.collapsed)
+    rows, md_rows = collapsed.mark_cells(table, runs, rows), collapsed.mark_cells(table, runs, md_rows)
+    doc.table(headers, rows, md_rows, tips=collapsed.seed_tips(table, runs, figures.table_tips(table)), css="report")
     for note in table_footnotes(table, opts.ddof, selection):
         doc.text(note)
     doc.figure(figures.table_heatmaps(table, opts.baseline))

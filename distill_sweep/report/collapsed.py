@@ -109,3 +109,43 @@ def tests_lines(flagged: list[str]) -> list[str]:
         return []
     return [f"{MARK} these tests pair {len(flagged)} collapsed run(s), kept (see the table's footnotes): "
             + ", ".join(flagged)]
+
+
+def _cell_runs(table: Table, runs: pd.DataFrame | None) -> list[dict[str, pd.DataFrame]]:
+    """Per row of `table`, per task: its runs in `runs` (flag's frame; a row is named as flag named it)."""
+    out: list[dict[str, pd.DataFrame]] = []
+    for row in table.rows:
+        if runs is None or runs.empty:
+            out.append({})
+            continue
+        mine = runs[runs["row"].isin({" / ".join(row.labels), row.system})
+                    & (runs["init_label"].astype(str) == str(row.init) if row.init else True)]
+        out.append({task: group for task, group in mine.groupby("task")})
+    return out
+
+
+def mark_cells(table: Table, runs: pd.DataFrame | None, body: list[list[str]]) -> list[list[str]]:
+    """The rendered rows (labels, a cell per task, Avg) with MARK after each cell that includes a collapsed run."""
+    out = [list(line) for line in body]
+    for line, row, cells in zip(out, table.rows, _cell_runs(table, runs), strict=True):
+        for j, task in enumerate(table.tasks):
+            group = cells.get(task)
+            if group is not None and group["collapsed"].any():
+                line[len(row.labels) + j] += f" {MARK}"
+    return out
+
+
+def seed_tips(table: Table, runs: pd.DataFrame | None, tips: list[list[str]]) -> list[list[str]]:
+    """The HTML hover texts with each cell's values per seed (collapsed ones marked) and their min-max."""
+    out = [list(line) for line in tips]
+    for line, row, cells in zip(out, table.rows, _cell_runs(table, runs), strict=True):
+        for j, task in enumerate(table.tasks):
+            group = cells.get(task)
+            if group is None or group.empty:
+                continue
+            group = group.sort_values("seed")
+            values = ", ".join(f"seed {s}: {v:.1f}" + (f" {MARK}" if c else "")
+                               for s, v, c in zip(group["seed"], group["value"], group["collapsed"], strict=True))
+            line[len(row.labels) + j] += (f"; per seed: {values} (min-max {group['value'].min():.1f}-"
+                                          f"{group['value'].max():.1f})")
+    return out

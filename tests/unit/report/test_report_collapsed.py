@@ -125,3 +125,20 @@ def test_a_decoder_run_at_its_dev_baseline_is_marked_and_named(tmp_path: Path) -
     assert "dev baseline" in teacher and "choice acc 0.340" in teacher
     (line, rule) = decoder.collapsed_notes(decoder.setting_parts(frame)[0])
     assert "fkl" in line and "seed 2" in line and "choice_accuracy 0.300 at or below" in line and "(0.340)" in line
+
+
+def test_the_cell_with_a_collapsed_run_is_marked_and_its_hover_lists_the_seeds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for s, wrong in ((0, 8), (1, 10)):
+        _run(tmp_path, "att_kl", s, _learned(wrong, s))
+    _run(tmp_path, "att_kl", 2, np.zeros(N, dtype=np.int16))
+    for s in range(3):
+        _run(tmp_path, "att_mse", s, _learned(12 + s, 10 + s))
+    assert main([str(tmp_path), "table=1", "paper=false"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("== Table 1: objectives")[1].split("\n\n")[1]
+    (att_kl,) = [x for x in table.splitlines() if x.startswith("att_kl")]
+    (att_mse,) = [x for x in table.splitlines() if x.startswith("att_mse")]
+    assert "72.7±16.29 (3) ‡" in att_kl and "‡" not in att_mse  # mean of 84, 80, 54; std by hand
+    html = (tmp_path / "tables" / "report.html").read_text()
+    assert "per seed: seed 0: 84.0, seed 1: 80.0, seed 2: 54.0 ‡ (min-max 54.0-84.0)" in html
