@@ -17,6 +17,7 @@ slice; its token accuracy sum(right) / sum(targets).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -88,6 +89,9 @@ def _resampled(seed_diff: Callable[[int, np.ndarray], np.ndarray], n_seeds: int,
     diffs = (seeds * per_seed).sum(axis=1) / n_seeds
     ones = np.ones((1, n))
     observed = float(np.mean([seed_diff(s, ones)[0] for s in range(n_seeds)]))
+    if not (math.isfinite(observed) and np.all(np.isfinite(diffs))):
+        # a NaN or inf anywhere (a diverged run's NLL): no interval and no p beside a difference that is not one
+        return {"diff": observed, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan}
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(diffs, [tail, 1.0 - tail])
     return {"diff": observed, "ci_low": float(lo), "ci_high": float(hi), "p": _p_two_sided(diffs)}

@@ -28,7 +28,9 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep.analysis import prediction_checks
 from distill_sweep.analysis.paper import INIT_NAME_ORDER, as_float, column_metric, norm_task, objective_rank
+from distill_sweep.records.predictions import PredictionsError, read_predictions
 from distill_sweep.records.record import (
     SCORED_STAGES,
     STATUSES,
@@ -60,7 +62,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "teacher_dev", "student_id", "student_name",
     "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
     "init_label", "seed", "seeds", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
-    "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch",
+    "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch", "dev_hash",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
     "path", "task", "objective", "system", "init_label", "init_name", "seed", "config_hash", "stage",
@@ -146,6 +148,8 @@ def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
         # for the HTML report's job list: the code's commit, cost, and "stage epoch" of the run's best epoch
         "git_commit": rec.git_commit, "wall_time_s": rec.wall_time_s, "peak_memory_mb": rec.peak_memory_mb,
         "best_epoch": f"{rec.best.get('stage')} {rec.best.get('epoch')}" if complete and rec.best else None,
+        # the content hash of the dev split its primary metric scores (None: written before records kept it)
+        "dev_hash": next(iter((rec.data.dev_hash or {}).values()), None),
     }
     row["primary"] = dev.get(row["primary_metric"], math.nan)
     row.update({f"dev.{k}": v for k, v in dev.items()})
@@ -406,6 +410,54 @@ def select_init(records: pd.DataFrame, init: str = "skip") -> tuple[pd.DataFrame
     label = str(pool["init_label"].value_counts().index[0])
     note = f"no records with init {init!r}; Table 1 uses the most common init instead: {label}"
     return records[records["init_label"] == label], note
+
+
+def one_dev_set(records: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The records less the completed runs scored on another dev set than most completed runs of their task (by
+    the records' `dev_hash`; ties: the smallest hash), and one line per run left out naming it and why. Every
+    statistic that pools or pairs runs (cells, t-tests, multi-bootstrap, curves) reads the records after this,
+    so none pools two dev sets. A record without a hash (written before records kept it) is judged by its
+    predictions file's, where that file gives the record's metric back; with neither it cannot be checked: it
+    stays, said in one line per task."""
+    if records.empty:
+        return records, []
+    done = records[(records["status"] == "completed")]
+    done = done.assign(dev_hash=[h if isinstance(h, str) and h else _dev_hash_from_predictions(p)
+                                 for h, p in zip(done["dev_hash"], done["path"], strict=True)])
+    drop, notes = set(), []
+    for task, group in done.groupby("task", sort=True):
+        hashes = [h for h in group["dev_hash"] if isinstance(h, str) and h]
+        counts = pd.Series(hashes, dtype=object).value_counts()
+        if counts.empty:
+            continue
+        most = min(counts.index, key=lambda h: (-int(counts[h]), h))
+        for r in group.to_dict("records"):
+            h = r["dev_hash"]
+            if isinstance(h, str) and h and h != most:
+                drop.add(r["path"])
+                notes.append(f"left out of every statistic: {task} / {r['system']} / init {r['init_label']} / "
+                             f"seed {r['seed']} ({r['path']}): scored on another dev set (content {h[:10]}) than "
+                             f"the other {int(counts[most])} run(s) of {task} ({most[:10]})")
+        unknown = len(group) - len(hashes)
+        if unknown:
+            notes.append(f"{unknown} completed {task} run(s) name no dev set (written before records kept its "
+                         "hash): pooled unchecked with the others")
+    return records[~records["path"].isin(drop)], notes
+
+
+def _dev_hash_from_predictions(path: str) -> str | None:
+    """For a record that names no dev set (written before records kept it): the dev hash of its predictions file,
+    when that file gives the record's own metric back (so it was made with the record's run); else None."""
+    try:
+        got = read_predictions(Path(path).parent)
+        if got is None:
+            return None
+        rec = Record.from_dict(load_json(Path(path)))
+    except (PredictionsError, RecordError):
+        return None
+    if prediction_checks.metric_reason(got, rec) is not None:
+        return None
+    return got.dev_hash.get(prediction_checks.scored_split(got) or "")
 
 
 def scores(records: pd.DataFrame, mode: str = "header") -> tuple[pd.DataFrame, list[str]]:

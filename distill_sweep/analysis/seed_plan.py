@@ -58,7 +58,7 @@ def plan(results_dir: str | Path, planned: Sequence[dict[str, Any]], alpha: floa
     rows = []
     pilot = pd.DataFrame()
     if Path(results_dir).is_dir():
-        records = frames.load_store(results_dir).records
+        records, _ = frames.one_dev_set(frames.load_store(results_dir).records)  # one dev set, as the report
         if not records.empty:
             sc, _ = frames.scores(records)
             # a record's init directory (hashing.job_dir: <task>/<part>/<init>/<seed>/<hash>/result.json)

@@ -21,6 +21,7 @@ import hydra
 import omegaconf
 from omegaconf import DictConfig, OmegaConf
 
+from distill_sweep.analysis import collapse
 from distill_sweep.config.parse import as_dict
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
@@ -247,7 +248,18 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
     log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", job.task,
              what, job.init.spec, job.seed, primary, best["dev"][primary],
              best["stage"], best["epoch"], record["final"]["dev"][primary], record["wall_time_s"])
+    _at_baseline_line(record, primary)
     return record
+
+
+def _at_baseline_line(record: dict[str, Any], primary: str) -> None:
+    """Say when the student's best score is at its dev split's majority-class baseline (analysis/collapse.py's
+    rule, the report's collapsed runs): a student that learned nothing must not look like one that did."""
+    level = ((record.get("teacher") or {}).get("majority_baseline") or {}).get(primary)
+    score = record["best"]["dev"].get(primary)
+    if isinstance(level, (int, float)) and isinstance(score, (int, float)) and collapse.at_baseline(score, level):
+        log.warning("the student's best %s %.4f is at or below the dev split's majority-class baseline %.4f: it learned "
+                    "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, level)
 
 
 def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:

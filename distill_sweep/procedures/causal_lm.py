@@ -69,7 +69,7 @@ from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed
 from distill_sweep.training.context import RunContext
 from distill_sweep.training.loop import LossFn, seed_everything
-from distill_sweep.training.prediction_capture import SequenceCapture, sequences_hash
+from distill_sweep.training.prediction_capture import SequenceCapture, dev_sequences_hash
 from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
@@ -290,9 +290,7 @@ class CausalContext(RunContext):
         sink = None
         if driver_args.get("history") is self.record.get("epochs"):  # the student's: keep its per-sequence sums
             dev = self.causal.dev
-            self.predictions = SequenceCapture(self.job.out_dir, sequences_hash(dev.ids, dev.lengths,
-                                                                                dev.first_target, dev.choice),
-                                               driver_args["history"])
+            self.predictions = SequenceCapture(self.job.out_dir, dev_sequences_hash(dev), driver_args["history"])
             sink = self.predictions.keep
         driver = sequence_driver(self, self.causal, self.job.procedure_settings.batch_size,
                                  generation_evaluator(self.job, self.causal, self.tokenizer, sink), **driver_args)
@@ -442,7 +440,8 @@ def run(ctx: RunContext) -> None:
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
     record["config"]["task"] = None  # ignored: the job reads its own data
     record["init"].update(layers=list(init.layers))
-    record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(s_data.dev))
+    record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(s_data.dev),
+                          dev_hash={SequenceCapture.SPLIT: dev_sequences_hash(s_data.dev)})
     record["causal_lm"] = {
         "data": s_data.info, "teacher": teacher_info, "family": family_of_model(teacher).name, "layer_map": layer_map,
         "prune": pruned, "ranks": world.size, "epochs": epochs, "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),

@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,16 +97,21 @@ def write_predictions(directory: Path, preds: dict[str, np.ndarray], labels: dic
 
 
 def read_predictions(directory: Path) -> DevPredictions | None:
-    """The predictions beside a record, None when there are none; PredictionsError when the file is damaged
-    (a checksum or its layout does not match)."""
+    """The predictions beside a record, None when there are none; PredictionsError (one line: the file and why)
+    when the file cannot be trusted: unreadable or cut short (a partial copy), a `meta` of another layout, a
+    checksum that does not match, arrays of unequal lengths or a non-finite decoder NLL."""
     path = directory / PREDICTIONS
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as data:
-            meta: dict[str, Any] = json.loads(str(data["meta"]))
+            meta: Any = json.loads(str(data["meta"]))
+            _check_meta(meta)
             arrays = {name: data[name] for name in meta["sha256"]}
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+    except PredictionsError as exc:
+        raise PredictionsError(f"{path}: {exc}") from None
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        # a truncated zip (a partial copy) is BadZipFile or EOFError, a missing member KeyError
         raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
     for name, digest in meta["sha256"].items():
         if _digest(arrays[name]) != digest:
@@ -114,11 +120,35 @@ def read_predictions(directory: Path) -> DevPredictions | None:
     lm_splits = [name.split("/", 1)[1] for name in arrays if name.startswith("nll/")]
     try:
         sequences = {s: SequenceSummary(*(arrays[f"{f}/{s}"] for f in SEQUENCE_FIELDS)) for s in lm_splits}
+        preds = {s: arrays[f"pred/{s}"] for s in splits}
+        labels = {s: arrays[f"label/{s}"] for s in splits}
     except KeyError as exc:
-        raise PredictionsError(f"{path}: a decoder split lacks {exc}") from None
-    if any(len({len(getattr(q, f)) for f in SEQUENCE_FIELDS}) != 1 for q in sequences.values()):
-        raise PredictionsError(f"{path}: a decoder split's arrays differ in length")
-    return DevPredictions(preds={s: arrays[f"pred/{s}"] for s in splits},
-                          labels={s: arrays[f"label/{s}"] for s in splits},
-                          dev_hash=dict(meta["dev_hash"]), stage=str(meta["stage"]), epoch=int(meta["epoch"]),
-                          sequences=sequences)
+        raise PredictionsError(f"{path}: a split lacks {exc}") from None
+    for s in splits:
+        if preds[s].ndim != 1 or labels[s].shape != preds[s].shape:
+            raise PredictionsError(f"{path}: split {s}'s predictions {preds[s].shape} and labels {labels[s].shape} "
+                                   "differ in shape")
+        if not (np.issubdtype(preds[s].dtype, np.number) and np.issubdtype(labels[s].dtype, np.number)):
+            raise PredictionsError(f"{path}: split {s}'s arrays are not numeric")
+    for s, q in sequences.items():
+        if any(getattr(q, f).ndim != 1 for f in SEQUENCE_FIELDS) or len({len(getattr(q, f))
+                                                                           for f in SEQUENCE_FIELDS}) != 1:
+            raise PredictionsError(f"{path}: a decoder split's arrays differ in length")
+        if not np.issubdtype(q.nll.dtype, np.number) or not np.all(np.isfinite(q.nll)):
+            raise PredictionsError(f"{path}: split {s} has a non-finite per-sequence NLL")
+    return DevPredictions(preds=preds, labels=labels, dev_hash=dict(meta["dev_hash"]), stage=str(meta["stage"]),
+                          epoch=int(meta["epoch"]), sequences=sequences)
+
+
+def _check_meta(meta: Any) -> None:
+    """`meta` as write_predictions writes it, else PredictionsError saying what is odd."""
+    if not isinstance(meta, dict):
+        raise PredictionsError(f"meta is a {type(meta).__name__}, not an object")
+    if not isinstance(meta.get("sha256"), dict) or not all(isinstance(v, str) for v in meta["sha256"].values()):
+        raise PredictionsError("meta.sha256 is not an object of checksums")
+    dev_hash = meta.get("dev_hash")
+    if not isinstance(dev_hash, dict) or not all(isinstance(v, str) for v in dev_hash.values()):
+        raise PredictionsError("meta.dev_hash is not an object of content hashes")
+    epoch = meta.get("epoch")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not isinstance(meta.get("stage"), str):
+        raise PredictionsError("meta.stage or meta.epoch is missing or of another type")

@@ -200,6 +200,15 @@ class DataInfo:
     max_dev_samples: int | None = None  # the same for dev examples
     train_size: int | None = None  # training examples used
     dev_size: int | None = None  # dev examples evaluated
+    # each dev split's content hash (its token ids, labels and row order; a decoder's dev sequences): the report
+    # pools and compares only runs scored on the same dev content (null: written before records kept it)
+    dev_hash: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.dev_hash is None:  # records of jobs that do not know it keep the keys they had
+            del out["dev_hash"]
+        return out
 
 
 @dataclass
@@ -262,7 +271,7 @@ class Record:
             out["seeds"] = copy.deepcopy(self.seeds)
         out.update({
             "init": asdict(self.init),
-            "student": asdict(self.student), "teacher": self.teacher.to_dict(), "data": asdict(self.data),
+            "student": asdict(self.student), "teacher": self.teacher.to_dict(), "data": self.data.to_dict(),
             "primary_metric": self.primary_metric, "epochs": copy.deepcopy(self.epochs),
             "best": copy.deepcopy(self.best), "final": copy.deepcopy(self.final),
         })
@@ -312,7 +321,7 @@ class Record:
             procedure=str(d.get("procedure") or "task_specific"), error=_opt_str(d.get("error")),
             traceback=_opt_str(d.get("traceback")), config_hash=str(d.get("config_hash") or ""),
             init=init, student=student, teacher=teacher,
-            data=DataInfo(**{k: _opt_int(data.get(k), f"data.{k}") for k in DataInfo.__dataclass_fields__}),
+            data=_read_data(data),
             primary_metric=_opt_str(d.get("primary_metric")),
             epochs=[dict(e) for e in epochs if isinstance(e, dict)] if isinstance(epochs, list) else [],
             best=dict(d["best"]) if isinstance(d.get("best"), dict) else None,
@@ -338,6 +347,15 @@ class Record:
 _PLAIN_FIELDS = ("wall_time_s", "samples_per_s", "peak_memory_mb", "peak_memory_kind", "device",
                  "nonfinite_skipped", "padding", "teacher_outputs", "attempts", "requeued", "resumed", "wandb", "config", "versions",
                  "git_commit", "started_at", "finished_at")
+
+
+def _read_data(data: dict[str, Any]) -> DataInfo:
+    sizes = {k: _opt_int(data.get(k), f"data.{k}") for k in DataInfo.__dataclass_fields__ if k != "dev_hash"}
+    dev_hash = data.get("dev_hash")
+    if dev_hash is not None and not (isinstance(dev_hash, dict)
+                                     and all(isinstance(v, str) for v in dev_hash.values())):
+        raise RecordError(f"data.dev_hash {dev_hash!r} is not an object of content hashes")
+    return DataInfo(**sizes, dev_hash={str(k): v for k, v in dev_hash.items()} if dev_hash is not None else None)
 
 
 def _read_init(init: Any) -> InitInfo:

@@ -7,6 +7,7 @@ A system is (procedure, objective, teacher, student): see distill_sweep.analysis
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -16,7 +17,16 @@ import pandas as pd
 
 from distill_sweep.analysis import example_stats, frames, paper, stats
 from distill_sweep.analysis.interaction import init_interactions
-from distill_sweep.report import decoder, examples, figures, interaction, layout_table, pretraining, variance
+from distill_sweep.report import (
+    collapsed,
+    decoder,
+    examples,
+    figures,
+    interaction,
+    layout_table,
+    pretraining,
+    variance,
+)
 from distill_sweep.report.layouts import EARLY_EXIT, LAYOUTS, Layout
 from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
@@ -59,14 +69,18 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
     # distillations on a corpus and the fine-tuning of their students have Tables 2 and 4 of their own
     own = pretraining.is_own(st.records)
     decoders = decoder.is_own(st.records)  # students of decoder LMs: the decoder table of their own
-    records = st.records[~own & ~decoders]
+    # one dev set per task: runs scored on another are left out of every statistic below, named (frames)
+    records, dev_notes = frames.one_dev_set(st.records[~own & ~decoders])
+    left = set(st.records[~own & ~decoders]["path"]) - set(records["path"])
+    st = dataclasses.replace(st, curves=st.curves[~st.curves["path"].isin(left)],
+                             early_exit=st.early_exit[~st.early_exit["path"].isin(left)])
     doc = Doc()
     files: dict[str, Any] = {}
     counts = frames.status_counts(st.records)
     _preamble(doc, opts, st, records, counts)
     sc, notes = frames.scores(records, opts.metric)
     paper_sc, _ = frames.scores(records, "paper")
-    for note in notes:
+    for note in [*notes, *dev_notes]:
         doc.text(f"note: {note}")
     systems = frames.system_order(records)
     _check_baseline(opts.baseline, systems)
@@ -125,10 +139,13 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                      sc: pd.DataFrame, paper_sc: pd.DataFrame, systems: list[str]) -> None:
     """Table 1 (one init, a row per system): the table, its t-tests and examples, the paper's numbers, dev curves."""
     table, t1_records, t1_sc = _table1(opts, records, sc)
+    flagged = collapsed.flag_table(files, table, t1_sc)
     t1_paths = set(t1_records["path"])
     _table_section(doc, files, table, opts)
     tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
     _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
+    for line in collapsed.tests_lines(flagged):
+        doc.text(line)
     _examples_section(doc, files, "table1", t1_records, tests, table)
     if not tests.empty:
         tested = set(tests["a"]) | set(tests["b"])
@@ -166,6 +183,7 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     agg = stats.aggregate(sc, ddof=opts.ddof, ci=opts.ci)
     table = build_table("table3", "Table 3: objective x student initialisation", records, agg,
                         stats.row_averages(agg), by_init=True, metric_mode=opts.metric, scores=sc, alpha=opts.alpha)
+    flagged = collapsed.flag_table(files, table, sc)
     inits = frames.init_order(records)
     tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
     # the table's claim is an interaction: tested in the table's Holm family, stated under the table
@@ -175,6 +193,8 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     _table_section(doc, files, table, opts)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
                    ["system"], opts)
+    for line in collapsed.tests_lines(flagged):
+        doc.text(line)
     interaction.interaction_section(doc, files, inter, opts.alpha, len(family))
     _examples_section(doc, files, "table3", records, tests, table, level="init_label", within=("system",))
     _per_task_figure(doc, table, sc, opts.alpha)
@@ -216,7 +236,9 @@ def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOp
     doc.heading(table.title)
     headers, rows = table_rows(table, "terminal")
     _, md_rows = table_rows(table, "markdown")
-    doc.table(headers, rows, md_rows, tips=figures.table_tips(table), css="report")
+    runs = files.get(f"runs_{table.key}.csv")  # collapsed runs marked, values per seed on hover (report.collapsed)
+    rows, md_rows = collapsed.mark_cells(table, runs, rows), collapsed.mark_cells(table, runs, md_rows)
+    doc.table(headers, rows, md_rows, tips=collapsed.seed_tips(table, runs, figures.table_tips(table)), css="report")
     for note in table_footnotes(table, opts.ddof, selection):
         doc.text(note)
     doc.figure(figures.table_heatmaps(table, opts.baseline, opts.alpha))
@@ -338,9 +360,14 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
                  + "; ".join(" / ".join(row) for row in layout.skeleton) + ")")
         return
     built.table.notes += [f"note: {note}" for note in built.notes]
+    layout_sc, _ = frames.scores(built.records, layout.metric_mode or opts.metric)
+    flagged = collapsed.flag_table(files, built.table, layout_sc, dict(zip(
+        zip(built.records["system"], built.records["init_label"], strict=True), built.records["row"], strict=True)))
     _table_section(doc, files, built.table, opts)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
                    [], opts)
+    for line in collapsed.tests_lines(flagged):
+        doc.text(line)
     _examples_section(doc, files, layout.key, built.records, built.tests, built.table, level="row")
     if opts.paper and built.comparison is not None:
         doc.heading(f"{layout.title}: the paper's numbers beside ours")
@@ -459,6 +486,8 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         doc.text(f"final epoch's dev values, mean±std over seeds (ddof={opts.ddof}), (n) = runs; perplexity: lower "
                  "is better" + (f"; {decoder.SOURCES_NOTE}" if "data" in headers else "")
                  + (f"; {decoder.GENERATION_NOTE}" if decoder.GENERATION_LABELS & set(headers) else ""))
+        for note in decoder.collapsed_notes(parts[i]):
+            doc.text(note)
         if tests:
             doc.table(test_headers, tests)
             doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init (and data "

@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats, stats
+from distill_sweep.analysis import collapse, example_stats, prediction_checks, stats
 from distill_sweep.data.generation_metrics import EXACT_MATCH, ROUGE_L
-from distill_sweep.records.predictions import PredictionsError, SequenceSummary, read_predictions
+from distill_sweep.records.predictions import PREDICTIONS, PredictionsError, SequenceSummary, read_predictions
+from distill_sweep.records.record import RecordError, load_record
 
 PROCEDURE = "causal_lm"
+collapse_mark = "‡"  # a cell with a collapsed run (as the encoder tables' footnotes)
 BASELINE = "fkl"  # the objective every other is tested against
 FIXED = "fixed"  # the data source every other is tested against: the data's own responses
 METRICS = (("perplexity", "perplexity"), ("token_accuracy", "token acc"), ("choice_accuracy", "choice acc"),
@@ -115,9 +117,76 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
                                f"{r['student_layers']}L", "objective": str(r["objective"]),
                     "init": init, "data": data_source(procedure if isinstance(procedure, dict) else {}),
                     "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
-                    "teacher_dev": teacher.get("dev") or {}, "metric_ids": metric_ids(rec),
-                    **{key: dev.get(key) for key, _ in METRICS}})
-    return pd.DataFrame(out)
+                    "teacher_dev": teacher.get("dev") or {}, "metric_ids": metric_ids(rec), "data_key": data_key(rec),
+                    **{key: dev.get(key) for key, _ in METRICS},
+                    **{f"baseline_{key}": (teacher.get("majority_baseline") or {}).get(key) for key in AT_BASELINE},
+                    "collapsed": collapsed_reason(dev, teacher.get("majority_baseline") or {})})
+    return _one_setting_per_data(pd.DataFrame(out))
+
+
+AT_BASELINE = ("token_accuracy", "choice_accuracy")  # the dev baselines a decoder record holds (unigram_baseline)
+
+
+def collapsed_reason(dev: dict[str, Any], baseline: dict[str, Any]) -> str:
+    """Why a decoder run is collapsed (analysis/collapse.py's rule on its final dev values against the dev split's
+    most frequent token / most frequent choice, the record's `teacher.majority_baseline`), "" if it is not."""
+    why = []
+    for key in AT_BASELINE:
+        score, level = dev.get(key), baseline.get(key)
+        if isinstance(score, (int, float)) and isinstance(level, (int, float)) and collapse.at_baseline(score, level):
+            why.append(f"{key} {score:.3f} at or below the dev split's most frequent "
+                       f"{'token' if key == 'token_accuracy' else 'choice'} ({level:.3f})")
+    return "; ".join(why)
+
+
+def _mark(cell: pd.DataFrame, key: str) -> str:
+    """The collapse mark on a cell of `key` where one of its runs is at the dev baseline of that metric."""
+    if key not in AT_BASELINE or f"baseline_{key}" not in cell.columns:
+        return ""
+    flagged = [collapse.at_baseline(float(v), float(b)) for v, b in zip(cell[key], cell[f"baseline_{key}"],
+                                                                          strict=True)
+               if isinstance(v, (int, float)) and isinstance(b, (int, float))]
+    return f" {collapse_mark}" if any(flagged) else ""
+
+
+def collapsed_notes(part: pd.DataFrame) -> list[str]:
+    """One line per collapsed run of a setting (its cells carry the mark), and the rule."""
+    if "collapsed" not in part.columns:
+        return []
+    flagged = part[part["collapsed"].fillna("").astype(bool)]
+    notes = [f"{collapse_mark} collapsed run: {r['objective']} / {r['init']} / {r.get('data', FIXED)} / seed "
+             f"{r['seed']} ({Path(r['path']).parent}): {r['collapsed']}" for r in flagged.to_dict("records")]
+    if notes:
+        notes.append(f"{collapse_mark} marks a cell that includes a collapsed run (analysis/collapse.py: a final dev "
+                     f"value at most {100 * collapse.MARGIN:g} point above the dev split's most frequent token or "
+                     "choice); each run's values are in decoder_runs.csv")
+    return notes
+
+
+def data_key(rec: dict[str, Any]) -> str:
+    """The content key of the data a decoder job trained and was scored on (`causal_lm.data`: the corpus cache's
+    key, else the digest of the splits' token ids, data/decoder.py), "" for records without it. A job on the
+    user's own JSONL keeps the demo's `instructions.name` unless told otherwise: its name cannot tell them apart."""
+    data = (rec.get("causal_lm") or {}).get("data") or {}
+    return str(data.get("cache_key") or data.get("key") or "") if isinstance(data, dict) else ""
+
+
+def _one_setting_per_data(frame: pd.DataFrame) -> pd.DataFrame:
+    """Settings whose runs were on more than one data set (same name, other content) split into one setting per
+    data set, named by its content key, so no cell, test or comparison pools two data sets."""
+    if frame.empty:
+        return frame
+    for setting, part in frame.groupby("setting", sort=False):
+        if part["data_key"].nunique() > 1:
+            keys = part["data_key"].map(lambda k: f", data {k[:10]}" if k else ", data unnamed (an older record)")
+            frame.loc[part.index, "setting"] = setting + keys
+    return frame
+
+
+def _by_seed(runs: pd.DataFrame, column: str) -> pd.Series:
+    """`column` by seed, one run per seed (a rerun of the same seed: the last read) so pairs match one to one."""
+    series = runs.set_index("seed")[column]
+    return series[~series.index.duplicated(keep="last")]
 
 
 def metric_ids(record: dict[str, Any]) -> int | None:
@@ -155,10 +224,10 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                         continue
                     layers = "/".join(sorted(set(cell["layers"])))
                     rows.append([objective, init, *([source] if axis else []), layers]
-                                + [_cell(cell[k], ddof) for k, _ in metrics])
+                                + [_cell(cell[k], ddof) + _mark(cell, k) for k, _ in metrics])
         tests, pvalues = [], []
         for label, init, tested, baseline in pairs(part):
-            other, base = tested.set_index("seed")["perplexity"], baseline.set_index("seed")["perplexity"]
+            other, base = _by_seed(tested, "perplexity"), _by_seed(baseline, "perplexity")
             seeds = sorted(set(base.index) & set(other.index))
             if not seeds:
                 continue
@@ -180,6 +249,11 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
         if shared:  # procedure.vocab=shared_prefix: the metrics were scored over the shared ids only
             line += (f"; metrics of procedure.vocab=shared_prefix runs over the shared ids only "
                      f"({', '.join(f'0..{n - 1}' for n in shared)})")
+        levels = [(label, part[f"baseline_{k}"].dropna()) for k, label in metrics if f"baseline_{k}" in part.columns]
+        levels = [(label, v.iloc[0]) for label, v in levels if not v.empty]
+        if levels:  # what a student that learned nothing scores: the reference a cell must clear
+            line += ("; dev baseline (always the most frequent token / choice): "
+                     + ", ".join(f"{label} {v:.3f}" for label, v in levels))
         out.append((f"Decoder distillation: {setting}", headers, rows, test_headers, tests, line))
     return out
 
@@ -189,7 +263,9 @@ EXAMPLE_HEADERS = ["comparison (perplexity)", "init", "seeds", "sequences", "mea
 
 
 def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | None:
-    """The final epoch's per-sequence summary beside a record, with its dev hash; None without one."""
+    """The final epoch's per-sequence summary beside a record, with its dev hash; None without one, or when it
+    cannot stand for its record (a damaged file, another dev set than the record's, numbers that are not the
+    record's: analysis/prediction_checks.py; named in `problems`)."""
     try:
         got = read_predictions(Path(path).parent)
     except PredictionsError as exc:
@@ -197,6 +273,14 @@ def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | No
         return None
     if got is None or not got.sequences:
         return None
+    if Path(path).is_file():
+        try:
+            why = prediction_checks.reason(got, load_record(Path(path)))
+        except RecordError as exc:
+            why = f"its record cannot be read ({exc})"
+        if why is not None:
+            problems.append(f"{Path(path).parent / PREDICTIONS}: {why}")
+            return None
     split = next(iter(got.sequences))
     return got.sequences[split], got.dev_hash.get(split, "")
 
@@ -204,7 +288,8 @@ def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | No
 def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
     """Rows (EXAMPLE_HEADERS) and notes for one setting's pairs (`pairs`: each objective vs fkl, each data source
     vs fixed) over seeds x dev sequences, on perplexity: the multi-bootstrap of the mean difference over the seeds
-    both ran, and the paired bootstrap over the sequences of the first of them."""
+    both ran, and the paired bootstrap over the sequences of the first of them. Runs on other dev sequences than
+    most of the setting's are left out and counted."""
     rows: list[list[str]] = []
     problems: list[str] = []
     without, changed = 0, 0
@@ -215,8 +300,11 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
             cache[path] = _summary(path, problems)
         return cache[path]
 
+    for path in part["path"]:
+        summary(str(path))
+    dev = prediction_checks.majority_dev(got[1] for got in cache.values() if got is not None)
     for label, init, tested, baseline in pairs(part):
-        other, base = tested.set_index("seed")["path"], baseline.set_index("seed")["path"]
+        other, base = _by_seed(tested, "path"), _by_seed(baseline, "path")
         seeds = sorted(set(base.index) & set(other.index))
         if not seeds:
             continue
@@ -225,7 +313,6 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         if not usable:
             without += 1
             continue
-        dev = usable[0][1][1]  # the dev content every pair must share
         same = [(s, a[0], b[0]) for s, a, b in usable if a[1] == dev and b[1] == dev]
         changed += len(usable) - len(same)
         if not same:
@@ -237,7 +324,7 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         rows.append([label, init,
                      f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
                      str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
-                     f"{mb['p']:.3g}", f"{one['p']:.3g} (seed {same[0][0]})"])
+                     _p(mb["p"]), f"{_p(one['p'])} (seed {same[0][0]})"])
     notes = []
     if rows:
         notes.append(f"over dev sequences: the multi-bootstrap (Sellam et al. 2022) of mean(A-B) in perplexity, "
@@ -248,9 +335,14 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         notes.append(f"note: {without} pair(s) without per-sequence dev summaries in their records (written before "
                      "records kept them): the t-test above only")
     if changed:
-        notes.append(f"note: {changed} seed pair(s) left out: scored on other dev sequences than the first pair")
+        notes.append(f"note: {changed} seed pair(s) left out: scored on other dev sequences than most of this "
+                     f"setting's runs ({prediction_checks.short(dev)})")
     notes += [f"note: summaries left out: {p}" for p in problems]
     return rows, notes
+
+
+def _p(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.3g}"
 
 
 def setting_parts(frame: pd.DataFrame) -> list[pd.DataFrame]:

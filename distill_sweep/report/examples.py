@@ -4,7 +4,9 @@ the records' dev predictions (records/predictions.py). A pair with one seed gets
 over the dev examples (McNemar / paired bootstrap): it says only that these two runs differ on this dev set
 (dev-example sampling), nothing about the methods, so the report prints it apart (TWO_RUNS_HEADERS). Records
 without predictions (written before they were stored) leave their pair to the seed-level statistics, said in
-one line.
+one line; a run whose predictions cannot stand for its record (a damaged file, another dev set than its record's
+or than most runs compared with it, numbers that are not its record's: analysis/prediction_checks.py) is left
+out of these comparisons and named with the reason.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats, few_seeds
+from distill_sweep.analysis import collapse, example_stats, few_seeds, prediction_checks
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
-from distill_sweep.records.predictions import DevPredictions, PredictionsError, read_predictions
+from distill_sweep.records.predictions import PREDICTIONS, DevPredictions, PredictionsError, read_predictions
+from distill_sweep.records.record import RecordError, load_record
 
 HEADERS = ["task", "A", "B", "seeds", "examples", "mean(A-B)", "95% CI (multi-bootstrap)", "p (multi-bootstrap)"]
 TWO_RUNS_HEADERS = ["task", "run A", "run B", "seed", "examples", "mean(A-B)", "test of the two runs", "p"]
@@ -34,14 +38,39 @@ def two_runs_headers(within: Sequence[str] = ()) -> list[str]:
     return [TWO_RUNS_HEADERS[0], *within, *TWO_RUNS_HEADERS[1:]]
 
 
-def _load(paths: list[str], cache: dict[str, DevPredictions | None], problems: list[str]) -> None:
-    for path in paths:
-        if path not in cache:
-            try:
-                cache[path] = read_predictions(Path(path).parent)
-            except PredictionsError as exc:
-                cache[path] = None
-                problems.append(str(exc))
+def run_name(row: dict[str, Any]) -> str:
+    """A run as the notes name it: task / row / init / seed, and its directory."""
+    return (f"{row['task']} / {row['system']} / init {row['init_label']} / seed {row['seed']} "
+            f"({Path(row['path']).parent / PREDICTIONS})")
+
+
+def usable_predictions(done: pd.DataFrame) -> tuple[dict[str, DevPredictions | None], dict[str, str]]:
+    """Each completed record's predictions that can stand for it (path -> predictions; None: the record has none,
+    written before they were kept), and the runs left out (path -> why, one line): a file that cannot be read or
+    trusted, predictions made on another dev set than the record's, or that do not give its metric back
+    (analysis/prediction_checks.py)."""
+    usable: dict[str, DevPredictions | None] = {}
+    left_out: dict[str, str] = {}
+    for row in done.to_dict("records"):
+        path = str(row["path"])
+        try:
+            got = read_predictions(Path(path).parent)
+        except PredictionsError as exc:
+            text = str(exc)
+            left_out[path] = text.split(": ", 1)[1] if ": " in text else text  # the notes name the file
+            continue
+        if got is None:
+            usable[path] = None
+            continue
+        try:
+            why = prediction_checks.reason(got, load_record(Path(path)))
+        except RecordError as exc:
+            why = f"its record cannot be read ({exc})"
+        if why is None:
+            usable[path] = got
+        else:
+            left_out[path] = why
+    return usable, left_out
 
 
 def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, str], level: str = "system",
@@ -49,13 +78,15 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     """Rows of the table (`headers(within)`), its CSV frame and the notes, for every pair (a, b) of `tests` on
     every task both ran. `records`: the table's records (status, path, task, seed, the `level` column whose
     values a and b are, and the `within` columns the tests hold fixed: Table 1 compares systems, Table 3 the
-    inits of one system); `metrics`: task -> the column's metric."""
+    inits of one system); `metrics`: task -> the column's metric. A run whose predictions cannot stand for its
+    record, or were made on another dev set than most of the runs a comparison pools, is left out and named."""
     done = records[records["status"] == "completed"]
-    cache: dict[str, DevPredictions | None] = {}
-    problems: list[str] = []
-    _load(list(done["path"]), cache, problems)
+    cache, left_out = usable_predictions(done)
     frame: list[dict] = []
     without, unsupported = 0, set()
+    no_file: set[str] = set()
+    collapsed_runs: dict[str, str] = {}
+    collapsed_mark = "‡"
     by_key: dict[tuple, str] = {}
     seeds_of: dict[tuple, set[int]] = {}  # (within..., level, task) -> its seeds
     for r in done.to_dict("records"):
@@ -73,23 +104,37 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
             if not example_stats.supported(metric):
                 unsupported.add(metric)
                 continue
-            got = [(cache[by_key[(*fixed, pair["a"], task, s)]], cache[by_key[(*fixed, pair["b"], task, s)]])
-                   for s in seeds]
-            usable = [(s, pa, pb) for s, (pa, pb) in zip(seeds, got, strict=True) if pa is not None and pb is not None]
-            if not usable:
-                without += 1
+            paths = [(s, by_key[(*fixed, pair["a"], task, s)], by_key[(*fixed, pair["b"], task, s)]) for s in seeds]
+            if all(cache.get(pa) is None and pa not in left_out or cache.get(pb) is None and pb not in left_out
+                   for _, pa, pb in paths):
+                without += 1  # no run of some seed has a file: written before records kept them
                 continue
-            split = next(iter(usable[0][1].preds))  # the first dev split: the one the column's metric scores
-            same = [(s, pa, pb) for s, pa, pb in usable
-                    if pa.same_dev(usable[0][1], split) and pb.same_dev(usable[0][1], split)]
-            if not same:  # A and B of the first seed were scored on different dev sets
-                without += 1
+            for _, pa, pb in paths:  # a seed whose other run has predictions: say why this one has none
+                for path in (pa, pb):
+                    if cache.get(path) is None and path not in left_out:
+                        no_file.add(path)
+            usable = [(s, cache[pa], cache[pb]) for s, pa, pb in paths
+                      if cache.get(pa) is not None and cache.get(pb) is not None]
+            same = _one_dev_set(usable, {s: (pa, pb) for s, pa, pb in paths}, left_out)
+            if not same:
                 continue
+            split = prediction_checks.scored_split(same[0][1])
             labels = same[0][1].labels[split]
             a = np.stack([pa.preds[split] for _, pa, _ in same])
             b = np.stack([pb.preds[split] for _, _, pb in same])
+            dropped = sorted(set(seeds) - {s for s, _, _ in same})
+            flagged = []  # seeds with a collapsed run (analysis/collapse.py): kept, marked and named
+            for s, pa, pb in same:
+                for path, got in zip((by_key[(*fixed, pair["a"], task, s)], by_key[(*fixed, pair["b"], task, s)]),
+                                     (pa, pb), strict=True):
+                    why = _collapsed(got.preds[split], labels, metric)
+                    if why:
+                        collapsed_runs[path] = why
+                        flagged.append(s)
             entry = {"task": task, **dict(zip(within, fixed, strict=True)), "a": pair["a"], "b": pair["b"],
-                     "metric": metric, "seeds": len(same), "seeds_matched": len(seeds), "examples": len(labels)}
+                     "metric": metric, "seeds": len(same), "seeds_matched": len(seeds),
+                     "seeds_left_out": " ".join(map(str, dropped)),
+                     "seeds_collapsed": " ".join(map(str, sorted(set(flagged)))), "examples": len(labels)}
             if len(same) == 1:  # two runs: a test of these runs over the examples, not of the methods
                 test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
                 diff = weighted_metric_diff(a[0], b[0], labels, metric)
@@ -102,7 +147,8 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
                           "ci_high": 100 * mb["ci_high"], "p": mb["p"], "p_bootstrap": mb["p_bootstrap"],
                           "p_seeds": mb["p_seeds"], "one_seed": math.nan, "one_seed_test": "", "one_seed_p": math.nan})
     out = pd.DataFrame(frame)
-    rows = [_row(r, within) for r in out.to_dict("records") if r["kind"] == KIND_SEEDS] if frame else []
+    rows = [_row(r, within, collapsed_mark) for r in out.to_dict("records") if r["kind"] == KIND_SEEDS] \
+        if frame else []
     notes = []
     if rows:
         metric_names = ", ".join(sorted({METRIC_ABBREV.get(m, m) for m in metrics.values()}))
@@ -118,14 +164,20 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     if unsupported:
         notes.append(f"note: no per-example statistics for {', '.join(sorted(unsupported))} (only "
                      f"{', '.join(example_stats.METRICS)}): seed-level statistics only")
-    notes += [f"note: predictions left out: {p}" for p in problems]
+    named = {r["path"]: r for r in done.to_dict("records")}
+    notes += [f"note: predictions left out: {run_name(named[p])}: {why}" for p, why in left_out.items()]
+    notes += [f"note: no predictions (written before records kept them): {run_name(named[p])}"
+              for p in sorted(no_file)]
+    notes += [f"{collapsed_mark} collapsed run (kept in the comparison): {run_name(named[p])}: {why}"
+              for p, why in collapsed_runs.items()]
     return rows, out, notes
 
 
-def _row(r: dict, within: Sequence[str]) -> list[str]:
-    dropped = r["seeds_matched"] - r["seeds"]
+def _row(r: dict, within: Sequence[str], collapsed_mark: str) -> list[str]:
+    left_out = f"; seed {', '.join(r['seeds_left_out'].split())} left out" if r["seeds_left_out"] else ""
+    seeds = f"{r['seeds']}" + (f" (of {r['seeds_matched']}{left_out})" if r["seeds_matched"] != r["seeds"] else "")
     return [task_label(r["task"]), *(str(r[w]) for w in within), r["a"], r["b"],
-            f"{r['seeds']}" + (f" (of {r['seeds_matched']})" if dropped else ""), str(r["examples"]),
+            seeds + (f" {collapsed_mark}" if r["seeds_collapsed"] else ""), str(r["examples"]),
             f"{r['mean_diff']:+.2f}", f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]", _p(r["p"])]
 
 
@@ -144,6 +196,37 @@ def weighted_metric_diff(a: np.ndarray, b: np.ndarray, labels: np.ndarray, metri
     ones = np.ones((1, len(labels)))
     return float(example_stats.weighted_metric(metric, a, labels, ones)[0]
                  - example_stats.weighted_metric(metric, b, labels, ones)[0])
+
+
+def _collapsed(preds: np.ndarray, labels: np.ndarray, metric: str) -> str | None:
+    """analysis/collapse.py's rule on one run's dev predictions."""
+    score = float(example_stats.weighted_metric(metric, preds, labels, np.ones((1, len(labels))))[0])
+    return collapse.reason(score, metric, collapse.majority_score(labels, metric), preds, labels)
+
+
+def _one_dev_set(usable: list[tuple[int, DevPredictions, DevPredictions]], paths: dict[int, tuple[str, str]],
+                 left_out: dict[str, str]) -> list[tuple[int, DevPredictions, DevPredictions]]:
+    """The seeds whose A and B predictions were made on the dev content most of these runs were (records that keep
+    no dev hash are only checked here); the others' runs go to `left_out` with the reason."""
+    if not usable:
+        return []
+    split = prediction_checks.scored_split(usable[0][1])
+
+    def dev(p: DevPredictions) -> str | None:
+        return p.dev_hash.get(split or "") if split in p.preds else None
+
+    most = prediction_checks.majority_dev(dev(p) for _, pa, pb in usable for p in (pa, pb))
+    same = []
+    for s, pa, pb in usable:
+        if most is not None and dev(pa) == most and dev(pb) == most:
+            same.append((s, pa, pb))
+            continue
+        for path, p in zip(paths[s], (pa, pb), strict=True):
+            if dev(p) != most:
+                left_out.setdefault(path, f"its predictions were made on another dev set ({split} content "
+                                          f"{prediction_checks.short(dev(p))}) than most runs it is compared "
+                                          f"with ({prediction_checks.short(most)})")
+    return same
 
 
 def _p(value: float) -> str:

@@ -30,7 +30,7 @@ from distill_sweep.training.distributed import is_main, local_device
 from distill_sweep.training.loop import LossFn, bf16_cpu_slowdown, bf16_cpu_warning, resolve_device
 from distill_sweep.training.metrics import compute_metrics
 from distill_sweep.training.pack import PackMember
-from distill_sweep.training.prediction_capture import DevPredictionCapture
+from distill_sweep.training.prediction_capture import DevPredictionCapture, dev_hashes
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
 
 log = logging.getLogger("distill_sweep")
@@ -134,7 +134,9 @@ class RunContext:
                        for name, ds in data.dev.items()}
         record["data"] = {"max_train_samples": job.settings.task.max_train_samples,
                           "max_dev_samples": job.settings.task.max_dev_samples, "train_size": len(data.train),
-                          "dev_size": len(next(iter(data.dev.values())))}  # the primary metric's split
+                          "dev_size": len(next(iter(data.dev.values()))),  # the primary metric's split
+                          # what the report checks before it pools or compares runs (one dev content)
+                          "dev_hash": dev_hashes(data.dev)}
         return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders,
                    student_tokenizer=own.get("vocab"), sweep_group=sweep_group)
 
@@ -175,7 +177,8 @@ class RunContext:
         label = label or (pack.label if pack is not None else "")
         if history is self.record.get("epochs"):  # the student's stages (not a teacher's): keep its predictions
             self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
-                                                    self.job.settings.task.is_regression)
+                                                    self.job.settings.task.is_regression,
+                                                    (self.record.get("data") or {}).get("dev_hash"))
             extra["evaluate_fn"] = self.predictions.evaluate
         driver = StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
                              dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,

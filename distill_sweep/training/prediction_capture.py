@@ -48,10 +48,11 @@ def prediction_of(logits: np.ndarray, regression: bool) -> np.ndarray:
 class DevPredictionCapture:
     """The driver's evaluate function that also keeps every epoch's predictions (see the module's doc)."""
 
-    def __init__(self, out_dir: Path, dev: dict[str, Any], history: list[dict[str, Any]], regression: bool) -> None:
+    def __init__(self, out_dir: Path, dev: dict[str, Any], history: list[dict[str, Any]], regression: bool,
+                 hashes: dict[str, str] | None = None) -> None:
         self.out_dir, self.dev, self.history, self.regression = out_dir, dev, history, regression
         self.partial = out_dir / PARTIAL
-        self._hashes: dict[str, str] | None = None
+        self._hashes: dict[str, str] | None = hashes  # dev_hashes(dev), when the caller has them (the record's)
 
     def evaluate(self, model: nn.Module, dev_loaders: dict[str, Any],
                  metric_fn: Callable[[np.ndarray, np.ndarray], dict[str, float]], device: torch.device,
@@ -99,6 +100,11 @@ def sequences_hash(*arrays: np.ndarray) -> str:
         h.update(f"\0{a.shape}\0".encode())
         h.update(a.tobytes())
     return h.hexdigest()[:16]
+
+
+def dev_sequences_hash(dev: Any) -> str:
+    """`sequences_hash` of a decoder's dev `Sequences`: what its record's `data.dev_hash` and its file hold."""
+    return sequences_hash(dev.ids, dev.lengths, dev.first_target, dev.choice)
 
 
 class SequenceCapture(DevPredictionCapture):

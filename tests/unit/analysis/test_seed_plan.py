@@ -89,3 +89,19 @@ def test_plan_seeds_dry_run(tmp_path: Path) -> None:
     assert "–" in line and " 5 " in line  # a range of seeds needed, 5 planned
     assert "alpha/m = 0.05/1" in res.stdout
     assert len(records(tmp_path / "results")) == before and not (tmp_path / "cache").exists()  # nothing ran
+
+
+def test_a_pilot_run_on_another_dev_set_is_left_out(tmp_path: Path) -> None:
+    """The pilot's pairs pool one dev set per task, as the report's statistics do (frames.one_dev_set)."""
+    import json
+
+    _pilot(tmp_path)
+    odd = write_record(tmp_path, objective="att_kl", seed=4, score=0.10)  # on another dev set
+    write_record(tmp_path, objective="vanilla_kd", seed=4, score=0.72)
+    for path in tmp_path.rglob("result.json"):
+        raw = json.loads(path.read_text())
+        raw["data"]["dev_hash"] = {"validation": "other" if path == odd else "dev1"}
+        path.write_text(json.dumps(raw))
+    plan = seed_plan.plan(tmp_path, _planned(("vanilla_kd", "att_kl"), range(1, 4)))
+    row = plan.set_index("comparison").loc["init-1: vanilla_kd vs att_kl"]
+    assert row["pilot pairs"] == 3 and abs(row["mean(A-B)"] + 2.0) < 1e-9  # seed 4's pair is not pooled

@@ -3,6 +3,8 @@ a plain numpy computation on the drawn sequences themselves."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -67,3 +69,12 @@ def test_perplexity_is_capped_as_the_dev_metric():
         np.exp(50.0))
     with pytest.raises(ValueError, match="no per-sequence statistics"):
         example_stats.weighted_sequence_metric("f1", summary, np.ones((1, 1)))
+
+
+def test_a_nan_nll_gives_no_p_beside_its_nan_difference() -> None:
+    """A NaN in one run's per-sequence NLL made the difference NaN while the resamples' comparisons with 0 still
+    gave a p (0.001 in the review): now neither an interval nor a p."""
+    a = np.array([[[2.0, 2, 1], [np.nan, 3, 1], [1.5, 2, 2]]])
+    b = np.array([[[1.0, 2, 1], [2.0, 3, 1], [1.0, 2, 2]]])
+    got = example_stats.multi_bootstrap_sequences(a, b, "perplexity", resamples=200)
+    assert math.isnan(got["diff"]) and math.isnan(got["p"]) and math.isnan(got["ci_low"]) and math.isnan(got["ci_high"])

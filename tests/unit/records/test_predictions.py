@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -50,3 +51,39 @@ def test_a_changed_dev_set_is_told_apart(tmp_path: Path) -> None:
     a, b = predictions.read_predictions(tmp_path / "a"), predictions.read_predictions(tmp_path / "b")
     assert a is not None and b is not None
     assert a.same_dev(a, "validation") and not a.same_dev(b, "validation") and not a.same_dev(a, "test")
+
+
+def _rewrite(path: Path, **changes: object) -> None:
+    """The file at `path` rewritten with some members replaced (np.savez, as write_predictions lays it out)."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays.update(changes)  # type: ignore[arg-type]
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+@pytest.mark.parametrize("case", ["truncated", "meta_list", "meta_no_dev_hash", "unequal", "nan_nll"])
+def test_an_untrustworthy_file_is_one_predictions_error(tmp_path: Path, case: str) -> None:
+    """A partial copy (BadZipFile), an odd meta (TypeError/KeyError) or unequal arrays (ValueError downstream)
+    were tracebacks or silently accepted; each is now one PredictionsError naming the file."""
+    if case == "nan_nll":
+        summary = predictions.SequenceSummary(np.array([1.0, np.nan]), np.array([2, 3]), np.array([1, 1]))
+        path = predictions.write_predictions(tmp_path, {}, {}, {"validation": "h"}, "distill", 1,
+                                             sequences={"validation": summary})
+    elif case == "unequal":
+        path = predictions.write_predictions(tmp_path, {"validation": np.array([1, 0, 2], dtype=np.int16)},
+                                             {"validation": np.array([1, 1])}, {"validation": "h"}, "prediction", 1)
+    else:
+        path = _write(tmp_path)
+    if case == "truncated":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif case == "meta_list":
+        _rewrite(path, meta=np.array(json.dumps([1, 2])))
+    elif case == "meta_no_dev_hash":
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+        del meta["dev_hash"]
+        _rewrite(path, meta=np.array(json.dumps(meta)))
+    with pytest.raises(predictions.PredictionsError) as info:
+        predictions.read_predictions(tmp_path)
+    assert str(info.value).startswith(str(path)) and "\n" not in str(info.value)

@@ -247,3 +247,12 @@ def test_best_epoch_among_scored_stages() -> None:
     assert record.best_epoch(epochs, "accuracy") is None
     assert record.best_epoch([ep("intermediate", 1, 0.5)], "mcc") is None
     assert record.SCORED_STAGES == ("prediction", "combined", "finetune", "self_distill")
+
+
+def test_the_dev_hash_round_trips_and_a_malformed_one_is_refused() -> None:
+    rec = Record(task="toy", objective="vanilla_kd", seed=1, data=DataInfo(dev_size=3, dev_hash={"validation": "ab"}))
+    out = json.loads(json.dumps(rec.to_dict()))
+    assert out["data"]["dev_hash"] == {"validation": "ab"} and Record.from_dict(out).data == rec.data
+    out["data"]["dev_hash"] = ["ab"]
+    with pytest.raises(RecordError, match="data.dev_hash"):
+        Record.from_dict(out)

@@ -63,3 +63,27 @@ def test_a_changed_dev_set_or_a_damaged_file_is_left_out_and_named(tmp_path: Pat
     assert row[2] == "1 (of 3)"  # seed 2 on other dev sequences, seed 3 unreadable
     assert any("1 seed pair(s) left out: scored on other dev sequences" in n for n in notes)
     assert any("summaries left out" in n and "rkl-3" in n and "unreadable" in n for n in notes)
+
+
+def test_summaries_that_do_not_give_their_records_perplexity_are_left_out(tmp_path: Path):
+    """Per-sequence summaries were never checked against their record: a run whose file gives another perplexity
+    than its record's final dev value is now left out and named."""
+    from distill_sweep.records.record import Record, write_record
+
+    rng = np.random.default_rng(5)
+    runs, sums = [], {}
+    for objective in ("fkl", "rkl"):
+        for seed in (1, 2, 3):
+            sums[(objective, seed)] = _summaries(rng, 8)
+            runs.append(_run(tmp_path, objective, seed, sums[(objective, seed)]))
+    for run in runs:
+        s = sums[(run["objective"], run["seed"])]
+        stated = _ppl(s) * (1.5 if (run["objective"], run["seed"]) == ("rkl", 2) else 1.0)  # rkl 2: not its file's
+        write_record(Path(run["path"]), Record(task="causal_toy", objective=run["objective"], seed=run["seed"],
+                                               status="completed", procedure="causal_lm",
+                                               final={"dev": {"perplexity": stated}}))
+    rows, notes = decoder.comparisons(pd.DataFrame(runs))
+    (row,) = rows
+    assert row[2] == "2 (of 3)"
+    (line,) = [n for n in notes if "rkl-2" in n]
+    assert "left out" in line and "perplexity" in line and "where its record says" in line

@@ -53,15 +53,22 @@ def test_regression_pearson_spearman_by_hand():
 
 
 def test_majority_baseline():
-    # train majority is 1 ("equivalent"): dev [1,0,0,1,1] -> acc 3/5; P = 3/5, R = 1 -> F1 = 0.75
-    m = majority_baseline(task("mrpc"), [0, 1, 1, 1], [1, 0, 0, 1, 1])
+    # dev majority is 1: dev [1,0,0,1,1] -> acc 3/5; P = 3/5, R = 1 -> F1 = 0.75
+    m = majority_baseline(task("mrpc"), [1, 0, 0, 1, 1])
     assert m == pytest.approx({"accuracy": 0.6, "f1": 0.75})
     # constant prediction has MCC 0 by definition
-    assert majority_baseline(task("cola"), [1, 1, 0], [0, 1, 1])["mcc"] == 0.0
+    assert majority_baseline(task("cola"), [0, 1, 1])["mcc"] == 0.0
     # ties go to the lowest id
-    assert majority_baseline(task("rte"), [0, 1], [0, 0, 1]) == pytest.approx({"accuracy": 2 / 3})
-    # regression: predict the train mean -> correlations 0
-    assert majority_baseline(task("stsb"), [1.0, 3.0], [0.5, 4.0]) == {"pearson": 0.0, "spearman": 0.0}
+    assert majority_baseline(task("rte"), [0, 1, 0, 1]) == pytest.approx({"accuracy": 1 / 2})
+    # regression: predict the dev mean -> correlations 0
+    assert majority_baseline(task("stsb"), [0.5, 4.0]) == {"pearson": 0.0, "spearman": 0.0}
+
+
+def test_the_majority_baseline_is_the_dev_splits_own_majority():
+    """The job printed the training split's majority class scored on dev (0.46) as the baseline, where dev's own
+    majority class scores 0.54 (27/50): a student at 0.54 then looked 8 points above it."""
+    dev = [0] * 27 + [1] * 23
+    assert majority_baseline(task("rte"), dev)["accuracy"] == pytest.approx(27 / 50)
 
 
 def test_primary():
@@ -75,3 +82,18 @@ def test_primary():
 def test_unknown_metric_is_a_config_error():
     with pytest.raises(ConfigError, match="bleu"):  # refused where the task is parsed
         compute_metrics(task("rte", metrics=["accuracy", "bleu"]), onehot(np.array([0, 1])), np.array([0, 1]))
+
+
+def test_the_jobs_done_line_says_when_the_best_score_is_at_the_dev_baseline(caplog: pytest.LogCaptureFixture):
+    """A student whose best dev accuracy 0.54 is dev's own majority class (27/50) was shown beside a 0.46 baseline
+    and nothing else; the job now says it learned nothing beyond predicting one class."""
+    import logging
+
+    from distill_sweep.cli import run_job
+
+    record = {"teacher": {"majority_baseline": {"accuracy": 0.54}}, "best": {"dev": {"accuracy": 0.54}}}
+    with caplog.at_level(logging.WARNING):
+        run_job._at_baseline_line(record, "accuracy")
+        run_job._at_baseline_line({**record, "best": {"dev": {"accuracy": 0.62}}}, "accuracy")  # clearly above
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "best accuracy 0.5400 is at or below the dev split's majority-class baseline 0.5400" in line

@@ -69,6 +69,7 @@ def test_a_jobs_file_recomputes_its_records_final_dev_metrics(tmp_path: Path):
     got = read_predictions(path.parent)
     assert got is not None and got.preds == {} and set(got.sequences) == {"validation"}
     assert got.epoch == record["epochs"][-1]["epoch"]  # the final epoch: the decoder table's
+    assert record["data"]["dev_hash"] == got.dev_hash  # the record names the dev content its file holds
     summary, final = got.sequences["validation"], record["final"]["dev"]
     assert len(summary.nll) == record["data"]["dev_size"]
     assert summary.token_accuracy() == pytest.approx(final["token_accuracy"], abs=1e-12)
