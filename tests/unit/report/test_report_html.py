@@ -255,3 +255,36 @@ def test_difference_map_mutes_what_is_not_significant(tmp_path: Path) -> None:
     assert fills["att_kl"] == svg.colour(10.0, -5.0, 5.0, diverging=True)
     assert min(int(v) for v in fills["vanilla_kd"][4:-1].split(",")) >= 235
     assert re.search(r">\+10\.\d\*<", delta)
+
+
+def test_a_tiny_non_significant_difference_is_no_saturated_cell_in_chromium(tmp_path: Path) -> None:
+    """The picture a reader sees, not only the SVG source: two rows 0.13 points apart at p ~ 0.9 over 3 seeds once
+    filled the difference map and the test matrix with their darkest and lightest colours. In the browser's
+    rendering of those figures (colour bars hidden: they show the scale, not a result), no pixel is saturated."""
+    require(None if CHROMIUM is not None else "no chromium installed (.ci/run installs Debian's)")
+    sync_api = require_module("playwright.sync_api", "the HTML report's browser test drives chromium with it")
+    from PIL import Image
+
+    for seed, (a, b) in enumerate([(0.700, 0.690), (0.690, 0.705), (0.712, 0.703)], start=1):  # +0.13 points
+        for objective, score in (("vanilla_kd", a), ("att_mse", b)):
+            write_record(tmp_path, objective=objective, seed=seed, score=score, teacher="tiny", teacher_layers=6)
+    assert main([str(tmp_path), "paper=false", "baseline=vanilla_kd"]) == 0
+    page_path = tmp_path / "tables" / "report.html"
+    shots = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], timeout=20_000)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.goto(page_path.as_uri(), timeout=15_000)
+            page.add_style_tag(content=".colourbar { display: none; }")
+            figures = page.locator("figure.matrix svg, figure.delta svg")
+            assert figures.count() >= 2  # the test matrix and the difference map
+            for k in range(figures.count()):
+                shots.append(tmp_path / f"figure-{k}.png")
+                figures.nth(k).screenshot(path=str(shots[-1]))
+        finally:
+            browser.close()
+    for shot in shots:
+        hsv = np.asarray(Image.open(shot).convert("RGB").convert("HSV"), dtype=float)
+        saturated = (hsv[..., 1] > 0.35 * 255) & (hsv[..., 2] > 0.2 * 255)
+        assert saturated.mean() < 0.001, f"{shot.name}: {saturated.mean():.1%} of the pixels saturated"
