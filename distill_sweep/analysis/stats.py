@@ -186,6 +186,7 @@ def paired_tests(
     levels: Sequence[str] | None = None,
     group_order: Sequence[Any] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
+    family_extra: Sequence[float] = (),
 ) -> pd.DataFrame:
     """Every pair of levels of `compare` (within each group of `within`), paired on matched
     (task, seed) scores present in both. Table 1: compare="system" on one init; Table 3:
@@ -201,7 +202,9 @@ def paired_tests(
     t, p, p_holm, significant, significant_holm, testable, few_pairs, aso_ab / aso_ba (eps_min that A / B is
     better), aso_better ("A", "B" or ""), aso_limit (the eps_min a verdict needs: `aso_limit`; 0 = none
     possible at this n), seeds (seeds needed at the observed d, at Holm's first-step level), seeds_low /
-    seeds_high (`seeds_range`), note. Untestable pairs have NaN d, CI, ASO and seeds.
+    seeds_high (`seeds_range`), note. Untestable pairs have NaN d, CI, ASO and seeds. `family_extra`: the
+    p-values of the table's other claims (Table 3: its interaction contrasts), in the same family: Holm over all,
+    m counts them too.
     """
     within = list(within)
     cols = [*within, *_TEST_COLUMNS]
@@ -211,7 +214,7 @@ def paired_tests(
     for key, grp in _ordered_groups(scores_df, within, group_order):
         rows += _group_tests(grp, dict(zip(within, key, strict=True)), compare, alpha, levels, pairs)
     out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in _FAMILY_COLUMNS), "_pairs"])  # _pairs: for ASO
-    _add_family_columns(out, alpha)
+    _add_family_columns(out, alpha, family_extra)
     return out[cols]
 
 
@@ -264,11 +267,13 @@ def _pair_test(a: str, b: str, columns: dict[str, np.ndarray], task_codes: np.nd
     }
 
 
-def _add_family_columns(out: pd.DataFrame, alpha: float) -> None:
-    """The columns that depend on every test of the family: Holm, ASO with its Bonferroni, seeds, verdicts."""
-    out["p_holm"] = holm(out["p"].to_numpy()) if len(out) else []
+def _add_family_columns(out: pd.DataFrame, alpha: float, extra: Sequence[float] = ()) -> None:
+    """The columns that depend on every test of the family (these tests and the `extra` p-values of the table's
+    other claims): Holm, ASO with its Bonferroni, seeds, verdicts."""
+    extra_p = np.asarray(list(extra), dtype=float)
+    out["p_holm"] = holm(np.concatenate([out["p"].to_numpy(dtype=float), extra_p]))[: len(out)] if len(out) else []
     out["testable"] = out["p"].notna()
-    m = int(out["testable"].sum())  # the family: Holm's and ASO's Bonferroni alike
+    m = int(out["testable"].sum()) + int((~np.isnan(extra_p)).sum())  # the family: Holm's and ASO's Bonferroni
     level = alpha / max(1, m)  # Holm's first step, and the Bonferroni level of ASO's verdict
     for col in ("d", "ci_low", "ci_high"):  # nothing to test: no effect size, no interval of width 0
         out[col] = out[col].where(out["testable"])

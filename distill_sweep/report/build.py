@@ -185,14 +185,17 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                         stats.row_averages(agg), by_init=True, metric_mode=opts.metric, scores=sc, alpha=opts.alpha)
     flagged = collapsed.flag_table(files, table, sc)
     inits = frames.init_order(records)
-    tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems)
-    # the table's claim is an interaction: tested in the table's Holm family, stated under the table
+    # the table's claim is an interaction: tested in one Holm family with its rows' init tests (each corrected
+    # over both), stated under the table
+    contrasts = init_interactions(sc, systems, inits, opts.alpha)["p"].dropna().tolist()
+    tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems,
+                               family_extra=contrasts)
     family = tests["p"].dropna().tolist()
     inter = init_interactions(sc, systems, inits, opts.alpha, family_p=family)
     table.notes.append(interaction.table_note(inter, opts.alpha, len(family)))
     _table_section(doc, files, table, opts)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
-                   ["system"], opts)
+                   ["system"], opts, also=(len(contrasts), "testable objective x init interaction tests"))
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
     interaction.interaction_section(doc, files, inter, opts.alpha, len(family))
@@ -248,7 +251,9 @@ def _table_section(doc: Doc, files: dict[str, Any], table: Table, opts: ReportOp
 
 
 def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests: pd.DataFrame,
-                   within: list[str], opts: ReportOptions) -> None:
+                   within: list[str], opts: ReportOptions, also: tuple[int, str] = (0, "")) -> None:
+    """`also`: the number and name of the table's other tests in the same Holm family (Table 3: its interaction
+    contrasts), said in the family's line."""
     doc.heading(title)
     if tests.empty:
         doc.text("no pairs to test (fewer than two levels with completed runs)")
@@ -257,11 +262,13 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     testable = [r for r in records if r["testable"]]
     untestable = [f"{pair_name(r, within)} ({r['note']})" for r in records if not r["testable"]]
     pairs = "pair" if len(testable) == 1 else "pairs"
+    family = f"the {len(testable)} testable {pairs} of {len(records)}"
+    if also[0]:
+        family = f"one family of {len(testable) + also[0]}: {family} and the table's {also[0]} {also[1]}"
     doc.text("two-sided paired t-test (scipy.stats.ttest_rel) on scores matched by (task, seed), pooled "
-             f"over tasks; Holm correction over the {len(testable)} testable {pairs} of {len(records)}"
+             f"over tasks; Holm correction over {family}"
              + (f"; not testable: {', '.join(untestable)}" if untestable else "")
-             + "; one family, this table's pairs: the same pairs ASO's verdict is Bonferroni-corrected over and "
-             "the seeds needed are planned for")
+             + "; the same family ASO's verdict is Bonferroni-corrected over and the seeds needed are planned for")
     for line in tests_legend(tests, opts.alpha):
         doc.text(line)
     headers, rows = tests_rows(tests, within, opts.alpha)

@@ -42,6 +42,12 @@ def test_table3_states_the_interaction_test_in_the_tables_holm_family(tmp_path: 
     holm = [min(1.0, m * x) for m, x in zip((3, 2, 1), ranked, strict=True)]  # Holm: (m - i) p_(i), made monotone
     holm = [max(holm[: i + 1]) for i in range(3)]
     assert row["p_holm"] == pytest.approx(holm[ranked.index(p)])
+    # one family both ways: the init tests' own Holm p are corrected over the same three p-values
+    tests = pd.read_csv(tmp_path / "tables" / "ttests_table3.csv")
+    for system, p_init in (("vanilla_kd", p_kd), ("att_mse", p_mse)):
+        (got,) = tests.loc[tests["system"] == system, "p_holm"]
+        assert got == pytest.approx(holm[ranked.index(p_init)])
+    assert "Holm correction over one family of 3: the 2 testable pairs of 2 and the table's 1 testable" in out
 
 
 def test_a_grid_of_two_sources_gets_the_variance_components_table(tmp_path: Path,
