@@ -501,12 +501,19 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
                      f"source), each data source vs {decoder.FIXED} under the same objective and init; Holm over "
                      f"this table's tests, * below alpha={opts.alpha}; {100 * (1 - opts.alpha):g}% CI: the t-interval "
                      "of the mean difference over the seed pairs that the t-test inverts; d: Cohen's d_z")
-            ex_rows, ex_notes = decoder.comparisons(parts[i])
+            ex_rows, two_runs, ex_notes = decoder.comparisons(parts[i])
             if ex_rows:
                 doc.table(decoder.EXAMPLE_HEADERS, ex_rows)
                 files[f"decoder{i + 1}_sequences.csv"] = pd.DataFrame(ex_rows, columns=decoder.EXAMPLE_HEADERS)
             for note in ex_notes:
                 doc.text(note)
+            if two_runs:  # apart from the methods' verdicts: it tests two runs, not two methods
+                doc.defer("h", f"{title}: tests of two single runs over dev sequences (not of the methods)")
+                doc.defer("p", "pairs with one matched seed: a paired bootstrap over the dev sequences of the two "
+                          "runs. It covers only the sampling of the dev sequences: whether these two runs differ "
+                          "on this dev set, not whether the methods do; Holm over this table's rows")
+                doc.defer("t", (decoder.TWO_RUNS_HEADERS, two_runs, two_runs, None, ""))
+                files[f"decoder{i + 1}_two_runs.csv"] = pd.DataFrame(two_runs, columns=decoder.TWO_RUNS_HEADERS)
         files[f"decoder{i + 1}.csv"] = pd.DataFrame(rows, columns=headers)
     files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev", "path"])
 

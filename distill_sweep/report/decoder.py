@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import collapse, example_stats, prediction_checks, stats
+from distill_sweep.analysis import collapse, example_stats, few_seeds, prediction_checks, stats
 from distill_sweep.data.generation_metrics import EXACT_MATCH, ROUGE_L
 from distill_sweep.records.predictions import PREDICTIONS, PredictionsError, SequenceSummary, read_predictions
 from distill_sweep.records.record import RecordError, load_record
@@ -259,7 +259,10 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
 
 
 EXAMPLE_HEADERS = ["comparison (perplexity)", "init", "seeds", "sequences", "mean diff", "95% CI (multi-bootstrap)",
-                   "p (multi-bootstrap)", "one seed: paired bootstrap p"]
+                   "p (multi-bootstrap)", "p (Holm)"]
+# a pair with one matched seed: a test of its two runs over the dev sequences, printed apart from the methods'
+TWO_RUNS_HEADERS = ["comparison (perplexity)", "init", "seed", "sequences", "mean diff",
+                    "p (paired bootstrap over sequences)", "p (Holm)"]
 
 
 def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | None:
@@ -285,12 +288,15 @@ def _summary(path: str, problems: list[str]) -> tuple[SequenceSummary, str] | No
     return got.sequences[split], got.dev_hash.get(split, "")
 
 
-def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
-    """Rows (EXAMPLE_HEADERS) and notes for one setting's pairs (`pairs`: each objective vs fkl, each data source
-    vs fixed) over seeds x dev sequences, on perplexity: the multi-bootstrap of the mean difference over the seeds
-    both ran, and the paired bootstrap over the sequences of the first of them. Runs on other dev sequences than
-    most of the setting's are left out and counted."""
-    rows: list[list[str]] = []
+def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[list[str]], list[str]]:
+    """Rows (EXAMPLE_HEADERS), tests of two runs (TWO_RUNS_HEADERS) and notes for one setting's pairs (`pairs`:
+    each objective vs fkl, each data source vs fixed) over seeds x dev sequences, on perplexity: the
+    multi-bootstrap of the mean difference over the seeds both ran (at least 2; with the small-sample guard of
+    analysis/few_seeds.py), Holm over the table; a pair with one seed gets the paired bootstrap over the sequences
+    of its two runs instead, apart (a test of two runs, not of the methods). Runs on other dev sequences than most
+    of the setting's are left out and counted."""
+    found: list[tuple[list[str], float]] = []
+    two_runs: list[tuple[list[str], float]] = []
     problems: list[str] = []
     without, changed = 0, 0
     cache: dict[str, tuple[SequenceSummary, str] | None] = {}  # a baseline's runs serve every pair of their cell
@@ -319,18 +325,26 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
             continue
         a = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, q, _ in same])
         b = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, _, q in same])
-        mb = example_stats.multi_bootstrap_sequences(a, b, "perplexity")
-        one = example_stats.multi_bootstrap_sequences(a[:1], b[:1], "perplexity")
-        rows.append([label, init,
-                     f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
-                     str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
-                     _p(mb["p"]), f"{_p(one['p'])} (seed {same[0][0]})"])
+        if len(same) == 1:  # two runs: says whether these two runs differ on these sequences, not the methods
+            one = example_stats.multi_bootstrap_sequences(a, b, "perplexity")
+            two_runs.append(([label, init, str(same[0][0]), str(a.shape[1]), f"{one['diff']:+.3f}", _p(one["p"])],
+                             one["p"]))
+            continue
+        per_seed = [_perplexity(a[k]) - _perplexity(b[k]) for k in range(len(same))]
+        mb = few_seeds.guarded(example_stats.multi_bootstrap_sequences(a, b, "perplexity"), per_seed)
+        found.append(([label, init, f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
+                       str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
+                       _p(mb["p"])], mb["p"]))
+    rows = [[*row, _p(h)] for (row, _), h in zip(found, stats.holm([p for _, p in found]), strict=True)]
+    runs = [[*row, _p(h)] for (row, _), h in zip(two_runs, stats.holm([p for _, p in two_runs]), strict=True)]
     notes = []
     if rows:
         notes.append(f"over dev sequences: the multi-bootstrap (Sellam et al. 2022) of mean(A-B) in perplexity, "
-                     f"{example_stats.RESAMPLES:,} resamples of the seeds both ran and of the dev sequences together "
-                     "(seeded), a resample's perplexity exp(its summed target NLL / its targets); one seed: the "
-                     "paired bootstrap over the sequences; the final epoch's per-sequence sums")
+                     f"{example_stats.RESAMPLES:,} resamples of the seeds both ran (at least 2) and of the dev "
+                     "sequences together (seeded), a resample's perplexity exp(its summed target NLL / its targets); "
+                     "at few seeds the interval is the hull of it and the t-interval of the per-seed differences, "
+                     "p the larger of the two (analysis/few_seeds.py); Holm over this table's rows; the final "
+                     "epoch's per-sequence sums")
     if without:
         notes.append(f"note: {without} pair(s) without per-sequence dev summaries in their records (written before "
                      "records kept them): the t-test above only")
@@ -338,7 +352,12 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
         notes.append(f"note: {changed} seed pair(s) left out: scored on other dev sequences than most of this "
                      f"setting's runs ({prediction_checks.short(dev)})")
     notes += [f"note: summaries left out: {p}" for p in problems]
-    return rows, notes
+    return rows, runs, notes
+
+
+def _perplexity(seqs: np.ndarray) -> float:
+    """One run's dev perplexity from its per-sequence (nll sum, targets, ...) rows: exp(summed NLL / targets)."""
+    return float(np.exp(seqs[:, 0].sum() / max(1.0, seqs[:, 1].sum())))
 
 
 def _p(value: float) -> str:
