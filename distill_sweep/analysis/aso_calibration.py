@@ -45,8 +45,17 @@ def table(ns: Sequence[int] = aso_null.NS, levels: Sequence[float] = aso_null.LE
     return {n: thresholds(null_eps(n, reps, seed + n), levels) for n in ns}
 
 
-def main() -> None:
-    got = table()
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m distill_sweep.analysis.aso_calibration",
+                                     description="the null thresholds of ASO's verdict (aso_null.THRESHOLDS)")
+    parser.add_argument("--ns", type=int, nargs="+", default=list(aso_null.NS), help="seeds per side")
+    parser.add_argument("--reps", type=int, default=aso_null.REPS, help="pairs of null samples per n")
+    args = parser.parse_args(argv)
+    if args.reps < 1 or any(n < 2 for n in args.ns):
+        parser.error("--reps must be >= 1 and every --ns >= 2")
+    got = table(args.ns, reps=args.reps)
     sys.stdout.write("THRESHOLDS: dict[int, dict[float, float]] = {\n")
     for n, row in got.items():
         sys.stdout.write(f"    {n}: {{" + ", ".join(f"{lv}: {t:.4f}" for lv, t in row.items()) + "},\n")

@@ -204,6 +204,8 @@ def plan(command: Command, work: Path) -> Run:
         if _missing_report_table(args):
             return Run(command, "example")
         return Run(command, "report", [*python, *_expand_synopsis(args, work)])
+    if module == "distill_sweep.analysis.aso_calibration":  # the full table takes minutes: two n, few pairs
+        return Run(command, "print", [*python, *args, "--ns", "2", "3", "--reps", "20"])
     if module == "distill_sweep.status":  # on the store the toy commands wrote, after them, as the report
         return Run(command, "report", [*python, *args])
     if module == "distill_sweep.bench.step":

@@ -285,6 +285,8 @@ REFUSED_AT_BOUNDARY = {
     ("procedure.on_policy", "1.0"): "needs procedure.data=instructions (a corpus has no prompts)",
     ("procedure.branch_width", "1"): "is not a multiple of procedure.branch_heads",
     ("procedure.global_batch", "1"): "is not a multiple of procedure.micro_batch",
+    # one token renormalised on both sides trains nothing (teacher_logits=top_k, the default with a top-k)
+    ("procedure.teacher_top_k", "1"): "procedure.teacher_logits=top_k with procedure.teacher_top_k=1 trains nothing",
     ("student.hidden_size", "1", "student=fresh"): "is not a multiple of student.num_attention_heads",
     ("student.num_layers", "1", "student=sps"): "student.shared_layers=3: must be 1..student.num_layers=1",
 }
