@@ -252,11 +252,23 @@ def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, stud
         hashed["objective"] = objective.to_dict()
     if isinstance(hashed.get("task"), dict) and hashed["task"].get("augment", "none") in ("none", None):
         hashed["task"] = {k: v for k, v in hashed["task"].items() if k != "augment"}  # jobs from before the key
+    _hash_tune(hashed)
     if hashed.get("batching", "random") == "random":
         hashed.pop("batching", None)  # the only order before the key existed: those jobs keep their hash
     if (objective is None or not objective.terms) and "map" in hashed:
         hashed["map"] = "init"  # no intermediate term reads the layer map: it does not make another job
     return hashed
+
+
+def _hash_tune(hashed: dict[str, Any]) -> None:
+    """The tune block in the hash only where it is on: at trials 0 (the default) it changes nothing a job computes
+    and the jobs hashed before it keep their hash. Its trial count is left out: a larger budget continues the same
+    studies (the trials' jobs and a grid job whose chosen values did not change stay the same jobs)."""
+    tune = hashed.pop("tune", None)
+    if isinstance(tune, dict) and tune.get("trials", 0) > 0:
+        hashed["tune"] = {k: v for k, v in tune.items() if k != "trials"}
+    if hashed.get("tune_trial") is None:
+        hashed.pop("tune_trial", None)
 
 
 # ------------------------------------------------------------------------------------------ schema 1
