@@ -169,6 +169,8 @@ def setup_of(rec: Record) -> dict[str, Any]:
         setup["augment"] = task["augment"]
     if rec.procedure != "finetune":  # the no-KD baseline ignores the objective (records say none since)
         setup["objective"] = c.get("objective")
+    if rec.extra.get("tuned"):  # its values chosen by a tuning study: another row than the configured values'
+        setup["tuned"] = True
     return setup
 
 
@@ -330,6 +332,8 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
             if why is not None:
                 skipped.append(f"{path}: status completed but incomplete ({why}); the sweeper runs it again")
                 continue
+            if isinstance(raw, dict) and raw.get("tune_trial") is not None:
+                continue  # a tuning trial (sweep/tune.py): scored on a holdout of the training split, not a result
             rec = Record.from_dict(raw)
         except RecordError as exc:
             skipped.append(f"{path}: {exc}")

@@ -146,6 +146,9 @@ class RunSettings:
     # set by the sweeper on a tuning trial's job: its trial number; it trains without tune.holdout's share of the
     # training split and is scored on that share, never on a dev split (sweep/tune.py)
     tune_trial: int | None = field(default=None, metadata={"ge": 0})
+    # set by the sweeper on a tuned grid job: the file of its arm's chosen values and study (sweep/tune.py), which
+    # its record copies as `tuned`
+    tune_chosen: str | None = None
 
     def validate(self, where: str) -> None:
         dev = self.device

@@ -146,7 +146,7 @@ def _count_task_job(work: _Work, ident: Any, cache: Path) -> None:
     """A job on a task's rows: its students' passes (every stage, and a stage before the objective's), the frozen
     teacher's forwards and its teacher's fine-tuning if still to do."""
     s = ident.settings
-    size = _task_rows(s)
+    size = task_rows(s)
     if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
         size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
     batch = s.optimizer.batch_size or s.task.recipe.batch_size
@@ -161,8 +161,8 @@ def _count_task_job(work: _Work, ident: Any, cache: Path) -> None:
     _count_teacher_to_finetune(work, ident, size, cache)
 
 
-def _task_rows(s: Any) -> int:
-    """The training rows of a job on a task (its settings `s`), before any augmentation."""
+def task_rows(s: Any) -> int:
+    """The training rows of a job on a task (its settings `s`), before any augmentation (0: not stated)."""
     size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
     return min(size, s.task.train_size or size)
 
@@ -272,7 +272,7 @@ def _teacher_stages(ident: Any) -> list[tuple[int, str, int]]:
     if ident.objective is None or not ident.procedure_settings.reads_task:
         return []
     s = ident.settings
-    size = _task_rows(s)
+    size = task_rows(s)
     passes = _passes(size, s.run.epochs or s.task.recipe.epochs, s.optimizer.batch_size or s.task.recipe.batch_size,
                      s.run.max_steps_per_epoch)
     stored = store_request(ident) is not None

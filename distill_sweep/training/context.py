@@ -126,6 +126,8 @@ class RunContext:
             data = tuning_data(data, tune.holdout, tune.seed)
             record["tune_trial"] = {"number": run.tune_trial, "holdout": tune.holdout, "seed": tune.seed,
                                     "holdout_size": len(data.dev[HOLDOUT])}
+        if run.tune_chosen is not None:  # a tuned grid job: its arm's chosen values and a pointer to the study
+            record["tuned"] = files.read_record(Path(run.tune_chosen)) or {"chosen": run.tune_chosen}
         if info:
             record["augment"] = info
         if own:
