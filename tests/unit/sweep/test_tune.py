@@ -166,3 +166,13 @@ def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tm
     assert more.returncode == 0, more.stderr[-3000:]
     assert len([r for r in records(out) if r.get("tune_trial") is not None]) == 3
     assert json.loads(journal.read_text().splitlines()[0])  # still one journal, continued
+
+
+def test_the_tuned_demo_preset_gives_every_objective_the_same_budget() -> None:
+    cfg = compose_cfg(["experiment=tuned_demo"])
+    settings = tune.settings_of(cfg)
+    assert settings is not None and settings.trials == 8
+    jobs = [["experiment=tuned_demo", *job] for job in expand(["objective=vanilla_kd,att_kl", "seed=1,2,3"])]
+    arms = tune.plan_arms([(identify(compose_cfg(job)), job) for job in jobs], compose_cfg, settings)
+    assert [len(arm.grid) for arm in arms] == [3, 3]
+    assert all(sorted(arm.space) == ["objective.alpha", "objective.temperature", "optimizer.lr"] for arm in arms)
