@@ -220,12 +220,12 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 self.trials_run += len(todo)
             for p, ident in zip(pending, idents, strict=True):
                 score = tune.trial_score(ident, settings.metric)
-                tune.tell(studies[p.arm.digest], p, score)
+                tune.tell(studies[p.arm.digest], p, score, ident.out_dir)
                 if score is None:  # its record says why; the arm's grid is not run without a choice
                     failed.add(p.arm.digest)
         for arm in arms:
             if arm.digest not in failed:
-                tune.choose(arm, studies[arm.digest], results)
+                tune.choose(arm, studies[arm.digest], results, settings)
                 print(f"distill_sweep: tuned {arm.name}: trial {arm.best_trial} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
             else:

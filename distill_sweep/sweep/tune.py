@@ -180,11 +180,12 @@ def completed_trials(arm: Arm, results_dir: Path) -> int:
         return 0
     import optuna
 
-    study = optuna.load_study(study_name=arm.name, storage=_read_storage(arm.journal(results_dir)))
+    study = optuna.load_study(study_name=arm.name, storage=read_storage(arm.journal(results_dir)))
     return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
 
 
-def _read_storage(path: Path) -> Any:
+def read_storage(path: Path) -> Any:
+    """The journal storage of a study file (read by the dry run and the report)."""
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
@@ -255,25 +256,34 @@ def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
     return None if best is None else float(best["dev"][metric])
 
 
-def tell(study: Any, pending: PendingTrial, score: float | None) -> None:
-    """The trial's result into the study; a trial another process already told is left as it is."""
+def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None) -> None:
+    """The trial's result into the study, with where its record is (the checklist sums its compute); a trial
+    another process already told is left as it is."""
     import optuna
 
     states = optuna.trial.TrialState
-    if study.get_trials(deepcopy=False)[pending.number].state != states.RUNNING:
+    frozen = study.get_trials(deepcopy=False)[pending.number]
+    if frozen.state != states.RUNNING:
         return
+    if record_dir is not None:
+        study._storage.set_trial_user_attr(frozen._trial_id, "record", str(record_dir))  # Optuna has no public setter
     if score is None:
         study.tell(pending.number, state=states.FAIL)
     else:
         study.tell(pending.number, score)
 
 
-def choose(arm: Arm, study: Any, results_dir: Path) -> None:
-    """The arm's best trial (by holdout score), kept as its chosen values and written next to its journal."""
+def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
+    """The arm's best trial (by holdout score), kept as its chosen values and written next to its journal with how
+    they were chosen (the reporting checklist's source)."""
     best = study.best_trial
     arm.best, arm.best_trial = dict(best.params), best.number
+    metric = tune.metric or arm.ident.settings.task.primary_metric
     chosen = {"study": arm.name, "journal": str(arm.journal(results_dir)), "trial": best.number,
-              "score": best.value, "values": arm.best, "left_out": arm.left_out}
+              "score": best.value, "values": arm.best, "left_out": arm.left_out,
+              "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
+              "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
+              "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label}
     files.write_json_atomic(chosen_path(arm, results_dir), chosen)
 
 

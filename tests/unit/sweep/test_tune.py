@@ -3,6 +3,7 @@ no further."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -89,16 +90,20 @@ def test_a_study_continues_to_its_budget_and_reruns_a_killed_trial(tmp_path: Pat
     study = tune.open_study(arm, settings, tmp_path)
     (again,) = tune.next_trials(arm, study, 3)
     assert (again.number, again.values) == (0, first.values)
-    tune.tell(study, again, 0.5)
+    tune.tell(study, again, 0.5, tmp_path / "trial-0")
     tune.tell(study, again, 0.9)  # told twice (two sweeps at once): the first result stands
     for score in (0.7, 0.6):
         (p,) = tune.next_trials(arm, study, 3)
         tune.tell(study, p, score)
     assert tune.next_trials(arm, study, 3) == []
     assert tune.completed_trials(arm, tmp_path) == 3
-    tune.choose(arm, study, tmp_path)
+    tune.choose(arm, study, tmp_path, settings)
     assert arm.best_trial == 1 and arm.best == study.trials[1].params
     assert [t.value for t in study.trials] == [0.5, 0.7, 0.6]
+    assert study.trials[0].user_attrs == {"record": str(tmp_path / "trial-0")}  # where its compute is recorded
+    chosen = json.loads(tune.chosen_path(arm, tmp_path).read_text())
+    assert (chosen["trial"], chosen["score"], chosen["trials"], chosen["metric"]) == (1, 0.7, 3, "accuracy")
+    assert chosen["space"] == {"objective.temperature": {"low": 1.0, "high": 4.0}}
     # a larger budget continues the same study
     (more,) = tune.next_trials(arm, tune.open_study(arm, settings, tmp_path), 4)
     assert more.number == 3
@@ -135,8 +140,6 @@ def test_a_bad_space_stops_the_sweep_before_anything_runs(tmp_path: Path) -> Non
 
 @pytest.mark.slow  # a real tuned sweep: about a minute
 def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tmp_path: Path) -> None:
-    import json
-
     import optuna
     from helpers import records, run_cli
 
