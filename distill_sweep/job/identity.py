@@ -80,6 +80,10 @@ class JobIdentity:
 
     def check_used(self) -> None:
         """Refuse a job on its own that sets something its procedure would ignore (ConfigError, one line)."""
+        run = self.settings.run
+        if run.tune.trials > 0 and run.tune_trial is None and run.tune_chosen is None:
+            raise ConfigError(f"tune.trials={run.tune.trials} tunes the arms of a sweep: run it with -m (a job on its "
+                              "own runs no trials)")
         if self.ignored:
             raise ConfigError(f"{self.ignored[0].replace(' (', ' is ignored: ', 1).rstrip(')')}; leave it out (or at "
                               "its default) or choose a procedure that uses it")
