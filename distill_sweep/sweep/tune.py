@@ -228,8 +228,10 @@ def trial_overrides(arm: Arm, number: int, values: dict[str, Any]) -> list[str]:
 
 
 def next_trials(arm: Arm, study: Any, budget: int) -> list[PendingTrial]:
-    """The trials to run now for one arm: those a killed sweep left RUNNING (run again, same number and values),
-    else one new trial while the arm's COMPLETE trials are short of the budget ([] once it is spent)."""
+    """The trials to run now for one arm: those left RUNNING (by a killed sweep: run again, same number and values;
+    by another sweep running now: its job's lock makes this one wait for it), else one new trial while the arm's
+    COMPLETE trials are short of the budget ([] once it is spent). Two sweeps asking at once: the trial numbered
+    later gives way, so the COMPLETE trials never pass the budget."""
     import optuna
 
     states = optuna.trial.TrialState
@@ -242,6 +244,12 @@ def next_trials(arm: Arm, study: Any, budget: int) -> list[PendingTrial]:
         return [PendingTrial(arm, t.number, dict(t.params), trial_overrides(arm, t.number, dict(t.params)))
                 for t in running]
     trial = study.ask()
+    ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
+                if t.number < trial.number)
+    if ahead >= budget:  # another sweep on this study asked at the same moment: its trial fills the budget
+        trial.set_user_attr("abandoned", "another sweep's trial fills the budget")
+        study.tell(trial, state=states.FAIL)
+        return next_trials(arm, study, budget)  # that trial, run here too: its lock makes this sweep wait for it
     values = _suggest(trial, arm.space)
     return [PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values))]
 

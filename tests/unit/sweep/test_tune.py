@@ -179,3 +179,22 @@ def test_the_tuned_demo_preset_gives_every_objective_the_same_budget() -> None:
     arms = tune.plan_arms([(identify(compose_cfg(job)), job) for job in jobs], compose_cfg, settings)
     assert [len(arm.grid) for arm in arms] == [3, 3]
     assert all(sorted(arm.space) == ["objective.alpha", "objective.temperature", "optimizer.lr"] for arm in arms)
+
+
+def test_two_sweeps_asking_at_once_do_not_pass_the_budget(tmp_path: Path) -> None:
+    """Sweep B asks between sweep A's look at the study and A's own ask: A's trial (numbered later) gives way and A
+    runs B's trial instead (waiting on its job's lock), so the arm still gets one trial of a budget of one."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 1, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    study_a, study_b = tune.open_study(arm, settings, tmp_path), tune.open_study(arm, settings, tmp_path)
+    ask, asked_by_b = study_a.ask, []
+    study_a.ask = lambda: (asked_by_b.extend(tune.next_trials(arm, study_b, 1)), ask())[1]  # B asks while A does
+    (a,) = tune.next_trials(arm, study_a, 1)
+    (b,) = asked_by_b
+    assert (a.number, a.values) == (b.number, b.values) == (0, b.values)
+    given_way = study_a.trials[1]
+    assert given_way.state.name == "FAIL" and "abandoned" in given_way.user_attrs
+    tune.tell(study_b, b, 0.5)
+    tune.tell(study_a, a, 0.5)
+    assert [t.state.name for t in study_a.trials] == ["COMPLETE", "FAIL"] and tune.next_trials(arm, study_a, 1) == []
