@@ -101,6 +101,14 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
             + _decoder_text(work) + _on_policy_text(work) + _seq_kd_text(work) + _unsized_text(work))
 
 
+def student_passes(ident: Any) -> int:
+    """One job's training sample-passes of its student, as estimate_cost counts them (a tuning trial trains at
+    most this much: it is its arm's job on fewer rows)."""
+    work = _Work()
+    _count_job(work, ident, Path(files.absolute(ident.settings.run.cache_dir)))
+    return work.student
+
+
 def _count_job(work: _Work, ident: Any, cache: Path) -> None:
     """Adds one job's work: a job on a task's rows is sized by its epochs, one on a corpus (or a decoder's
     data) by its steps."""

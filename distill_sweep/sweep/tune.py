@@ -30,7 +30,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, identify
 from distill_sweep.records import files
 from distill_sweep.records.record import best_epoch, completed_record
-from distill_sweep.sweep.cost import task_rows
+from distill_sweep.sweep.cost import student_passes, task_rows
 
 TUNING_DIR = "tuning"  # under results_dir: one journal per arm, and the values each arm chose
 _MISSING = object()
@@ -309,10 +309,12 @@ def tuned_grid(arm: Arm, results_dir: Path) -> list[list[str]]:
 def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path) -> str:
     """What the tuning phase will run: trials per arm, those its studies already hold, what is left."""
     done = [min(completed_trials(arm, results_dir), tune.trials) for arm in arms]
+    passes = sum(student_passes(arm.ident) * (tune.trials - n) for arm, n in zip(arms, done, strict=True))
     lines = [f"distill_sweep: tuning first: {len(arms)} arm(s) x {tune.trials} trial(s) ({tune.sampler}, seed "
              f"{tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial jobs, "
-             f"{sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run; then the grid with each "
-             "arm's best values"]
+             f"{sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run (at most {passes:.3g} "
+             "student sample-passes: each trial trains at most as long as its arm's grid job); then the grid with "
+             "each arm's best values"]
     for arm in arms:
         if arm.left_out:
             lines.append(f"  arm {arm.name}: {', '.join(arm.left_out)} left out of its space (it does not read them)")

@@ -120,8 +120,10 @@ def test_the_dry_run_counts_trials_next_to_the_grid(tmp_path: Path) -> None:
     proc = run_cli([*SWEEP, "objective=vanilla_kd,att_kl", "tune.trials=8", f"results_dir={out}", "+dry_run=true",
                     "-m"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # at most: 16 trials x 2 steps x 32 examples (max_steps_per_epoch=2, 1 epoch, batch 32) + att_kl's 8 trials' 2
+    # more steps of its intermediate stage = 1024 + 512
     assert "tuning first: 2 arm(s) x 8 trial(s) (tpe, seed 0, holdout 0.25 of the training split) = 16 trial jobs, " \
-           "0 already completed, 16 to run" in proc.stdout
+           "0 already completed, 16 to run (at most 1.54e+03 student sample-passes" in proc.stdout
     assert "4 jobs in the grid" in proc.stdout and not out.exists()
 
 
