@@ -67,4 +67,6 @@ def test_the_command_writes_markdown_and_json(tmp_path: Path) -> None:
         "*.chosen.json")).read_text())["study"]]
     assert (tmp_path / "out" / "tuning_checklist.md").read_text().startswith("# Tuning checklist")
     assert "Expected best holdout score" in (tmp_path / "out" / "expected_best.md").read_text()
+    page = (tmp_path / "out" / "expected_best.html").read_text()
+    assert page.count("<polyline") == 1 and "n = 2: 74.44 ± 6.85" in page  # 100 x (6.7/9, its std) by hand above
     assert checklist.main([str(tmp_path / "nowhere")]) == 2
