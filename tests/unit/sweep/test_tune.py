@@ -200,3 +200,43 @@ def test_two_sweeps_asking_at_once_do_not_pass_the_budget(tmp_path: Path) -> Non
     tune.tell(study_b, b, 0.5)
     tune.tell(study_a, a, 0.5)
     assert [t.state.name for t in study_a.trials] == ["COMPLETE", "FAIL"] and tune.next_trials(arm, study_a, 1) == []
+
+
+@pytest.mark.slow  # a real sweep killed with SIGKILL mid-trial, then run again: about a minute
+def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, shared_cache: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import optuna
+    from helpers import cli_env, records, run_cli
+
+    out = tmp_path / "results"
+    args = [*FAST, "objective=vanilla_kd", "seed=1", "epochs=2", "max_steps_per_epoch=4", "checkpoint.every_steps=1",
+            "tune.trials=2", "tune.holdout=0.25", "tune.space={objective.temperature:{low:1.0,high:4.0}}",
+            f"results_dir={out}", f"cache_dir={shared_cache}", "-m"]
+    proc = subprocess.Popen([sys.executable, "-m", "distill_sweep", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env=cli_env())
+    try:  # killed once the first trial has a checkpoint: mid-trial, its study's trial 0 RUNNING
+        deadline = time.monotonic() + 300
+        while not any(p.parent.joinpath("checkpoint.pt").exists() for p in out.glob("**/result.json")):
+            assert proc.poll() is None, "the sweep ended before it could be killed"
+            assert time.monotonic() < deadline, "no trial checkpoint appeared"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (journal,) = (out / "tuning").glob("*.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    (name,) = optuna.get_all_study_names(storage)
+    assert [t.state.name for t in optuna.load_study(study_name=name, storage=storage).trials] == ["RUNNING"]
+    again = run_cli(args, cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = optuna.load_study(study_name=name, storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal))))
+    assert [(t.number, t.state.name) for t in study.trials] == [(0, "COMPLETE"), (1, "COMPLETE")]
+    trials = sorted((r for r in records(out) if r.get("tune_trial")), key=lambda r: r["tune_trial"]["number"])
+    assert [r["tune_trial"]["number"] for r in trials] == [0, 1] and trials[0]["resumed"] == 1
+    assert len([r for r in records(out) if r.get("tuned")]) == 1
