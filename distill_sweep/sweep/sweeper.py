@@ -197,10 +197,8 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         a SLURM array runs the arms side by side); then each arm's best values chosen."""
         results, check, returns = self._results_dir(), self._check(), []
         studies = {arm.digest: tune.open_study(arm, settings, results) for arm in arms}
-        failed: set[str] = set()
         while True:
-            pending = [p for arm in arms if arm.digest not in failed
-                       for p in tune.next_trials(arm, studies[arm.digest], settings.trials)]
+            pending = [p for arm in arms for p in tune.next_trials(arm, studies[arm.digest], settings.trials)]
             if not pending:
                 break
             idents = []
@@ -218,18 +216,17 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                                                          initial_job_idx, pack=True)
                 returns += more
                 self.trials_run += len(todo)
-            for p, ident in zip(pending, idents, strict=True):
-                score = tune.trial_score(ident, settings.metric)
-                tune.tell(studies[p.arm.digest], p, score, ident.out_dir)
-                if score is None:  # its record says why; the arm's grid is not run without a choice
-                    failed.add(p.arm.digest)
+            for p, ident in zip(pending, idents, strict=True):  # a failed one (its record says why) is asked again
+                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir)
         for arm in arms:
-            if arm.digest not in failed:
-                tune.choose(arm, studies[arm.digest], results, settings)
+            study = studies[arm.digest]
+            if tune.completed(study) >= settings.trials:
+                tune.choose(arm, study, results, settings)
                 print(f"distill_sweep: tuned {arm.name}: trial {arm.best_trial} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
-            else:
-                print(f"distill_sweep: {arm.name}: a trial failed: its grid jobs are not run", file=sys.stderr)
+            else:  # as many trials failed as the budget: no choice, so no grid (the sweep exits 1 at its end)
+                print(f"distill_sweep: {arm.name}: {tune.failed_trials(study)} trials failed, {tune.completed(study)} "
+                      f"of {settings.trials} completed: its grid jobs are not run", file=sys.stderr)
         return returns, initial_job_idx
 
     def _replan_tuned(self, plan: SweepPlan, arms: list[Any], compose: JobComposer) -> None:

@@ -237,7 +237,7 @@ def next_trials(arm: Arm, study: Any, budget: int) -> list[PendingTrial]:
     states = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
     done = sum(t.state == states.COMPLETE for t in trials)
-    if done >= budget:
+    if done >= budget or failed_trials(study) >= budget:  # (a failed trial is asked again, up to a budget of them)
         return []
     running = [t for t in trials if t.state == states.RUNNING][: budget - done]
     if running:
@@ -252,6 +252,20 @@ def next_trials(arm: Arm, study: Any, budget: int) -> list[PendingTrial]:
         return next_trials(arm, study, budget)  # that trial, run here too: its lock makes this sweep wait for it
     values = _suggest(trial, arm.space)
     return [PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values))]
+
+
+def failed_trials(study: Any) -> int:
+    """Trials whose job failed (a diverging learning rate: a non-finite loss), not those that gave way."""
+    import optuna
+
+    return sum(t.state == optuna.trial.TrialState.FAIL and "abandoned" not in t.user_attrs
+               for t in study.get_trials(deepcopy=False))
+
+
+def completed(study: Any) -> int:
+    import optuna
+
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
 
 
 def trial_score(ident: JobIdentity, metric: str | None) -> float | None:

@@ -240,3 +240,21 @@ def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, s
     trials = sorted((r for r in records(out) if r.get("tune_trial")), key=lambda r: r["tune_trial"]["number"])
     assert [r["tune_trial"]["number"] for r in trials] == [0, 1] and trials[0]["resumed"] == 1
     assert len([r for r in records(out) if r.get("tuned")]) == 1
+
+
+def test_a_failed_trial_is_asked_again_up_to_a_budget_of_failures(tmp_path: Path) -> None:
+    """A trial whose job failed (a learning rate that diverges) is not a result: another is asked in its place, so
+    the arm still gets its budget of completed trials; as many failures as the budget stop the arm."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 2, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    study = tune.open_study(arm, settings, tmp_path)
+    for score in (None, 0.6, 0.7):
+        (p,) = tune.next_trials(arm, study, 2)
+        tune.tell(study, p, score)
+    assert tune.next_trials(arm, study, 2) == [] and (tune.completed(study), tune.failed_trials(study)) == (2, 1)
+    other = tune.open_study(tune.Arm("x" * 64, "failing", arm.overrides, arm.ident, arm.space, []), settings, tmp_path)
+    for _ in range(2):
+        (p,) = tune.next_trials(arm, other, 2)
+        tune.tell(other, p, None)
+    assert tune.next_trials(arm, other, 2) == [] and tune.completed(other) == 0
