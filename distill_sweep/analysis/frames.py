@@ -55,6 +55,8 @@ NO_KD_LABEL = "no KD (fine-tuning)"
 # What makes two runs rows of their own (Table 3 adds init_label).
 SYSTEM_KEY: tuple[str, ...] = ("procedure", "objective", "teacher_id", "student_id", "setup_id")
 MAX_SETUP_TAGS = 3  # differing setup keys named in a row label before "..."
+# the setup keys a tuning study may choose values in (sweep/tune.py): a tuned row's tag "tuned" stands for them
+TUNED_PARTS = ("objective", "optimizer", "map", "epochs", "max_steps_per_epoch", "precision")
 
 # Columns of the records frame; dev metrics follow as "dev.<metric>".
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -183,6 +185,8 @@ def setup_of(rec: Record) -> dict[str, Any]:
         setup["augment"] = task["augment"]
     if rec.procedure != "finetune":  # the no-KD baseline ignores the objective (records say none since)
         setup["objective"] = c.get("objective")
+    if rec.extra.get("tuned"):  # its values chosen by a tuning study: another row than the configured values'
+        setup["tuned"] = True
     return setup
 
 
@@ -252,10 +256,20 @@ def system_labels(records: pd.DataFrame) -> pd.Series:
         if len(setups) > 1:
             keys = sorted(k for k in set().union(*setups.values())
                           if len({repr(s.get(k)) for s in setups.values()}) > 1)
+            if "tuned" in keys:  # a row at a study's chosen values and one at the configured: say which, not the values
+                tags.append("tuned" if row["setup"].get("tuned") else "default")
+                keys = [k for k in keys if k != "tuned" and k.split(".")[0] not in TUNED_PARTS]
             mine = [f"{k}={row['setup'].get(k)}" for k in keys[:MAX_SETUP_TAGS]]
             tags = [*tags, *mine, *(["..."] if len(keys) > MAX_SETUP_TAGS else [])]
         out.append(base + (f" [{', '.join(tags)}]" if tags else ""))
-    return pd.Series(out, index=records.index)
+    labels = pd.Series(out, index=records.index)
+    # the short tags must not merge two setups into one row: where they would, the long form stands
+    merged = {name for name, ids in records.groupby(labels)["setup_id"] if ids.nunique() > 1}
+    if merged and any(s.get("tuned") for s in records["setup"]):
+        long = system_labels(records.assign(setup=records["setup"].map(lambda s: {**s, "tuned": None} if
+                                                                        s.get("tuned") else s)))
+        labels = labels.where(~labels.isin(merged), long)
+    return labels
 
 
 def system_order(records: pd.DataFrame) -> list[str]:
@@ -344,6 +358,8 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
             if why is not None:
                 skipped.append(f"{path}: status completed but incomplete ({why}); the sweeper runs it again")
                 continue
+            if isinstance(raw, dict) and raw.get("tune_trial") is not None:
+                continue  # a tuning trial (sweep/tune.py): scored on a holdout of the training split, not a result
             rec = Record.from_dict(raw)
         except RecordError as exc:
             skipped.append(f"{path}: {exc}")

@@ -20,6 +20,7 @@ from hydra.errors import HydraException
 from distill_sweep.config.parse import SEED_RANGE, as_dict, check_value, parse
 from distill_sweep.config.seeds import SeedSettings
 from distill_sweep.config.space import GROUPS, check_group_choices, group_options
+from distill_sweep.config.tune import TuneSettings
 from distill_sweep.errors import ConfigError
 
 # Top-level keys that are neither a group nor a run setting.
@@ -145,6 +146,14 @@ class RunSettings:
     pack_size: int = field(default=10, metadata={"ge": 1})
     # set by the sweeper on a pack's process: the file that lists its members' configs (sweep/packs.py)
     pack_file: str | None = None
+    # a tuning budget per arm of a sweep, its search space and holdout (config/tune.py; trials 0: off)
+    tune: TuneSettings = field(default_factory=TuneSettings)
+    # set by the sweeper on a tuning trial's job: its trial number; it trains without tune.holdout's share of the
+    # training split and is scored on that share, never on a dev split (sweep/tune.py)
+    tune_trial: int | None = field(default=None, metadata={"ge": 0})
+    # set by the sweeper on a tuned grid job: the file of its arm's chosen values and study (sweep/tune.py), which
+    # its record copies as `tuned`
+    tune_chosen: str | None = None
 
     def validate(self, where: str) -> None:
         dev = self.device
@@ -365,10 +374,14 @@ def check_config(config: Mapping[str, Any]) -> ConfigSettings:
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown top-level key (known: {', '.join(sorted(run_keys))})")
     run = parse(RunSettings, {k: config[k] for k in run_keys if k in config}, "")
+    task = parse(TaskSettings, config.get("task"), "task")
+    if run.tune.metric is not None and run.tune.metric not in task.metrics:
+        raise ConfigError(f"tune.metric={run.tune.metric!r} is not a metric of task {task.name} "
+                          f"(its metrics: {', '.join(task.metrics)}; null: its primary metric)")
     return ConfigSettings(
         run=run,
         optimizer=parse(OptimizerSettings, config.get("optimizer"), "optimizer"),
-        task=parse(TaskSettings, config.get("task"), "task"),
+        task=task,
         teacher=parse(TeacherSettings, config.get("teacher"), "teacher"),
         logger=parse(LoggerSettings, config.get("logger"), "logger"),
     )

@@ -336,6 +336,9 @@ class TaskData:
     num_labels: int
     is_regression: bool
     teacher_train: Dataset | None = None  # the original training split, the teacher's (None: `train`)
+    # a tuning trial's: the whole training split its `train` rows were taken from (data/holdout.py); the
+    # teacher-output store is built from it, so trials and grid jobs share one store
+    tuning_from: Dataset | None = None
 
     @property
     def train_size(self) -> int:

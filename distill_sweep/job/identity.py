@@ -86,6 +86,10 @@ class JobIdentity:
 
     def check_used(self) -> None:
         """Refuse a job on its own that sets something its procedure would ignore (ConfigError, one line)."""
+        run = self.settings.run
+        if run.tune.trials > 0 and run.tune_trial is None and run.tune_chosen is None:
+            raise ConfigError(f"tune.trials={run.tune.trials} tunes the arms of a sweep: run it with -m (a job on its "
+                              "own runs no trials)")
         if self.ignored:
             raise ConfigError(f"{self.ignored[0].replace(' (', ' is ignored: ', 1).rstrip(')')}; leave it out (or at "
                               "its default) or choose a procedure that uses it")
@@ -274,11 +278,23 @@ def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, stud
         own_seeds.pop("sampling", None)  # a job that draws no samples: the same job whatever its sampling seed
     if own_seeds:
         hashed["seeds"] = own_seeds
+    _hash_tune(hashed)
     if hashed.get("batching", "random") == "random":
         hashed.pop("batching", None)  # the only order before the key existed: those jobs keep their hash
     if (objective is None or not objective.terms) and "map" in hashed:
         hashed["map"] = "init"  # no intermediate term reads the layer map: it does not make another job
     return hashed
+
+
+def _hash_tune(hashed: dict[str, Any]) -> None:
+    """The tune block in the hash only where it is on: at trials 0 (the default) it changes nothing a job computes
+    and the jobs hashed before it keep their hash. Its trial count is left out: a larger budget continues the same
+    studies (the trials' jobs and a grid job whose chosen values did not change stay the same jobs)."""
+    tune = hashed.pop("tune", None)
+    if isinstance(tune, dict) and tune.get("trials", 0) > 0:
+        hashed["tune"] = {k: v for k, v in tune.items() if k != "trials"}
+    if hashed.get("tune_trial") is None:
+        hashed.pop("tune_trial", None)
 
 
 # ------------------------------------------------------------------------------------------ schema 1

@@ -45,8 +45,9 @@ def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjecti
     store = None
     if decision.use_store:
         cls_layers = output_plan.stored_cls_layers(job.objective, job.layer_map)
+        whole = ctx.data.tuning_from if ctx.data.tuning_from is not None else ctx.data.train
         store = output_store.open_or_build(
-            teacher, ctx.data.train, cache_dir=ctx.cache_dir, task=job.task, group=output_plan.group_id(job.teacher),
+            teacher, whole, cache_dir=ctx.cache_dir, task=job.task, group=output_plan.group_id(job.teacher),
             precision=ctx.precision, device=ctx.device, batch_size=job.settings.run.eval_batch_size,
             pad_token_id=int(ctx.tokenizer.pad_token_id), cls_layers=cls_layers)
         if cls_layers:

@@ -34,6 +34,7 @@ NOT_HASHED = (
     "pack",  # a pack's members compute what they would alone (bit-identical, tested)
     "pack_size",
     "pack_file",
+    "tune_chosen",  # where the tuned values came from: the values themselves are in the config
     "hydra",
 )
 

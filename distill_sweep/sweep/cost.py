@@ -101,6 +101,14 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
             + _decoder_text(work) + _on_policy_text(work) + _seq_kd_text(work) + _unsized_text(work))
 
 
+def student_passes(ident: Any) -> int:
+    """One job's training sample-passes of its student, as estimate_cost counts them (a tuning trial trains at
+    most this much: it is its arm's job on fewer rows)."""
+    work = _Work()
+    _count_job(work, ident, Path(files.absolute(ident.settings.run.cache_dir)))
+    return work.student
+
+
 def _count_job(work: _Work, ident: Any, cache: Path) -> None:
     """Adds one job's work: a job on a task's rows is sized by its epochs, one on a corpus (or a decoder's
     data) by its steps."""
@@ -146,7 +154,7 @@ def _count_task_job(work: _Work, ident: Any, cache: Path) -> None:
     """A job on a task's rows: its students' passes (every stage, and a stage before the objective's), the frozen
     teacher's forwards and its teacher's fine-tuning if still to do."""
     s = ident.settings
-    size = _task_rows(s)
+    size = task_rows(s)
     if s.task.augment.name != "none":  # counted at its largest: every sample of every field new
         size *= 1 + len(s.task.text_fields) * samples_for(s.task.augment, s.task.name)
     batch = s.optimizer.batch_size or s.task.recipe.batch_size
@@ -161,8 +169,8 @@ def _count_task_job(work: _Work, ident: Any, cache: Path) -> None:
     _count_teacher_to_finetune(work, ident, size, cache)
 
 
-def _task_rows(s: Any) -> int:
-    """The training rows of a job on a task (its settings `s`), before any augmentation."""
+def task_rows(s: Any) -> int:
+    """The training rows of a job on a task (its settings `s`), before any augmentation (0: not stated)."""
     size = s.task.max_train_samples or s.task.train_size or s.task.recipe.num_train or 0
     return min(size, s.task.train_size or size)
 
@@ -272,7 +280,7 @@ def _teacher_stages(ident: Any) -> list[tuple[int, str, int]]:
     if ident.objective is None or not ident.procedure_settings.reads_task:
         return []
     s = ident.settings
-    size = _task_rows(s)
+    size = task_rows(s)
     passes = _passes(size, s.run.epochs or s.task.recipe.epochs, s.optimizer.batch_size or s.task.recipe.batch_size,
                      s.run.max_steps_per_epoch)
     stored = store_request(ident) is not None

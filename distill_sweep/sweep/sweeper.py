@@ -4,6 +4,8 @@
 expands the grid like Hydra's basic sweeper, composes every job's config, validates them all before
 launching anything (one bad job = one clear line, nothing submitted), drops jobs whose completed
 record already exists, and launches the rest. With `+dry_run=true` it prints the plan and launches nothing.
+With `tune.trials` > 0 it first runs each arm's tuning trials, then the grid at each arm's chosen values
+(sweep/tune.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError
 from distill_sweep.job.identity import find_completed, identify
 from distill_sweep.records import files, locks
 from distill_sweep.records.record import RECORD, completed_record, is_complete
-from distill_sweep.sweep import chain
+from distill_sweep.sweep import chain, tune
 from distill_sweep.sweep.compose import JobComposer, split
 from distill_sweep.sweep.cost import estimate_cost, pack_cost
 from distill_sweep.sweep.launch import one_process_per_job, processes_per_job, store_builds
@@ -144,18 +146,106 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         loader = self.hydra_context.config_loader
         compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
         plan = self._plan_grid(all_jobs, compose, dry_run)
+        tuning = self._plan_tuning(plan, compose)  # tune.trials > 0: the arms and their budget (sweep/tune.py)
         self._plan_chain(plan, compose)
         if dry_run:
+            if tuning is not None:
+                print(tune.dry_run_line(tuning[1], tuning[0], self._results_dir()), flush=True)
             self._print_dry_run(plan, plan_seeds)
             return []
-        if plan.todo or plan.then:
+        if plan.todo or plan.then or tuning is not None:
             self._check_cluster()
         initial_job_idx = self._build_stores(store_builds(plan.configs, plan.todo))
-        returns, initial_job_idx = self._launch_all(plan.todo, plan.configs, initial_job_idx, pack=True)
+        returns: list[Any] = []
+        if tuning is not None:  # the trials first; then the grid runs each arm's chosen values
+            returns, initial_job_idx = self._tune(*tuning, compose, initial_job_idx)
+            self._replan_tuned(plan, tuning[1], compose)
+        more, initial_job_idx = self._launch_all(plan.todo, plan.configs, initial_job_idx, pack=True)
+        returns += more
         if plan.then:  # the students exist now (or their distillation failed): prepare, then launch the fine-tunes
             returns += self._launch_chain(plan.then, initial_job_idx)
-        self._report_failures(returns, len(plan.todo) + len(plan.then))
+        self._report_failures(returns, len(plan.todo) + len(plan.then) + self.trials_run)
         return returns
+
+    trials_run = 0  # trial jobs this sweep launched (failures are counted among all its jobs)
+
+    def _results_dir(self) -> Path:
+        assert self.config is not None
+        return files.absolute(str(self.config.results_dir))
+
+    def _check(self) -> Callable[[DictConfig], Any]:
+        from distill_sweep.job.prepare import prepare  # transformers and torch: only for a sweep that runs
+
+        return prepare
+
+    def _plan_tuning(self, plan: SweepPlan, compose: JobComposer) -> tuple[Any, list[Any]] | None:
+        """(the tune block, the arms) when tune.trials > 0, every arm's space checked; a bad one exits 2."""
+        assert self.config is not None
+        try:
+            settings = tune.settings_of(self.config)
+            if settings is None:
+                return None
+            arms = tune.plan_arms(plan.distilled, compose, settings)
+        except ConfigError as err:
+            print(f"distill_sweep: error: {err}", file=sys.stderr)
+            sys.exit(2)
+        return settings, arms
+
+    def _tune(self, settings: Any, arms: list[Any], compose: JobComposer, initial_job_idx: int
+              ) -> tuple[list[Any], int]:
+        """Every arm's trials, in rounds of one trial per arm still short of its budget (launched together, so that
+        a SLURM array runs the arms side by side); then each arm's best values chosen."""
+        results, check, returns = self._results_dir(), self._check(), []
+        studies = {arm.digest: tune.open_study(arm, settings, results) for arm in arms}
+        while True:
+            pending = [p for arm in arms for p in tune.next_trials(arm, studies[arm.digest], settings.trials)]
+            if not pending:
+                break
+            idents = []
+            for p in pending:
+                try:
+                    idents.append(check(compose(p.overrides)))
+                except ConfigError as err:
+                    print(f"distill_sweep: error in trial [{' '.join(p.overrides)}]: {err}", file=sys.stderr)
+                    sys.exit(2)
+            todo = [(p, i) for p, i in zip(pending, idents, strict=True) if find_completed(i) is None]
+            print(f"distill_sweep: tuning: {len(pending)} trial(s) of {len({p.arm.digest for p in pending})} arm(s), "
+                  f"{len(pending) - len(todo)} of them completed before", flush=True)
+            if todo:
+                more, initial_job_idx = self._launch_all([p.overrides for p, _ in todo], [i for _, i in todo],
+                                                         initial_job_idx, pack=True)
+                returns += more
+                self.trials_run += len(todo)
+            for p, ident in zip(pending, idents, strict=True):  # a failed one (its record says why) is asked again
+                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir)
+        for arm in arms:
+            study = studies[arm.digest]
+            if tune.completed(study) >= settings.trials:
+                tune.choose(arm, study, results, settings)
+                print(f"distill_sweep: tuned {arm.name}: trial {arm.best_trial} chosen: "
+                      + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
+            else:  # as many trials failed as the budget: no choice, so no grid (the sweep exits 1 at its end)
+                print(f"distill_sweep: {arm.name}: {tune.failed_trials(study)} trials failed, {tune.completed(study)} "
+                      f"of {settings.trials} completed: its grid jobs are not run", file=sys.stderr)
+        return returns, initial_job_idx
+
+    def _replan_tuned(self, plan: SweepPlan, arms: list[Any], compose: JobComposer) -> None:
+        """The grid's jobs are the tuned ones: each arm's seeds at its chosen values (completed ones skipped)."""
+        results, check = self._results_dir(), self._check()
+        plan.todo, plan.configs = [], []
+        for arm in arms:
+            if arm.best is None:
+                continue
+            for overrides in tune.tuned_grid(arm, results):
+                try:
+                    ident = check(compose(overrides))
+                except ConfigError as err:
+                    print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
+                    sys.exit(2)
+                if find_completed(ident) is None:
+                    plan.todo.append(overrides)
+                    plan.configs.append(ident)
+        print(f"distill_sweep: the grid at each arm's chosen values: {len(plan.todo)} job(s) to run", flush=True)
 
     def _plan_grid(self, all_jobs: Sequence[Sequence[str]], compose: JobComposer, dry_run: bool) -> SweepPlan:
         """Every job of the grid identified (checked against the models' configs unless a dry run, which must

@@ -21,6 +21,7 @@ from distill_sweep.config.schema import ConfigSettings
 from distill_sweep.data.augment import augmented_train
 from distill_sweep.data.batching import make_loader
 from distill_sweep.data.glue import load_task_data
+from distill_sweep.data.holdout import HOLDOUT, tuning_data
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import load_tokenizer
 from distill_sweep.records import files
@@ -123,6 +124,13 @@ class RunContext:
 
         data = load_task_data(job.settings.task, tokenizer, cache_dir, augmented if augment.name != "none" else None,
                               words=student_words if job.procedure.uses_student and kind.has_tokenizer else None)
+        tune = job.settings.run.tune
+        if run.tune_trial is not None:  # a tuning trial: trains without the holdout, scored on it alone
+            data = tuning_data(data, tune.holdout, tune.seed)
+            record["tune_trial"] = {"number": run.tune_trial, "holdout": tune.holdout, "seed": tune.seed,
+                                    "holdout_size": len(data.dev[HOLDOUT])}
+        if run.tune_chosen is not None:  # a tuned grid job: its arm's chosen values and a pointer to the study
+            record["tuned"] = files.read_record(Path(run.tune_chosen)) or {"chosen": run.tune_chosen}
         if info:
             record["augment"] = info
         if own:

@@ -351,7 +351,7 @@ def test_an_accepted_boundary_value_trains_a_step(key: Key, value: str, tmp_path
 
 
 # Top-level keys the typed schema has and conf/config.yaml leaves out: set with `+key=...` (the sweeper's flags).
-PLUS_ONLY = {"dry_run", "dry_run_list", "plan_seeds", "prepare_only", "pack_file"}
+PLUS_ONLY = {"dry_run", "dry_run_list", "plan_seeds", "prepare_only", "pack_file", "tune_trial", "tune_chosen"}
 
 
 def test_conf_config_yaml_and_the_typed_defaults_are_one_set_of_defaults() -> None:

@@ -1,0 +1,89 @@
+"""The `tune` block: a tuning budget per arm of a sweep, and the search space its trials draw from.
+
+An arm is one cell of the grid without its seed. With `tune.trials` > 0 the sweeper gives every arm the same
+number of trials, from the same sampler and seed, each trained on the training split less a seeded holdout and
+scored on that holdout (never on a reported dev split); the grid's jobs then run with each arm's best values
+(sweep/tune.py). At its defaults the block is off and leaves every config hash as it was (job/identity.py).
+
+This module checks the block on its own (types, ranges, the shape of the space); the rules that need a job's
+config (a key that exists and that the arm reads, not the teacher's, a holdout of at least a batch) are
+sweep/tune.py's, checked for every arm before any work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from distill_sweep.config.parse import SEED_RANGE
+from distill_sweep.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Range:
+    """One numeric key of the space: drawn from [low, high], on a log scale with `log`."""
+
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False  # both bounds integers: the key takes integers (a batch size, epochs)
+
+
+@dataclass
+class TuneSettings:
+    # trials per arm (0: no tuning, the default: the grid runs at its configured values)
+    trials: int = field(default=0, metadata={"ge": 0})
+    # the keys tuned: a job-config key (objective.temperature, optimizer.lr) -> {low, high, log} or a list of choices
+    # (null: none)
+    space: dict[str, Any] | None = None
+    # the share of the training split held out as the tuning dev set (trials train on the rest)
+    holdout: float = field(default=0.1, metadata={"gt": 0.0, "lt": 1.0})
+    # how trials are drawn: tpe (Optuna's TPE) or random
+    sampler: Literal["tpe", "random"] = "tpe"
+    # the holdout metric maximised (null: the task's primary metric)
+    metric: str | None = None
+    # the sampler's seed and the holdout's: the same seed gives the same trials and the same holdout
+    seed: int = field(default=0, metadata=SEED_RANGE)
+
+    def validate(self, where: str) -> None:
+        self._parsed = {key: parse_domain(value, f"{where}.space.{key}") for key, value in (self.space or {}).items()}
+        if self.trials > 0 and not self.space:
+            raise ConfigError(f"{where}.trials={self.trials} with an empty {where}.space: name the keys to tune "
+                              "(e.g. objective.temperature: {low: 1, high: 8})")
+
+    def domains(self) -> dict[str, Range | list[Any]]:
+        """The space as `validate` parsed it: each key's Range or its list of choices."""
+        return dict(getattr(self, "_parsed", {}))
+
+
+def parse_domain(value: Any, where: str) -> Range | list[Any]:
+    """One entry of `tune.space`: a list of choices, or a mapping {low, high, log} (ConfigError, one line)."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ConfigError(f"{where}=[]: give at least one choice, or a range {{low, high}}")
+        if len(set(map(repr, value))) < len(value):
+            raise ConfigError(f"{where}={list(value)}: a choice is listed twice")
+        return list(value)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}={value!r}: expected a range {{low, high, log}} or a list of choices")
+    unknown = sorted(str(k) for k in value if k not in ("low", "high", "log"))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown setting (known: low, high, log)")
+    for key in ("low", "high"):
+        bound = value.get(key)
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            raise ConfigError(f"{where}.{key}={bound!r}: expected a finite number")
+    log = value.get("log", False)
+    if not isinstance(log, bool):
+        raise ConfigError(f"{where}.log={log!r}: expected true or false")
+    low, high = value["low"], value["high"]
+    if low >= high:
+        raise ConfigError(f"{where}: low={low} >= high={high}: a range needs low < high")
+    if log and low <= 0:
+        raise ConfigError(f"{where}: a log range must stay above 0, got low={low} (use log: false, or low > 0)")
+    return Range(float(low), float(high), log, isinstance(low, int) and isinstance(high, int))
+
+
+__all__ = ["Range", "TuneSettings", "parse_domain"]

@@ -1,0 +1,44 @@
+"""The tuning holdout: a seeded share of the training split that a tuning trial is scored on instead of training.
+
+A trial (sweep/tune.py) trains on the training split less these rows and is evaluated on them alone: the
+reported dev splits are never read while tuning, so the grid's dev scores stay an honest estimate. The rows
+depend on the split's size, `tune.holdout` and `tune.seed` only, never on the trial or the training seed: every
+trial of every arm is scored on the same examples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from distill_sweep.config.seeds import derived_seed
+from distill_sweep.data.glue import TaskData
+
+HOLDOUT = "tune_holdout"  # the name of a trial's only dev split (records, metrics)
+
+
+def holdout_size(n_train: int, fraction: float) -> int:
+    """How many of `n_train` examples the holdout takes: `fraction` of them, rounded."""
+    return int(round(n_train * fraction))
+
+
+def holdout_rows(n_train: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows a trial trains on, the holdout's rows), both sorted, disjoint, together every row of the split."""
+    order = np.random.default_rng(derived_seed("tune-holdout", seed)).permutation(n_train)
+    size = holdout_size(n_train, fraction)
+    return np.sort(order[size:]), np.sort(order[:size])
+
+
+def tuning_data(data: TaskData, fraction: float, seed: int) -> TaskData:
+    """A trial's data: the training split less the holdout, and the holdout as its one dev split. The rows keep
+    their `idx` (the row in the whole split), so the teacher-output store of the whole split serves them."""
+    whole = data.teacher_train if data.teacher_train is not None else data.train
+    if len(whole) != len(data.train):  # an augmented split: its new rows would carry the holdout's examples
+        raise ValueError("a tuning trial's holdout is taken from the original training split: not augmented")
+    keep, held = holdout_rows(len(whole), fraction, seed)
+    return dataclasses.replace(data, train=data.train.select(keep.tolist()), dev={HOLDOUT: whole.select(held.tolist())},
+                               tuning_from=data.train)
+
+
+__all__ = ["HOLDOUT", "holdout_rows", "holdout_size", "tuning_data"]

@@ -1,0 +1,339 @@
+"""The tuning phase of a sweep (`tune.trials` > 0): every arm gets the same budget of trials, then the grid runs
+each arm's best values over its seeds.
+
+An *arm* is one cell of the grid without its seed. Each arm has an Optuna study (ask/tell) in a journal file under
+the results directory (`<results_dir>/tuning/<arm>.journal`, a file lock shared by every process that opens it),
+named from the arm's identity. A trial is a job like any other, launched by the same launcher (packs, store,
+records): the arm's first grid job with the trial's values and `+tune_trial=<number>`, which trains without the
+holdout and is scored on it (data/holdout.py). Its record is the trial's: a trial whose process was killed is
+still RUNNING in the study and is run again at the next sweep (resumed from its checkpoint), never asked anew,
+and a re-run sweep asks only the trials its budget still lacks (COMPLETE ones are counted from the study).
+
+Before any work, every arm's space is checked against the arm's own config (`plan_arms`): a key no job's config
+has, a bound its part refuses, a key that changes the teacher, and a key that no arm reads (no value of it changes
+the arm's jobs) are one line each; a key that some arms lack or do not read is left out of theirs (and said so).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from distill_sweep.config.tune import Range, TuneSettings
+from distill_sweep.data.holdout import holdout_size
+from distill_sweep.errors import ConfigError
+from distill_sweep.job.identity import JobIdentity, identify
+from distill_sweep.records import files
+from distill_sweep.records.record import best_epoch, completed_record
+from distill_sweep.sweep.cost import student_passes, task_rows
+
+TUNING_DIR = "tuning"  # under results_dir: one journal per arm, and the values each arm chose
+_MISSING = object()
+
+
+@dataclass
+class Arm:
+    """One cell of the grid without its seed, and its study."""
+
+    digest: str  # the identity of its jobs with the seed left out
+    name: str  # the study's name: task, objective, init and the digest's first characters
+    overrides: list[str]  # its first grid job's: the trials run as that job
+    ident: JobIdentity  # that job's identity
+    space: dict[str, Range | list[Any]]  # the keys this arm reads
+    left_out: list[str]  # the space's keys this arm does not read
+    grid: list[list[str]] = field(default_factory=list)  # every grid job of the arm (its seeds)
+    best: dict[str, Any] | None = None  # the chosen values, once its budget is spent
+    best_trial: int | None = None
+
+    def journal(self, results_dir: Path) -> Path:
+        return results_dir / TUNING_DIR / f"{self.digest[:10]}.journal"
+
+
+def settings_of(config: DictConfig) -> TuneSettings | None:
+    """The sweep's tune block when tuning is on (tune.trials > 0), else None (as the jobs check it)."""
+    from distill_sweep.config.parse import parse
+
+    node = OmegaConf.select(config, "tune", default=None)
+    plain = OmegaConf.to_container(node, resolve=True) if node is not None else None
+    tune = parse(TuneSettings, plain, "tune")
+    return tune if tune.trials > 0 else None
+
+
+def _select(cfg: DictConfig, key: str) -> Any:
+    return OmegaConf.select(cfg, key, default=_MISSING, throw_on_missing=False)
+
+
+def _probe_values(domain: Range | list[Any]) -> list[Any]:
+    if isinstance(domain, list):
+        return list(domain)
+    return [int(domain.low), int(domain.high)] if domain.integer else [domain.low, domain.high]
+
+
+def _with(cfg: DictConfig, values: dict[str, Any]) -> DictConfig:
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        OmegaConf.update(out, key, value, merge=False)
+    return out
+
+
+def _reads(cfg: DictConfig, ident: JobIdentity, key: str, domain: Range | list[Any]) -> bool:
+    """Whether the arm of `cfg` reads `key`: its bounds (or choices) make different jobs. A bound the key's part
+    refuses, or a key that changes the teacher, is a ConfigError."""
+    digests = set()
+    for value in _probe_values(domain):
+        try:
+            probe = identify(_with(cfg, {key: value}))
+        except ConfigError as err:
+            raise ConfigError(f"tune.space.{key}: the value {value!r} is refused: {err}") from None
+        if probe.teacher.key != ident.teacher.key:
+            raise ConfigError(f"tune.space.{key} changes the teacher (its fine-tuning or outputs): tuning the "
+                              "teacher is out of scope, every arm distils the same teacher; tune the student's keys")
+        digests.add(probe.digest)
+    return len(digests) > 1
+
+
+def _check_holdout(tune: TuneSettings, ident: JobIdentity) -> None:
+    """The holdout must leave the trials at least one training batch, and hold at least one example."""
+    settings = ident.settings
+    rows = task_rows(settings)
+    if not rows:
+        return  # the training split's size is not stated (a hub task without train_size): the trial checks it
+    batch = settings.optimizer.batch_size or settings.task.recipe.batch_size
+    space_batch = tune.domains().get("optimizer.batch_size")
+    if space_batch is not None:
+        batch = max(int(v) for v in _probe_values(space_batch))
+    held = holdout_size(rows, tune.holdout)
+    if held < 1 or rows - held < batch:
+        raise ConfigError(f"tune.holdout={tune.holdout}: of the {rows} training examples of task "
+                          f"{settings.task.name} it holds out {held} and leaves {rows - held}; a trial needs at least "
+                          f"one example to score and a batch ({batch}) to train on")
+
+
+def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Callable[[Sequence[str]], DictConfig],
+              tune: TuneSettings) -> list[Arm]:
+    """The sweep's arms, each with the part of the space it reads; ConfigError (one line) for a bad space."""
+    domains = tune.domains()
+    arms: dict[str, Arm] = {}
+    present: set[str] = set()
+    for ident, overrides in distilled:
+        cfg = compose(overrides)
+        seedless = _with(cfg, {"seed": 0})
+        digest = identify(seedless).digest
+        if digest in arms:
+            arms[digest].grid.append(list(overrides))
+            continue
+        if not ident.procedure_settings.reads_task:
+            raise ConfigError(f"tune with procedure={ident.procedure.name}: a trial holds out part of the task's "
+                              "training split, and this procedure reads none (tuning is for the task's jobs)")
+        augment = getattr(ident.settings.task.augment, "name", ident.settings.task.augment)  # parsed by identify
+        if augment not in ("none", None):
+            raise ConfigError(f"tune with task.augment={augment}: a trial's holdout is taken "
+                              "from the original training split, which augmentation would leak into training")
+        space, left_out = {}, []
+        for key, domain in domains.items():
+            if key.split(".")[0] == "teacher":
+                raise ConfigError(f"tune.space.{key}: tuning the teacher is out of scope (every arm distils the same "
+                                  "teacher); tune the student's keys")
+            if _select(cfg, key) is not _MISSING and _reads(cfg, ident, key, domain):
+                space[key] = domain
+            else:  # not in this arm's config (another objective's term), or no value of it changes its jobs
+                left_out.append(key)
+        _check_holdout(tune, ident)
+        name = f"{ident.task}-{ident.objective_name}-{ident.init_label}-{digest[:10]}"
+        arms[digest] = Arm(digest, name, list(overrides), ident, space, left_out, [list(overrides)])
+        present.update(key for key in domains if _select(cfg, key) is not _MISSING)
+    unknown = [key for key in domains if key not in present]
+    if unknown:
+        raise ConfigError(f"tune.space.{unknown[0]}: no such key in the config of any job of this sweep")
+    unread = [key for key in domains if all(key in arm.left_out for arm in arms.values())]
+    if unread:
+        raise ConfigError(f"tune.space.{unread[0]}: no arm of this sweep reads it (no value of it changes their "
+                          "jobs): leave it out of the space")
+    return list(arms.values())
+
+
+# ------------------------------------------------------------------------------------------- studies
+def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
+    """The arm's study in its journal (created on first use); every arm's sampler draws from tune.seed."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = arm.journal(results_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage = JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
+    sampler = (optuna.samplers.TPESampler(seed=tune.seed) if tune.sampler == "tpe"
+               else optuna.samplers.RandomSampler(seed=tune.seed))
+    return optuna.create_study(study_name=arm.name, storage=storage, sampler=sampler, direction="maximize",
+                               load_if_exists=True)
+
+
+def completed_trials(arm: Arm, results_dir: Path) -> int:
+    """COMPLETE trials of the arm's study so far (0 where it has no journal yet): the dry run's count."""
+    if not arm.journal(results_dir).exists():
+        return 0
+    import optuna
+
+    study = optuna.load_study(study_name=arm.name, storage=read_storage(arm.journal(results_dir)))
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+
+
+def read_storage(path: Path) -> Any:
+    """The journal storage of a study file (read by the dry run and the report)."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+    return JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
+
+
+def _suggest(trial: Any, space: dict[str, Range | list[Any]]) -> dict[str, Any]:
+    values = {}
+    for key, domain in space.items():
+        if isinstance(domain, list):
+            values[key] = trial.suggest_categorical(key, domain)
+        elif domain.integer:
+            values[key] = trial.suggest_int(key, int(domain.low), int(domain.high), log=domain.log)
+        else:
+            values[key] = trial.suggest_float(key, domain.low, domain.high, log=domain.log)
+    return values
+
+
+def override(key: str, value: Any) -> str:
+    """`key=value` as a Hydra override (strings quoted, so that a value is never read as another type)."""
+    if value is None:
+        return f"{key}=null"
+    if isinstance(value, bool):
+        return f"{key}={'true' if value else 'false'}"
+    if isinstance(value, (int, float)):
+        return f"{key}={value!r}"
+    return f"{key}='{value}'"
+
+
+@dataclass
+class PendingTrial:
+    arm: Arm
+    number: int
+    values: dict[str, Any]
+    overrides: list[str]
+
+
+def trial_overrides(arm: Arm, number: int, values: dict[str, Any]) -> list[str]:
+    return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}"]
+
+
+def next_trials(arm: Arm, study: Any, budget: int) -> list[PendingTrial]:
+    """The trials to run now for one arm: those left RUNNING (by a killed sweep: run again, same number and values;
+    by another sweep running now: its job's lock makes this one wait for it), else one new trial while the arm's
+    COMPLETE trials are short of the budget ([] once it is spent). Two sweeps asking at once: the trial numbered
+    later gives way, so the COMPLETE trials never pass the budget."""
+    import optuna
+
+    states = optuna.trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    done = sum(t.state == states.COMPLETE for t in trials)
+    if done >= budget or failed_trials(study) >= budget:  # (a failed trial is asked again, up to a budget of them)
+        return []
+    running = [t for t in trials if t.state == states.RUNNING][: budget - done]
+    if running:
+        return [PendingTrial(arm, t.number, dict(t.params), trial_overrides(arm, t.number, dict(t.params)))
+                for t in running]
+    trial = study.ask()
+    ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
+                if t.number < trial.number)
+    if ahead >= budget:  # another sweep on this study asked at the same moment: its trial fills the budget
+        trial.set_user_attr("abandoned", "another sweep's trial fills the budget")
+        study.tell(trial, state=states.FAIL)
+        return next_trials(arm, study, budget)  # that trial, run here too: its lock makes this sweep wait for it
+    values = _suggest(trial, arm.space)
+    return [PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values))]
+
+
+def failed_trials(study: Any) -> int:
+    """Trials whose job failed (a diverging learning rate: a non-finite loss), not those that gave way."""
+    import optuna
+
+    return sum(t.state == optuna.trial.TrialState.FAIL and "abandoned" not in t.user_attrs
+               for t in study.get_trials(deepcopy=False))
+
+
+def completed(study: Any) -> int:
+    import optuna
+
+    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+
+
+def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
+    """A trial's holdout score from its completed record (the best epoch's), None where it did not complete."""
+    record = completed_record(ident.out_dir)
+    if record is None:
+        return None
+    metric = metric or ident.settings.task.primary_metric
+    best = best_epoch(record.get("epochs") or [], metric)
+    return None if best is None else float(best["dev"][metric])
+
+
+def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None) -> None:
+    """The trial's result into the study, with where its record is (the checklist sums its compute); a trial
+    another process already told is left as it is."""
+    import optuna
+
+    states = optuna.trial.TrialState
+    frozen = study.get_trials(deepcopy=False)[pending.number]
+    if frozen.state != states.RUNNING:
+        return
+    if record_dir is not None:
+        study._storage.set_trial_user_attr(frozen._trial_id, "record", str(record_dir))  # Optuna has no public setter
+    if score is None:
+        study.tell(pending.number, state=states.FAIL)
+    else:
+        study.tell(pending.number, score)
+
+
+def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
+    """The arm's best trial (by holdout score), kept as its chosen values and written next to its journal with how
+    they were chosen (the reporting checklist's source)."""
+    best = study.best_trial
+    arm.best, arm.best_trial = dict(best.params), best.number
+    metric = tune.metric or arm.ident.settings.task.primary_metric
+    chosen = {"study": arm.name, "journal": str(arm.journal(results_dir)), "trial": best.number,
+              "score": best.value, "values": arm.best, "left_out": arm.left_out,
+              "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
+              "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
+              "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label}
+    files.write_json_atomic(chosen_path(arm, results_dir), chosen)
+
+
+def chosen_path(arm: Arm, results_dir: Path) -> Path:
+    return results_dir / TUNING_DIR / f"{arm.digest[:10]}.chosen.json"
+
+
+def tuned_grid(arm: Arm, results_dir: Path) -> list[list[str]]:
+    """The arm's grid jobs with its chosen values, each pointing at the arm's choice (`+tune_chosen`)."""
+    assert arm.best is not None
+    pointer = f"+tune_chosen='{chosen_path(arm, results_dir)}'"
+    return [[*overrides, *(override(k, v) for k, v in arm.best.items()), pointer] for overrides in arm.grid]
+
+
+def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path) -> str:
+    """What the tuning phase will run: trials per arm, those its studies already hold, what is left."""
+    done = [min(completed_trials(arm, results_dir), tune.trials) for arm in arms]
+    passes = sum(student_passes(arm.ident) * (tune.trials - n) for arm, n in zip(arms, done, strict=True))
+    lines = [f"distill_sweep: tuning first: {len(arms)} arm(s) x {tune.trials} trial(s) ({tune.sampler}, seed "
+             f"{tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial jobs, "
+             f"{sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run (at most {passes:.3g} "
+             "student sample-passes: each trial trains at most as long as its arm's grid job); then the grid with "
+             "each arm's best values"]
+    for arm in arms:
+        if arm.left_out:
+            lines.append(f"  arm {arm.name}: {', '.join(arm.left_out)} left out of its space (it does not read them)")
+    return "\n".join(lines)
+
+
+__all__ = ["TUNING_DIR", "Arm", "choose", "dry_run_line", "next_trials", "open_study", "override", "plan_arms",
+           "settings_of", "tell", "trial_score", "tuned_grid"]
