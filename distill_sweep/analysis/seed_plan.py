@@ -107,19 +107,21 @@ def plan_text(results_dir: str | Path, planned: Sequence[dict[str, Any]], alpha:
     if table.empty:
         return head + "\n  no comparison in the planned grid (one objective at one init)"
 
-    def span(lo: float, hi: float) -> str:
-        if math.isnan(lo):
-            return "—"
-        if math.isinf(lo):
-            return "never"
-        top = "∞" if math.isinf(hi) else f"{int(hi)}"
-        return top if top == f"{int(lo)}" else f"{int(lo)}–{top}"
-
     shown = table[list(COLUMNS)].assign(**{
         "mean(A-B)": [f"{v:+.2f}" if not math.isnan(v) else "—" for v in table["mean(A-B)"]],
         "d": [f"{v:.2f}" if not math.isnan(v) else "—" for v in table["d"]],
         "d interval": [f"[{lo:.2f}, {hi:.2f}]" if not math.isnan(lo) else "—"
                        for lo, hi in zip(table["d_low"], table["d_high"], strict=True)],
-        "seeds needed": [span(lo, hi) for lo, hi in zip(table["seeds_low"], table["seeds_high"], strict=True)]})
+        "seeds needed": [seeds_range_text(lo, hi) for lo, hi in zip(table["seeds_low"], table["seeds_high"], strict=True)]})
     return head + "\n" + tabulate(shown.to_numpy().tolist(), headers=list(COLUMNS), tablefmt="simple",
                                   disable_numparse=True)
+
+
+def seeds_range_text(low: float, high: float) -> str:
+    """Seeds needed as a range: "4–120", "4–∞" (d may be 0), "never" (no difference seen), "—" (no test)."""
+    if math.isnan(low):
+        return "—"
+    if math.isinf(low):
+        return "never"
+    top = "∞" if math.isinf(high) else f"{int(high)}"
+    return top if top == f"{int(low)}" else f"{int(low)}–{top}"

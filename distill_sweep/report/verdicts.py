@@ -8,13 +8,12 @@ prints the statistic and says why there is no verdict.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from distill_sweep.analysis import aso_null, stats
+from distill_sweep.analysis import aso_null, seed_plan, stats
 
 
 def family_level(testable: int, alpha: float) -> float:
@@ -63,13 +62,4 @@ def aso_verdict_text(records: Sequence[dict[str, Any]], within: Sequence[str], t
     return text
 
 
-def fmt_seeds_range(low: float, high: float) -> str:
-    """Seeds needed as a range: "4–120", "4–∞" (d may be 0), "never" (no difference seen), "—" (no test)."""
-    if math.isnan(low):
-        return "—"
-    if math.isinf(low):
-        return "never"
-    top = "\u221e" if math.isinf(high) else f"{int(high)}"
-    if top == f"{int(low)}":
-        return top
-    return f"{int(low)}\u2013{top}"
+fmt_seeds_range = seed_plan.seeds_range_text  # one home: the seed plan's text of a seeds-needed range
