@@ -9,11 +9,14 @@ trial of every arm is scored on the same examples.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from distill_sweep.config.seeds import derived_seed
-from distill_sweep.data.glue import TaskData
+
+if TYPE_CHECKING:  # (glue imports datasets and torch: the sweeper reads holdout_size while it plans, before both)
+    from distill_sweep.data.glue import TaskData
 
 HOLDOUT = "tune_holdout"  # the name of a trial's only dev split (records, metrics)
 

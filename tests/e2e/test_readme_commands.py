@@ -206,7 +206,7 @@ def plan(command: Command, work: Path) -> Run:
         return Run(command, "report", [*python, *_expand_synopsis(args, work)])
     if module == "distill_sweep.analysis.aso_calibration":  # the full table takes minutes: two n, few pairs
         return Run(command, "print", [*python, *args, "--ns", "2", "3", "--reps", "20"])
-    if module == "distill_sweep.status":  # on the store the toy commands wrote, after them, as the report
+    if module in ("distill_sweep.status", "distill_sweep.report.checklist"):  # on the toy commands' store, after
         return Run(command, "report", [*python, *args])
     if module == "distill_sweep.bench.step":
         # one thread: torch's default threads stall on a machine the other tests keep busy (2x slower here)
