@@ -204,10 +204,13 @@ def write_record(
 
 def path_without_sbatch(tmp: Path) -> str:
     """$PATH as it is, but with no sbatch: a directory holding one is replaced by a copy made of links to
-    everything else in it (this machine may have SLURM installed for the SLURM tests)."""
+    everything else in it (this machine may have SLURM installed for the SLURM tests). The system's bin
+    directories are replaced so even without one: the SLURM tests, beside these, may install SLURM there (apt)
+    after this PATH was made, and a sbatch appearing later would then be found."""
     dirs = []
     for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
-        if d and (Path(d) / "sbatch").exists():
+        system = d.rstrip("/") in ("/usr/bin", "/bin", "/usr/local/bin")
+        if d and Path(d).is_dir() and ((Path(d) / "sbatch").exists() or system):
             shadow = tmp / f"path-{i}"
             if not shadow.exists():
                 shadow.mkdir(parents=True)
