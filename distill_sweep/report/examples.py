@@ -120,32 +120,11 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
                 continue
             split = prediction_checks.scored_split(same[0][1])
             labels = same[0][1].labels[split]
-            a = np.stack([pa.preds[split] for _, pa, _ in same])
-            b = np.stack([pb.preds[split] for _, _, pb in same])
-            dropped = sorted(set(seeds) - {s for s, _, _ in same})
-            flagged = []  # seeds with a collapsed run (analysis/collapse.py): kept, marked and named
-            for s, pa, pb in same:
-                for path, got in zip((by_key[(*fixed, pair["a"], task, s)], by_key[(*fixed, pair["b"], task, s)]),
-                                     (pa, pb), strict=True):
-                    why = _collapsed(got.preds[split], labels, metric)
-                    if why:
-                        collapsed_runs[path] = why
-                        flagged.append(s)
-            entry = {"task": task, **dict(zip(within, fixed, strict=True)), "a": pair["a"], "b": pair["b"],
-                     "metric": metric, "seeds": len(same), "seeds_matched": len(seeds),
-                     "seeds_left_out": " ".join(map(str, dropped)),
-                     "seeds_collapsed": " ".join(map(str, sorted(set(flagged)))), "examples": len(labels)}
-            if len(same) == 1:  # two runs: a test of these runs over the examples, not of the methods
-                test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
-                diff = weighted_metric_diff(a[0], b[0], labels, metric)
-                frame.append({**entry, "kind": KIND_TWO_RUNS, "mean_diff": 100 * diff, "ci_low": math.nan,
-                              "ci_high": math.nan, "p": math.nan, "one_seed": same[0][0], "one_seed_test": test,
-                              "one_seed_p": p_one})
-                continue
-            mb = few_seeds.multi_bootstrap(a, b, labels, metric)  # with its small-sample guard
-            frame.append({**entry, "kind": KIND_SEEDS, "mean_diff": 100 * mb["diff"], "ci_low": 100 * mb["ci_low"],
-                          "ci_high": 100 * mb["ci_high"], "p": mb["p"], "p_bootstrap": mb["p_bootstrap"],
-                          "p_seeds": mb["p_seeds"], "one_seed": math.nan, "one_seed_test": "", "one_seed_p": math.nan})
+            frame.append(_scored(same, seeds, split, labels, metric, collapsed_runs,
+                                 {"task": task, **dict(zip(within, fixed, strict=True)), "a": pair["a"],
+                                  "b": pair["b"], "metric": metric},
+                                 {(side, s): by_key[(*fixed, pair[side], task, s)] for s, _, _ in same
+                                  for side in ("a", "b")}))
     out = pd.DataFrame(frame)
     rows = [_row(r, within, collapsed_mark) for r in out.to_dict("records") if r["kind"] == KIND_SEEDS] \
         if frame else []
@@ -171,6 +150,35 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     notes += [f"{collapsed_mark} collapsed run (kept in the comparison): {run_name(named[p])}: {why}"
               for p, why in collapsed_runs.items()]
     return rows, out, notes
+
+
+def _scored(same: list[tuple[int, DevPredictions, DevPredictions]], seeds: list[int], split: str,
+            labels: np.ndarray, metric: str, collapsed_runs: dict[str, str], head: dict[str, Any],
+            paths: dict[tuple[str, int], str]) -> dict[str, Any]:
+    """One pair x task's row of the CSV frame: its seeds (left out, collapsed: the collapsed runs are named in
+    `collapsed_runs`), then the multi-bootstrap with its few-seeds guard (KIND_SEEDS) or, at one seed, the test
+    of the two runs (KIND_TWO_RUNS). `paths[(side, seed)]`: the record of side "a" or "b" at that seed."""
+    a = np.stack([pa.preds[split] for _, pa, _ in same])
+    b = np.stack([pb.preds[split] for _, _, pb in same])
+    dropped = sorted(set(seeds) - {s for s, _, _ in same})
+    flagged = []  # seeds with a collapsed run (analysis/collapse.py): kept, marked and named
+    for s, pa, pb in same:
+        for side, got in (("a", pa), ("b", pb)):
+            why = _collapsed(got.preds[split], labels, metric)
+            if why:
+                collapsed_runs[paths[(side, s)]] = why
+                flagged.append(s)
+    entry = {**head, "seeds": len(same), "seeds_matched": len(seeds), "seeds_left_out": " ".join(map(str, dropped)),
+             "seeds_collapsed": " ".join(map(str, sorted(set(flagged)))), "examples": len(labels)}
+    if len(same) == 1:  # two runs: a test of these runs over the examples, not of the methods
+        test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
+        diff = weighted_metric_diff(a[0], b[0], labels, metric)
+        return {**entry, "kind": KIND_TWO_RUNS, "mean_diff": 100 * diff, "ci_low": math.nan, "ci_high": math.nan,
+                "p": math.nan, "one_seed": same[0][0], "one_seed_test": test, "one_seed_p": p_one}
+    mb = few_seeds.multi_bootstrap(a, b, labels, metric)  # with its small-sample guard
+    return {**entry, "kind": KIND_SEEDS, "mean_diff": 100 * mb["diff"], "ci_low": 100 * mb["ci_low"],
+            "ci_high": 100 * mb["ci_high"], "p": mb["p"], "p_bootstrap": mb["p_bootstrap"], "p_seeds": mb["p_seeds"],
+            "one_seed": math.nan, "one_seed_test": "", "one_seed_p": math.nan}
 
 
 def _row(r: dict, within: Sequence[str], collapsed_mark: str) -> list[str]:
