@@ -46,6 +46,10 @@ class Sequences:
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
+    def targets(self) -> int:
+        """The positions a student trains on (CausalData.batch's labels): first_target <= t + 1 < length per row."""
+        return int(np.maximum(0, self.lengths - self.first_target).sum())
+
 
 @dataclass
 class CausalData:

@@ -376,7 +376,8 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
                                         group=decoder_group(job.teacher, settings), precision=ctx.precision,
                                         device=ctx.device, mode=settings.store_mode())
         store_info = {"mode": "store", "top_k": settings.teacher_top_k, "teacher_logits": settings.logits_mode(),
-                      **stored.describe()}
+                      **stored.describe(),
+                      "bytes_per_trained_token": round(stored.bytes_per_trained_token(data.train.targets()), 1)}
     ctx.record["teacher_outputs"] = store_info
     return data, teacher, teacher_info, stored
 

@@ -354,7 +354,14 @@ class TopKOutputs:
         return values.to(device), indices.to(device)
 
     def bytes_per_token(self) -> int:
+        """Per stored position: k values and k ids."""
         return int(self.values.dtype.itemsize + self.indices.dtype.itemsize) * int(self.values.shape[-1])
+
+    def bytes_per_trained_token(self, targets: int) -> float:
+        """The store's size over the `targets` positions a student trains on: every position of every row is
+        stored at the split's width (prompts and padding too), so for instruction data this is many times
+        bytes_per_token."""
+        return float(self.values.nbytes + self.indices.nbytes) / max(1, targets)
 
     def describe(self) -> dict[str, Any]:
         return {"key": self.key, "path": str(self.path), "built": self.built, "store_mode": self.mode,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import compose_cfg, run_cli
 
@@ -80,6 +81,14 @@ def test_a_job_of_each_sparse_estimator_reads_its_own_compact_store(tmp_path: Pa
         info = record["teacher_outputs"]
         assert info["mode"] == "store" and info["teacher_logits"] == mode and info["store_mode"] == store
         assert info["bytes_per_token"] == 4 * 4  # float16 + uint16, k = 4 (the toy vocabulary: 68 tokens)
+        # per trained token: the two arrays (N, L, k) over the target positions (prompts and padding are stored)
+        arrays = [np.load(Path(info["path"]) / f"{name}.npy", mmap_mode="r") for name in ("values", "indices")]
+        stored = sum(a.size * a.dtype.itemsize for a in arrays)
+        n, width, k = arrays[0].shape
+        assert stored == n * width * 4 * 4 and k == 4
+        # every row's first position and its padding are stored but not trained on (instruction data: its prompts
+        # too): more bytes per trained token than per stored position (hand-worked: test_sparse_store.py)
+        assert info["bytes_per_trained_token"] > info["bytes_per_token"]
     assert Path(sampled["teacher_outputs"]["path"]).name.split("-")[-2] == "sampled4"
 
 

@@ -111,3 +111,24 @@ def test_a_sampled_store_is_its_own_seeded_store_checked_as_the_others(tmp_path:
     batch["idx"] = torch.tensor([5, 0, 7])
     with pytest.raises(StoreMismatchError, match="not the rows it was built from"):
         rebuilt.gather(batch)
+
+
+def test_bytes_per_trained_token_is_the_store_over_the_positions_trained_on(tmp_path) -> None:
+    """Two rows of width 5, k = 4, float16 + uint16: 2 x 5 x 4 x 4 = 160 bytes stored. Row 0 has 5 tokens and
+    its first target at position 3 (a prompt of 2), row 1 has 4 tokens and targets from 1: (5 - 3) + (4 - 1) = 5
+    trained positions, so 32 bytes per trained token against bytes_per_token's 16 per stored position."""
+    import torch
+
+    from distill_sweep.data.corpus import IGNORE
+    from distill_sweep.data.decoder import CausalData, Sequences
+    from distill_sweep.teachers.output_store import TopKOutputs
+
+    split = Sequences(ids=np.arange(10).reshape(2, 5) + 5, lengths=np.array([5, 4]), first_target=np.array([3, 1]),
+                      choice=np.array([-1, -1]))
+    data = CausalData("d", split, split, 0, [], {})
+    labels = data.batch(split, np.arange(2))["labels"]
+    assert split.targets() == int((labels != IGNORE).sum()) == 5  # the same positions the batches train on
+    store = TopKOutputs(tmp_path, "k", np.zeros((2, 5, 4), np.float16), np.zeros((2, 5, 4), np.uint16),
+                        torch.zeros(2, 2), built=True)
+    assert store.bytes_per_token() == 16
+    assert store.bytes_per_trained_token(split.targets()) == 32.0
