@@ -10,6 +10,7 @@ was scored with the dev split's majority class hold the training split's: a lowe
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,28 +125,30 @@ def _cell_runs(table: Table, runs: pd.DataFrame | None) -> list[dict[str, pd.Dat
     return out
 
 
+def _each_cell(table: Table, runs: pd.DataFrame | None) -> Iterator[tuple[int, int, pd.DataFrame]]:
+    """(row index, column index in the rendered row, the cell's runs) for every cell of `table` that has runs."""
+    for i, (row, cells) in enumerate(zip(table.rows, _cell_runs(table, runs), strict=True)):
+        for j, task in enumerate(table.tasks):
+            group = cells.get(task)
+            if group is not None and not group.empty:
+                yield i, len(row.labels) + j, group
+
+
 def mark_cells(table: Table, runs: pd.DataFrame | None, body: list[list[str]]) -> list[list[str]]:
     """The rendered rows (labels, a cell per task, Avg) with MARK after each cell that includes a collapsed run."""
     out = [list(line) for line in body]
-    for line, row, cells in zip(out, table.rows, _cell_runs(table, runs), strict=True):
-        for j, task in enumerate(table.tasks):
-            group = cells.get(task)
-            if group is not None and group["collapsed"].any():
-                line[len(row.labels) + j] += f" {MARK}"
+    for i, col, group in _each_cell(table, runs):
+        if group["collapsed"].any():
+            out[i][col] += f" {MARK}"
     return out
 
 
 def seed_tips(table: Table, runs: pd.DataFrame | None, tips: list[list[str]]) -> list[list[str]]:
     """The HTML hover texts with each cell's values per seed (collapsed ones marked) and their min-max."""
     out = [list(line) for line in tips]
-    for line, row, cells in zip(out, table.rows, _cell_runs(table, runs), strict=True):
-        for j, task in enumerate(table.tasks):
-            group = cells.get(task)
-            if group is None or group.empty:
-                continue
-            group = group.sort_values("seed")
-            values = ", ".join(f"seed {s}: {v:.1f}" + (f" {MARK}" if c else "")
-                               for s, v, c in zip(group["seed"], group["value"], group["collapsed"], strict=True))
-            line[len(row.labels) + j] += (f"; per seed: {values} (min-max {group['value'].min():.1f}-"
-                                          f"{group['value'].max():.1f})")
+    for i, col, group in _each_cell(table, runs):
+        group = group.sort_values("seed")
+        values = ", ".join(f"seed {s}: {v:.1f}" + (f" {MARK}" if c else "")
+                           for s, v, c in zip(group["seed"], group["value"], group["collapsed"], strict=True))
+        out[i][col] += f"; per seed: {values} (min-max {group['value'].min():.1f}-{group['value'].max():.1f})"
     return out

@@ -159,3 +159,14 @@ def test_paired_tests_seeds_are_a_range_at_holms_first_step() -> None:
             assert r["seeds_high"] == math.inf
     _, printed = tests_rows(tests, [])
     assert all("\u2013" in line[-2] or line[-2] in ("never", "\u2014") for line in printed)
+
+
+@pytest.mark.parametrize("argv", [["--reps", "0"], ["--ns", "1"], ["--reps", "x"]])
+def test_the_calibration_command_refuses_bad_sizes_in_one_line(argv: list[str],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from distill_sweep.analysis import aso_calibration
+
+    with pytest.raises(SystemExit) as exit_:
+        aso_calibration.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err[-1].startswith("python -m distill_sweep.analysis.aso_calibration: error:")

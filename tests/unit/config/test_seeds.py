@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import FAST, compose_cfg
+from helpers import CAUSAL_BASE, CAUSAL_BASE_HASH, FAST, compose_cfg
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.config.seeds import SeedSettings, job_seeds
@@ -20,9 +20,8 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.training.context import RunContext
 
-# A causal_lm job's config hash computed before the `seeds` block existed (tests/unit/procedures/test_teacher_logits)
-CAUSAL = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "student.num_layers=2"]
-CAUSAL_HASH = "4c17a550a1e4d6192a0c2f6beaada3e92b566dd7271433943d9b25cfb7310e74"
+# a causal_lm job and its config hash from before the `seeds` block (helpers: a settings identity, not floats)
+CAUSAL, CAUSAL_HASH = CAUSAL_BASE, CAUSAL_BASE_HASH
 
 
 def _digest(tmp_path: Path, *overrides: str) -> str:

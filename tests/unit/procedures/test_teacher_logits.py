@@ -7,20 +7,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import compose_cfg, run_cli
+from helpers import CAUSAL_BASE, CAUSAL_BASE_HASH, compose_cfg, run_cli
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
 
-BASE = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "student.num_layers=2"]
+BASE = CAUSAL_BASE
 FAST = [*BASE, "procedure.teacher_steps=60", "procedure.epochs=1", "max_steps_per_epoch=4"]
 
 # config hashes of these jobs (sha256 of the hashed config's JSON: settings, no float results, so the same on any
 # machine), computed by the code before procedure.teacher_logits existed (commit 8259e3c)
 EARLIER = [
-    ([], "4c17a550a1e4d6192a0c2f6beaada3e92b566dd7271433943d9b25cfb7310e74"),
+    ([], CAUSAL_BASE_HASH),
     (["procedure.teacher_top_k=4", "objective=fkl"], "508c0d7a9335830ca5d8566cf40f62e16c3f94022fc31706b113b86573f9bfad"),
     (["procedure.data=instructions", "objective=gjsd", "procedure.teacher_top_k=8"],
      "d183ef5761edec8556296f6c2b6df5145d2558debc9b30621234faed9d4ee386"),
