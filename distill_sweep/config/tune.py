@@ -44,6 +44,9 @@ class TuneSettings:
     sampler: Literal["tpe", "random"] = "tpe"
     # the holdout metric maximised (null: the task's primary metric)
     metric: str | None = None
+    # trials of one arm asked together and launched side by side (a SLURM array of that many workers per arm);
+    # each is drawn without the others' scores, so the same seed and the same value give the same trials
+    parallel: int = field(default=1, metadata={"ge": 1})
     # the sampler's seed and the holdout's: the same seed gives the same trials and the same holdout
     seed: int = field(default=0, metadata=SEED_RANGE)
 

@@ -289,10 +289,11 @@ def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, stud
 def _hash_tune(hashed: dict[str, Any]) -> None:
     """The tune block in the hash only where it is on: at trials 0 (the default) it changes nothing a job computes
     and the jobs hashed before it keep their hash. Its trial count is left out: a larger budget continues the same
-    studies (the trials' jobs and a grid job whose chosen values did not change stay the same jobs)."""
+    studies (the trials' jobs and a grid job whose chosen values did not change stay the same jobs); so is how
+    many are asked at once (tune.parallel: how they are scheduled, not what a trial computes)."""
     tune = hashed.pop("tune", None)
     if isinstance(tune, dict) and tune.get("trials", 0) > 0:
-        hashed["tune"] = {k: v for k, v in tune.items() if k != "trials"}
+        hashed["tune"] = {k: v for k, v in tune.items() if k not in ("trials", "parallel")}
     if hashed.get("tune_trial") is None:
         hashed.pop("tune_trial", None)
 

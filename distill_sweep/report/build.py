@@ -18,6 +18,7 @@ import pandas as pd
 from distill_sweep.analysis import example_stats, frames, paper, stats
 from distill_sweep.analysis.interaction import init_interactions
 from distill_sweep.report import (
+    checklist,
     collapsed,
     decoder,
     examples,
@@ -92,6 +93,7 @@ def build_report(opts: ReportOptions, st: frames.Store) -> tuple[Doc, dict[str, 
     variance.variance_section(doc, files, sc)  # only where a grid varies more than one source of variance
     if not st.early_exit.empty and EARLY_EXIT not in opts.layouts:
         _early_exit_section(doc, files, st.early_exit, opts)
+    checklist.tuning_section(doc, files, opts.results_path)  # tuned arms: their choices, expected-best curves
     doc.flush_later()  # the tests of two single runs, apart from the tables' verdicts
     _records_sections(doc, opts, st, counts)
     return doc, files

@@ -19,6 +19,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from distill_sweep.analysis.expected_max import expected_best_curve
 from distill_sweep.records import files
 from distill_sweep.records.record import RECORD
@@ -180,6 +182,58 @@ def expected_best_html(arms: Sequence[dict[str, Any]]) -> str:
             "<body style=\"font-family: sans-serif; font-size: 12px\">" + expected_best_svg(arms) + legend(items)
             + "<p>Dodge et al. (2019): the expected best holdout score of n trials drawn from each arm's completed "
               "trials; the band is ± one standard deviation of that best.</p></body>")
+
+
+def _shown_trials(longest: int) -> list[int]:
+    """The trial counts a terminal table shows: 1, 2, 3, 5, 10, 20, 50, ... and the budget itself."""
+    marks = {1, 2, 3, longest}
+    scale = 1
+    while scale <= longest:
+        marks.update(m * scale for m in (1, 2, 5))
+        scale *= 10
+    return sorted(n for n in marks if n <= longest)
+
+
+def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> None:
+    """The report's tuning section (nothing where no arm was tuned): per arm its bounds, trials, choice and
+    compute, then the expected best holdout score against the number of trials as a table and a figure. The
+    checklist export (`main`) holds the same facts per arm in Markdown and JSON."""
+    arms = tuning_arms(results_dir)
+    if not arms:
+        return
+    doc.heading(f"Tuning ({len(arms)} arm(s))")
+    doc.text("each arm's values were chosen by its own study on a holdout of its training split, with the same "
+             "budget and sampler for every arm; the reported dev split was never used for tuning; compute is the "
+             "records' wall-clock hours (python -m distill_sweep.report.checklist writes the full checklist)")
+    rows = []
+    for arm in arms:
+        hours = arm["compute_hours"]
+        left = f" (not read: {', '.join(arm['left_out'])})" if arm.get("left_out") else ""
+        rows.append([_label(arm), _bounds(arm.get("space") or {}) + left,
+                     f"{arm['completed_trials']}/{arm['trials']} {arm['sampler']}, seed {arm['seed']}",
+                     ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in arm["values"].items())
+                     + f" (trial {arm['trial']})",
+                     f"{arm['metric']} {arm['score']:.4f}",
+                     f"{hours['trials']['cpu'] + hours['trials']['gpu']:.3f} / "
+                     f"{hours['grid']['cpu'] + hours['grid']['gpu']:.3f}",
+                     ", ".join(map(str, arm["seeds"])) or "-"])
+    doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score", "hours trials / grid", "seeds"],
+              rows)
+    longest = max(len(arm["expected_best"]) for arm in arms)
+    shown = _shown_trials(longest)
+    doc.heading("Expected best holdout score after n trials (Dodge et al. 2019)")
+    doc.text("mean ± std of the best of n trials drawn from each arm's completed trials (closed form); the curve "
+             "says how much of an arm's score its budget bought, and whether more trials would still pay"
+             + ("" if len(shown) == longest else f"; n = {', '.join(map(str, shown))} shown, every n in "
+                "expected_best.csv"))
+    doc.table(["n", *(_label(a) for a in arms)],
+              [[str(n), *(f"{100 * a['expected_best'][n - 1]['mean']:.2f} ± {100 * a['expected_best'][n - 1]['std']:.2f}"
+                          if n <= len(a["expected_best"]) else "" for a in arms)] for n in shown])
+    items = [(_label(a), PALETTE[i % len(PALETTE)], "") for i, a in enumerate(a for a in arms if a["expected_best"])]
+    doc.figure(expected_best_svg(arms) + legend(items))
+    files_out["expected_best.csv"] = pd.DataFrame(
+        [{"task": a["task"], "objective": a["objective"], "init": a["init"], "study": a["study"], **point}
+         for a in arms for point in a["expected_best"]])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -206,13 +206,16 @@ def _passes_text(work: _Work, done_records: list[dict[str, Any]]) -> str:
     passes = work.student + work.teacher
     line = (f"estimated cost: {passes:.3g} training sample-passes ({work.student:.3g} students, {work.teacher:.3g} "
             f"for {len(work.teachers)} teacher(s) to fine-tune)")
-    speeds = [r["samples_per_s"] for r in done_records if r.get("samples_per_s")]
-    if speeds:
-        speed = sorted(speeds)[len(speeds) // 2]
-        line += f", ~{passes / speed / 3600:.2f} job-hours at the median {speed:.0f} samples/s of completed jobs"
-    else:
-        line += " (no completed record yet to convert it to hours)"
-    return line
+    return line + hours_text(passes, done_records)
+
+
+def hours_text(passes: float, done_records: list[dict[str, Any]]) -> str:
+    """`passes` in job-hours at the median throughput of the completed records (or why there are none)."""
+    speeds = sorted(r["samples_per_s"] for r in done_records if r.get("samples_per_s"))
+    if not speeds:
+        return " (no completed record yet to convert it to hours)"
+    speed = speeds[len(speeds) // 2]
+    return f", ~{passes / speed / 3600:.3g} job-hours at the median {speed:.0f} samples/s of completed jobs"
 
 
 def _teacher_forwards_text(work: _Work) -> str:

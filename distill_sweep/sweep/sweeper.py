@@ -150,7 +150,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         self._plan_chain(plan, compose)
         if dry_run:
             if tuning is not None:
-                print(tune.dry_run_line(tuning[1], tuning[0], self._results_dir()), flush=True)
+                print(tune.dry_run_line(tuning[1], tuning[0], self._results_dir(), plan.skipped), flush=True)
             self._print_dry_run(plan, plan_seeds)
             return []
         if plan.todo or plan.then or tuning is not None:
@@ -198,7 +198,8 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         results, check, returns = self._results_dir(), self._check(), []
         studies = {arm.digest: tune.open_study(arm, settings, results) for arm in arms}
         while True:
-            pending = [p for arm in arms for p in tune.next_trials(arm, studies[arm.digest], settings.trials)]
+            pending = [p for arm in arms for p in tune.next_trials(arm, studies[arm.digest], settings.trials,
+                                                                settings.parallel)]
             if not pending:
                 break
             idents = []

@@ -30,7 +30,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, identify
 from distill_sweep.records import files
 from distill_sweep.records.record import best_epoch, completed_record
-from distill_sweep.sweep.cost import student_passes, task_rows
+from distill_sweep.sweep.cost import hours_text, student_passes, task_rows
 
 TUNING_DIR = "tuning"  # under results_dir: one journal per arm, and the values each arm chose
 _MISSING = object()
@@ -168,7 +168,9 @@ def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
     path = arm.journal(results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     storage = JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
-    sampler = (optuna.samplers.TPESampler(seed=tune.seed) if tune.sampler == "tpe"
+    # constant liar: a trial asked while others are still running (tune.parallel > 1, two sweeps at once) is
+    # drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other
+    sampler = (optuna.samplers.TPESampler(seed=tune.seed, constant_liar=True) if tune.sampler == "tpe"
                else optuna.samplers.RandomSampler(seed=tune.seed))
     return optuna.create_study(study_name=arm.name, storage=storage, sampler=sampler, direction="maximize",
                                load_if_exists=True)
@@ -176,12 +178,23 @@ def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
 
 def completed_trials(arm: Arm, results_dir: Path) -> int:
     """COMPLETE trials of the arm's study so far (0 where it has no journal yet): the dry run's count."""
+    return len(_completed(arm, results_dir))
+
+
+def _completed(arm: Arm, results_dir: Path) -> list[Any]:
     if not arm.journal(results_dir).exists():
-        return 0
+        return []
     import optuna
 
     study = optuna.load_study(study_name=arm.name, storage=read_storage(arm.journal(results_dir)))
-    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def _trial_records(arm: Arm, results_dir: Path) -> list[dict[str, Any]]:
+    """The completed records of the arm's COMPLETE trials (their throughput prices the trials still to run)."""
+    found = (completed_record(Path(t.user_attrs["record"])) for t in _completed(arm, results_dir)
+             if "record" in t.user_attrs)
+    return [r for r in found if r]
 
 
 def read_storage(path: Path) -> Any:
@@ -227,11 +240,11 @@ def trial_overrides(arm: Arm, number: int, values: dict[str, Any]) -> list[str]:
     return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}"]
 
 
-def next_trials(arm: Arm, study: Any, budget: int) -> list[PendingTrial]:
+def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[PendingTrial]:
     """The trials to run now for one arm: those left RUNNING (by a killed sweep: run again, same number and values;
-    by another sweep running now: its job's lock makes this one wait for it), else one new trial while the arm's
-    COMPLETE trials are short of the budget ([] once it is spent). Two sweeps asking at once: the trial numbered
-    later gives way, so the COMPLETE trials never pass the budget."""
+    by another sweep running now: its job's lock makes this one wait for it), else up to `parallel` new trials
+    while the arm's COMPLETE trials are short of the budget ([] once it is spent). Two sweeps asking at once: a
+    trial with the budget already filled by lower-numbered ones gives way, so the COMPLETE trials never pass it."""
     import optuna
 
     states = optuna.trial.TrialState
@@ -243,15 +256,19 @@ def next_trials(arm: Arm, study: Any, budget: int) -> list[PendingTrial]:
     if running:
         return [PendingTrial(arm, t.number, dict(t.params), trial_overrides(arm, t.number, dict(t.params)))
                 for t in running]
-    trial = study.ask()
-    ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
-                if t.number < trial.number)
-    if ahead >= budget:  # another sweep on this study asked at the same moment: its trial fills the budget
-        trial.set_user_attr("abandoned", "another sweep's trial fills the budget")
-        study.tell(trial, state=states.FAIL)
-        return next_trials(arm, study, budget)  # that trial, run here too: its lock makes this sweep wait for it
-    values = _suggest(trial, arm.space)
-    return [PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values))]
+    asked: list[PendingTrial] = []
+    for _ in range(min(parallel, budget - done)):
+        trial = study.ask()  # TPE's constant liar sees the ones asked before it as pending (open_study)
+        ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
+                    if t.number < trial.number)
+        if ahead >= budget:  # another sweep on this study asked at the same moment: its trials fill the budget
+            trial.set_user_attr("abandoned", "another sweep's trial fills the budget")
+            study.tell(trial, state=states.FAIL)
+            break
+        values = _suggest(trial, arm.space)
+        asked.append(PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values)))
+    # nothing asked here: the other sweep's trials, run here too (their locks make this sweep wait for them)
+    return asked or next_trials(arm, study, budget, parallel)
 
 
 def failed_trials(study: Any) -> int:
@@ -320,15 +337,19 @@ def tuned_grid(arm: Arm, results_dir: Path) -> list[list[str]]:
     return [[*overrides, *(override(k, v) for k, v in arm.best.items()), pointer] for overrides in arm.grid]
 
 
-def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path) -> str:
-    """What the tuning phase will run: trials per arm, those its studies already hold, what is left."""
+def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path,
+                 done_records: Sequence[dict[str, Any]] = ()) -> str:
+    """What the tuning phase will run: trials per arm, those its studies already hold, what is left, and its
+    cost in hours at the throughput of `done_records` (the grid's completed records)."""
     done = [min(completed_trials(arm, results_dir), tune.trials) for arm in arms]
+    done_records = [*done_records, *(r for arm in arms for r in _trial_records(arm, results_dir))]
     passes = sum(student_passes(arm.ident) * (tune.trials - n) for arm, n in zip(arms, done, strict=True))
     lines = [f"distill_sweep: tuning first: {len(arms)} arm(s) x {tune.trials} trial(s) ({tune.sampler}, seed "
              f"{tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial jobs, "
              f"{sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run (at most {passes:.3g} "
-             "student sample-passes: each trial trains at most as long as its arm's grid job); then the grid with "
-             "each arm's best values"]
+             f"student sample-passes{hours_text(passes, list(done_records))}: each trial trains at most as long as "
+             f"its arm's grid job); {len(arms) * tune.parallel} trial(s) at a time ({tune.parallel} per arm); then "
+             "the grid with each arm's best values"]
     for arm in arms:
         if arm.left_out:
             lines.append(f"  arm {arm.name}: {', '.join(arm.left_out)} left out of its space (it does not read them)")

@@ -70,3 +70,27 @@ def test_the_command_writes_markdown_and_json(tmp_path: Path) -> None:
     page = (tmp_path / "out" / "expected_best.html").read_text()
     assert page.count("<polyline") == 1 and "n = 2: 74.44 ± 6.85" in page  # 100 x (6.7/9, its std) by hand above
     assert checklist.main([str(tmp_path / "nowhere")]) == 2
+
+
+def test_the_report_has_a_tuning_section_with_the_curve(tmp_path: Path) -> None:
+    """report.html and report.md: per arm its bounds, trials, choice, hours and seeds, then the expected best
+    after n trials (Dodge by hand as above: n = 2 is 100 x 6.7/9 = 74.44 ± 6.85) as a table and an SVG figure."""
+    from distill_sweep.report.html_page import render_html
+    from distill_sweep.report.render import Doc
+
+    _tuned_store(tmp_path)
+    doc, out = Doc(), {}
+    checklist.tuning_section(doc, out, tmp_path)
+    text = doc.render(markdown=True)
+    assert "## Tuning (1 arm(s))" in text
+    assert "objective.temperature in [1.0, 4.0], log scale" in text and "3/3 tpe, seed 2" in text
+    (chosen,) = (json.loads(p.read_text()) for p in (tmp_path / "tuning").glob("*.chosen.json"))
+    assert f"objective.temperature={chosen['values']['objective.temperature']:.4g} (trial 1)" in text
+    assert "(trial 1)" in text and "accuracy 0.8000" in text and "1.500 / 2.000" in text and "1, 2" in text
+    assert "| 2   | 74.44 ± 6.85" in text
+    page = render_html(doc, "report", [])
+    assert page.count("<polyline") == 1 and "n = 3: " in page
+    assert list(out["expected_best.csv"]["n"]) == [1, 2, 3]
+    empty, nothing = Doc(), {}
+    checklist.tuning_section(empty, nothing, tmp_path / "untuned")
+    assert empty.blocks == [] and nothing == {}

@@ -123,7 +123,9 @@ def test_the_dry_run_counts_trials_next_to_the_grid(tmp_path: Path) -> None:
     # at most: 16 trials x 2 steps x 32 examples (max_steps_per_epoch=2, 1 epoch, batch 32) + att_kl's 8 trials' 2
     # more steps of its intermediate stage = 1024 + 512
     assert "tuning first: 2 arm(s) x 8 trial(s) (tpe, seed 0, holdout 0.25 of the training split) = 16 trial jobs, " \
-           "0 already completed, 16 to run (at most 1.54e+03 student sample-passes" in proc.stdout
+           "0 already completed, 16 to run (at most 1.54e+03 student sample-passes (no completed record yet to " \
+           "convert it to hours): each trial trains at most as long as its arm's grid job); 2 trial(s) at a time " \
+           "(1 per arm)" in proc.stdout
     assert "4 jobs in the grid" in proc.stdout and not out.exists()
 
 
@@ -200,6 +202,59 @@ def test_two_sweeps_asking_at_once_do_not_pass_the_budget(tmp_path: Path) -> Non
     tune.tell(study_b, b, 0.5)
     tune.tell(study_a, a, 0.5)
     assert [t.state.name for t in study_a.trials] == ["COMPLETE", "FAIL"] and tune.next_trials(arm, study_a, 1) == []
+
+
+def test_parallel_trials_are_asked_together_up_to_the_budget(tmp_path: Path) -> None:
+    """tune.parallel=3, a budget of 4: three distinct trials at once, a killed one run again alone (same number
+    and values), then only the one the budget still lacks; the same seed and parallel give the same trials."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 4, "space": space, "seed": 3, "parallel": 3}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+
+    def first_round(where: Path) -> list[tune.PendingTrial]:
+        return tune.next_trials(arm, tune.open_study(arm, settings, where), 4, settings.parallel)
+
+    study = tune.open_study(arm, settings, tmp_path)
+    round_one = tune.next_trials(arm, study, 4, 3)
+    assert [p.number for p in round_one] == [0, 1, 2]
+    assert len({p.values["objective.temperature"] for p in round_one}) == 3
+    tune.tell(study, round_one[0], 0.5)
+    tune.tell(study, round_one[2], 0.7)  # trial 1's worker was killed: it stays RUNNING
+    (again,) = tune.next_trials(arm, study, 4, 3)
+    assert (again.number, again.values) == (1, round_one[1].values)
+    tune.tell(study, again, 0.6)
+    (last,) = tune.next_trials(arm, study, 4, 3)  # 3 COMPLETE of 4: one more, not three
+    assert last.number == 3
+    tune.tell(study, last, 0.4)
+    assert tune.next_trials(arm, study, 4, 3) == [] and tune.completed(study) == 4
+    assert [p.values for p in first_round(tmp_path / "again")] == [p.values for p in round_one]
+
+
+def test_the_dry_run_prices_the_trials_in_hours_at_the_completed_records_speed(tmp_path: Path) -> None:
+    """8 trials x 2 steps x 32 examples = 64 sample-passes each; one completed, 7 left = 448; at the median of 100,
+    128 and 200 samples/s (the grid's completed records and the completed trial's record): 448 / 128 / 3600 =
+    0.000972 job-hours."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 8, "space": space, "parallel": 2}, "tune")
+    (arm,) = tune.plan_arms([(identify(compose_cfg(job := [*FAST, "max_steps_per_epoch=2", "objective=vanilla_kd"])),
+                              job)], compose_cfg, settings)
+    study = tune.open_study(arm, settings, tmp_path)
+    first, _ = tune.next_trials(arm, study, 8, 2)
+    from distill_sweep.records import files
+
+    files.write_json_atomic(tmp_path / "t0" / "result.json", {"status": "completed", "samples_per_s": 200.0})
+    tune.tell(study, first, 0.5, tmp_path / "t0")
+    line = tune.dry_run_line([arm], settings, tmp_path, [{"samples_per_s": 100.0}, {"samples_per_s": 128.0}])
+    assert "1 already completed, 7 to run (at most 448 student sample-passes, ~0.000972 job-hours at the median " \
+           "128 samples/s of completed jobs" in line
+    assert "2 trial(s) at a time (2 per arm)" in line
+
+
+def test_parallel_is_not_part_of_the_hash() -> None:
+    """Another number of workers continues the same studies: tune.parallel leaves the jobs' hash as it is."""
+    job = [*FAST, "objective=vanilla_kd", "tune.trials=2", "tune.space={objective.temperature:{low:1.0,high:4.0}}",
+           "+tune_trial=0"]
+    assert identify(compose_cfg(job)).digest == identify(compose_cfg([*job, "tune.parallel=4"])).digest
 
 
 @pytest.mark.slow  # a real sweep killed with SIGKILL mid-trial, then run again: about a minute
