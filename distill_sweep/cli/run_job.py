@@ -229,6 +229,9 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
         ctx.pack = pack
         job.procedure.run(ctx)
     except Exception as err:
+        if write and isinstance(err, ConfigError) and _nothing_trained(job, record):
+            _take_back(record_path, earlier)  # bad input (a TSV row, a teacher without its head): one line, no record
+            raise
         record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
                       finished_at=environment.now_iso())
         if write:
@@ -250,6 +253,19 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
              best["stage"], best["epoch"], record["final"]["dev"][primary], record["wall_time_s"])
     _at_baseline_line(record, primary)
     return record
+
+
+def _nothing_trained(job: Job, record: dict[str, Any]) -> bool:
+    """No epoch recorded and no checkpoint: the job failed while reading its inputs, before any training."""
+    return not record.get("epochs") and not (job.out_dir / CHECKPOINT).exists()
+
+
+def _take_back(record_path: Path, earlier: dict[str, Any] | None) -> None:
+    """A job refused on bad input leaves the record as it found it: none (a first attempt) or the earlier one."""
+    if earlier is None:
+        record_path.unlink(missing_ok=True)
+    else:
+        write_record(record_path, Record.from_dict(earlier))
 
 
 def _at_baseline_line(record: dict[str, Any], primary: str) -> None:

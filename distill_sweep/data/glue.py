@@ -8,13 +8,10 @@ Every source ends in the same shape: ``{"train": Dataset, <dev split name>: Data
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import logging
-import math
 import os
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +19,12 @@ from typing import Any
 import numpy as np
 from datasets import Dataset
 
-from distill_sweep.config.schema import TaskSettings, TsvSettings
+from distill_sweep.config.schema import TaskSettings
 from distill_sweep.data.batching import STUDENT_IDS
 from distill_sweep.data.fingerprints import TEACHER_FINGERPRINTS, content_hash, tokenizer_hash
 from distill_sweep.data.task_files import (
-    column_index,
     dev_splits,
-    refuse_binary,
-    tsv_columns,
+    read_rows,
     tsv_paths,
     tsv_subdir,
 )
@@ -43,9 +38,6 @@ log = logging.getLogger(__name__)
 
 # Bump when tokenisation output changes, so old cache files are never reused.
 _TOKENIZE_VERSION = "1"
-# Above this fraction of unparseable rows a file is treated as the wrong format rather than a few bad
-# lines (the original QQP train.tsv has a handful of rows with missing fields; that is all we tolerate).
-_MAX_BAD_ROW_FRACTION = 0.01
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -161,112 +153,23 @@ def _load_tsv(task_cfg: TaskSettings) -> dict[str, Dataset]:
 
 
 def read_glue_tsv(path: str | os.PathLike, task_cfg: TaskSettings) -> Dataset:
-    """Read one original GLUE TSV into the HF column layout (text fields + ``label``).
-
-    Quirks handled: no quote processing at all (fields may start with an unbalanced ``"``), an optional
-    UTF-8 BOM (MRPC), header-less files (CoLA: columns addressed by position), string labels mapped
-    through ``label_names`` (RTE, QNLI, MNLI), and rows with the wrong field count (QQP train) skipped
-    and counted.
-    """
+    """Read one original GLUE TSV into the HF column layout (text fields + ``label``): the rows as
+    task_files.read_rows parses them (its quirks: no quote processing, a BOM, header-less files, string labels,
+    a few malformed rows skipped and counted)."""
     path = Path(path)
-    tsv = task_cfg.tsv
-    if tsv is None:
-        raise ConfigError(f"task {task_cfg.name}: no tsv: block, cannot read task.data_dir")
-    fields = list(task_cfg.text_fields)
-    columns = tsv_columns(task_cfg)
-    header, label_type = tsv.header, tsv.label_type
-    label_names = [str(x) for x in (task_cfg.label_names or [])]
-    num_labels = int(task_cfg.num_labels)
-
-    refuse_binary(path)
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long MNLI parse-tree fields
-    try:
-        # utf-8-sig drops MRPC's BOM; QUOTE_NONE keeps quotes as plain characters, as GLUE intends.
-        f = open(path, encoding="utf-8-sig", newline="")
-    except OSError as e:
-        raise DataError(f"{path}: cannot open ({e.strerror})") from e
-    with f:
-        try:
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            width, index = _columns(path, reader, header, columns)
-            need = max(index.values()) + 1
-
-            rows: dict[str, list] = {k: [] for k in [*fields, "label"]}
-            bad = total = 0
-            first_bad: int | None = None
-            for lineno, row in enumerate(reader, start=2 if header else 1):
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue  # blank (trailing) line
-                total += 1
-                if len(row) < need or (width is not None and len(row) != width):
-                    bad += 1
-                    first_bad = first_bad or lineno
-                    continue
-                label = _label(row[index["label"]].strip(), tsv, label_names, num_labels, f"{path}:{lineno}")
-                for k in fields:
-                    rows[k].append(row[index[k]])
-                rows["label"].append(label)
-        except UnicodeDecodeError as e:
-            # the reader decodes in chunks, so its line count is where decoding stopped, roughly
-            raise DataError(
-                f"{path}: not UTF-8 text near line {reader.line_num + 1} (byte {e.object[e.start:e.start + 1]!r} "
-                f"cannot be decoded); GLUE TSVs are UTF-8: re-save it as UTF-8"
-            ) from None
-        except csv.Error as e:
-            raise DataError(f"{path}:{reader.line_num}: not a readable TSV ({e})") from None
-
-    if total == 0:
-        raise DataError(f"{path}: no data rows{' (only a header row)' if header else ' (empty file)'}")
-    if bad:
-        if bad > _MAX_BAD_ROW_FRACTION * total:
-            raise DataError(
-                f"{path}: {bad}/{total} rows have the wrong number of fields (first at line {first_bad}); "
-                f"not a GLUE {task_cfg.name} file?"
-            )
-        log.warning("%s: skipped %d/%d malformed rows (first at line %d)", path, bad, total, first_bad)
+    parsed = read_rows(path, task_cfg)
+    if parsed.bad:
+        log.warning("%s: skipped %d/%d malformed rows (first at line %d)", path, parsed.bad, parsed.total,
+                    parsed.first_bad)
     from datasets import Features, Value
 
     feats = Features(
         {
-            **{k: Value("string") for k in fields},
-            "label": Value("float32" if label_type == "float" else "int64"),
+            **{k: Value("string") for k in task_cfg.text_fields},
+            "label": Value("float32" if task_cfg.tsv is not None and task_cfg.tsv.label_type == "float" else "int64"),
         }
     )
-    return Dataset.from_dict(rows, features=feats)
-
-
-def _columns(path: Path, reader: Iterator[list[str]], header: bool, columns: Mapping[str, Any]
-             ) -> tuple[int | None, dict[str, int]]:
-    """(the row width a header fixes, else None; each field's 0-based column), reading the header row if any."""
-    if not header:  # header-less files are checked by the highest position we read
-        return None, {key: int(col) for key, col in columns.items()}
-    head = next(reader, None)
-    if head is None:
-        raise DataError(f"{path}: empty file (expected a header row)")
-    return len(head), column_index(path, head, columns)
-
-
-def _label(raw: str, tsv: TsvSettings, label_names: list[str], num_labels: int, where: str) -> int | float:
-    """One row's label as the task reads it: a name mapped through label_names, a regression score, or an id."""
-    if tsv.label_type == "str":
-        if raw not in label_names:
-            raise DataError(f"{where}: unknown label {raw!r} (expected one of {label_names})")
-        return label_names.index(raw)
-    if tsv.label_type == "float":
-        try:
-            score = float(raw)
-        except ValueError:
-            raise DataError(f"{where}: label {raw!r} is not a number") from None
-        if not math.isfinite(score):
-            raise DataError(f"{where}: label {raw!r} is not a finite number")
-        return score
-    try:
-        label = int(raw)
-    except ValueError:
-        raise DataError(f"{where}: label {raw!r} is not an integer id") from None
-    if not 0 <= label < num_labels:
-        raise DataError(f"{where}: label {label} outside 0..{num_labels - 1}")
-    return label
+    return Dataset.from_dict(parsed.rows, features=feats)
 
 
 def tokenize_splits(

@@ -396,6 +396,10 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         summary = f"{len(errors)} of {total} jobs failed (see their result.json)"
         # (Hydra's `return_value` prints its own "Error executing job" line before it re-raises)
         first = errors[0]
+        if isinstance(first, ConfigError):  # refused on its input before training: no record (run_job._take_back)
+            print(f"distill_sweep: error: {len(errors)} of {total} jobs refused or failed; the first was refused: "
+                  f"{failure_line(first)}", file=sys.stderr)
+            sys.exit(2 if all(isinstance(e, ConfigError) for e in errors) else 1)
         if isinstance(first, (DiskWriteError, NonFiniteLossError)):  # in one line, as for one job
             print(f"distill_sweep: error: {summary}; the first: {failure_line(first)}", file=sys.stderr)
             sys.exit(1)

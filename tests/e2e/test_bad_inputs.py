@@ -107,6 +107,9 @@ REFUSALS = [
             base=RTE_BASE),
     Refusal("train-tsv-missing-column", ("task.data_dir=DATA/nocol",),
             ("DATA/nocol/RTE/train.tsv", "missing column 'sentence2'"), base=RTE_BASE),
+    # a bad row far from the header: read before any work, not a failed record
+    Refusal("train-tsv-bad-label-deep", ("task.data_dir=DATA/badlabel",),
+            ("DATA/badlabel/RTE/train.tsv:52", "unknown label 'maybe'"), base=RTE_BASE),
     Refusal("results-dir-under-a-file", ("results_dir=CASE/afile/sub",), ("results_dir=", "afile is not a directory")),
     # round two: values a library refused only after the teacher was fine-tuned; a directory nothing can create
     Refusal("negative-seed", ("seed=-1",), ("seed=-1", ">= 0")),
@@ -222,7 +225,8 @@ class Ran:
 def _data_dirs(root: Path) -> None:
     dev = RTE_HEADER + "0\ta\tb\tentailment\n1\tc\td\tnot_entailment\n"
     nocol = b"index\tsentence1\tlabel\n0\ta\tentailment\n"
-    for name, train in (("binary", os.urandom(64) + b"\x00" * 64), ("nocol", nocol)):
+    badlabel = (RTE_HEADER + "0\ta\tb\tentailment\n" * 50 + "1\ta\tb\tmaybe\n").encode()
+    for name, train in (("binary", os.urandom(64) + b"\x00" * 64), ("nocol", nocol), ("badlabel", badlabel)):
         (root / name / "RTE").mkdir(parents=True)
         (root / name / "RTE" / "train.tsv").write_bytes(train)
         (root / name / "RTE" / "dev.tsv").write_text(dev)
@@ -435,7 +439,13 @@ def test_a_given_fine_tuned_teacher_is_described_by_its_own_config(tmp_path: Pat
     ({"train.tsv": b"index,sentence1,sentence2,label\n"}, ["train.tsv", "comma-separated?"]),
     ({"dev.tsv": None}, ["dev.tsv not found"]),
     (None, ["task.data_dir=", "is not a directory"]),
-], ids=["empty", "utf-16", "latin-1-header", "comma-separated", "dev-missing", "no-data-dir"])
+    # every row is read before the job starts: a bad label or too many malformed rows deep in a file
+    ({"train.tsv": (RTE_HEADER + "".join(f"{i}\ta\tb\tentailment\n" for i in range(150)) + "150\ta\tb\tmaybe\n"
+                    ).encode()}, ["train.tsv:152", "unknown label 'maybe'"]),
+    ({"dev.tsv": (RTE_HEADER + "0\ta\tb\tentailment\n" * 10 + "1\ta\tentailment\n" * 10).encode()},
+     ["dev.tsv", "10/20 rows have the wrong number of fields (first at line 12)"]),
+], ids=["empty", "utf-16", "latin-1-header", "comma-separated", "dev-missing", "no-data-dir", "bad-label-deep",
+        "malformed-rows"])
 def test_data_files_are_checked_before_the_job_starts(files: dict[str, bytes | None] | None, names: list[str],
                                                       tmp_path: Path) -> None:
     """`files`: what replaces a valid RTE train.tsv / dev.tsv (None: the file is missing); None: no data_dir."""

@@ -286,8 +286,22 @@ def _model_dir(path: Path, vocab_size: int, arch: str) -> str:
     return str(path)
 
 
+def _headless_mlm_dir(path: Path) -> str:
+    """A checkpoint whose config names BertForMaskedLM but whose weights are the bare encoder's (no cls.*)."""
+    import json
+
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=73, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+                        intermediate_size=128, max_position_embeddings=64)
+    BertModel(config).save_pretrained(path)
+    stated = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**stated, "architectures": ["BertForMaskedLM"]}))
+    return str(path)
+
+
 @pytest.mark.parametrize("case", ["classifier_teacher", "empty_folder", "no_text", "batch", "vocab", "labels",
-                                  "hub_offline"])
+                                  "hub_offline", "headless_mlm"])
 def test_bad_inputs_are_one_line_before_any_work(case: str, tmp_path: Path) -> None:
     from distill_sweep.cli.run_job import run_job
     from distill_sweep.job.prepare import prepare
@@ -302,20 +316,24 @@ def test_bad_inputs_are_one_line_before_any_work(case: str, tmp_path: Path) -> N
         "vocab": ["student=pretrained", f"student.name_or_path={_model_dir(tmp_path / 'mlm', 50, 'BertForMaskedLM')}"],
         "labels": ["objective=hid_cls_contrast"],
         "hub_offline": ["corpus=wikitext103", "corpus.max_seq_length=32"],
+        "headless_mlm": [f"teacher.name_or_path={_headless_mlm_dir(tmp_path / 'headless')}"],
     }[case]
     expected = {"classifier_teacher": "has no MLM head", "empty_folder": "has no files", "no_text": "hold no text",
                 "batch": "not a multiple of procedure.micro_batch", "vocab": "vocabulary has 50 tokens",
-                "labels": "needs the class labels", "hub_offline": "cannot be reached"}[case]
+                "labels": "needs the class labels", "hub_offline": "cannot be reached",
+                "headless_mlm": "has no MLM head"}[case]
     if case == "no_text":
         (folder / "blank.txt").write_text("\n  \n\t\n")
     cfg = compose_cfg([*BASE, f"results_dir={tmp_path / 'res'}", f"cache_dir={tmp_path / 'cache'}", *overrides])
     with pytest.raises(ConfigError, match=expected) as err:
-        if case == "hub_offline":  # known only when the corpus is read (the hub may hold a cached copy)
-            run_job(cfg)
+        if case in ("hub_offline", "headless_mlm"):  # known only when the corpus is read (the hub may hold a
+            run_job(cfg)  # cached copy) or the teacher's weights are loaded
         else:
             prepare(cfg)
     assert "\n" not in str(err.value)
-    if case != "hub_offline":
+    if case in ("hub_offline", "headless_mlm"):  # refused before any training: no failed record left behind
+        assert not list((tmp_path / "res").rglob("result.json"))
+    else:
         assert not (tmp_path / "res").exists()  # nothing written
 
 
