@@ -23,6 +23,13 @@ from distill_sweep.errors import ConfigError
 T = TypeVar("T")
 # The range of every seed setting: NumPy's generators take seeds in [0, 2**32), torch's and Python's more.
 SEED_RANGE = {"ge": 0, "lt": 2**32}
+# Finite values past these make the loss or the weights overflow at the first steps (a temperature of 1e-300
+# divides the logits to inf, a learning rate of 1e30 or a loss weight of 1e308 leaves float32's range): refused with
+# the other bad values, before any work, rather than failing at step 1-2 after a record. Generous for practice:
+# KD temperatures of 0.05-20, learning rates up to 1e-2, weights up to a few hundred.
+LEARNING_RATE = {"gt": 0.0, "le": 1.0}
+TEMPERATURE = {"ge": 1e-3, "le": 1e3}
+LOSS_WEIGHT = {"ge": 0.0, "le": 1e6}
 UNHASHED_AT_DEFAULT = {"unhashed_at_default": True}  # a field's metadata (merged with its bounds, if any)
 _BOUNDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
            "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
-from distill_sweep.config.parse import SEED_RANGE, as_dict, check_value, parse
+from distill_sweep.config.parse import LEARNING_RATE, SEED_RANGE, as_dict, check_value, parse
 from distill_sweep.config.seeds import SeedSettings
 from distill_sweep.config.space import GROUPS, check_group_choices, group_options
 from distill_sweep.config.tune import TuneSettings
@@ -169,7 +169,7 @@ class RunSettings:
 @dataclass
 class OptimizerSettings:
     name: Literal["adamw"] = "adamw"  # AdamW with linear warmup and decay (the only one)
-    lr: float | None = field(default=None, metadata={"gt": 0.0})  # null = task.recipe.lr
+    lr: float | None = field(default=None, metadata=LEARNING_RATE)  # null = task.recipe.lr
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])  # AdamW's (beta1, beta2)
     # Adam's epsilon: below ~1e-38 it is 0 in float32, and a parameter without gradient then gets 0/0
     eps: float = field(default=1e-6, metadata={"ge": 1e-12})
@@ -187,7 +187,7 @@ class OptimizerSettings:
 
 @dataclass
 class RecipeSettings:
-    lr: float = field(default=2e-5, metadata={"gt": 0.0})  # learning rate
+    lr: float = field(default=2e-5, metadata=LEARNING_RATE)  # learning rate
     batch_size: int = field(default=32, metadata={"ge": 1})  # training batch size
     epochs: int = field(default=10, metadata={"ge": 1})  # epochs per stage
     # share of the updates spent warming up
@@ -264,7 +264,7 @@ class FinetuneSettings:
     # fine-tuning epochs (null: the task recipe's)
     epochs: int | None = field(default=None, metadata={"ge": 1})
     # fine-tuning learning rate (null: the task recipe's)
-    lr: float | None = field(default=None, metadata={"gt": 0.0})
+    lr: float | None = field(default=None, metadata=LEARNING_RATE)
     # fine-tuning batch size (null: the task recipe's)
     batch_size: int | None = field(default=None, metadata={"ge": 1})
     # fine-tuning warmup share (null: the task recipe's)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import as_dict, new_keys_at_default, parse
+from distill_sweep.config.parse import TEMPERATURE, as_dict, new_keys_at_default, parse
 from distill_sweep.models.model_info import ModelInfo
 
 from ..errors import ConfigError
@@ -29,7 +29,7 @@ class ObjectiveSettings:
     stages: list[str]  # the stage kinds it runs, in order: intermediate, prediction, combined
     terms: dict[str, Any] = field(default_factory=dict)  # term name -> its settings (parsed per term)
     alpha: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
-    temperature: float = field(default=2.0, metadata={"gt": 0.0})  # KD softmax temperature T (loss x T^2)
+    temperature: float = field(default=2.0, metadata=TEMPERATURE)  # KD softmax temperature T (loss x T^2)
     # the KD term: "kl" (softened KL, x T^2) or "mse" (squared logit distance, Tang et al. 2019; no T)
     kd_loss: Literal["kl", "mse"] = "kl"
     reference_compat: bool = False  # average over pad positions like the reference code

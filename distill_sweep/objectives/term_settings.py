@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from distill_sweep.config.parse import UNHASHED_AT_DEFAULT
+from distill_sweep.config.parse import LOSS_WEIGHT, TEMPERATURE, UNHASHED_AT_DEFAULT
 
 from ..errors import ConfigError
 
@@ -28,7 +28,7 @@ __all__ = [
 class TermSettings:
     """Settings every term has; a term with more extends this class."""
 
-    weight: float = field(default=1.0, metadata={"ge": 0.0})  # the term's weight in its stage's loss
+    weight: float = field(default=1.0, metadata=LOSS_WEIGHT)  # the term's weight in its stage's loss
 
 
 @dataclass
@@ -53,7 +53,7 @@ class PKDSettings(TermSettings):
 @dataclass
 class ContrastSettings(TermSettings):
     dim: int = field(default=128, metadata={"ge": 1})  # projection size of the [CLS] features
-    temperature: float = field(default=0.07, metadata={"gt": 0.0})  # tau of the contrastive softmax
+    temperature: float = field(default=0.07, metadata=TEMPERATURE)  # tau of the contrastive softmax
     momentum: float = field(default=0.5, metadata={"ge": 0.0, "lt": 1.0})  # memory-bank update momentum
     num_negatives: int = field(default=100, metadata={"ge": 1})  # K, from examples with another label
     loss: Literal["nce", "infonce"] = "nce"  # nce (CRD code, as the reference) | infonce (CoDIR's formula)
@@ -78,7 +78,7 @@ class RelationSettings(TermSettings):
 
 @dataclass
 class CausalKDSettings(TermSettings):
-    temperature: float = field(default=1.0, metadata={"gt": 0.0})  # softmax temperature T (the loss is x T^2)
+    temperature: float = field(default=1.0, metadata=TEMPERATURE)  # softmax temperature T (the loss is x T^2)
 
 
 @dataclass

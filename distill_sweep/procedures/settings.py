@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import UNHASHED_AT_DEFAULT, parse
+from distill_sweep.config.parse import LEARNING_RATE, LOSS_WEIGHT, UNHASHED_AT_DEFAULT, parse
 from distill_sweep.config.schema import RecipeSettings, TaskSettings
 from distill_sweep.config.seeds import derived_uniform
 from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, sources, text_files
@@ -29,8 +29,8 @@ MLM_ACCURACY = "mlm_accuracy"  # task_agnostic's primary metric: the student's d
 # ------------------------------------------------------------------------------------------ task_agnostic
 @dataclass
 class KDSettings:
-    kd_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: objective.alpha
-    mlm_weight: float | None = field(default=None, metadata={"ge": 0.0})  # null: 1 - objective.alpha
+    kd_weight: float | None = field(default=None, metadata=LOSS_WEIGHT)  # null: objective.alpha
+    mlm_weight: float | None = field(default=None, metadata=LOSS_WEIGHT)  # null: 1 - objective.alpha
     positions: Literal["masked", "all"] = "masked"  # where the KL is averaged
 
 
@@ -43,7 +43,7 @@ class TaskAgnosticSettings(ProcedureSettings):
     micro_batch: int = field(default=16, metadata={"ge": 1})
     epochs: int = field(default=2, metadata={"ge": 1})  # passes over the corpus (unless max_steps)
     max_steps: int | None = field(default=None, metadata={"ge": 1})  # updates in all (null: by epochs)
-    lr: float = field(default=5e-4, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
+    lr: float = field(default=5e-4, metadata=LEARNING_RATE)  # learning rate, unless optimizer.lr is set
     # warmup share, unless optimizer.warmup_ratio is set
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
     kd: KDSettings = field(default_factory=KDSettings)  # the KD term on the MLM logits
@@ -115,14 +115,14 @@ class CausalLMSettings(ProcedureSettings):
     batch_size: int = field(default=16, metadata={"ge": 1})  # sequences per step
     epochs: int = field(default=2, metadata={"ge": 1})  # passes over the training sequences (unless max_steps)
     max_steps: int | None = field(default=None, metadata={"ge": 1})  # steps in all (null: by epochs)
-    lr: float = field(default=1e-3, metadata={"gt": 0.0})  # learning rate, unless optimizer.lr is set
+    lr: float = field(default=1e-3, metadata=LEARNING_RATE)  # learning rate, unless optimizer.lr is set
     # warmup share, unless optimizer.warmup_ratio is set
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
     # weight of the next-token cross-entropy on the data's targets, added to the objective's terms
-    ce_weight: float = field(default=0.0, metadata={"ge": 0.0})
+    ce_weight: float = field(default=0.0, metadata=LOSS_WEIGHT)
     # a teacher built from teacher.config is first trained this many steps on the training sequences (0: random)
     teacher_steps: int = field(default=400, metadata={"ge": 0})
-    teacher_lr: float = field(default=3e-3, metadata={"gt": 0.0})  # its learning rate
+    teacher_lr: float = field(default=3e-3, metadata=LEARNING_RATE)  # its learning rate
     # what the next-token terms read of the teacher: full (all its logits, the teacher running live); top_k (its
     # k most likely tokens, stored; both distributions renormalised over them: biased, the tail's mass is
     # dropped, the student's mass off the k unconstrained; k = 1 refused: it trains nothing); top_k_full (the same

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distill_sweep.config.parse import UNHASHED_AT_DEFAULT
+from distill_sweep.config.parse import LEARNING_RATE, UNHASHED_AT_DEFAULT
 from distill_sweep.errors import ConfigError
 from distill_sweep.records import hashing
 
@@ -114,7 +114,7 @@ class BiLSTMSettings:
     embeddings: str | None = None  # a local word2vec/GloVe text file of embedding_dim vectors (None: random)
     # its learning rate when `optimizer.lr` is not set: a BiLSTM from random weights needs far more than the
     # 1e-5..2e-5 of the GLUE recipes, which are for fine-tuning a pre-trained BERT
-    lr: float | None = field(default=1.0e-3, metadata={"gt": 0.0})
+    lr: float | None = field(default=1.0e-3, metadata=LEARNING_RATE)
 
     def validate(self, where: str) -> None:
         if self.embeddings is not None and not Path(self.embeddings).expanduser().is_file():

@@ -120,6 +120,12 @@ REFUSALS = [
     Refusal("empty-cache-dir", ("cache_dir=' '",), ("cache_dir is empty",)),
     Refusal("results-dir-in-proc", ("results_dir=/proc/distill_sweep/r",), ("results_dir=", "cannot create directories in /proc")),
     Refusal("adam-eps-that-underflows", ("optimizer.eps=1e-300",), ("optimizer.eps=1e-300", ">= 1e-12")),
+    # finite values that overflowed the loss or the weights at step 1-2, after a record: now refused up front
+    Refusal("temperature-that-overflows", ("objective.temperature=1e-300",), ("objective.temperature=1e-300", ">= 0.001")),
+    Refusal("temperature-too-high", ("objective.temperature=1e300",), ("objective.temperature=1e+300", "<= 1000.0")),
+    Refusal("lr-that-overflows", ("optimizer.lr=1e30",), ("optimizer.lr=1e+30", "<= 1.0")),
+    Refusal("term-weight-that-overflows", ("objective=hid_seq", "objective.terms.hid_seq.weight=1e308"),
+            ("objective.terms.hid_seq.weight=1e+308", "<= 1000000.0")),
     # a chosen part the procedure would not read: one job is refused (a sweep's cross product runs it once)
     Refusal("objective-under-finetune", ("procedure=finetune", "objective=att_mse"),
             ("objective=att_mse is ignored", "procedure=finetune does not distil")),

@@ -491,3 +491,71 @@ def _allocation_states(env: dict[str, str], job_id: str) -> list[str]:
         if (states and states[-1] not in ("RUNNING", "COMPLETING", "PENDING")) or time.monotonic() > deadline:
             return states
         time.sleep(0.5)
+
+
+# One arm tuned on SLURM by two workers at a time: 3 trials (tune.parallel=2: a first array of two trials, then
+# one), then the grid's two seeds at the chosen values. pack=off: each trial its own worker (packed, the two
+# trials of a round would share one process). 4096 training rows x 2 epochs and a checkpoint every 8 steps: a
+# trial runs long enough to be killed mid-way.
+TUNE_OVERRIDES = [
+    "task=toy", "teacher=tiny", "logger=none", "objective=vanilla_kd", "seed=1,2", "epochs=2",
+    "task.recipe.num_train=4096", "task.recipe.num_dev=64", "checkpoint.every_steps=8",
+    "teacher.finetune.epochs=1", "teacher.finetune.max_steps_per_epoch=4", "guards.allow_weak_teacher=true",
+    "tune.trials=3", "tune.parallel=2", "tune.holdout=0.25", "tune.space={objective.temperature:{low:1.0,high:4.0}}",
+    "pack=off",
+]
+
+
+def test_workers_share_one_study_and_a_killed_worker_leaves_exactly_the_budget(slurm_cluster: Cluster,
+                                                                               tmp_path: Path) -> None:
+    """Two array tasks run two trials of one study side by side; one is SIGKILLed mid-trial (its python, as the
+    OOM killer would); the sweep run again ends with exactly 3 completed trials, none counted twice, and the
+    grid at the chosen values."""
+    import optuna
+
+    env = slurm_cluster.env()
+    results_dir, sweep_dir = tmp_path / "results", tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "distill_sweep", *TUNE_OVERRIDES, *LAUNCHER_OVERRIDES,
+           f"results_dir={results_dir}", f"cache_dir={tmp_path / 'cache'}", "-m"]
+
+    def trial_records() -> list[dict]:  # (a running record has the trial's number in its config)
+        found = (json.loads(p.read_text()) for p in results_dir.rglob("result.json"))
+        return [r for r in found if (r.get("config") or {}).get("tune_trial") is not None]
+
+    def two_running() -> bool:
+        return len([r for r in trial_records() if r["status"] == "running"]) == 2
+
+    first = subprocess.Popen([*cmd, f"hydra.sweep.dir={sweep_dir / 'first'}"], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait(lambda: two_running() or first.poll() is not None, 600, "two trials training")
+        assert first.poll() is None, f"the sweep ended first:\n{first.communicate()[0][-3000:]}"
+        arrays: dict[str, list[str]] = {}
+        for job in _submitted_job_ids(sweep_dir / "first" / ".submitit"):
+            arrays.setdefault(job.split("_")[0], []).append(job)
+        workers = arrays[max(arrays, key=int)]
+        assert len(workers) == 2, arrays  # the round's two trials: one array of two tasks
+        pids = [pid for worker in workers for pid in _rank_pids(worker).values()]
+        assert pids, f"no worker of {workers} is running"
+        os.kill(pids[0], signal.SIGKILL)
+        output, _ = first.communicate(timeout=SWEEP_TIMEOUT_S)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    again = subprocess.run([*cmd, f"hydra.sweep.dir={sweep_dir / 'again'}"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
+    assert again.returncode == 0, f"{output[-2000:]}\n{again.stdout[-3000:]}\n{again.stderr[-3000:]}"
+
+    (journal,) = (results_dir / "tuning").glob("*.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    (name,) = optuna.get_all_study_names(storage)
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    complete = [t.number for t in trials if t.state.name == "COMPLETE"]
+    assert len(complete) == 3 and not [t for t in trials if t.state.name == "RUNNING"], [
+        (t.number, t.state.name) for t in trials]
+    done = [r for r in trial_records() if r["status"] == "completed"]
+    assert sorted(r["tune_trial"]["number"] for r in done) == sorted(complete)  # one record per trial, none twice
+    grid = [json.loads(p.read_text()) for p in results_dir.rglob("result.json")]
+    grid = [r for r in grid if r.get("tuned")]
+    assert sorted(r["seed"] for r in grid) == [1, 2] and {r["status"] for r in grid} == {"completed"}
+    assert {r["tuned"]["study"] for r in grid} == {name}
