@@ -129,6 +129,26 @@ def check_overrides(argv: list[str]) -> str | None:
     jobs = [single]  # the first job, then one per further value of each swept key
     for at, key, values in swept:
         jobs += [[*single[:at], f"{key}={value}", *single[at + 1:]] for value in values[1:]]
+    generating: list[bool] = []
+    problem = _check_jobs(args, argv, jobs, generating)
+    if problem is None and len(jobs) <= _SWEEP_CHECKS:
+        problem = _unread_generation(single, generating)
+    return problem
+
+
+def _unread_generation(single: list[str], generating: list[bool]) -> str | None:
+    """A procedure.generation key typed on the command line where no job of it generates: one line (a preset's
+    generation keys stay quiet: they serve its rows that do generate, and are not hashed where none is)."""
+    typed = [o for o in single if o.lstrip("+~").startswith("procedure.generation.")]
+    if not typed or any(generating):
+        return None
+    return (f"{typed[0]} is not read: no job here generates responses (procedure.on_policy > 0 samples the "
+            "student's, procedure.seq_kd=true the teacher's); turn one on, or drop the key")
+
+
+def _check_jobs(args: Any, argv: list[str], jobs: list[list[str]], generating: list[bool]) -> str | None:
+    """Compose and identify the first jobs of the command line (one per swept value): the first problem, else None.
+    Whether each generates responses is appended to `generating` (the procedure.generation rule)."""
     with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
         for n, overrides in enumerate(jobs[:_SWEEP_CHECKS]):
             try:
@@ -146,6 +166,8 @@ def check_overrides(argv: list[str]) -> str | None:
                     return f"{key}={OmegaConf.select(cfg, key)}: {problem}; nothing was written"
             try:  # the job's identity: every part's settings and the rules between them, before torch is loaded
                 job = identify(cfg)
+                generates = getattr(job.procedure_settings, "generates", None)
+                generating.append(bool(generates()) if callable(generates) else False)
                 if not args.multirun:  # a sweep's cross product runs a job with an ignored setting once
                     job.check_used()
                 if not (args.cfg or _plans(argv)):  # its files and directories, for a run (a plan reads none)

@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import FAST, PreloadedPython, cli_env, compose_cfg, path_without_sbatch, records, run_cli
+from helpers import (
+    CAUSAL_BASE,
+    FAST,
+    PreloadedPython,
+    cli_env,
+    compose_cfg,
+    path_without_sbatch,
+    records,
+    run_cli,
+)
 
 from distill_sweep.__main__ import check_environment, check_overrides
 from distill_sweep.cli.run_job import run_job
@@ -124,6 +133,9 @@ REFUSALS = [
     Refusal("temperature-that-overflows", ("objective.temperature=1e-300",), ("objective.temperature=1e-300", ">= 0.001")),
     Refusal("temperature-too-high", ("objective.temperature=1e300",), ("objective.temperature=1e+300", "<= 1000.0")),
     Refusal("lr-that-overflows", ("optimizer.lr=1e30",), ("optimizer.lr=1e+30", "<= 1.0")),
+    # a generation setting typed where no job generates (a preset's own stay quiet: they serve its generating rows)
+    Refusal("generation-key-unread", ("procedure.generation.temperature=0.7",),
+            ("procedure.generation.temperature=0.7 is not read", "procedure.on_policy > 0"), base=tuple(CAUSAL_BASE)),
     Refusal("term-weight-that-overflows", ("objective=hid_seq", "objective.terms.hid_seq.weight=1e308"),
             ("objective.terms.hid_seq.weight=1e+308", "<= 1000000.0")),
     # a chosen part the procedure would not read: one job is refused (a sweep's cross product runs it once)
