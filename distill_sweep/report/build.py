@@ -38,6 +38,8 @@ from distill_sweep.report.render import (
     fmt_p,
     method_comparison_rows,
     pair_name,
+    plain_latex,
+    plain_markdown,
     render_latex,
     render_markdown,
     table_csv,
@@ -492,11 +494,14 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         doc.heading(title)
         doc.text(teacher)
         doc.table(headers, rows)
-        doc.text(f"final epoch's dev values, mean±std over seeds (ddof={opts.ddof}), (n) = runs; perplexity: lower "
+        notes = [f"final epoch's dev values, mean±std over seeds (ddof={opts.ddof}), (n) = runs; perplexity: lower "
                  "is better" + (f"; {decoder.SOURCES_NOTE}" if "data" in headers else "")
-                 + (f"; {decoder.GENERATION_NOTE}" if decoder.GENERATION_LABELS & set(headers) else ""))
-        for note in decoder.collapsed_notes(parts[i]):
+                 + (f"; {decoder.GENERATION_NOTE}" if decoder.GENERATION_LABELS & set(headers) else ""),
+                 *decoder.collapsed_notes(parts[i])]
+        for note in notes:
             doc.text(note)
+        files[f"decoder{i + 1}.md"] = plain_markdown(title, headers, rows, [teacher, *notes])
+        files[f"decoder{i + 1}.tex"] = plain_latex(title, f"decoder{i + 1}", headers, rows, [teacher, *notes])
         if tests:
             doc.table(test_headers, tests)
             doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init (and data "

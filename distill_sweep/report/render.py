@@ -116,6 +116,26 @@ def render_latex(table: Table, ddof: int, selection: str) -> str:
     return "\n".join(lines)
 
 
+def plain_markdown(title: str, headers: list[str], rows: list[list[str]], notes: list[str]) -> str:
+    """A table already formatted cell by cell (the decoder tables), as Markdown with its notes."""
+    table = tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)
+    return f"# {title}\n\n{table}\n\n" + "".join(f"- {n}\n" for n in notes)
+
+
+def plain_latex(title: str, key: str, headers: list[str], rows: list[list[str]], notes: list[str]) -> str:
+    """The same as a booktabs table: the first column left-aligned, the others right; the notes in the caption."""
+    def cell(text: str) -> str:  # "1.234±0.010 (3)": the ± as maths, the rest escaped
+        return "$\\pm$".join(latex_escape(part) for part in str(text).split("±"))
+
+    spec = "l" + "r" * (len(headers) - 1)
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join(cell(h) for h in headers) + r" \\", r"\midrule"]
+    lines += [" & ".join(cell(c) for c in row) + r" \\" for row in rows]
+    caption = ". ".join([latex_escape(title), *(cell(n) for n in notes)])
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{caption}}}", rf"\label{{tab:{key}}}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
 def table_csv(table: Table, ddof: int, which: str) -> pd.DataFrame:
     """Tidy numbers behind a table (one row per cell, Avg as task "avg")."""
     out = []

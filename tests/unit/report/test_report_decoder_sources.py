@@ -111,3 +111,29 @@ def test_a_shared_prefix_setting_says_its_metrics_read_the_shared_ids_only(tmp_p
     assert teacher.endswith("metrics of procedure.vocab=shared_prefix runs over the shared ids only (0..67)")
     ((*_, plain),) = decoder.tables(_frame(False), ddof=1, alpha=0.05)
     assert "shared" not in plain
+
+
+def test_the_decoder_tables_are_written_as_markdown_and_latex_too(tmp_path: Path):
+    """decoder<N>.md and decoder<N>.tex beside the CSV: the same cells, the notes below (Markdown) or in the
+    caption (LaTeX), ± as maths and the names' underscores escaped."""
+    from distill_sweep.report.build import _decoder_sections
+    from distill_sweep.report.options import ReportOptions
+    from distill_sweep.report.render import Doc
+
+    rows = []
+    for seed, ppl in ((1, 3.0), (2, 3.2)):
+        path = tmp_path / f"r{seed}" / "result.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({"task": "causal_toy_instructions", "config": {"procedure": {"name": "causal_lm"}},
+                                    "final": {"dev": {"perplexity": ppl, "token_accuracy": 0.5}},
+                                    "init": {"layers": [1, 2]}, "teacher": {"dev": {"perplexity": 1.5}}}))
+        rows.append({"procedure": "causal_lm", "status": "completed", "path": str(path), "init_name": "bottom",
+                     "student_name": "truncated", "task": "t", "teacher_name": "tiny_llama", "student_layers": 2,
+                     "objective": "fkl", "seed": seed})
+    files: dict = {}
+    _decoder_sections(Doc(), files, pd.DataFrame(rows), ReportOptions())
+    markdown, latex = files["decoder1.md"], files["decoder1.tex"]
+    cell = "3.100±0.141 (2)"  # mean of 3.0 and 3.2, std (ddof 1) = 0.2 / sqrt(2) = 0.1414
+    assert cell in markdown and "| fkl" in markdown and "- final epoch's dev values" in markdown
+    assert cell.replace("±", "$\\pm$") in latex and r"\toprule" in latex and r"\label{tab:decoder1}" in latex
+    assert "\\_" in latex and "_" not in latex.replace("\\_", "").split(r"\caption")[0].split(r"\toprule")[1]
