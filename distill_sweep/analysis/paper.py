@@ -62,8 +62,11 @@ SETTING_COLUMNS = ["system", "init_label", "procedure", "objective", "teacher_la
 
 
 def norm_task(name: Any) -> str:
-    """Canonical task key: lower case without '-'/'_' ("SST-2" -> "sst2", "sts_b" -> "stsb")."""
-    return str(name).strip().lower().replace("-", "").replace("_", "")
+    """Canonical task key: a GLUE task's lower case without '-'/'_' ("SST-2" -> "sst2", "sts_b" -> "stsb"); any
+    other task's name as it is, lower case (the report prints it: `causal_toy_instructions` stays readable)."""
+    text = str(name).strip().lower()
+    key = text.replace("-", "").replace("_", "")
+    return key if key in TASK_LABELS else text
 
 
 def task_order(tasks: Iterable[str]) -> list[str]:

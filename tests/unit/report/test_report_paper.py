@@ -75,4 +75,7 @@ def test_column_metric_modes() -> None:
     assert paper.column_metric("mnli", "paper") == "accuracy"
     assert paper.column_metric("toy", "header", "f1") == "f1"  # unknown task: its primary metric
     assert paper.norm_task("SST-2") == "sst2" and paper.norm_task("sts_b") == "stsb"
+    # a task of the user's own keeps its name (the HTML once printed "causaltoyinstructions")
+    assert paper.norm_task("causal_toy_instructions") == "causal_toy_instructions"
+    assert paper.task_label(paper.norm_task("My_Task")) == "my_task"
     assert paper.objective_order(["zzz", "att_kl", "vanilla_kd"]) == ["vanilla_kd", "att_kl", "zzz"]
