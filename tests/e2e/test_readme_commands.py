@@ -206,6 +206,8 @@ def plan(command: Command, work: Path) -> Run:
         return Run(command, "report", [*python, *_expand_synopsis(args, work)])
     if module == "distill_sweep.analysis.aso_calibration":  # the full table takes minutes: two n, few pairs
         return Run(command, "print", [*python, *args, "--ns", "2", "3", "--reps", "20"])
+    if module == "distill_sweep.report.compare":  # the toy commands' store against itself (a second one is
+        return Run(command, "report", [*python, args[0], *args[:1], *args[2:]])  # the user's own)
     if module in ("distill_sweep.status", "distill_sweep.report.checklist"):  # on the toy commands' store, after
         return Run(command, "report", [*python, *args])
     if module == "distill_sweep.bench.step":
