@@ -150,3 +150,36 @@ def test_members_of_other_objectives_are_not_labelled_by_each_others_term_settin
         "objective.terms.fkl.temperature=2 procedure.ce_weight=0.0"]
     assert differing_settings([jobs[0].composed, jobs[1].composed]) == ["procedure.ce_weight=0.0",
                                                                         "procedure.ce_weight=0.5"]
+
+
+# what differs between two runs of one job whatever the packing: clocks, memory, paths, the tracker's run, and
+# the config's `pack` itself (not hashed: the same config hash)
+RUN_ONLY = {"wall_time_s", "samples_per_s", "peak_memory_mb", "peak_memory_kind", "started_at", "finished_at",
+            "wandb", "config", "attempts", "versions", "git_commit"}
+
+
+@pytest.mark.slow  # two sweeps of four short decoder jobs
+def test_a_decoder_sweep_with_pack_auto_writes_the_records_of_pack_off(tmp_path: Path) -> None:
+    """The sweeper's way: the grid (fkl, gjsd) x (on_policy 0, 0.8) is one pack of four with pack=auto; every
+    record, less its clocks and paths, and every dev_predictions.npz and student_samples.json equal pack=off's."""
+    cache = tmp_path / "cache"
+    grid = [*BASE, "objective=fkl,gjsd", "procedure.on_policy=0,0.8", f"cache_dir={cache}", "-m"]
+    auto = run_cli([*grid, f"results_dir={tmp_path / 'auto'}"], cwd=tmp_path)
+    assert auto.returncode == 0, auto.stderr[-3000:]
+    assert "4 jobs in 1 process(es): 1 pack(s) trained in lockstep" in auto.stdout, auto.stdout[-2000:]
+    off = run_cli([*grid, "pack=off", f"results_dir={tmp_path / 'off'}"], cwd=tmp_path)
+    assert off.returncode == 0, off.stderr[-3000:]
+    assert "pack(s) trained in lockstep" not in off.stdout
+    packed, alone = _records(tmp_path / "auto"), _records(tmp_path / "off")
+    assert packed.keys() == alone.keys() and len(packed) == 4
+    for digest, solo in alone.items():
+        mine = _less(packed[digest], "causal_lm", "teacher")
+        theirs = _less(solo, "causal_lm", "teacher")
+        assert {k: v for k, v in mine.items() if k not in RUN_ONLY} == \
+            {k: v for k, v in theirs.items() if k not in RUN_ONLY}, digest
+        (a,), (b,) = ([p.parent for p in (tmp_path / side).rglob("result.json") if digest[:10] in str(p)]
+                      for side in ("auto", "off"))
+        files = sorted(p.name for p in b.iterdir() if p.suffix in (".npz", ".json") and p.name != "result.json")
+        assert "dev_predictions.npz" in files
+        assert sorted(p.name for p in a.iterdir() if p.suffix in (".npz", ".json") and p.name != "result.json") == files
+        assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files), digest
