@@ -36,6 +36,8 @@ class SharedTeacher:
         return self.terms(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:  # anything else the loss reads of the terms
+        if name == "terms":  # not set yet (a copy being made): no recursion through the line below
+            raise AttributeError(name)
         return getattr(self.terms, name)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from distill_sweep.job.identity import identify
 from distill_sweep.sweep.cost import pack_cost
 from distill_sweep.sweep.packs import differing_settings, pack_key, plan_packs, write_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT
+from distill_sweep.training.pack import Lockstep
 
 EPOCHS, STEPS, BATCH = 2, 3, 8  # procedure.epochs x max_steps_per_epoch steps of procedure.batch_size sequences
 BASE = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",
@@ -98,15 +101,25 @@ def _assert_same_job(member: dict[str, Any], solo: dict[str, Any]) -> None:
     assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
 
 
+def _alone(members: list[list[str]], results: Path, cache: Path) -> dict[str, dict[str, Any]]:
+    """Each member's job run on its own (pack=auto is read by the sweeper only: run_job runs one job), by hash."""
+    for cfg in _cfgs(members, results, cache):
+        run_job(cfg)
+    return _records(results)
+
+
+def _pack(members: list[list[str]], where: Path, cache: Path) -> Any:
+    """The pack's process's config: its pack file, the members' results under where/packed."""
+    cfgs = _cfgs(members, where / "packed", cache)
+    return OmegaConf.create({"pack_file": str(write_pack_file(where / "packs", [identify(c) for c in cfgs]))})
+
+
 @pytest.mark.slow  # over 2 s: six short decoder jobs (`make test-fast` leaves it out)
 @pytest.mark.parametrize("members", [LIVE, SPARSE], ids=["live", "sparse"])
 def test_each_member_of_a_decoder_pack_is_bit_identical_to_its_job_alone(members: list[list[str]], tmp_path: Path,
                                                                          shared_cache: Path, caplog) -> None:
-    for cfg in _cfgs(members, tmp_path / "alone", shared_cache):
-        run_job(cfg)
-    alone = _records(tmp_path / "alone")
-    cfgs = _cfgs(members, tmp_path / "packed", shared_cache)
-    pack = OmegaConf.create({"pack_file": str(write_pack_file(tmp_path / "packs", [identify(c) for c in cfgs]))})
+    alone = _alone(members, tmp_path / "alone", shared_cache)
+    pack = _pack(members, tmp_path, shared_cache)
     with caplog.at_level(logging.INFO, logger="distill_sweep"):
         returns = run_pack(pack)
     packed = _records(tmp_path / "packed")
@@ -126,6 +139,41 @@ def test_each_member_of_a_decoder_pack_is_bit_identical_to_its_job_alone(members
     sampled = sum(on_policy["causal_lm"]["data_source"]["on_policy_steps"])
     assert 0 < sampled < EPOCHS * STEPS  # the seed gives both kinds of step
     assert forwards == EPOCHS * STEPS + sampled
+
+
+@pytest.mark.slow  # a pack of three short decoder jobs, stopped and run again, and the jobs alone
+def test_a_signalled_decoder_pack_checkpoints_every_member_and_a_rerun_resumes_each(tmp_path: Path,
+                                                                                   shared_cache: Path,
+                                                                                   monkeypatch) -> None:
+    """SLURM's signal in the pack's second step: every member checkpoints in its first epoch; the re-run resumes
+    each, the on-policy member drawing its samples again from its seeds, and ends with the jobs' records alone."""
+    alone = _alone(LIVE, tmp_path / "alone", shared_cache)
+    turns, turn = [0], Lockstep.turn
+
+    def signalled_turn(self: Lockstep, i: int) -> bool:
+        turns[0] += 1
+        if turns[0] == len(LIVE) + 1:  # in the second step
+            signal.raise_signal(signal.SIGUSR2)
+            time.sleep(1.0)  # the main thread notes it meanwhile (the members wait for this turn)
+        return turn(self, i)
+
+    monkeypatch.setattr(Lockstep, "turn", signalled_turn)
+    pack = _pack(LIVE, tmp_path, shared_cache)
+    with pytest.raises(SystemExit, match="stopped by signal"):
+        run_pack(pack)
+    stopped = _records(tmp_path / "packed")
+    assert stopped.keys() == alone.keys()
+    for digest, record in stopped.items():
+        assert record["status"] == "running" and record["requeued"] == 1, record["objective"]
+        (ckpt,) = [p for p in (tmp_path / "packed").rglob(CHECKPOINT) if digest[:10] in str(p)]
+        position = torch.load(ckpt, map_location="cpu", weights_only=True)["position"]
+        assert position["epoch"] == 1 and 0 < position["step"] < STEPS
+    monkeypatch.setattr(Lockstep, "turn", turn)
+    run_pack(pack)
+    packed = _records(tmp_path / "packed")
+    for digest, solo in alone.items():
+        assert packed[digest]["resumed"] == 1
+        _assert_same_job(packed[digest], solo)
 
 
 def test_the_dry_run_shows_the_decoder_pack(tmp_path: Path) -> None:
