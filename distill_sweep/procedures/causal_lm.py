@@ -73,7 +73,7 @@ from distill_sweep.training.prediction_capture import SequenceCapture, dev_seque
 from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
-from .decoder_pack import join, shared_teacher
+from .decoder_pack import join, once, shared_teacher
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 from .settings import CausalLMSettings
@@ -360,8 +360,8 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
         raise ConfigError(f"{data.name} has {len(data.train)} training sequences, fewer than one batch "
                           f"(procedure.batch_size={settings.batch_size})")
     recipe = TeacherRecipe(settings.teacher_steps, settings.teacher_lr, settings.batch_size)
-    with distributed.main_first():
-        teacher, teacher_info = trained_teacher(job.settings.teacher, data, ctx.tokenizer, recipe,
+    with distributed.main_first():  # (a pack's members: one teacher between them, decoder_pack.once)
+        teacher, teacher_info = once(ctx.pack, trained_teacher)(job.settings.teacher, data, ctx.tokenizer, recipe,
                                                 cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision,
                                                 run=job.settings.run)
     if settings.seq_kd:  # the training responses become the teacher's (made once, stored); dev keeps the references

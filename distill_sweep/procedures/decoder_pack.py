@@ -1,14 +1,18 @@
 """A decoder job (`procedure=causal_lm`) as a member of a pack (sweep/packs.py, training/pack.py).
 
-Two things join it to its pack: its student's stage driver hands the turn on after every step (`join`), and its
+Three things join it to its pack: its student's stage driver hands the turn on after every step (`join`); its
 loss reads the teacher's features through the pack's shared forward (`SharedTeacher`), which runs the frozen
 teacher once per batch for every member that asks for that batch (keyed by the batch's content: an on-policy
-member's sampled batch is its own, and gets a forward of its own). The rest of the job is as alone.
+member's sampled batch is its own, and gets a forward of its own); and the members hold one teacher between them
+(`once`: the first member loads it, the others take the same module, where alone each would load its own copy of
+the same weights; a pack's members have one teacher by sweep/packs.pack_key). The rest of the job is as alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -53,3 +57,27 @@ def join(driver: StageDriver, pack: PackMember | None) -> StageDriver:
         driver.turn = pack.turn
         driver.label = driver.label or pack.label
     return driver
+
+
+def once(pack: PackMember | None, load: Callable[..., tuple[nn.Module, dict[str, Any]]]
+         ) -> Callable[..., tuple[nn.Module, dict[str, Any]]]:
+    """`load` (the teacher's loader: (model, what the record says of it)) as a pack member calls it: alone, `load`
+    itself; in a pack, the first member's call loads the teacher and later members get the same frozen module,
+    each with its own copy of the record's part, where a teacher the first member built is "reused" (as a job
+    alone finds a teacher that another job built in the cache)."""
+    models = getattr(pack.teacher_forward, "models", None) if pack is not None else None
+    if models is None:
+        return load
+
+    @functools.wraps(load)
+    def shared(*args: Any, **kwargs: Any) -> tuple[nn.Module, dict[str, Any]]:
+        if "teacher" not in models:
+            models["teacher"] = load(*args, **kwargs)
+            return models["teacher"][0], copy.deepcopy(models["teacher"][1])
+        teacher, info = models["teacher"]
+        info = copy.deepcopy(info)
+        if info.get("cache") == "built":
+            info["cache"] = "reused"
+        return teacher, info
+
+    return shared

@@ -13,7 +13,8 @@ sparse top-k store (`procedure.teacher_top_k`) run no teacher and share the batc
 on-policy member (`procedure.on_policy` > 0) packs too: at its on-policy steps its batch is its own student's
 samples, which no other member has, so the teacher runs for it alone there; at its other steps it shares the
 data's batch and its forward. The shared forward is keyed by a batch's content (training/pack.py), so a member
-is never served another batch's features.
+is never served another batch's features. A decoder pack's members hold one teacher between them
+(procedures/decoder_pack.py).
 
 A pack's members need not have the same stages (vanilla_kd has a prediction stage only, hid_seq an intermediate
 stage first): a member is computed exactly as alone whatever its neighbours do, and packs are cut so that members

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from distill_sweep.cli.run_job import run_job, run_pack
 from distill_sweep.job.identity import identify
+from distill_sweep.procedures import causal_lm
 from distill_sweep.sweep.cost import pack_cost
 from distill_sweep.sweep.packs import differing_settings, pack_key, plan_packs, write_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT
@@ -117,11 +118,15 @@ def _pack(members: list[list[str]], where: Path, cache: Path) -> Any:
 @pytest.mark.slow  # over 2 s: six short decoder jobs (`make test-fast` leaves it out)
 @pytest.mark.parametrize("members", [LIVE, SPARSE], ids=["live", "sparse"])
 def test_each_member_of_a_decoder_pack_is_bit_identical_to_its_job_alone(members: list[list[str]], tmp_path: Path,
-                                                                         shared_cache: Path, caplog) -> None:
+                                                                         shared_cache: Path, caplog,
+                                                                         monkeypatch) -> None:
     alone = _alone(members, tmp_path / "alone", shared_cache)
     pack = _pack(members, tmp_path, shared_cache)
+    loads, load = [], causal_lm.trained_teacher
+    monkeypatch.setattr(causal_lm, "trained_teacher", lambda *a, **k: loads.append(1) or load(*a, **k))
     with caplog.at_level(logging.INFO, logger="distill_sweep"):
         returns = run_pack(pack)
+    assert len(loads) == 1  # one teacher for the pack's members (alone: one each)
     packed = _records(tmp_path / "packed")
     assert packed.keys() == alone.keys() and len(returns) == len(members)
     for digest, solo in alone.items():
