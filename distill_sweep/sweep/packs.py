@@ -37,7 +37,8 @@ from distill_sweep.records import hashing
 # read through a TeacherView (procedures/task_specific.py). Others run one process per job.
 PACKING_PROCEDURES = ("task_specific", "causal_lm")
 # a decoder job's procedure settings that are its member's own (its optimiser, its loss, its student's init and
-# its on-policy sampling); every other one changes the data, the batches or the teacher
+# its on-policy sampling; `generation` not with seq_kd, whose responses it makes); every other one changes the
+# data, the batches or the teacher
 MEMBER_SETTINGS = {"causal_lm": ("name", "lr", "warmup_ratio", "ce_weight", "calibration", "on_policy", "generation")}
 PACKS_DIR = "packs"  # under the sweep directory: one file per pack, its members' configs
 
@@ -71,7 +72,10 @@ def pack_key(job: Any, processes_per_job: int = 1) -> str | None:
     }
     own = MEMBER_SETTINGS.get(job.procedure.name)
     if own is not None:  # a procedure with its own data: its settings, less each member's own
-        shared["procedure"] = {k: v for k, v in dict(composed.get("procedure") or {}).items() if k not in own}
+        procedure = dict(composed.get("procedure") or {})
+        if procedure.get("seq_kd"):  # the training responses are the teacher's, generated per these settings
+            own = tuple(k for k in own if k != "generation")
+        shared["procedure"] = {k: v for k, v in procedure.items() if k not in own}
         shared["corpus"] = composed.get("corpus")
     return hashing.digest(shared)
 

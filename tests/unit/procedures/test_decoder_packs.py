@@ -55,6 +55,11 @@ def test_decoder_jobs_that_draw_the_same_batches_share_a_key_and_others_do_not()
                   "procedure.max_seq_length=48", "procedure.epochs=3", "procedure.max_steps=5",
                   "procedure.teacher_top_k=4", "procedure.seq_kd=true", "precision=bf16", "max_steps_per_epoch=2"):
         assert pack_key(_job("objective=fkl", other)) not in (key, None), other
+    # with seq_kd the training responses are the teacher's generations: their settings make other batches
+    seq_kd = pack_key(_job("objective=fkl", "procedure.seq_kd=true"))
+    assert pack_key(_job("objective=rkl", "procedure.seq_kd=true")) == seq_kd
+    assert pack_key(_job("objective=fkl", "procedure.seq_kd=true", "procedure.generation.max_new_tokens=8")) \
+        not in (seq_kd, None)
     assert pack_key(_job("objective=fkl", "pack=off")) is None
     assert pack_key(_job("objective=fkl"), processes_per_job=2) is None  # data parallel: one job per process
 
