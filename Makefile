@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export WANDB_SILENT ?= true
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 
-.PHONY: install demo test test-fast test-hydra14 docs bench tables lint clean
+.PHONY: install demo test test-fast test-hydra14 docs bench gpu-check tables lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench.ddp --json $(BENCH_DATA)/ddp.json
 	$(BIN)/python -m distill_sweep.bench.agnostic --json $(BENCH_DATA)/agnostic.json
 	$(BIN)/python -m distill_sweep.bench.report --json $(BENCH_DATA)/report.json
+
+# A GPU box checked in one command (docs/guide/gpus.md#gpu-check), under 8 minutes on one H200: the tests marked
+# cuda, bench.pack at the paper's size in bf16, a decoder step; without CUDA it skips those in one line each and
+# runs the rest at tiny sizes.
+gpu-check: install
+	$(BIN)/python -m distill_sweep.bench.gpu_check --json $(BENCH_DATA)/gpu_check.json
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results

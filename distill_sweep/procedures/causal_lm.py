@@ -73,6 +73,7 @@ from distill_sweep.training.prediction_capture import SequenceCapture, dev_seque
 from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
+from .decoder_pack import join, once, shared_teacher
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 from .settings import CausalLMSettings
@@ -301,7 +302,7 @@ class CausalContext(RunContext):
             samples = RecordSamples(self.policy, self.tokenizer, self.job.out_dir, driver_args["history"],
                                     self.record["causal_lm"]["data_source"]["samples"])
             driver.evaluate = samples.wrap(driver.evaluate)
-        return driver
+        return join(driver, self.pack) if sink is not None else driver  # a pack member's own stage only
 
 
 def generation_evaluator(job: Any, data: CausalData, tokenizer: Any,
@@ -359,8 +360,8 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
         raise ConfigError(f"{data.name} has {len(data.train)} training sequences, fewer than one batch "
                           f"(procedure.batch_size={settings.batch_size})")
     recipe = TeacherRecipe(settings.teacher_steps, settings.teacher_lr, settings.batch_size)
-    with distributed.main_first():
-        teacher, teacher_info = trained_teacher(job.settings.teacher, data, ctx.tokenizer, recipe,
+    with distributed.main_first():  # (a pack's members: one teacher between them, decoder_pack.once)
+        teacher, teacher_info = once(ctx.pack, trained_teacher)(job.settings.teacher, data, ctx.tokenizer, recipe,
                                                 cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision,
                                                 run=job.settings.run)
     if settings.seq_kd:  # the training responses become the teacher's (made once, stored); dev keeps the references
@@ -425,6 +426,7 @@ def run(ctx: RunContext) -> None:
                             layer_map=layer_map, train_labels=None, num_labels=2)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
+    terms = shared_teacher(terms, ctx.pack)  # a pack's members: one teacher forward per batch (decoder_pack.py)
     if shared is not None and terms is not None:  # the loss's view: both sides' next tokens over the shared ids
         terms = SharedIds(terms, shared)  # type: ignore[assignment]
     batches_per_epoch = len(s_data.train) // settings.batch_size

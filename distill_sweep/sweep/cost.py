@@ -277,10 +277,14 @@ def _unsized_text(work: _Work) -> str:
             "procedure.max_steps gives a count)")
 
 
-def _teacher_stages(ident: Any) -> list[tuple[int, str, int]]:
+def _teacher_stages(ident: Any) -> list[tuple[int, str, float]]:
     """(position, kind, sample-passes) of each stage of a distilling job that still runs the frozen teacher with
     the teacher-output store (estimate_cost's rule: a prediction or combined stage reads the store when it has one)."""
-    if ident.objective is None or not ident.procedure_settings.reads_task:
+    if ident.objective is None:
+        return []
+    if getattr(ident.procedure_settings, "decoders", False):
+        return _decoder_teacher_passes(ident)
+    if not ident.procedure_settings.reads_task:
         return []
     s = ident.settings
     size = task_rows(s)
@@ -291,14 +295,28 @@ def _teacher_stages(ident: Any) -> list[tuple[int, str, int]]:
             if not (stored and kind in ("prediction", "combined"))]
 
 
+def _decoder_teacher_passes(ident: Any) -> list[tuple[int, str, float]]:
+    """A decoder job's live teacher forwards (sequences; none with a top-k store, none when its steps are not known
+    before its data is read): on the data's batches, which a pack's members share, and (expected: on_policy x
+    steps) on its own student's samples, which it alone reads."""
+    settings = ident.procedure_settings
+    steps = _planned_steps(ident)
+    if settings.teacher_top_k is not None or steps is None:
+        return []
+    passes = steps * settings.sequences_per_step()
+    share = settings.on_policy
+    own = [(0, f"sampled by {ident.digest}", share * passes)] if share > 0 else []
+    return [(0, "distill", (1 - share) * passes), *own]
+
+
 def pack_cost(jobs: list[Any], packs: list[list[int]]) -> str:
     """The dry run's line on packs (sweep/packs.py): processes, and the frozen teacher's forward sample-passes
     with the store, one process per job and in packs (members at the same stage of the same position share one
     forward per batch)."""
     alone = sum(passes for job in jobs for _, _, passes in _teacher_stages(job))
-    packed = 0
+    packed = 0.0
     for pack in packs:
-        shared: dict[tuple[int, str], int] = {}
+        shared: dict[tuple[int, str], float] = {}
         for i in pack:
             for position, kind, passes in _teacher_stages(jobs[i]):
                 shared[(position, kind)] = max(shared.get((position, kind), 0), passes)

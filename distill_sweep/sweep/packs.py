@@ -6,6 +6,16 @@ size, epochs per stage and step cap, precision, device and threads, and the same
 of a stage's batches is a function of (seed, stage kind, epoch) only (`training.stages.epoch_seed`), so such
 jobs see the same batch at the same step of the same stage, and one teacher forward serves all of them.
 
+Decoder jobs (`procedure=causal_lm`) pack by the same rule over their own data (the `corpus` group or
+`procedure.instructions`, `procedure.batch_size`, epochs and step budget, the teacher's training recipe, the
+teacher-output mode): a pack of fkl / rkl / gjsd members runs the teacher once per batch; members reading a
+sparse top-k store (`procedure.teacher_top_k`) run no teacher and share the batches and the process. An
+on-policy member (`procedure.on_policy` > 0) packs too: at its on-policy steps its batch is its own student's
+samples, which no other member has, so the teacher runs for it alone there; at its other steps it shares the
+data's batch and its forward. The shared forward is keyed by a batch's content (training/pack.py), so a member
+is never served another batch's features. A decoder pack's members hold one teacher between them
+(procedures/decoder_pack.py).
+
 A pack's members need not have the same stages (vanilla_kd has a prediction stage only, hid_seq an intermediate
 stage first): a member is computed exactly as alone whatever its neighbours do, and packs are cut so that members
 with the same stages sit together, where they share the most forwards. This module imports no torch: the
@@ -25,7 +35,11 @@ from distill_sweep.records import hashing
 
 # Procedures whose jobs a pack trains: one student per job, stages driven by the stage driver, the frozen teacher
 # read through a TeacherView (procedures/task_specific.py). Others run one process per job.
-PACKING_PROCEDURES = ("task_specific",)
+PACKING_PROCEDURES = ("task_specific", "causal_lm")
+# a decoder job's procedure settings that are its member's own (its optimiser, its loss, its student's init and
+# its on-policy sampling; `generation` not with seq_kd, whose responses it makes); every other one changes the
+# data, the batches or the teacher
+MEMBER_SETTINGS = {"causal_lm": ("name", "lr", "warmup_ratio", "ce_weight", "calibration", "on_policy", "generation")}
 PACKS_DIR = "packs"  # under the sweep directory: one file per pack, its members' configs
 
 
@@ -56,6 +70,13 @@ def pack_key(job: Any, processes_per_job: int = 1) -> str | None:
         "cache_dir": run.cache_dir,
         "pack_size": run.pack_size,
     }
+    own = MEMBER_SETTINGS.get(job.procedure.name)
+    if own is not None:  # a procedure with its own data: its settings, less each member's own
+        procedure = dict(composed.get("procedure") or {})
+        if procedure.get("seq_kd"):  # the training responses are the teacher's, generated per these settings
+            own = tuple(k for k in own if k != "generation")
+        shared["procedure"] = {k: v for k, v in procedure.items() if k not in own}
+        shared["corpus"] = composed.get("corpus")
     return hashing.digest(shared)
 
 
@@ -112,10 +133,20 @@ def read_pack_file(path: str | Path) -> list[dict[str, Any]]:
 def differing_settings(members: Sequence[Mapping[str, Any]]) -> list[str]:
     """Per member of a pack (their composed configs): every setting whose value differs between the members, as
     `key=value` (objective, init and seed left out: a member's label shows them already), so that a member that
-    fails is named unambiguously (`[vanilla_kd init-1 seed 1 optimizer.lr=0.001]`)."""
+    fails is named unambiguously (`[vanilla_kd init-1 seed 1 optimizer.lr=0.001]`). An objective's own settings
+    are shown where they tell apart members of the same objective (fkl's temperature is not shown beside rkl)."""
     flat = [dict(_leaves(m)) for m in members]
     shown = ("objective.name", "init", "seed")
-    differing = sorted(k for k in set().union(*flat) if k not in shown and len({repr(f.get(k)) for f in flat}) > 1)
+
+    def differs(key: str) -> bool:
+        if key.startswith("objective."):  # the objective's own settings: only among members of one objective
+            named: dict[Any, set[str]] = {}
+            for f in flat:
+                named.setdefault(repr(f.get("objective.name")), set()).add(repr(f.get(key)))
+            return any(len(values) > 1 for values in named.values())
+        return len({repr(f.get(key)) for f in flat}) > 1
+
+    differing = sorted(k for k in set().union(*flat) if k not in shown and differs(k))
     return [" ".join(f"{k}={f.get(k)}" for k in differing) for f in flat]
 
 

@@ -147,6 +147,9 @@ class SharedForward:
         self.entries: OrderedDict[bytes, _Entry] = OrderedDict()
         self.forwards = 0
         self.layer_passes = 0
+        # frozen models the members share by name (a decoder pack's teacher: procedures/decoder_pack.py); the
+        # members run one at a time, so the first one's load is the others' too
+        self.models: dict[str, Any] = {}
 
     def __call__(self, model: nn.Module, batch: Mapping[str, Tensor], *, hidden: bool, qkv_layers: Sequence[int],
                  depth: int | None = None) -> Features:
