@@ -22,7 +22,7 @@ class NonFiniteLossError(RuntimeError):
 def failure_line(err: BaseException) -> str:
     """A job's failure as the one line the command line prints: what happened and what a re-run does."""
     if isinstance(err, NonFiniteLossError):
-        return (f"{err}: a setting made the loss overflow (an objective term's weight, the learning rate, a "
-                "temperature); the record says failed and the job keeps its last checkpoint, from which the same "
-                "command resumes (skip_nonfinite=true skips such steps, as a new job)")
+        return (f"{err}: the run diverged (a learning rate or a loss weight too high for this model) or a model "
+                "holds non-finite weights; the record says failed and the job keeps its last checkpoint, from which "
+                "the same command resumes (skip_nonfinite=true skips such steps, as a new job)")
     return str(err)

@@ -84,6 +84,31 @@ def save_toy_student(directory: Path, cache: Path, *, layers: int, ffn: int) -> 
     return directory
 
 
+def save_diverged_model(directory: Path, cache: Path, weight: str = "classifier.bias") -> Path:
+    """A toy-task BERT classifier the size of teacher=tiny (random weights) whose `weight` holds an inf: a model that
+    has diverged. Settings that overflow the loss are refused before any work (config/parse.py's ranges), so the
+    tests of the non-finite-loss path start where it is met in practice: from a model that is already non-finite,
+    given as the teacher (teacher.finetuned_path) or the student (student=pretrained)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from distill_sweep.toy import build_toy_tokenizer
+
+    labels = [str(name) for name in compose_cfg(["task=toy"]).task.label_names]
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(build_toy_tokenizer(cache)), hidden_size=64, num_hidden_layers=6,
+                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
+                        num_labels=len(labels), id2label=dict(enumerate(labels)),
+                        label2id={name: i for i, name in enumerate(labels)})
+    BertForSequenceClassification(config).save_pretrained(directory)
+    path = directory / "model.safetensors"
+    state = load_file(path)
+    state[weight].view(-1)[0] = float("inf")
+    save_file(state, path, metadata={"format": "pt"})
+    return directory
+
+
 def save_toy_mlm(directory: Path, cache: Path) -> Path:
     """A saved BertForMaskedLM of the toy tokenizer's vocabulary, with the tokenizer (random weights: its
     predictions are arbitrary words, which is all the augmenter's mechanics need)."""

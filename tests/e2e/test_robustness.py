@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FAST, ROOT, compose_cfg, records, run_cli
+from helpers import FAST, ROOT, compose_cfg, records, run_cli, save_diverged_model
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
@@ -131,7 +131,10 @@ def test_label_order_mismatch_is_refused(tmp_path: Path, shared_cache: Path) -> 
 
 
 def test_nan_fails_the_job_with_a_clear_record_and_keeps_the_last_good_checkpoint(tmp_path, shared_cache):
-    cfg = compose_cfg([*FAST, "objective=hid_seq", "optimizer.lr=1e30", "checkpoint.every_steps=1",
+    """A teacher whose logits are inf (a diverged model): hid_seq's intermediate stage trains and checkpoints, the
+    prediction stage's KD loss is NaN at its first step."""
+    diverged = save_diverged_model(tmp_path / "teacher", shared_cache)
+    cfg = compose_cfg([*FAST, "objective=hid_seq", f"teacher.finetuned_path={diverged}", "checkpoint.every_steps=1",
                        f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
     with pytest.raises(NonFiniteLossError, match="non-finite"):
         run_job(cfg)
@@ -143,7 +146,8 @@ def test_nan_fails_the_job_with_a_clear_record_and_keeps_the_last_good_checkpoin
 
 
 def test_skip_nonfinite_counts_skipped_steps(tmp_path: Path, shared_cache: Path) -> None:
-    cfg = compose_cfg([*FAST, "objective=vanilla_kd", "optimizer.lr=1e30", "skip_nonfinite=true",
+    diverged = save_diverged_model(tmp_path / "teacher", shared_cache)  # inf logits: every KD step is NaN
+    cfg = compose_cfg([*FAST, "objective=vanilla_kd", f"teacher.finetuned_path={diverged}", "skip_nonfinite=true",
                        f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"])
     record = run_job(cfg)
     assert record["status"] == "completed" and record["nonfinite_skipped"] > 0

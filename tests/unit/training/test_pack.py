@@ -22,7 +22,7 @@ from distill_sweep.job.identity import identify
 from distill_sweep.sweep.packs import PackFailed, write_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 from distill_sweep.training.pack import Lockstep
-from tests.helpers import FAST, compose_cfg
+from tests.helpers import FAST, compose_cfg, save_diverged_model
 
 pytestmark = pytest.mark.slow  # each test runs a pack of three short jobs
 
@@ -86,7 +86,10 @@ def test_each_member_of_a_pack_is_bit_identical_to_its_job_alone(tmp_path: Path,
 
 
 def test_a_member_with_a_non_finite_loss_fails_alone(tmp_path: Path, shared_cache: Path, alone) -> None:
-    cfgs = _cfgs(tmp_path / "packed", shared_cache, {0: ["optimizer.lr=1e30"]})  # hid_seq's loss blows up
+    # hid_seq's student has diverged (an inf in its embeddings' LayerNorm): its loss is NaN at its first step
+    diverged = save_diverged_model(tmp_path / "diverged", shared_cache, "bert.embeddings.LayerNorm.bias")
+    cfgs = _cfgs(tmp_path / "packed", shared_cache,
+                 {0: ["init=1", "student=pretrained", f"student.name_or_path={diverged}"]})
     with pytest.raises(PackFailed) as failed:
         run_pack(_pack(cfgs, tmp_path / "packs"))
     (error,) = failed.value.errors
