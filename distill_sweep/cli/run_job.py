@@ -131,7 +131,7 @@ def run_pack(cfg: DictConfig) -> list[Any]:
     holding its own lock and writing its own record, checkpoints and result directory as it would alone. Each
     member's return as `main` gives it for one job; a member that failed failed alone: PackFailed at the end."""
     from distill_sweep.job.prepare import check_machine, prepare
-    from distill_sweep.training.pack import Lockstep, PackMember, SharedForward
+    from distill_sweep.training.pack import Lockstep, PackMember, SetUpOnce, SharedForward
 
     jobs = [prepare(OmegaConf.create(member)) for member in read_pack_file(str(cfg.pack_file))]
     for job in jobs:
@@ -151,7 +151,14 @@ def run_pack(cfg: DictConfig) -> list[Any]:
 
     log.info("a pack of %d jobs trained in lockstep: %s", len(jobs),
              ", ".join(f"{job.objective_name} {job.init_label}" for job in jobs))
-    outcomes = lockstep.run([member(i, job) for i, job in enumerate(jobs)])
+    once, handlers = SetUpOnce(lockstep), logging.getLogger().handlers  # the teacher's lines once, not per member
+    for handler in handlers:
+        handler.addFilter(once)
+    try:
+        outcomes = lockstep.run([member(i, job) for i, job in enumerate(jobs)])
+    finally:
+        for handler in handlers:
+            handler.removeFilter(once)
     log.info("the pack's teacher: %d forwards, %d layer-passes", shared.forwards, shared.layer_passes)
     returns = [o if isinstance(o, BaseException) else _return_value(o) for o in outcomes]
     if any(isinstance(r, BaseException) for r in returns):

@@ -28,6 +28,7 @@ from distill_sweep.models.capture import MODEL_INPUT_KEYS, Features, run_with_fe
 from distill_sweep.training.checkpoint import PreemptionSignal, rng_state, set_rng_state
 
 log = logging.getLogger("distill_sweep")
+MEMBER_THREAD = "pack-member-"  # a member's thread: this and its index
 WAIT_S = 0.5  # the main thread wakes this often while the members run (a signal is handled between waits)
 
 
@@ -50,6 +51,7 @@ class Lockstep:
         self.current = 0
         self.finished = [False] * n
         self.states: list[dict[str, Any]] = [rng_state()] * n  # each starts where the process started
+        self.trained = [False] * n  # member i has taken its first training step (its set-up is behind it)
         self.signal: PreemptionSignal | None = None
         # Ctrl-C (KeyboardInterrupt reaches only the main thread): each member raises it at its next turn, one
         # after another, so that no thread is still inside torch when the interpreter exits (that aborts it)
@@ -61,7 +63,7 @@ class Lockstep:
         requeues the pack's job)."""
         assert len(members) == self.n
         outcomes: list[Any] = [None] * self.n
-        threads = [threading.Thread(target=self._member, args=(i, fn, outcomes), name=f"pack-member-{i}",
+        threads = [threading.Thread(target=self._member, args=(i, fn, outcomes), name=f"{MEMBER_THREAD}{i}",
                                     daemon=True) for i, fn in enumerate(members)]
         with PreemptionSignal() as self.signal:
             for thread in threads:
@@ -83,6 +85,7 @@ class Lockstep:
     def turn(self, i: int) -> bool:
         """Member `i` hands the turn to the next member still running and waits for it to come back; True when
         the pack was asked to stop (the member checkpoints and ends)."""
+        self.trained[i] = True
         self.states[i] = rng_state()
         with self.cond:
             self.current = self._next(i)
@@ -115,6 +118,26 @@ class Lockstep:
                 self.finished[i] = True
                 self.current = self._next(i)
                 self.cond.notify_all()
+
+
+class SetUpOnce(logging.Filter):
+    """The members of a pack load the same teacher, store and data: a set-up line one member logged (the same
+    text, before its first step) is not logged again by the next. Lines once training has begun are all kept: each
+    member's epochs, and warnings such as a student at the majority class, which name their job."""
+
+    def __init__(self, lockstep: Lockstep) -> None:
+        super().__init__()
+        self.lockstep, self.seen = lockstep, set[str]()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = threading.current_thread().name
+        if not name.startswith(MEMBER_THREAD) or self.lockstep.trained[int(name[len(MEMBER_THREAD):])]:
+            return True
+        text = record.getMessage()
+        if text in self.seen:
+            return False
+        self.seen.add(text)
+        return True
 
 
 def _join(threads: Sequence[threading.Thread]) -> None:

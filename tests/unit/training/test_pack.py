@@ -83,6 +83,9 @@ def test_each_member_of_a_pack_is_bit_identical_to_its_job_alone(tmp_path: Path,
     # one at the very first batch, whose forward was run for hid_seq before att_kl had asked for its q/k/v
     forwards = int(re.search(r"the pack's teacher: (\d+) forwards", caplog.text).group(1))
     assert forwards == 2 * STEPS + 1
+    # the members' identical set-up lines (the cached teacher each loads) are logged once; their own lines each
+    print(caplog.text)
+    assert caplog.text.count("reusing cached teacher") == 1 and caplog.text.count("done toy/") == len(MEMBERS)
 
 
 def test_a_member_with_a_non_finite_loss_fails_alone(tmp_path: Path, shared_cache: Path, alone) -> None:
@@ -149,3 +152,33 @@ def test_each_member_of_a_pack_logs_its_own_wandb_run(tmp_path: Path, shared_cac
         data = run_file.read_bytes()
         assert f"-{objective}-".encode() in data  # the run's name: task-objective-init-seed
         assert b"dev/accuracy" in data  # and its metrics
+
+
+def test_a_set_up_line_every_member_logs_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Members of a pack load the same teacher and say so in the same words: before its first step a member's line
+    already logged by another is dropped; lines after the first step (epochs, warnings naming the job) all stay."""
+    from distill_sweep.training.pack import SetUpOnce
+
+    lockstep = Lockstep(3)
+    log = logging.getLogger("distill_sweep")
+
+    def member(i: int):
+        def run() -> int:
+            log.info("reusing cached teacher /cache/teachers/toy/tiny")  # the same text in every member
+            log.info("member %d set up", i)  # its own
+            lockstep.turn(i)
+            log.info("epoch 1 loss 0.5")  # the same text, but after training began: kept
+            return i
+        return run
+
+    once = SetUpOnce(lockstep)
+    with caplog.at_level(logging.INFO, logger="distill_sweep"):
+        caplog.handler.addFilter(once)
+        try:
+            assert lockstep.run([member(i) for i in range(3)]) == [0, 1, 2]
+        finally:
+            caplog.handler.removeFilter(once)
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("reusing cached teacher /cache/teachers/toy/tiny") == 1
+    assert sorted(m for m in messages if m.endswith("set up")) == [f"member {i} set up" for i in range(3)]
+    assert messages.count("epoch 1 loss 0.5") == 3
