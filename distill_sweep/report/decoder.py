@@ -332,7 +332,10 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[list[str]], l
             continue
         per_seed = [_perplexity(a[k]) - _perplexity(b[k]) for k in range(len(same))]
         mb = few_seeds.guarded(example_stats.multi_bootstrap_sequences(a, b, "perplexity"), per_seed)
-        found.append(([label, init, f"{len(same)}" + (f" (of {len(seeds)})" if len(same) < len(seeds) else ""),
+        left_out = sorted(set(seeds) - {s for s, _, _ in same})  # no usable predictions, or another dev set
+        matched = f"{len(same)}" + (f" (of {len(seeds)}; seed {', '.join(map(str, left_out))} left out)"
+                                     if left_out else "")
+        found.append(([label, init, matched,
                        str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
                        _p(mb["p"])], mb["p"]))
     rows = [[*row, _p(h)] for (row, _), h in zip(found, stats.holm([p for _, p in found]), strict=True)]

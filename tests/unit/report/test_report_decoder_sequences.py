@@ -92,6 +92,6 @@ def test_summaries_that_do_not_give_their_records_perplexity_are_left_out(tmp_pa
                                                final={"dev": {"perplexity": stated}}))
     rows, _, notes = decoder.comparisons(pd.DataFrame(runs))
     (row,) = rows
-    assert row[2] == "2 (of 3)"
+    assert row[2] == "2 (of 3; seed 2 left out)"  # named, not only counted
     (line,) = [n for n in notes if "rkl-2" in n]
     assert "left out" in line and "perplexity" in line and "where its record says" in line
