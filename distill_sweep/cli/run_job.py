@@ -358,6 +358,9 @@ def _quiet_library_bars() -> None:
     """Where there is no terminal (SLURM logs, a file, a pipe), transformers', datasets' and the hub's progress
     bars would write their carriage returns and ANSI codes into the log ("Loading weights:  0%|..."): they are
     turned off there, as the job's own bar is (training/loop.py)."""
+    from distill_sweep.models.load_report import one_line_load_reports
+
+    one_line_load_reports()  # transformers' table of missing/unused weights (colour codes and all): one line
     if sys.stderr.isatty():
         return
     import datasets
