@@ -20,7 +20,7 @@ from distill_sweep.job.identity import identify, identify_plain
 from distill_sweep.job.plain_config import plain_config
 from distill_sweep.models.inits import init_spec
 from distill_sweep.sweep import chain, plain_overrides
-from distill_sweep.sweep.loads import shared_loads
+from distill_sweep.sweep.loads import SweepComposes, shared_loads
 
 
 def split(overrides: Sequence[Override]) -> list[list[str]]:
@@ -48,10 +48,10 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
         base = [f"experiment={preset}", *extra_overrides]
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
-        loader, cache = GlobalHydra.instance().config_loader(), {}
+        loader, shared = GlobalHydra.instance().config_loader(), SweepComposes()
 
         def load(groups: Sequence[str]) -> DictConfig:
-            with shared_loads(loader, cache):
+            with shared_loads(loader, shared):
                 return compose("config", overrides=list(groups), return_hydra_config=True)
 
         composer = JobComposer(load)
@@ -73,10 +73,10 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
 def sweep_composer(loader: Any, master: DictConfig) -> JobComposer:
     """The JobComposer of a running sweep: each group set composed as Hydra composes a sweep's job
     (`load_sweep_config` of the sweep's own config), the config files read once for all (sweep/loads.py)."""
-    cache: dict[Any, Any] = {}
+    shared = SweepComposes()
 
     def load(groups: Sequence[str]) -> DictConfig:
-        with shared_loads(loader, cache):
+        with shared_loads(loader, shared):
             return loader.load_sweep_config(master, list(groups))
 
     return JobComposer(load)

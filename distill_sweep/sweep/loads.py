@@ -11,14 +11,40 @@ loads. A copy is what a fresh read would give: the files are read again by every
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from hydra._internal.config_repository import ConfigRepository, IConfigRepository
 from hydra.core.config_search_path import ConfigSearchPath
+from hydra.core.default_element import ResultDefault
 from hydra.core.object_type import ObjectType
+from hydra.errors import ConfigCompositionException
 from hydra.plugins.config_source import ConfigResult, ConfigSource
+from omegaconf import DictConfig, OmegaConf, flag_override
+from omegaconf.errors import OmegaConfBaseException
+
+
+class CopiedResult(ConfigResult):
+    """A deep copy of a loaded config's result, its config copied when first read: a compose reads every
+    file's header (its package) but merges only the files after the prefix it resumes from (MergedPrefixes)."""
+
+    def __init__(self, loaded: ConfigResult) -> None:  # noqa: D107 - the dataclass's fields, copied
+        self.__dict__.update(provider=loaded.provider, path=loaded.path, header=copy.deepcopy(loaded.header),
+                             defaults_list=copy.deepcopy(loaded.defaults_list),
+                             is_schema_source=loaded.is_schema_source, _loaded=loaded.config, _config=None)
+
+    @property  # type: ignore[override]
+    def config(self) -> Any:
+        if self._config is None:
+            self._config = copy.deepcopy(self._loaded)
+        return self._config
+
+    @config.setter
+    def config(self, value: Any) -> None:
+        self._config = value
 
 
 class SharedLoads(IConfigRepository):
@@ -40,7 +66,8 @@ class SharedLoads(IConfigRepository):
         key = (tuple((s.provider, s.path) for s in self.delegate.get_sources()), config_path)
         if key not in self.cache:
             self.cache[key] = self.delegate.load_config(config_path)
-        return copy.deepcopy(self.cache[key])
+        loaded = self.cache[key]
+        return None if loaded is None else CopiedResult(loaded)
 
     def get_schema_source(self) -> ConfigSource:
         return self.delegate.get_schema_source()
@@ -61,12 +88,77 @@ class SharedLoads(IConfigRepository):
         return self.delegate.get_sources()
 
 
+@dataclass
+class SweepComposes:
+    """What the composes of one sweep share: the files read and the merged list prefixes."""
+
+    loads: dict[Any, ConfigResult | None] = field(default_factory=dict)
+    merges: MergedPrefixes | None = None
+
+
 @contextmanager
-def shared_loads(loader: Any, cache: dict[Any, ConfigResult | None]) -> Iterator[None]:
-    """Hydra's config loader (`ConfigLoaderImpl`) reading through `cache` while inside; as it was after."""
+def shared_loads(loader: Any, shared: SweepComposes) -> Iterator[None]:
+    """Hydra's config loader (`ConfigLoaderImpl`) reading and merging through `shared` while inside; as it
+    was after."""
     repository = loader.repository
-    loader.repository = SharedLoads(repository, cache)
+    if shared.merges is None or shared.merges.loader is not loader:
+        shared.merges = MergedPrefixes(loader)
+    loader.repository = SharedLoads(repository, shared.loads)
+    loader._compose_config_from_defaults_list = shared.merges  # an instance attribute: the class's is untouched
     try:
         yield
     finally:
         loader.repository = repository
+        del loader._compose_config_from_defaults_list
+
+
+class MergedPrefixes:
+    """Hydra's merge of a compose's defaults list (`ConfigLoaderImpl._compose_config_from_defaults_list`, the
+    larger part of a compose), resuming from a copy of the merge of the longest list prefix merged before.
+
+    The composes of a grid differ in a few group choices: their defaults lists agree up to the first group a
+    sweep varies (Hydra's own configs, then the procedure, teacher and student), and a merge is a fold over the
+    list, so the config merged from the same prefix (each entry's config path, package and role) is the same.
+    One copy is kept where a list first parts from the one before it; the merge of the rest, the removal of
+    the `defaults` keys and the errors are Hydra's, as in Hydra 1.3's function (pinned in pyproject.toml).
+    """
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.merged: dict[tuple[Any, ...], DictConfig] = {}  # a list prefix's key -> its merge (never handed out)
+        self.last: tuple[Any, ...] = ()
+
+    def __call__(self, defaults: list[ResultDefault], repo: IConfigRepository) -> DictConfig:
+        keys = tuple((d.config_path, d.package, d.parent, d.is_self, d.primary) for d in defaults)
+        start = next((n for n in range(len(keys), 0, -1) if keys[:n] in self.merged), 0)
+        common = next((n for n, (a, b) in enumerate(zip(keys, self.last)) if a != b), min(len(keys), len(self.last)))
+        self.last = keys
+        cfg = copy.deepcopy(self.merged[keys[:start]]) if start else OmegaConf.create()
+        cfg._set_flag("no_deepcopy_set_nodes", True)  # Hydra's flag_override over the loop
+        for n in range(start, len(defaults)):
+            if n == common and n > start:
+                self.merged[keys[:n]] = copy.deepcopy(cfg)
+            default = defaults[n]
+            loaded = self.loader._load_single_config(default=default, repo=repo)
+            try:
+                cfg.merge_with(loaded.config)
+            except OmegaConfBaseException as e:
+                raise ConfigCompositionException(
+                    f"In '{default.config_path}': {type(e).__name__} raised while composing config:\n{e}"
+                ).with_traceback(sys.exc_info()[2]) from e
+        cfg._set_flag("no_deepcopy_set_nodes", None)
+        _strip_defaults(cfg)
+        return cfg
+
+
+def _strip_defaults(cfg: Any) -> None:
+    """Hydra's removal of the remaining defaults lists from all nodes (in `_compose_config_from_defaults_list`)."""
+    if isinstance(cfg, DictConfig):
+        if cfg._is_missing() or cfg._is_none():
+            return
+        with flag_override(cfg, ["readonly", "struct"], False):
+            if cfg._get_flag("HYDRA_REMOVE_TOP_LEVEL_DEFAULTS"):
+                cfg._set_flag("HYDRA_REMOVE_TOP_LEVEL_DEFAULTS", None)
+                cfg.pop("defaults", None)
+        for _key, value in cfg.items_ex(resolve=False):
+            _strip_defaults(value)
