@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from hydra._internal import defaults_list
 from hydra._internal.config_repository import ConfigRepository, IConfigRepository
 from hydra.core.config_search_path import ConfigSearchPath
-from hydra.core.default_element import ResultDefault
+from hydra.core.default_element import InputDefault, ResultDefault
 from hydra.core.object_type import ObjectType
 from hydra.errors import ConfigCompositionException
 from hydra.plugins.config_source import ConfigResult, ConfigSource
@@ -105,11 +106,26 @@ def shared_loads(loader: Any, shared: SweepComposes) -> Iterator[None]:
         shared.merges = MergedPrefixes(loader)
     loader.repository = SharedLoads(repository, shared.loads)
     loader._compose_config_from_defaults_list = shared.merges  # an instance attribute: the class's is untouched
+    interpolation_map = defaults_list._create_interpolation_map
+    defaults_list._create_interpolation_map = _interpolation_map_if_read
     try:
         yield
     finally:
         loader.repository = repository
         del loader._compose_config_from_defaults_list
+        defaults_list._create_interpolation_map = interpolation_map
+
+
+_HYDRAS_INTERPOLATION_MAP = defaults_list._create_interpolation_map
+
+
+def _interpolation_map_if_read(overrides: Any, defaults: list[InputDefault], self_added: bool) -> Any:
+    """Hydra's map of the group choices for the interpolated entries of a defaults list (`- x: ${y}`), made
+    only where the list has one: Hydra makes it for every list, read or not (a fifth of a compose), and reads it
+    only to resolve those entries."""
+    if not any(d.is_interpolation() for d in defaults):
+        return None
+    return _HYDRAS_INTERPOLATION_MAP(overrides, defaults, self_added)
 
 
 class MergedPrefixes:
