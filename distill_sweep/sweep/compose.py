@@ -88,7 +88,9 @@ class JobComposer:
     Composing through Hydra is the slow part of planning a large grid (Table 3: 504 jobs), and only group
     choices (task=, objective=, ...) change what is composed; value overrides (seed=, init=,
     objective.alpha=) are applied after composition, which is Hydra's own order, so applying them to a
-    copy of the composed config gives the same config (without the `hydra` node).
+    copy of the composed config gives the same config (without the `hydra` node). `plain` gives that config
+    as plain containers, set in plain dicts where that is the same (sweep/plain_overrides.py): what the sweeper
+    identifies each job from.
     """
 
     def __init__(self, load: Callable[[Sequence[str]], DictConfig]) -> None:
