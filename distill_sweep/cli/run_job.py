@@ -21,7 +21,6 @@ import hydra
 import omegaconf
 from omegaconf import DictConfig, OmegaConf
 
-from distill_sweep.analysis import collapse
 from distill_sweep.config.parse import as_dict
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
@@ -278,6 +277,8 @@ def _take_back(record_path: Path, earlier: dict[str, Any] | None) -> None:
 def _at_baseline_line(record: dict[str, Any], primary: str) -> None:
     """Say when the student's best score is at its dev split's majority-class baseline (analysis/collapse.py's
     rule, the report's collapsed runs): a student that learned nothing must not look like one that did."""
+    from distill_sweep.analysis import collapse  # NumPy: after a job, not at every start (planning, refusals)
+
     level = ((record.get("teacher") or {}).get("majority_baseline") or {}).get(primary)
     score = record["best"]["dev"].get(primary)
     if isinstance(level, (int, float)) and isinstance(score, (int, float)) and collapse.at_baseline(score, level):

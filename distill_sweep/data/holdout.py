@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from distill_sweep.config.seeds import derived_seed
 
-if TYPE_CHECKING:  # (glue imports datasets and torch: the sweeper reads holdout_size while it plans, before both)
+if TYPE_CHECKING:  # (glue imports datasets and torch, and NumPy is imported where rows are drawn: the sweeper
+    # reads holdout_size while it plans, at every start)
+    import numpy as np
+
     from distill_sweep.data.glue import TaskData
 
 HOLDOUT = "tune_holdout"  # the name of a trial's only dev split (records, metrics)
@@ -28,6 +29,8 @@ def holdout_size(n_train: int, fraction: float) -> int:
 
 def holdout_rows(n_train: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(the rows a trial trains on, the holdout's rows), both sorted, disjoint, together every row of the split."""
+    import numpy as np
+
     order = np.random.default_rng(derived_seed("tune-holdout", seed)).permutation(n_train)
     size = holdout_size(n_train, fraction)
     return np.sort(order[size:]), np.sort(order[:size])

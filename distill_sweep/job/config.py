@@ -53,7 +53,12 @@ class JobConfig:
 
 def parse_job(cfg: DictConfig) -> JobConfig:
     """The composed config as typed settings (ConfigError, one line, naming the first bad key)."""
-    composed = plain_config(cfg)
+    return parse_plain(plain_config(cfg))
+
+
+def parse_plain(composed: dict[str, Any]) -> JobConfig:
+    """`parse_job` of a config already made plain (job.plain_config's form: the sweeper makes a grid's configs
+    that way, sweep/plain_overrides.py); the dict becomes the job's, read-only."""
     settings = check_config(composed)
     members = settings.teacher.member_settings()  # parsed when the teacher block was
     procedure = procedure_named(str(composed["procedure"]["name"]))

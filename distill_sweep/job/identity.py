@@ -28,7 +28,8 @@ from distill_sweep.config.seeds import JobSeeds, hashed_seeds, job_seeds
 from distill_sweep.config.space import default_choices, option_defaults
 from distill_sweep.data.task_files import check_files
 from distill_sweep.errors import ConfigError
-from distill_sweep.job.config import parse_job
+from distill_sweep.job.config import parse_plain
+from distill_sweep.job.plain_config import plain_config
 from distill_sweep.job.stated_config import DEPTH_KEYS, stated_int, stated_teacher_config
 from distill_sweep.job.teacher_keys import teacher_specs
 from distill_sweep.models.inits import StudentInit, init_dirname, init_spec, resolve_init, skip_layers
@@ -96,7 +97,12 @@ class JobIdentity:
 
 
 def identify(cfg: DictConfig) -> JobIdentity:
-    job = parse_job(cfg)
+    return identify_plain(plain_config(cfg))
+
+
+def identify_plain(composed: dict[str, Any]) -> JobIdentity:
+    """`identify` of a config already made plain (job.plain_config's form); every check is the same."""
+    job = parse_plain(composed)
     config, settings, procedure, procedure_settings = job.composed, job.settings, job.procedure, job.procedure_settings
     kind, student, objective = job.student_kind, job.student, job.objective
     # keyed by the task as configured, not the one a procedure that reads no task describes (its corpus')
@@ -349,4 +355,4 @@ def find_completed(ident: JobIdentity) -> dict[str, Any] | None:
     return None
 
 
-__all__ = ["JobIdentity", "check_paths", "check_writable", "find_completed", "identify", "layer_plan"]
+__all__ = ["JobIdentity", "check_paths", "check_writable", "find_completed", "identify", "identify_plain", "layer_plan"]

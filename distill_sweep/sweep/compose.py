@@ -9,15 +9,18 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError
-from distill_sweep.job.identity import identify
+from distill_sweep.job.identity import identify, identify_plain
+from distill_sweep.job.plain_config import plain_config
 from distill_sweep.models.inits import init_spec
-from distill_sweep.sweep import chain
+from distill_sweep.sweep import chain, plain_overrides
+from distill_sweep.sweep.loads import SweepComposes, shared_loads
 
 
 def split(overrides: Sequence[Override]) -> list[list[str]]:
@@ -45,10 +48,16 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
         base = [f"experiment={preset}", *extra_overrides]
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.params or {}).items()]
-        composer = JobComposer(lambda groups: compose("config", overrides=list(groups), return_hydra_config=True))
+        loader, shared = GlobalHydra.instance().config_loader(), SweepComposes()
+
+        def load(groups: Sequence[str]) -> DictConfig:
+            with shared_loads(loader, shared):
+                return compose("config", overrides=list(groups), return_hydra_config=True)
+
+        composer = JobComposer(load)
         idents, seen = [], set()
         for job in expand(params):
-            ident = identify(composer([*base, *job]))
+            ident = identify_plain(composer.plain([*base, *job]))
             if ident.digest in seen:  # e.g. procedure=finetune swept over objectives it ignores
                 continue
             seen.add(ident.digest)
@@ -61,20 +70,36 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
              "hashes": [ident.out_dir.name, *(d.name for d in ident.legacy_dirs)]} for ident, _ in idents]
 
 
+def sweep_composer(loader: Any, master: DictConfig) -> JobComposer:
+    """The JobComposer of a running sweep: each group set composed as Hydra composes a sweep's job
+    (`load_sweep_config` of the sweep's own config), the config files read once for all (sweep/loads.py)."""
+    shared = SweepComposes()
+
+    def load(groups: Sequence[str]) -> DictConfig:
+        with shared_loads(loader, shared):
+            return loader.load_sweep_config(master, list(groups))
+
+    return JobComposer(load)
+
+
 class JobComposer:
     """Each job's config, composing once per distinct set of config-group choices.
 
     Composing through Hydra is the slow part of planning a large grid (Table 3: 504 jobs), and only group
     choices (task=, objective=, ...) change what is composed; value overrides (seed=, init=,
     objective.alpha=) are applied after composition, which is Hydra's own order, so applying them to a
-    copy of the composed config gives the same config (without the `hydra` node).
+    copy of the composed config gives the same config (without the `hydra` node). `plain` gives that config
+    as plain containers, set in plain dicts where that is the same (sweep/plain_overrides.py): what the sweeper
+    identifies each job from.
     """
 
     def __init__(self, load: Callable[[Sequence[str]], DictConfig]) -> None:
         self.load = load
         self.parser = OverridesParser.create()
+        self.parsed: dict[str, Override] = {}  # each override string's parse (parse())
         self.cache: dict[tuple[str, ...], DictConfig] = {}
         self.choices: dict[tuple[str, ...], dict[str, Any]] = {}  # the config-group options each one chose
+        self.bases: dict[tuple[str, ...], plain_overrides.PlainBase | None] = {}  # each one made plain (plain())
 
     def _composed(self, parsed: Sequence[Any]) -> tuple[str, ...]:
         """The key of the composed config of these parsed overrides' group choices (composed on first use)."""
@@ -88,12 +113,33 @@ class JobComposer:
             self.cache[groups] = composed
         return groups
 
+    def parse(self, overrides: Sequence[str]) -> list[Override]:
+        """Hydra's parse of each override string, once per distinct string (a grid's jobs share most of theirs,
+        and the override grammar's parser is slow: it was a quarter of planning Table 3). An Override is read,
+        never changed, by its users here."""
+        for item in overrides:
+            if item not in self.parsed:
+                self.parsed[item] = self.parser.parse_overrides([item])[0]
+        return [self.parsed[item] for item in overrides]
+
     def choice(self, overrides: Sequence[str], group: str) -> str:
         """The option of config group `group` a job's config chose (on the command line or in a preset)."""
-        return str(self.choices[self._composed(self.parser.parse_overrides(list(overrides)))].get(group))
+        return str(self.choices[self._composed(self.parse(overrides))].get(group))
+
+    def plain(self, overrides: Sequence[str]) -> dict[str, Any]:
+        """The job's config as `job.plain_config(self(overrides))` gives it, made from the group set's plain config
+        without an OmegaConf copy where that gives the same config (sweep/plain_overrides.py), else that way."""
+        parsed = self.parse(overrides)
+        groups = self._composed(parsed)
+        if groups not in self.bases:
+            self.bases[groups] = plain_overrides.plain_base(self.cache[groups])
+        base = self.bases[groups]
+        edits = [o for o in parsed if not _at_composition(o.key_or_group)]
+        config = plain_overrides.apply(base, edits) if base is not None else None
+        return config if config is not None else plain_config(self(overrides))
 
     def __call__(self, overrides: Sequence[str]) -> DictConfig:
-        parsed = self.parser.parse_overrides(list(overrides))
+        parsed = self.parse(overrides)
         groups = self._composed(parsed)
         cfg = copy.deepcopy(self.cache[groups])
         with open_dict(cfg):

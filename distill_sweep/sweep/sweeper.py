@@ -25,11 +25,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
-from distill_sweep.job.identity import find_completed, identify
+from distill_sweep.job.identity import find_completed, identify, identify_plain
 from distill_sweep.records import files, locks
 from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.sweep import chain, tune
-from distill_sweep.sweep.compose import JobComposer, split
+from distill_sweep.sweep.compose import JobComposer, split, sweep_composer
 from distill_sweep.sweep.cost import estimate_cost, pack_cost
 from distill_sweep.sweep.launch import one_process_per_job, processes_per_job, store_builds
 from distill_sweep.sweep.packs import PACKS_DIR, PackFailed, plan_packs, write_pack_file
@@ -144,7 +144,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         plan_seeds = bool(OmegaConf.select(self.config, "plan_seeds", default=False))
         dry_run = plan_seeds or bool(OmegaConf.select(self.config, "dry_run", default=False))
         loader = self.hydra_context.config_loader
-        compose = JobComposer(lambda ov: loader.load_sweep_config(self.config, list(ov)))
+        compose = sweep_composer(loader, self.config)
         plan = self._plan_grid(all_jobs, compose, dry_run)
         tuning = self._plan_tuning(plan, compose)  # tune.trials > 0: the arms and their budget (sweep/tune.py)
         self._plan_chain(plan, compose)
@@ -252,13 +252,14 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         """Every job of the grid identified (checked against the models' configs unless a dry run, which must
         work where the hub cannot be reached), duplicates left out, completed ones found; a bad job exits 2."""
         if dry_run:  # a plan reads no model config: identify is every check it can make, without torch
-            check: Callable[[DictConfig], Any] = identify
+            check: Callable[[dict[str, Any]], Any] = identify_plain
         else:
             from distill_sweep.job.prepare import (
-                prepare,  # transformers and torch: only for a sweep that runs
+                complete,  # transformers and torch: only for a sweep that runs
             )
 
-            check = prepare
+            def check(composed: dict[str, Any]) -> Any:
+                return complete(identify_plain(composed))  # job.prepare's `prepare`, of the plain config
         plan = SweepPlan(total=len(all_jobs))
         last_note = time.monotonic()
         # the grid's jobs are checked as the launcher will start them (several processes each on SLURM with
@@ -268,9 +269,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 if time.monotonic() - last_note > PROGRESS_EVERY_S:  # never a silent stretch while planning
                     print(f"distill_sweep: planning: {index}/{len(all_jobs)} jobs checked", file=sys.stderr, flush=True)
                     last_note = time.monotonic()
-                cfg = compose(overrides)
+                composed = compose.plain(overrides)  # the config plain_config(compose(overrides)) would give
                 try:
-                    ident = check(cfg)
+                    ident = check(composed)
                 except ConfigError as err:
                     print(f"distill_sweep: error in job [{' '.join(overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)

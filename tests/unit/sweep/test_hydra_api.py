@@ -84,3 +84,31 @@ def test_the_installed_hydra_says_nothing_about_version_base(tmp_path: Path) -> 
     proc = run_cli(["epochs=abc", f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "distill_sweep: error: epochs='abc': expected an integer or null"], proc.stderr
+
+
+def test_the_loader_parts_a_sweeps_composes_replace_keep_their_shape() -> None:
+    """sweep/loads.py replaces these for the duration of a sweep's composes (their results are compared with
+    Hydra's own in test_fast_planning.py); a Hydra that renames or reshapes one fails here by name."""
+    import dataclasses
+
+    from hydra._internal import defaults_list
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.config_repository import CachingConfigRepository, ConfigRepository, IConfigRepository
+    from hydra.core.default_element import ResultDefault
+    from hydra.plugins.config_source import ConfigResult
+
+    assert _parameters(ConfigLoaderImpl._compose_config_from_defaults_list) == ["defaults", "repo"]
+    assert _parameters(ConfigLoaderImpl._load_single_config) == ["default", "repo"]
+    assert _parameters(defaults_list._create_interpolation_map) == ["overrides", "defaults_list", "self_added"]
+    assert [f.name for f in dataclasses.fields(ConfigResult)] == ["provider", "path", "config", "header",
+                                                                   "defaults_list", "is_schema_source"]
+    assert {"config_path", "package", "parent", "is_self", "primary"} <= {f.name for f in dataclasses.fields(ResultDefault)}
+    assert sorted(IConfigRepository.__abstractmethods__) == [
+        "config_exists", "get_group_options", "get_schema_source", "get_sources", "group_exists",
+        "initialize_sources", "load_config"]
+    from hydra._internal.utils import create_config_search_path
+
+    loader = ConfigLoaderImpl(create_config_search_path(None))
+    assert type(loader.repository) is ConfigRepository  # copied shallow by SharedLoads: sources re-made anew
+    assert "self.sources = []" in inspect.getsource(ConfigRepository.initialize_sources)
+    assert _parameters(CachingConfigRepository.__init__) == ["delegate"]
