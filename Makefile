@@ -74,6 +74,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench.ddp --json $(BENCH_DATA)/ddp.json
 	$(BIN)/python -m distill_sweep.bench.agnostic --json $(BENCH_DATA)/agnostic.json
 	$(BIN)/python -m distill_sweep.bench.report --json $(BENCH_DATA)/report.json
+	$(BIN)/python -m distill_sweep.bench.memory --json $(BENCH_DATA)/memory.json
 
 tables: install
 	$(BIN)/python -m distill_sweep.report results
