@@ -205,3 +205,26 @@ def test_no_predicting_row_is_a_zero_that_keeps_the_graph(pair):
     loss.backward()
     nan = chunked_mean(s.head, b["labels"], lambda z, y, sl: F.cross_entropy(z, y), CHUNK, empty="formula")
     assert math.isnan(nan.item())  # the cross-entropy's own 0/0, which the update step refuses, as unchunked
+
+
+def test_under_bf16_autocast_the_head_runs_in_bf16_as_the_models_own_and_the_loss_matches(pair):
+    """The loss runs with autocast off (inputs.fp32_region); the chunks' head re-enters the forward's autocast, so
+    its logits are the bf16 ones the model's own head makes, and the loss equals the unchunked one at bf16's
+    precision."""
+    student, teacher = pair
+    b = batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        s_t_whole, s_t_chunked = whole(student, teacher, b), chunked(student, teacher, b)
+    head = s_t_chunked[0].head
+    assert head.autocast and head.dtype == torch.bfloat16
+    with torch.autocast("cpu", enabled=False):
+        made = head.rows(head.hidden[0])
+    assert made.dtype == torch.bfloat16
+    torch.testing.assert_close(made, s_t_whole[0].logits[0])
+    params = [p for p in student.parameters() if p.requires_grad]
+    term = GeneralizedJSD(Spec(2.0, beta=0.3))
+    v0, g0 = value_and_grads(term, *s_t_whole, b, params)
+    v1, g1 = value_and_grads(term, *s_t_chunked, b, params)
+    torch.testing.assert_close(v1, v0, rtol=1e-3, atol=1e-5)
+    for a, c in zip(g0, g1, strict=True):
+        torch.testing.assert_close(c, a, rtol=2e-2, atol=1e-4)
