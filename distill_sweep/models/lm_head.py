@@ -1,9 +1,10 @@
 """A decoder LM's logits left unmade: its last hidden states and its LM head, for losses that make the logits a
 chunk of positions at a time (objectives/chunked.py), so that a batch's full-vocabulary logits never exist at once.
 
-`forward_without_head` runs the model's backbone (`base_model`: LlamaModel, GPT2Model; its last hidden state is
-after the final norm) and returns Features whose `logits` is None and whose `head` holds what the logits are made
-of. The families here (families.py: Llama-shaped, GPT-2) make their logits as `lm_head(last hidden state)` and
+`forward_without_head` runs the model through its own forward (so that a wrapper's hooks run, FSDP's root
+unshard among them) asking for one position's logits only (`logits_to_keep=1`) and its hidden states, whose last
+is after the final norm in these families, and returns Features whose `logits` is None and whose `head` holds what
+the logits are made of. The families here (families.py: Llama-shaped, GPT-2) make their logits as `lm_head(last hidden state)` and
 nothing more (no logit scale or soft-capping), so `HeadLogits.rows` gives exactly the rows of the model's logits.
 The head runs under the autocast the forward ran under (recorded when the backbone ran), as the model's own head
 would: the loss's fp32 region must not turn a bf16 run's head into a float32 matmul.
@@ -52,12 +53,13 @@ class HeadLogits:
 
 
 def forward_without_head(model: nn.Module, batch: Mapping[str, Tensor], *, hidden: bool, chunk: int) -> Features:
-    """One forward of a decoder LM's backbone: Features with no logits, `head` set (its losses in chunks of `chunk`
-    rows), all hidden states when `hidden` (embeddings first, as the whole model's). Grad mode is the caller's."""
+    """One forward of a decoder LM without its logits (one position's per row): Features with `head` set (its
+    losses in chunks of `chunk` rows), all hidden states when `hidden` (embeddings first). Grad mode is the
+    caller's."""
     family_of_model(model)  # a TypeError for a model of no known family, before any work
     inputs = {k: batch[k] for k in MODEL_INPUT_KEYS if k in batch and batch[k] is not None}
-    out = model.base_model(**inputs, output_hidden_states=hidden, return_dict=True)
-    last = out.last_hidden_state
+    out = model(**inputs, output_hidden_states=True, logits_to_keep=1, return_dict=True)
+    last = out.hidden_states[-1]
     device = last.device.type
     on = torch.is_autocast_enabled(device)
     head = HeadLogits(last, model.get_output_embeddings(), on, torch.get_autocast_dtype(device), int(chunk))
