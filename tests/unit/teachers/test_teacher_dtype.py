@@ -20,7 +20,8 @@ def dtypes(model: torch.nn.Module) -> set[torch.dtype]:
     return {p.dtype for p in model.parameters()}
 
 
-@pytest.mark.parametrize("how", ["trained", "random", "given"])
+# "trained" trains the teacher under each precision: over 2 s, `make test-fast` leaves it out
+@pytest.mark.parametrize("how", [pytest.param("trained", marks=pytest.mark.slow), "random", "given"])
 def test_a_decoder_teacher_is_held_in_bf16_under_bf16_and_in_float32_otherwise(how, tmp_path: Path):
     data, tok = instructions(tmp_path)
     settings, recipe = teacher_settings(), RECIPE
@@ -46,6 +47,7 @@ def test_a_decoder_teacher_is_held_in_bf16_under_bf16_and_in_float32_otherwise(h
         assert got["bf16"](input_ids=ids).logits.dtype == torch.bfloat16  # it runs in the run's autocast
 
 
+@pytest.mark.slow  # a job with its teacher trained: over 2 s
 @pytest.mark.parametrize("student", ["truncated", "fresh"])
 def test_a_bf16_causal_lm_job_trains_a_float32_student_from_a_bf16_teacher(student, tmp_path: Path, monkeypatch):
     """The teacher's config says bf16 once it is read in bf16: the student built from it must not be."""
