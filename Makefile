@@ -74,6 +74,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench.ddp --json $(BENCH_DATA)/ddp.json
 	$(BIN)/python -m distill_sweep.bench.agnostic --json $(BENCH_DATA)/agnostic.json
 	$(BIN)/python -m distill_sweep.bench.report --json $(BENCH_DATA)/report.json
+	$(BIN)/python -m distill_sweep.bench.memory --json $(BENCH_DATA)/memory.json
 
 # A GPU box checked in one command (docs/guide/gpus.md#gpu-check), under 8 minutes on one H200: the tests marked
 # cuda, bench.pack at the paper's size in bf16, a decoder step; without CUDA it skips those in one line each and

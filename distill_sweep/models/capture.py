@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -51,6 +52,9 @@ class Features:
     num_heads: int = 0
     head_dim: int = 0
     scaling: float = 1.0
+    # a decoder's logits left unmade (lm_head.HeadLogits: last hidden states and LM head; logits then None), for the
+    # chunked losses (objectives/chunked.py). Any: lm_head.py imports this module
+    head: Any = None
 
 
 def _encoder_layers(model: nn.Module) -> nn.ModuleList:

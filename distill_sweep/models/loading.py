@@ -115,6 +115,13 @@ def tokenizer_source(teacher: TeacherSettings) -> str:
     return model_source(name, key)
 
 
+def inference_dtype(precision: str) -> torch.dtype:
+    """The dtype a frozen teacher is held in: the one the run computes in (bf16 under precision=bf16, whose
+    autocast would cast every weight to it at each matmul anyway), so that no float32 copy sits on the device;
+    float32 otherwise. Students and a teacher being trained keep float32 weights (the optimiser's)."""
+    return torch.bfloat16 if precision == "bf16" else torch.float32
+
+
 def load_teacher(
     teacher: TeacherSettings, path: str | None, num_labels: int, label_names: list[str], vocab_size: int
 ) -> PreTrainedModel:

@@ -46,9 +46,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from distill_sweep.models.families import is_causal_type
+from distill_sweep.models.lm_head import HeadLogits
 from distill_sweep.models.model_info import ModelInfo
 
 from ..errors import ConfigError
+from .chunked import chunked_mean, teacher_rows
 from .inputs import LossInputs, as_target
 
 __all__ = ["IGNORE", "SPARSE_KEYS", "causal_kd", "divergence"]
@@ -127,17 +129,24 @@ def _teacher(x: LossInputs) -> tuple[Tensor | tuple[Tensor, Tensor], Sparse]:
     for mode, (values, indices) in SPARSE_KEYS.items():
         if indices in x.batch:
             return (x.batch[values], x.batch[indices]), mode  # type: ignore[return-value]
-    logits = x.teacher.logits
+    logits = x.teacher.logits if x.teacher.logits is not None else x.teacher.head
     if logits is None:
         raise RuntimeError("a next-token term needs the teacher's logits (or its stored top-k)")
     return logits, TOP_K
 
 
 def _term(x: LossInputs, kind: Literal["fkl", "rkl", "gjsd"], temperature: float, beta: float = 0.5) -> Tensor:
-    assert x.student.logits is not None
     teacher, sparse = _teacher(x)
-    return causal_kd(x.student.logits, teacher, x.batch["labels"], kind=kind, temperature=temperature, beta=beta,
-                     sparse=sparse)
+    labels = x.batch["labels"]
+    head = x.student.head
+    if head is not None:  # procedure.logit_chunk: the same formula, a chunk of positions at a time (chunked.py)
+        rows = teacher_rows(teacher, labels != IGNORE)
+        return chunked_mean(head, labels, lambda z, y, sl: causal_kd(z, rows(sl), y, kind=kind, temperature=temperature,
+                                                                     beta=beta, sparse=sparse), head.chunk)
+    assert x.student.logits is not None
+    if isinstance(teacher, HeadLogits):  # a student with logits, a teacher without: made whole
+        teacher = teacher.full()
+    return causal_kd(x.student.logits, teacher, labels, kind=kind, temperature=temperature, beta=beta, sparse=sparse)
 
 
 class ForwardKL(torch.nn.Module):

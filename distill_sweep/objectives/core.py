@@ -65,7 +65,8 @@ class IntermediateObjective(nn.Module):
         self, student: Features, teacher: Features, batch: Mapping[str, Tensor]
     ) -> tuple[Tensor, dict[str, float]]:
         """(total loss, unweighted value of every term)."""
-        with fp32_region(student.logits.device):
+        device = (student.logits if student.logits is not None else student.head.hidden).device
+        with fp32_region(device):
             x = LossInputs(student, teacher, batch, layer_map=self.layer_map,
                            reference_compat=self.reference_compat, embeddings_pair=self.embeddings_pair)
             total: Tensor | None = None

@@ -20,6 +20,8 @@ from distill_sweep.models.capture import Features
 
 def first_ids(features: Features, n: int) -> Features:
     """`features` with its logits cut to the first n ids (no logits: unchanged)."""
+    if features.head is not None:  # logits made chunk by chunk (procedure.logit_chunk): cut as they are made
+        return dataclasses.replace(features, head=features.head.first_ids(n))
     if features.logits is None:
         return features
     return dataclasses.replace(features, logits=features.logits[..., :n])
@@ -30,6 +32,10 @@ class SharedIds:
 
     def __init__(self, terms: nn.Module, n: int) -> None:
         self.terms, self.n = terms, int(n)
+
+    @property
+    def needs_hidden(self) -> bool:
+        return bool(self.terms.needs_hidden)
 
     def features(self, model: nn.Module, batch: Mapping[str, Tensor], side: str) -> Features:
         return self.terms.features(model, batch, side)

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .causal import IGNORE, ForwardKL
+from .chunked import chunked_mean
 from .inputs import LossInputs, as_target
 
 __all__ = ["TEACHER_LABELS", "aligned_rows", "sorted_w1"]
@@ -64,14 +65,14 @@ class ULD(ForwardKL):
         torch.nn.Module.__init__(self)
 
     def forward(self, x: LossInputs) -> Tensor:
-        assert x.student.logits is not None
-        if x.teacher.logits is None:
+        # not chunked (procedure.logit_chunk): it pairs rows across two sequences; the logits are made whole
+        s_logits, t_logits = (f.logits if f.head is None else f.head.full() for f in (x.student, x.teacher))
+        if s_logits is None or t_logits is None:
             raise RuntimeError("objective term uld needs the teacher's full logits (not a stored top-k)")
         labels = x.batch["labels"]
-        s_rows, t_rows = aligned_rows(x.student.logits, labels, as_target(x.teacher.logits),
-                                      x.batch.get(TEACHER_LABELS, labels))
+        s_rows, t_rows = aligned_rows(s_logits, labels, as_target(t_logits), x.batch.get(TEACHER_LABELS, labels))
         if s_rows.shape[0] == 0:  # no paired position in the batch: a zero that keeps the graph
-            return x.student.logits.sum() * 0.0
+            return s_logits.sum() * 0.0
         return sorted_w1(F.softmax(s_rows.float(), -1), F.softmax(t_rows, -1)).mean()
 
 
@@ -82,6 +83,9 @@ class StudentNLL(ForwardKL):
         torch.nn.Module.__init__(self)
 
     def forward(self, x: LossInputs) -> Tensor:
+        if x.student.head is not None:  # procedure.logit_chunk: a chunk of positions at a time (chunked.py)
+            return chunked_mean(x.student.head, x.batch["labels"], lambda z, y, sl: F.cross_entropy(z.float(), y),
+                                x.student.head.chunk)
         assert x.student.logits is not None
         where = x.batch["labels"] != IGNORE
         if not bool(where.any()):  # no target in the batch: a zero that keeps the graph (not the NaN of a 0/0 mean)

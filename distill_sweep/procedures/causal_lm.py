@@ -49,6 +49,7 @@ from distill_sweep.models.loading import tokenizer_source
 from distill_sweep.models.vocabularies import Vocabulary, load_named, shared_prefix, vocabulary_of
 from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_FULL, TOP_K_TAIL
+from distill_sweep.objectives.chunked import lm_features, mean_over_targets
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
 from distill_sweep.objectives.uld import TEACHER_LABELS
@@ -236,12 +237,13 @@ def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------------- loss
 def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_weight: float,
                  stored: Any | None, estimator: str = TOP_K, teacher_data: CausalData | None = None,
-                 policy: OnPolicy | None = None) -> LossFn:
+                 policy: OnPolicy | None = None, chunk: int = 0) -> LossFn:
     """The objective's terms (teacher features live, or its sparse entries from the store, read by `estimator`:
     procedure.teacher_logits) + ce_weight x CE. `teacher_data`: the same training pairs in the teacher's tokens,
     where the student has its own tokenizer (the teacher reads the rows of the batch's `idx` there). `policy`
     (procedure.on_policy > 0): at its steps the batch becomes the student's samples for its prompts, which the
-    teacher then scores live; the targets are the sampled tokens."""
+    teacher then scores live; the targets are the sampled tokens. `chunk` > 0 (procedure.logit_chunk): the
+    next-token terms and the CE make the logits that many positions at a time (objectives/chunked.py)."""
 
     def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         batch = dict(batch)
@@ -262,14 +264,13 @@ def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_w
                                teacher_data.batch(teacher_data.train, batch["idx"].cpu().numpy()).items()}
                     batch[TEACHER_LABELS] = t_batch["labels"]
                 with torch.no_grad():
-                    t = terms.features(teacher, t_batch, "teacher")
-            s = terms.features(student, batch, "student")
+                    t = lm_features(terms, teacher, t_batch, "teacher", chunk)
+            s = lm_features(terms, student, batch, "student", chunk)
             total, parts = terms(s, t, batch)
-            logits = s.logits
         else:
-            logits = student(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            s = lm_features(None, student, batch, "student", chunk)
         if ce_weight:
-            ce = next_token_ce(logits, batch["labels"])
+            ce = mean_over_targets(s, batch["labels"], next_token_ce)
             parts["ce"] = float(ce.detach())
             total = ce_weight * ce if total is None else total + ce_weight * ce
         assert total is not None
@@ -415,6 +416,7 @@ def run(ctx: RunContext) -> None:
         assert len(s_data.train) == len(data.train) and len(s_data.dev) == len(data.dev)
     seed_everything(job.seeds.init)
     arch = job.student_kind.describe(job.student, teacher.config)
+    arch.dtype = torch.float32  # the student trains in float32 whatever dtype the teacher is held in (bf16)
     if own is not None:  # its embeddings and head over its own vocabulary
         arch.vocab_size = len(own)
         arch.bos_token_id, arch.eos_token_id, arch.pad_token_id = special_tokens(own)
@@ -439,7 +441,8 @@ def run(ctx: RunContext) -> None:
                   # several processes: each its slice, gradients averaged over ranks (one process: the loss itself)
                   accumulated(distill_loss(student, teacher, terms, settings.ce_weight, stored,
                                            settings.logits_mode(), data if own is not None else None,
-                                           policy if settings.on_policy > 0 else None), params,
+                                           policy if settings.on_policy > 0 else None, settings.logit_chunk),
+                              params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
     record["config"]["task"] = None  # ignored: the job reads its own data
     record["init"].update(layers=list(init.layers))

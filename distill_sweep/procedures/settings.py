@@ -138,6 +138,10 @@ class CausalLMSettings(ProcedureSettings):
     # (a same-family pair whose vocabularies differ in size but share ids 0..n-1, n the smaller size, refused unless
     # those decode identically: the student reads the teacher's tokens, the next-token terms over the n ids)
     vocab: Literal["full", "shared_prefix"] = field(default="full", metadata=UNHASHED_AT_DEFAULT)
+    # the next-token terms and the CE make the logits this many predicting positions at a time, from the last
+    # hidden states and the LM head, so a batch's full-vocabulary logits never exist at once (0: all at once). 1024
+    # rows of a 128k vocabulary are 0.5 GB of float32 logits per model, whatever the sequence length
+    logit_chunk: int = field(default=1024, metadata={"ge": 0, **UNHASHED_AT_DEFAULT})
     # init=prune: training sequences the block importance is computed on
     calibration: int = field(default=64, metadata={"ge": 1})
     # data=instructions: the share of training batches (GKD's lambda, drawn per step from the seed) whose responses

@@ -97,3 +97,23 @@ def model_info(arch: PretrainedConfig) -> ModelInfo:
     `exposes_hidden_states = False`, e.g. the BiLSTM's, provides neither hidden states nor q/k/v)."""
     return ModelInfo.from_config(arch, qkv=str(getattr(arch, "model_type", "")) in QKV_MODEL_TYPES,
                                  hidden_states=bool(getattr(arch, "exposes_hidden_states", True)))
+
+
+def checkpointed(model: PreTrainedModel, on: bool) -> PreTrainedModel:
+    """`model` with gradient checkpointing on (`student.gradient_checkpointing`): each layer's activations are
+    recomputed in the backward (transformers' activation checkpointing), non-reentrant (it needs no input that requires grad, and it restores the RNG so
+    dropout draws the same masks), so the gradients are the ones without it. transformers applies it in train mode
+    only."""
+    if on:
+        enable = getattr(model, "activation_checkpointing_enable", None)  # its name from transformers 5.x on
+        if enable is not None:
+            enable({"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def is_checkpointed(model: PreTrainedModel) -> bool:
+    """Whether `model` has gradient checkpointing on."""
+    flag = getattr(model, "is_activation_checkpointing", None)  # its name from transformers 5.x on
+    return bool(model.is_gradient_checkpointing if flag is None else flag)

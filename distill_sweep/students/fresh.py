@@ -16,7 +16,7 @@ from transformers import (
 
 from distill_sweep.models.families import family_of
 
-from .base import BuildInputs
+from .base import BuildInputs, checkpointed
 from .settings import FreshSettings
 
 
@@ -51,4 +51,4 @@ def build(settings: FreshSettings, inputs: BuildInputs) -> PreTrainedModel:
                 student.get_input_embeddings().load_state_dict(teacher.get_input_embeddings().state_dict())
             else:
                 student.base_model.embeddings.load_state_dict(teacher.base_model.embeddings.state_dict())
-    return student
+    return checkpointed(student, settings.gradient_checkpointing)

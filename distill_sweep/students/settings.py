@@ -24,6 +24,10 @@ class TruncatedSettings:
     name: str = "truncated"  # the student type
     # layers, copied from the teacher layers that init names
     num_layers: int = field(default=3, metadata={"ge": 1})
+    # recompute each layer's activations in the backward instead of keeping them (transformers'
+    # gradient_checkpointing_enable, non-reentrant): the same gradients, about a third more compute, activation
+    # memory of one layer instead of all
+    gradient_checkpointing: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
 
     def stated_depth(self) -> int:
         """The student's layers, as describe() makes them (job.identify checks the init with it, before torch)."""
@@ -42,6 +46,10 @@ class FreshSettings:
     # vocabulary the student's; null: the teacher's. Another vocabulary needs objective=uld, or
     # procedure.vocab=shared_prefix where it shares its first ids with the teacher's (docs/methods/decoder.md)
     tokenizer: str | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
+    # recompute each layer's activations in the backward instead of keeping them (transformers'
+    # gradient_checkpointing_enable, non-reentrant): the same gradients, about a third more compute, activation
+    # memory of one layer instead of all
+    gradient_checkpointing: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
 
     def stated_depth(self) -> int:
         """The student's layers, as describe() makes them (job.identify checks the layer map with it)."""

@@ -15,7 +15,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from distill_sweep.models.families import family_of_model
 
-from .base import BuildInputs
+from .base import BuildInputs, checkpointed
 from .settings import TruncatedSettings
 
 
@@ -32,7 +32,7 @@ def build(settings: TruncatedSettings, inputs: BuildInputs) -> PreTrainedModel:
     copy_backbone(teacher, student, inputs.init.layers)
     if family_of_model(teacher).causal:
         copy_lm_head(teacher, student)
-    return student
+    return checkpointed(student, settings.gradient_checkpointing)
 
 
 def copy_lm_head(teacher: PreTrainedModel, student: PreTrainedModel) -> None:

@@ -39,7 +39,7 @@ from distill_sweep.data.fingerprints import tokenizer_hash
 from distill_sweep.data.generation_metrics import generation_scores
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.generation import FirstIds, generate_responses
-from distill_sweep.models.loading import model_error_message, model_source, teacher_config
+from distill_sweep.models.loading import inference_dtype, model_error_message, model_source, teacher_config
 from distill_sweep.records.disk import writing
 from distill_sweep.teachers.cache import cached_build
 from distill_sweep.training import distributed
@@ -63,17 +63,18 @@ class TeacherRecipe:
     batch_size: int
 
 
-def load_causal_lm(teacher: TeacherSettings, vocab_size: int) -> PreTrainedModel:
-    """The teacher with its LM head: from `name_or_path`, or random from `config` (seeded by the caller)."""
+def load_causal_lm(teacher: TeacherSettings, vocab_size: int, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """The teacher with its LM head in `dtype`: from `name_or_path` (read in that dtype), or random from `config`
+    (seeded by the caller; drawn in float32 and then cast, so a bf16 teacher is the float32 one rounded)."""
     attn = teacher.attn_implementation
     if teacher.name_or_path is None:
         config = teacher_config(teacher, 2, vocab_size)
         config._attn_implementation = attn
-        return AutoModelForCausalLM.from_config(config, attn_implementation=attn)
+        return AutoModelForCausalLM.from_config(config, attn_implementation=attn).to(dtype)
     source = model_source(str(teacher.name_or_path), "teacher.name_or_path")
     try:
         return AutoModelForCausalLM.from_pretrained(source, trust_remote_code=bool(teacher.trust_remote_code),
-                                                    attn_implementation=attn)
+                                                    attn_implementation=attn, dtype=dtype)
     except (OSError, ValueError) as err:
         raise ConfigError(model_error_message(source, err, "teacher.name_or_path")) from None
 
@@ -104,8 +105,9 @@ def trained_teacher(teacher: TeacherSettings, data: CausalData, tokenizer: Any, 
     """The frozen, eval-mode teacher and what the record says of it (see the module docstring). `run`: the job's
     run settings (checkpoint.every_steps, log_every, eval_batch_size, skip_nonfinite)."""
     seed_everything(int(teacher.finetune.seed))
+    dtype = inference_dtype(precision)  # read in the run's compute dtype: no float32 copy on the device
     if teacher.name_or_path is not None or recipe.steps == 0:
-        model = load_causal_lm(teacher, len(tokenizer))
+        model = load_causal_lm(teacher, len(tokenizer), dtype)
         info: dict[str, Any] = {"source": "given" if teacher.name_or_path else "random", "path": teacher.name_or_path}
     else:
         if len(data.train) < recipe.batch_size:
@@ -118,7 +120,8 @@ def trained_teacher(teacher: TeacherSettings, data: CausalData, tokenizer: Any, 
                               run=run)
 
         path, source, dev = cached_build(teacher_dir(cache_dir, teacher, data, key), key, train, doing="training")
-        model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=teacher.attn_implementation)
+        model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=teacher.attn_implementation,
+                                                     dtype=dtype)
         info = {"source": "trained", "path": str(path), "cache": "built" if source == "trained" else "reused",
                 "steps": recipe.steps, "lr": recipe.lr, "dev": dev}
     model.to(device).eval()

@@ -23,6 +23,7 @@ from distill_sweep.config.schema import TaskSettings, TeacherSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import (
     check_label_order,
+    inference_dtype,
     load_masked_lm,
     load_teacher,
     read_model_config,
@@ -149,7 +150,8 @@ def _one_teacher(ctx: RunContext, spec: TeacherSpec) -> tuple[PreTrainedModel, d
                                              lambda out_dir: _finetune(ctx, out_dir, spec.settings))
         path = str(cached)
     teacher = load_teacher(spec.settings, path, data.num_labels, data.label_names, len(ctx.tokenizer))
-    teacher.to(ctx.device).eval()
+    # the run's compute dtype, cast before it moves: no float32 copy on the device (models/loading.py)
+    teacher.to(inference_dtype(ctx.precision)).to(ctx.device).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
     if dev is None:
@@ -207,7 +209,9 @@ def masked_lm_teacher(ctx: RunContext) -> PreTrainedModel:
     settings = ctx.job.settings.teacher
     seed_everything(int(settings.finetune.seed))
     teacher = load_masked_lm(settings, len(ctx.tokenizer))
-    teacher.to(ctx.device).eval()  # and it stays in eval mode: dropout off throughout (unlike the reference)
+    # in the run's compute dtype (models/loading.py), and it stays in eval mode: dropout off throughout (unlike the
+    # reference)
+    teacher.to(inference_dtype(ctx.precision)).to(ctx.device).eval()
     for p in teacher.parameters():
         p.requires_grad_(False)
     source = "random" if settings.name_or_path is None else "given"

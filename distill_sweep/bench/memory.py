@@ -1,0 +1,148 @@
+"""`python -m distill_sweep.bench.memory`: the peak memory of one decoder distillation step against the sequence
+length and the vocabulary size, with the next-token loss chunked (`procedure.logit_chunk`) and unchunked
+(`make bench`).
+
+The step is causal_lm's own loss (procedures.causal_lm.distill_loss: fkl at T = 1 plus 0.5 x the CE, the teacher
+live) on a random Llama teacher and its truncated student (few layers, a narrow width: the logits dominate, as they
+do for real decoders at long sequences), forward and backward, one sequence per batch, every position a target.
+
+How the peak is measured (CPU): each point runs in a fresh process, which takes one step to warm up, then resets
+the kernel's resident-set high-water mark (`/proc/self/clear_refs`) and takes the measured step; its peak is the
+high-water mark (`VmHWM`) less the resident set at the reset (`VmRSS`): what the step added over the models, the
+batch and what the warm-up left. glibc malloc is told (its environment variables) to serve every block above 64 KB
+by mmap and to trim at once, so that freed memory leaves the process and each step's tensors are counted when they
+are made, not hidden in a heap the warm-up grew. tracemalloc does not see torch's allocations; torch has no CPU
+allocator statistics. On CUDA (`--device cuda`) the peak is torch.cuda.max_memory_allocated over the step instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distill_sweep.bench.json_output import writes_json
+
+MALLOC = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0", "MALLOC_TOP_PAD_": "0"}
+MB = 2**20
+
+
+def _status(key: str) -> int:
+    """A /proc/self/status field in bytes (VmRSS, VmHWM)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {key} in /proc/self/status")
+
+
+def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str) -> dict[str, Any]:
+    """One step's peak (MB) above what was resident before it, and its seconds: run in its own process."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from distill_sweep.models.inits import StudentInit
+    from distill_sweep.objectives import parse_objective
+    from distill_sweep.objectives.core import build_objective
+    from distill_sweep.procedures.causal_lm import distill_loss
+    from distill_sweep.students.base import BuildInputs
+    from distill_sweep.students.settings import TruncatedSettings
+    from distill_sweep.students.truncated import build as build_truncated
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=seq,
+                         bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    teacher = LlamaForCausalLM(config).to(device).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    student = build_truncated(TruncatedSettings(num_layers=1), BuildInputs(
+        arch=config, teacher=teacher, init=StudentInit("bottom", "bottom", [1], [(1, 1)]), num_labels=2,
+        label_names=[])).to(device).train()
+    terms = build_objective(parse_objective({"name": "fkl", "stages": ["intermediate"], "terms": {"fkl": 1.0}}),
+                            student_config=student.config, teacher_config=teacher.config, layer_map=[(1, 1)],
+                            train_labels=None, num_labels=2)
+    loss_fn = distill_loss(student, teacher, terms, 0.5, None, chunk=chunk)
+    ids = torch.randint(1, vocab, (1, seq), device=device)
+    labels = torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+             "idx": torch.zeros(1, dtype=torch.long)}
+
+    def step() -> float:
+        start = time.perf_counter()
+        loss, _ = loss_fn(batch)
+        loss.backward()
+        student.zero_grad(set_to_none=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    step()  # warm-up: lazy initialisation, thread pools
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        seconds = step()
+        peak = torch.cuda.max_memory_allocated() - before
+    else:
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+        before = _status("VmRSS")
+        seconds = step()
+        peak = _status("VmHWM") - before
+    return {"peak_mb": peak / MB, "seconds": seconds}
+
+
+def measure(seq: int, vocab: int, chunk: int, hidden: int, device: str) -> dict[str, Any]:
+    """one_point in a fresh process (its own high-water mark, malloc returning freed blocks)."""
+    code = ("import json, sys; from distill_sweep.bench.memory import one_point; "
+            f"print(json.dumps(one_point({seq}, {vocab}, {chunk}, {hidden}, {device!r})))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **MALLOC, "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise SystemExit(f"the point seq={seq} vocab={vocab} chunk={chunk} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def logits_mb(seq: int, vocab: int) -> float:
+    """One model's float32 logits of the sequence: what the unchunked loss holds several of."""
+    return seq * vocab * 4 / MB
+
+
+def table(title: str, points: list[tuple[int, int]], chunk: int, hidden: int, device: str) -> None:
+    print(f"\n{title}\n")
+    print("| sequence | vocabulary | one model's logits, MB | unchunked peak, MB | chunked peak, MB | unchunked s | "
+          "chunked s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for seq, vocab in points:
+        whole, chunked = (measure(seq, vocab, c, hidden, device) for c in (0, chunk))
+        print(f"| {seq} | {vocab} | {logits_mb(seq, vocab):.0f} | {whole['peak_mb']:.0f} | {chunked['peak_mb']:.0f} | "
+              f"{whole['seconds']:.2f} | {chunked['seconds']:.2f} |")
+
+
+@writes_json("memory")
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m distill_sweep.bench.memory", description=__doc__)
+    parser.add_argument("--seqs", type=int, nargs="+", default=[256, 512, 1024, 2048], help="sequence lengths")
+    parser.add_argument("--vocabs", type=int, nargs="+", default=[4096, 16384, 32768], help="vocabulary sizes")
+    parser.add_argument("--vocab", type=int, default=16384, help="the vocabulary of the sequence-length table")
+    parser.add_argument("--seq", type=int, default=1024, help="the sequence length of the vocabulary table")
+    parser.add_argument("--chunk", type=int, default=256, help="procedure.logit_chunk of the chunked rows")
+    parser.add_argument("--hidden", type=int, default=64, help="the models' width")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    args = parser.parse_args(argv)
+    how = ("torch.cuda.max_memory_allocated over the step" if args.device == "cuda" else
+           "the step's resident-set high-water mark above the resident set before it, a fresh process per point")
+    print(f"# One causal_lm step (fkl + 0.5 CE, teacher live; Llama, width {args.hidden}, 2 teacher layers, 1 student "
+          f"layer; 1 sequence), unchunked (procedure.logit_chunk=0) and chunked ({args.chunk} positions); peak: {how}.")
+    table("Against the sequence length", [(s, args.vocab) for s in args.seqs], args.chunk, args.hidden, args.device)
+    table("Against the vocabulary size", [(args.seq, v) for v in args.vocabs], args.chunk, args.hidden, args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
