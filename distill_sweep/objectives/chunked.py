@@ -125,6 +125,9 @@ def lm_features(terms: Any | None, model: nn.Module, batch: Mapping[str, Tensor]
                             hidden_states=None)
         return terms.features(model, batch, side)
     hidden = terms is not None and bool(terms.needs_hidden)
+    shared = getattr(terms, "forward_without_head", None) if side == "teacher" else None
+    if shared is not None:  # a pack member's terms (procedures/decoder_pack.py): the pack's one teacher forward
+        return shared(model, batch, hidden=hidden, chunk=chunk)
     return forward_without_head(model, batch, hidden=hidden, chunk=chunk)
 
 

@@ -36,6 +36,11 @@ class SharedTeacher:
         return self.pack.teacher_forward(model, batch, hidden=bool(self.terms.needs_hidden),
                                          qkv_layers=list(self.terms.teacher_qkv_layers))
 
+    def forward_without_head(self, model: nn.Module, batch: Mapping[str, Tensor], *, hidden: bool,
+                             chunk: int) -> Features:
+        """The teacher's side of a chunked loss (objectives/chunked.lm_features), from the pack's shared forward."""
+        return self.pack.teacher_forward.without_head(model, batch, hidden=hidden, chunk=chunk)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.terms(*args, **kwargs)
 

@@ -25,6 +25,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from distill_sweep.models.capture import MODEL_INPUT_KEYS, Features, run_with_features
+from distill_sweep.models.lm_head import forward_without_head
 from distill_sweep.training.checkpoint import PreemptionSignal, rng_state, set_rng_state
 
 log = logging.getLogger("distill_sweep")
@@ -173,6 +174,23 @@ class SharedForward:
         # frozen models the members share by name (a decoder pack's teacher: procedures/decoder_pack.py); the
         # members run one at a time, so the first one's load is the others' too
         self.models: dict[str, Any] = {}
+        self.headless: OrderedDict[tuple[bytes, int], Features] = OrderedDict()  # (batch, chunk) -> without_head
+
+    def without_head(self, model: nn.Module, batch: Mapping[str, Tensor], *, hidden: bool, chunk: int) -> Features:
+        """`forward_without_head` once per batch for every member that asks (a chunked decoder loss: the teacher's
+        hidden states and head, from which each member makes the logits a chunk at a time, as it would alone).
+        The forward keeps every hidden state anyway (it needs the last): a member that asks for none gets none."""
+        key = (_batch_key(batch), int(chunk))
+        features = self.headless.get(key)
+        if features is None:
+            features = forward_without_head(model, batch, hidden=True, chunk=chunk)
+            self.forwards += 1
+            self.layer_passes += int(model.config.num_hidden_layers) * int(batch["input_ids"].shape[0])
+            self.headless[key] = features
+            while len(self.headless) > self.keep:
+                self.headless.popitem(last=False)
+        self.headless.move_to_end(key)
+        return Features(logits=None, hidden_states=features.hidden_states if hidden else None, head=features.head)
 
     def __call__(self, model: nn.Module, batch: Mapping[str, Tensor], *, hidden: bool, qkv_layers: Sequence[int],
                  depth: int | None = None) -> Features:
