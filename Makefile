@@ -74,6 +74,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench.ddp --json $(BENCH_DATA)/ddp.json
 	$(BIN)/python -m distill_sweep.bench.agnostic --json $(BENCH_DATA)/agnostic.json
 	$(BIN)/python -m distill_sweep.bench.report --json $(BENCH_DATA)/report.json
+	$(BIN)/python -m distill_sweep.bench.pack --decoder --device cpu --steps 20 --batch 16 --threads 1 --json $(BENCH_DATA)/pack_decoder.json
 	$(BIN)/python -m distill_sweep.bench.memory --json $(BENCH_DATA)/memory.json
 
 # A GPU box checked in one command (docs/guide/gpus.md#gpu-check), under 8 minutes on one H200: the tests marked

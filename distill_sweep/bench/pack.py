@@ -50,6 +50,7 @@ from distill_sweep.sweep.packs import write_pack_file
 from distill_sweep.training import stages
 
 OBJECTIVES = "hid_cls,hid_seq,att_mse,att_kl,vanilla_kd"
+DECODER_OBJECTIVES = "fkl,rkl,gjsd"  # --decoder: the next-token terms that read the live teacher's logits
 # dense (no sparsity) peak TFLOP/s by CUDA device name: (a part of the name, bf16 on tensor cores, fp32 without
 # TF32, torch's default for matmuls), from NVIDIA's data sheets; the first part the device's name contains wins
 PEAK_TFLOPS = (
@@ -150,7 +151,11 @@ def _at_least(low: int) -> Any:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m distill_sweep.bench.pack", description=__doc__.split("\n")[0])
-    p.add_argument("--objectives", default=OBJECTIVES, help="the members, comma-separated (conf/objective/)")
+    p.add_argument("--objectives", default=None,
+                   help=f"the members, comma-separated (conf/objective/; default {OBJECTIVES}, --decoder: "
+                        f"{DECODER_OBJECTIVES})")
+    p.add_argument("--decoder", action="store_true",
+                   help="decoder jobs (procedure=causal_lm on the toy corpus; --teacher tiny_llama by default)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--steps", type=_at_least(1), default=50, help="max_steps_per_epoch of every stage")
@@ -176,6 +181,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="one more override for every job (repeatable)")
     p.add_argument("--cache-dir", type=Path, default=None, help="teachers and data (default: a temporary one)")
     return p.parse_args(argv)
+
+
+def decoder_overrides(args: argparse.Namespace, cache: Path) -> list[str]:
+    """--decoder: the overrides every decoder job of the bench shares (procedure=causal_lm on the toy corpus, the
+    teacher trained --steps steps from its config)."""
+    shape = [f"teacher.config.{key}={value}" for key, value in (
+        ("num_hidden_layers", args.teacher_layers), ("hidden_size", args.hidden),
+        ("num_attention_heads", args.heads), ("intermediate_size", args.ffn)) if value is not None]
+    teacher = "tiny_llama" if args.teacher == "tiny" else args.teacher
+    out = ["procedure=causal_lm", f"teacher={teacher}", *shape, "logger=none", f"device={args.device}",
+           f"precision={args.precision}", f"procedure.batch_size={args.batch}", f"procedure.epochs={args.epochs}",
+           f"max_steps_per_epoch={args.steps}", f"procedure.teacher_steps={args.steps}",
+           f"student.num_layers={args.student_layers}", f"init={'skip' if args.init == '1' else args.init}", "seed=1",  # (decoders: bottom|skip|prune)
+           "skip_nonfinite=true", f"cache_dir={cache}"]
+    if args.lr is not None:
+        out.append(f"procedure.lr={args.lr}")
+    if args.threads > 0:
+        out.append(f"threads={args.threads}")
+    return [*out, *args.set]
 
 
 def job_overrides(args: argparse.Namespace, cache: Path) -> list[str]:
@@ -302,12 +326,13 @@ def _percent(value: float | None) -> str:
 @writes_json("pack")
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    objectives = [o.strip() for o in args.objectives.split(",") if o.strip()]
+    chosen = args.objectives or (DECODER_OBJECTIVES if args.decoder else OBJECTIVES)
+    objectives = [o.strip() for o in chosen.split(",") if o.strip()]
     if len(objectives) < 2 or len(set(objectives)) != len(objectives):
         raise SystemExit("--objectives: two or more different objectives")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        common = job_overrides(args, args.cache_dir or work / "cache")
+        common = (decoder_overrides if args.decoder else job_overrides)(args, args.cache_dir or work / "cache")
 
         def cfgs(results: str, *extra: str) -> list[DictConfig]:
             return [_compose([*common, f"objective={o}", *extra, f"results_dir={work / results}"]) for o in objectives]
@@ -316,16 +341,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # runs before its jobs) and each objective's step run once on the device (its kernels warmed)
         for cfg in [*cfgs("warm", "+prepare_only=true"), *cfgs("warm", "max_steps_per_epoch=1")]:
             run_job(cfg)
-        alone, records = run_alone(cfgs("alone"), cfgs("alone-counted"))
-        pack = run_as_pack(cfgs("pack"), cfgs("pack-counted"), work / "packs")
+        # the counted runs of decoder jobs make their logits whole: the chunked losses take their gradients inside
+        # the forward (torch.autograd.grad), which FlopCounterMode's backward hooks refuse; the FLOPs are the same
+        counted = ["procedure.logit_chunk=0"] if args.decoder else []
+        alone, records = run_alone(cfgs("alone"), cfgs("alone-counted", *counted))
+        pack = run_as_pack(cfgs("pack"), cfgs("pack-counted", *counted), work / "packs")
         packed = _records(work / "pack")
     n, device = len(objectives), records[0].get("device") or "?"
     peak = args.peak_tflops if args.peak_tflops is not None else (
         None if device == "cpu" else peak_tflops(device, args.precision))
     shape = ", ".join(f"{k} {v}" for k, v in (("layers", args.teacher_layers), ("hidden", args.hidden),
                                                ("heads", args.heads), ("ffn", args.ffn)) if v is not None)
-    print(f"# distill_sweep bench_pack: toy task, teacher {args.teacher}{f' ({shape})' if shape else ''} -> "
-          f"{args.student_layers}-layer students, {n} members ({', '.join(objectives)}) at init {args.init}, "
+    what = "causal_lm on the toy corpus" if args.decoder else "toy task"
+    init = "skip" if args.decoder and args.init == "1" else args.init  # (decoder_overrides' default)
+    teacher = "tiny_llama" if args.decoder and args.teacher == "tiny" else args.teacher
+    print(f"# distill_sweep bench_pack: {what}, teacher {teacher}{f' ({shape})' if shape else ''} -> "
+          f"{args.student_layers}-layer students, {n} members ({', '.join(objectives)}) at init {init}, "
           f"{args.steps} steps x batch {args.batch} per epoch, {args.epochs} epoch(s) per stage, "
           f"teacher_outputs={args.teacher_outputs}, device {device}, {args.precision}, "
           f"threads {args.threads or 'default'}")

@@ -220,6 +220,9 @@ def plan(command: Command, work: Path) -> Run:
     if module == "distill_sweep.bench.sweep":  # one job per sweep, a few steps
         return Run(command, "bench_sweep", [*python, *args, "--objectives", "vanilla_kd", "--inits", "3", "--seeds", "1",
                                       "--num-train", "64", "--epochs", "1"])
+    if module == "distill_sweep.bench.pack" and "--decoder" in args:  # two decoder members, two steps
+        return Run(command, "bench_pack", [*python, "--decoder", "--device", "cpu", "--objectives", "fkl,rkl",
+                                           "--steps", "2", "--batch", "8", "--threads", "1"])
     if module == "distill_sweep.bench.pack":  # a device measurement: on CPU, two tiny members, two steps
         return Run(command, "bench_pack", [*python, *args, "--device", "cpu", "--precision", "fp32", "--objectives",
                                            "hid_seq,vanilla_kd", "--teacher", "tiny", "--teacher-layers", "6",
