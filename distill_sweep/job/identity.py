@@ -112,6 +112,10 @@ def identify(cfg: DictConfig) -> JobIdentity:
         raise ConfigError(f"procedure={procedure.name} runs in one process; {processes} would be started per job "
                           f"(several processes run procedure={several}; for a sweep, the launcher's nodes x "
                           "tasks_per_node)")
+    batch = settings.optimizer.batch_size or settings.task.recipe.batch_size
+    if processes > 1 and procedure.shards and procedure_settings.reads_task and batch % processes:
+        raise ConfigError(f"optimizer.batch_size={batch} is not a multiple of the {processes} processes (each takes "
+                          "an equal slice of every batch)")
     if procedure.uses_student and kind.procedures is not None and procedure.name not in kind.procedures:
         raise ConfigError(f"student={kind.name} runs under procedure={' or '.join(kind.procedures)} only, "
                           f"not procedure={procedure.name}")

@@ -32,6 +32,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
+from distill_sweep.errors import ConfigError
 from distill_sweep.training import distributed
 from distill_sweep.training.loop import Batch, LossFn
 
@@ -113,7 +114,31 @@ def _shard(model: nn.Module, device: torch.device, precision: str, *, reshard_af
     return model
 
 
-def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) -> LossFn:
+def on_ranks(loss_fn: LossFn, params: list[nn.Parameter], modules: list[nn.Module]) -> LossFn:
+    """`loss_fn` as a sharded job's gradient step needs it (`sharded_loss`, no micro-batches), or itself on one
+    process. `modules`: all that FSDP may leave gradients on (a stage that trains some of their parameters)."""
+    if not active():
+        return loss_fn
+    return sharded_loss(loss_fn, params, None, [p for m in modules for p in m.parameters()])
+
+
+def check_batches(train_size: int, batch_size: int) -> None:
+    """Refuse (ConfigError, one line, before any work) what cannot be split over the ranks: a global batch not a
+    multiple of the ranks, or an epoch's last partial batch with fewer rows than ranks (a rank would have none)."""
+    size = distributed.world().size
+    if size <= 1:
+        return
+    if batch_size % size:
+        raise ConfigError(f"the batch size {batch_size} is not a multiple of the {size} processes (each takes an "
+                          "equal slice of every batch): set optimizer.batch_size")
+    if 0 < train_size % batch_size < size:
+        raise ConfigError(f"the last batch of each epoch has {train_size % batch_size} row(s) ({train_size} training "
+                          f"examples, batches of {batch_size}), fewer than the {size} processes: every rank needs a "
+                          "row; change task.max_train_samples or optimizer.batch_size")
+
+
+def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int | None,
+                 clear: list[nn.Parameter] | None = None) -> LossFn:
     """`loss_fn` over this rank's slice of a global batch (micro-batches of `micro_batch` rows), its gradient
     reduced by FSDP: returns the global batch's loss value and a surrogate whose gradient is the reduced one.
 
@@ -125,22 +150,24 @@ def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) 
     the same. Before each backward the ranks agree on whether some rank's loss is not finite: then every rank
     returns NaN, and the update step refuses (or skips) the step on every rank."""
     trainable = [p for p in params if p.requires_grad]
+    clear = trainable + [p for p in clear or [] if all(p is not q for q in trainable)]
 
     def loss(batch: Batch) -> tuple[Tensor, dict[str, float]]:
         device = trainable[0].device
         size = distributed.world().size
         n = int(batch["input_ids"].shape[0])
+        step = micro_batch or n
         (rows,) = distributed.sum_floats([float(n)], device)  # the global batch's rows
         value, parts = 0.0, {}
-        for p in trainable:  # the last step's gradient is still there (update_step clears it before its backward)
-            p.grad = None
-        for start in range(0, n, micro_batch):
-            piece = {k: v[start:start + micro_batch] for k, v in batch.items()}
+        for p in clear:  # the last step's gradient is still there (update_step clears it before its backward), and
+            p.grad = None  # FSDP leaves one on the parameters this stage does not train
+        for start in range(0, n, step):
+            piece = {k: v[start:start + step] for k, v in batch.items()}
             weight = int(piece["input_ids"].shape[0]) * size / rows  # FSDP divides by `size`: the rows' share
             part, micro_parts = loss_fn(piece)
             part = part * weight
             if distributed.any_rank(not bool(torch.isfinite(part.detach())), device):
-                for p in trainable:
+                for p in clear:
                     p.grad = None
                 return torch.full((), float("nan"), device=device), {k: 0.0 for k in micro_parts}
             part.backward()
@@ -151,7 +178,7 @@ def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) 
         sums = distributed.sum_floats([value, *(parts[k] for k in keys)], device)
         value, parts = sums[0] / size, {k: s / size for k, s in zip(keys, sums[1:], strict=True)}
         grads = [p.grad for p in trainable]
-        for p in trainable:
+        for p in clear:
             p.grad = None
         surrogate = torch.zeros((), device=device)
         for p, g in zip(trainable, grads, strict=True):
