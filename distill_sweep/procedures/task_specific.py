@@ -18,8 +18,6 @@ from .common import build_student, teacher_view, train_student
 
 
 def run(ctx: RunContext) -> None:
-    settings = ctx.job.settings
-    fsdp.check_batches(len(ctx.data.train), settings.optimizer.batch_size or settings.task.recipe.batch_size)
     with distributed.main_first():  # several ranks: rank 0 fine-tunes the teacher (cached), the others read it
         teacher = fine_tuned_teacher(ctx, guard=True)
     student = build_student(ctx, teacher)

@@ -32,13 +32,13 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from distill_sweep.errors import ConfigError
 from distill_sweep.training import distributed
 from distill_sweep.training.loop import Batch, LossFn
 
 log = logging.getLogger("distill_sweep")
 
 SHARD, REPLICATE = "shard", "replicate"  # fsdp.teacher
+ROWS = "rank_rows"  # the rows of a rank's slice that count (rank_slice; 0: a stand-in row)
 _MESH: dict[tuple[str, int], DeviceMesh] = {}
 
 
@@ -122,21 +122,6 @@ def on_ranks(loss_fn: LossFn, params: list[nn.Parameter], modules: list[nn.Modul
     return sharded_loss(loss_fn, params, None, [p for m in modules for p in m.parameters()])
 
 
-def check_batches(train_size: int, batch_size: int) -> None:
-    """Refuse (ConfigError, one line, before any work) what cannot be split over the ranks: a global batch not a
-    multiple of the ranks, or an epoch's last partial batch with fewer rows than ranks (a rank would have none)."""
-    size = distributed.world().size
-    if size <= 1:
-        return
-    if batch_size % size:
-        raise ConfigError(f"the batch size {batch_size} is not a multiple of the {size} processes (each takes an "
-                          "equal slice of every batch): set optimizer.batch_size")
-    if 0 < train_size % batch_size < size:
-        raise ConfigError(f"the last batch of each epoch has {train_size % batch_size} row(s) ({train_size} training "
-                          f"examples, batches of {batch_size}), fewer than the {size} processes: every rank needs a "
-                          "row; change task.max_train_samples or optimizer.batch_size")
-
-
 def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int | None,
                  clear: list[nn.Parameter] | None = None) -> LossFn:
     """`loss_fn` over this rank's slice of a global batch (micro-batches of `micro_batch` rows), its gradient
@@ -155,15 +140,17 @@ def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int |
     def loss(batch: Batch) -> tuple[Tensor, dict[str, float]]:
         device = trainable[0].device
         size = distributed.world().size
+        batch = dict(batch)
         n = int(batch["input_ids"].shape[0])
+        real = float(batch.pop(ROWS)) / n if ROWS in batch else 1.0  # the share of the slice's rows that count
         step = micro_batch or n
-        (rows,) = distributed.sum_floats([float(n)], device)  # the global batch's rows
+        (rows,) = distributed.sum_floats([n * real], device)  # the global batch's rows
         value, parts = 0.0, {}
         for p in clear:  # the last step's gradient is still there (update_step clears it before its backward), and
             p.grad = None  # FSDP leaves one on the parameters this stage does not train
         for start in range(0, n, step):
             piece = {k: v[start:start + step] for k, v in batch.items()}
-            weight = int(piece["input_ids"].shape[0]) * size / rows  # FSDP divides by `size`: the rows' share
+            weight = int(piece["input_ids"].shape[0]) * real * size / rows  # FSDP divides by `size`: the rows' share
             part, micro_parts = loss_fn(piece)
             part = part * weight
             if distributed.any_rank(not bool(torch.isfinite(part.detach())), device):
@@ -196,9 +183,14 @@ def _local(t: Tensor) -> Tensor:
 
 def rank_slice(batch: Mapping[str, Tensor], world: Any) -> dict[str, Tensor]:
     """This rank's rows of a global batch: as equal as can be (the first n % size ranks one row more), so a last
-    partial batch is split too; `sharded_loss` weighs each slice by its rows."""
+    partial batch is split too; `sharded_loss` weighs each slice by its rows (`ROWS`). A rank left without a row
+    (a last batch of fewer rows than ranks) gets the batch's first row weighed 0: every rank must run the same
+    forwards and backwards (FSDP's collectives), and that row adds nothing."""
     n = int(batch["input_ids"].shape[0])
     per, extra = divmod(n, world.size)
     start = world.rank * per + min(world.rank, extra)
     stop = start + per + (1 if world.rank < extra else 0)
-    return {k: v[start:stop] for k, v in batch.items()}
+    rows = stop - start
+    if rows == 0:
+        start, stop = 0, 1
+    return {**{k: v[start:stop] for k, v in batch.items()}, ROWS: torch.tensor(rows)}

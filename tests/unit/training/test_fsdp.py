@@ -1,0 +1,199 @@
+"""FSDP2 on 2 gloo ranks (torchrun): causal_lm and task_specific jobs sharded equal the one-process job within float
+tolerance; their sharded checkpoints resume in 1 process and after a SIGKILL; what cannot shard is one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_distributed import ENV, _kill_tree, _process_tree, _record, _torchrun, _torchrun_cmd
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+from distill_sweep.training.checkpoint_files import CHECKPOINT
+
+# FSDP reduce-scatters in its own order: equal to one process within this (the losses are O(1); measured ~1e-7)
+REL = 1e-5
+
+# corpus-free toy instructions: every rank's half of a batch holds as many targets (the losses weigh rows the same)
+CAUSAL = ["procedure=causal_lm", "teacher=tiny_llama", "logger=none", "threads=1", "procedure.teacher_steps=30",
+          "student.num_layers=2", "procedure.data=instructions", "objective=fkl", "procedure.epochs=1",
+          "max_steps_per_epoch=3", "checkpoint.keep=true"]
+# dropout off: one process and 2 ranks must draw nothing at random that the other does not
+# 65 examples in batches of 32: the epoch's last batch has 1 row, fewer than the ranks (rank 1 gets a stand-in row)
+TASK = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num_train=65", "task.recipe.num_dev=64",
+        "teacher.finetune.epochs=1", "epochs=1", "optimizer.batch_size=32", "guards.allow_weak_teacher=true",
+        "teacher.config.hidden_dropout_prob=0", "teacher.config.attention_probs_dropout_prob=0",
+        "objective=vanilla_kd", "checkpoint.keep=true"]
+
+
+def _one(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **ENV})
+
+
+def _student(results: Path) -> dict[str, torch.Tensor]:
+    """The kept checkpoint's student, whole: checkpoint.pt's own (one process) or gathered from its shards."""
+    (path,) = results.rglob(CHECKPOINT)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if "shards" not in state:
+        return state["student"]
+    whole = path.parent / "whole.pt"
+    dcp_to_torch_save(path.parent / state["shards"], whole)
+    model = torch.load(whole, weights_only=False)["model"]
+    return {k.removeprefix("student."): v for k, v in model.items() if k.startswith("student.")}
+
+
+def _same_within(a: dict, b: dict) -> None:
+    """Two records' epochs: the same losses (per term too) and dev metrics within REL."""
+    assert len(a["epochs"]) == len(b["epochs"]) > 0
+    for x, y in zip(a["epochs"], b["epochs"], strict=True):
+        assert (x["stage"], x["epoch"], x["step"]) == (y["stage"], y["epoch"], y["step"])
+        losses = [k for k in x if k == "train_loss" or k.startswith("loss_")]
+        assert losses and {k: y[k] for k in losses} == pytest.approx({k: x[k] for k in losses}, rel=REL)
+        assert y["dev"] == pytest.approx(x["dev"], rel=REL, abs=1e-6)
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+@pytest.mark.parametrize("job", [CAUSAL, TASK], ids=["causal_lm", "task_specific"])
+def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, job: list[str]) -> None:
+    common = [*job, f"cache_dir={tmp_path / 'cache'}"]
+    one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = _torchrun([*common, f"results_dir={tmp_path / 'two'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
+    a, b = _record(tmp_path / "one"), _record(tmp_path / "two")
+    assert b["status"] == "completed"
+    _same_within(a, b)
+    # the student was sharded: its checkpoint is the 2 ranks' shards (one directory, named by checkpoint.pt)
+    (ckpt,) = (tmp_path / "two").rglob(CHECKPOINT)
+    shards = [p.name for p in ckpt.parent.iterdir() if p.is_dir()]
+    assert shards == [torch.load(ckpt, weights_only=True)["shards"]]
+    assert sorted(p.name for p in (ckpt.parent / shards[0]).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    # and its weights, gathered from the shards, are the one process's after the same 3 updates
+    sa, sb = _student(tmp_path / "one"), _student(tmp_path / "two")
+    assert sa.keys() == sb.keys()
+    assert max(float((sa[k] - sb[k]).abs().max()) for k in sa) < 1e-5
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+def test_a_teacher_sharded_for_inference_gives_the_replicated_teachers_record(tmp_path: Path) -> None:
+    common = [*CAUSAL, f"cache_dir={tmp_path / 'cache'}"]
+    replicated = _torchrun([*common, f"results_dir={tmp_path / 'rep'}"], tmp_path)
+    assert replicated.returncode == 0, replicated.stderr[-3000:]
+    sharded = _torchrun([*common, "fsdp.teacher=shard", f"results_dir={tmp_path / 'shard'}"], tmp_path)
+    assert sharded.returncode == 0, sharded.stderr[-3000:]
+    assert "teacher sharded over 2 ranks" in sharded.stdout + sharded.stderr
+    assert "teacher replicated over 2 ranks" in replicated.stdout + replicated.stderr
+    _same_within(_record(tmp_path / "rep"), _record(tmp_path / "shard"))
+
+
+# a checkpoint at every step, ~24 steps: a kill lands mid-training
+KILLABLE = [*(a for a in CAUSAL if a.split("=")[0] not in ("max_steps_per_epoch", "procedure.epochs",
+                                                          "checkpoint.keep")),
+            "procedure.epochs=3", "max_steps_per_epoch=8", "checkpoint.every_steps=1", "log_every=1"]
+
+
+def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank: bool) -> dict:
+    """Start `cmd` (torchrun, 2 ranks), SIGKILL once a sharded checkpoint is committed: the whole tree, or one rank
+    (`one_rank`: torchrun then stops the other); returns the checkpoint's position."""
+    run = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env={**os.environ, **ENV}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(out.rglob(CHECKPOINT)):  # committed by an atomic rename: there, its shards are whole
+            assert run.poll() is None, f"the job ended before it could be killed:\n{run.communicate()[0][-3000:]}"
+            assert time.monotonic() < deadline, "no checkpoint within 300 s"
+            time.sleep(0.02)
+        if one_rank:  # the deepest process: a rank (torchrun -> its agent's workers)
+            rank = [pid for pid in _process_tree(run.pid) if pid != run.pid][-1]
+            os.kill(rank, signal.SIGKILL)
+            run.communicate(timeout=120)
+            assert run.returncode != 0
+        else:
+            _kill_tree(run.pid)
+            run.communicate(timeout=60)
+            assert run.returncode == -signal.SIGKILL
+    finally:
+        if run.poll() is None:
+            _kill_tree(run.pid)
+            run.communicate(timeout=60)
+    (ckpt,) = out.rglob(CHECKPOINT)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert state["shards"] and (ckpt.parent / state["shards"] / ".metadata").exists()
+    assert _record(out)["status"] == "running"  # what the kill left
+    return state["position"]
+
+
+def _resumed(output: str) -> list[tuple[int, int]]:
+    return [(int(e), int(s)) for e, s in re.findall(r"resuming from \S+ at distill epoch (\d+) step (\d+)", output)]
+
+
+@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
+def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
+    reference = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    out = tmp_path / "two"
+    at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=False)
+    again = _one([*common, f"results_dir={out}"], tmp_path)  # 1 process reads the 2 ranks' shards
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])]
+    record = _record(out)
+    assert record["status"] == "completed" and (record["attempts"], record["resumed"]) == (2, 1)
+    _same_within(_record(tmp_path / "one"), record)
+    left = [p.name for p in out.rglob("*") if p.name == CHECKPOINT or ".shards-" in p.name or p.suffix == ".tmp"]
+    assert not left, left  # the completed job removed its checkpoint and every shard directory
+
+
+@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
+def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_path: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
+    reference = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    out = tmp_path / "two"
+    at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=True)
+    again = _torchrun([*common, f"results_dir={out}"], tmp_path)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    resumed = _resumed(again.stderr + again.stdout)
+    assert len(resumed) == 2 and len(set(resumed)) == 1, resumed  # both ranks, at one position
+    assert resumed[0] >= (at["epoch"], at["step"])  # the kill's checkpoint, or one the dying ranks committed after
+    record = _record(out)
+    assert record["status"] == "completed" and record["resumed"] == 1
+    _same_within(_record(tmp_path / "one"), record)
+
+
+@pytest.mark.slow  # torchrun: over 2 s
+def test_what_cannot_shard_is_refused_in_one_line_before_any_work(tmp_path: Path) -> None:
+    where = [f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
+    cannot = _torchrun(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *where], tmp_path)
+    assert cannot.returncode != 0
+    assert ("distill_sweep: error: procedure=finetune runs in one process; 2 would be started per job (several "
+            "processes run procedure=causal_lm, task_agnostic, task_specific;") in cannot.stderr
+    odd = _torchrun([*TASK, "optimizer.batch_size=33", *where], tmp_path)
+    assert odd.returncode != 0
+    assert "distill_sweep: error: optimizer.batch_size=33 is not a multiple of the 2 processes" in odd.stderr
+    assert not list((tmp_path / "r").rglob("result.json")) and not list((tmp_path / "r").rglob(CHECKPOINT))
+
+
+def test_a_rank_slice_splits_a_partial_batch_and_weighs_rows() -> None:
+    from types import SimpleNamespace
+
+    from distill_sweep.training.fsdp import ROWS, rank_slice
+
+    def slices(n: int, size: int) -> list[tuple[list[int], int]]:
+        batch = {"input_ids": torch.arange(n).unsqueeze(1), "labels": torch.arange(n)}
+        cut = [rank_slice(batch, SimpleNamespace(rank=r, size=size)) for r in range(size)]
+        return [(c["labels"].tolist(), int(c[ROWS])) for c in cut]
+
+    # 7 rows over 3 ranks: 3 + 2 + 2, in order, none twice, each counted
+    assert slices(7, 3) == [([0, 1, 2], 3), ([3, 4], 2), ([5, 6], 2)]
+    # 1 row over 2 ranks: rank 1 runs the same forward on a stand-in (row 0) that counts for nothing
+    assert slices(1, 2) == [([0], 1), ([0], 0)]
