@@ -8,7 +8,7 @@ commit point) and removes the directories no checkpoint names. A kill at any mom
 complete directory (the new one only once it is whole), so a re-run resumes from the last completed save. The
 shards are keyed by parameter name, not by rank: DCP re-shards them on load, so a checkpoint written by N ranks
 resumes under any number of processes, one included (a process loads the tensors whole). A checkpoint written by
-one process (plain tensors) resumes in one process.
+one process (whole tensors in checkpoint.pt) resumes in one process or sharded: each rank keeps its shards of them.
 """
 
 from __future__ import annotations
@@ -23,10 +23,15 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+    set_state_dict,
+)
 from torch.distributed.tensor import DTensor
 
-from distill_sweep.errors import ConfigError
 from distill_sweep.training import distributed
 from distill_sweep.training.checkpoint import save_checkpoint
 from distill_sweep.training.checkpoint_files import shard_dirs
@@ -34,6 +39,7 @@ from distill_sweep.training.checkpoint_files import shard_dirs
 log = logging.getLogger("distill_sweep")
 
 SHARDS = "shards"  # the key of checkpoint.pt naming its shard directory
+WHOLE = StateDictOptions(full_state_dict=True)  # whole tensors on every rank (a one-process checkpoint's)
 
 
 def _box(state: dict[str, nn.Module]) -> nn.Module:
@@ -56,13 +62,13 @@ def check(resume: dict[str, Any] | None, path: Path) -> dict[str, Any] | None:
 
 def load_modules(resume: dict[str, Any], state: dict[str, nn.Module], path: Path) -> None:
     """The checkpointed modules' weights into `state`'s modules (every rank; sharded or whole)."""
-    if not resume.get(SHARDS):
-        if any(is_sharded(m) for m in state.values()):
-            raise ConfigError(f"{path} was written by one process: it resumes in one process (a checkpoint written "
-                              "by several ranks resumes under any number)")
+    if not resume.get(SHARDS):  # written by one process: whole tensors, each rank keeps its shards of them
         for name, module in state.items():
             if resume.get(name):
-                module.load_state_dict(resume[name])
+                if is_sharded(module):
+                    set_model_state_dict(module, resume[name], options=WHOLE)
+                else:
+                    module.load_state_dict(resume[name])
         return
     box = _box(state)
     model_sd, _ = get_state_dict(box, [])
@@ -75,7 +81,17 @@ def load_optimizer(resume: dict[str, Any], state: dict[str, nn.Module], optimize
                    path: Path) -> None:
     """The checkpointed optimizer state into `optimizer` (over some of `state`'s parameters)."""
     if not resume.get(SHARDS):
-        optimizer.load_state_dict(resume["optimizer"])
+        if not any(is_sharded(m) for m in state.values()):
+            optimizer.load_state_dict(resume["optimizer"])
+            return
+        # written by one process: its state is keyed by the parameters' positions in the optimizer, which are the
+        # same here (the stage lists the sharded parameters in the same order); keyed by name, it is sharded
+        names = {id(p): n for n, p in _box(state).named_parameters()}
+        order = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+        plain = resume["optimizer"]
+        whole = {"state": {order[i]: v for i, v in plain["state"].items()},
+                 "param_groups": [{**g, "params": [order[i] for i in g["params"]]} for g in plain["param_groups"]]}
+        set_optimizer_state_dict(_box(state), optimizer, whole, options=WHOLE)
         return
     box = _box(state)
     _, optim_sd = get_state_dict(box, optimizer)

@@ -101,9 +101,10 @@ KILLABLE = [*(a for a in CAUSAL if a.split("=")[0] not in ("max_steps_per_epoch"
             "procedure.epochs=3", "max_steps_per_epoch=8", "checkpoint.every_steps=1", "log_every=1"]
 
 
-def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank: bool) -> dict:
-    """Start `cmd` (torchrun, 2 ranks), SIGKILL once a sharded checkpoint is committed: the whole tree, or one rank
-    (`one_rank`: torchrun then stops the other); returns the checkpoint's position."""
+def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank: bool, sharded: bool = True
+                               ) -> dict:
+    """Start `cmd` (torchrun, 2 ranks; or one process), SIGKILL once a checkpoint is committed: the whole tree, or
+    one rank (`one_rank`: torchrun then stops the other); returns the checkpoint's position."""
     run = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env={**os.environ, **ENV}, start_new_session=True)
     try:
@@ -127,7 +128,10 @@ def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank
             run.communicate(timeout=60)
     (ckpt,) = out.rglob(CHECKPOINT)
     state = torch.load(ckpt, map_location="cpu", weights_only=True)
-    assert state["shards"] and (ckpt.parent / state["shards"] / ".metadata").exists()
+    if sharded:
+        assert state["shards"] and (ckpt.parent / state["shards"] / ".metadata").exists()
+    else:
+        assert "shards" not in state and state["student"]
     assert _record(out)["status"] == "running"  # what the kill left
     return state["position"]
 
@@ -151,6 +155,22 @@ def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path)
     _same_within(_record(tmp_path / "one"), record)
     left = [p.name for p in out.rglob("*") if p.name == CHECKPOINT or ".shards-" in p.name or p.suffix == ".tmp"]
     assert not left, left  # the completed job removed its checkpoint and every shard directory
+
+
+@pytest.mark.slow  # a kill and a torchrun re-run: over 2 s
+def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_path: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
+    reference = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+    assert reference.returncode == 0, reference.stderr[-2000:]
+    out = tmp_path / "two"
+    cmd = [sys.executable, "-m", "distill_sweep", *common, f"results_dir={out}"]
+    at = _killed_after_a_checkpoint(cmd, out, tmp_path, one_rank=False, sharded=False)
+    again = _torchrun([*common, f"results_dir={out}"], tmp_path)  # each rank keeps its shards of the whole tensors
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])] * 2
+    record = _record(out)
+    assert record["status"] == "completed" and record["causal_lm"]["ranks"] == 2
+    _same_within(_record(tmp_path / "one"), record)
 
 
 @pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
