@@ -60,16 +60,34 @@ def _same_within(a: dict, b: dict) -> None:
         assert y["dev"] == pytest.approx(x["dev"], rel=REL, abs=1e-6)
 
 
-@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
-@pytest.mark.parametrize("job", [CAUSAL, TASK], ids=["causal_lm", "task_specific"])
-def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, job: list[str]) -> None:
-    common = [*job, f"cache_dir={tmp_path / 'cache'}"]
-    one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+def _reference(root: Path, job: list[str]) -> Path:
+    """`root`, where one process ran `job` (results in root/one, its cache in root/cache for the ranks to share)."""
+    one = _one([*job, f"cache_dir={root / 'cache'}", f"results_dir={root / 'one'}"], root)
     assert one.returncode == 0, one.stderr[-2000:]
-    two = _torchrun([*common, f"results_dir={tmp_path / 'two'}"], tmp_path)
+    return root
+
+
+@pytest.fixture(scope="module")
+def causal_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reference(tmp_path_factory.mktemp("causal"), CAUSAL)
+
+
+@pytest.fixture(scope="module")
+def task_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reference(tmp_path_factory.mktemp("task"), TASK)
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+@pytest.mark.parametrize("job, reference", [(CAUSAL, "causal_one"), (TASK, "task_one")],
+                         ids=["causal_lm", "task_specific"])
+def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, job: list[str], reference: str,
+                                                               request: pytest.FixtureRequest) -> None:
+    root = request.getfixturevalue(reference)
+    two = _torchrun([*job, f"cache_dir={root / 'cache'}", f"results_dir={tmp_path / 'two'}"], tmp_path)
     assert two.returncode == 0, two.stderr[-3000:]
+    assert "teacher replicated over 2 ranks" in two.stdout + two.stderr  # fsdp.teacher's default
     assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
-    a, b = _record(tmp_path / "one"), _record(tmp_path / "two")
+    a, b = _record(root / "one"), _record(tmp_path / "two")
     assert b["status"] == "completed"
     _same_within(a, b)
     # the student was sharded: its checkpoint is the 2 ranks' shards (one directory, named by checkpoint.pt)
@@ -78,21 +96,18 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert shards == [torch.load(ckpt, weights_only=True)["shards"]]
     assert sorted(p.name for p in (ckpt.parent / shards[0]).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     # and its weights, gathered from the shards, are the one process's after the same 3 updates
-    sa, sb = _student(tmp_path / "one"), _student(tmp_path / "two")
+    sa, sb = _student(root / "one"), _student(tmp_path / "two")
     assert sa.keys() == sb.keys()
     assert max(float((sa[k] - sb[k]).abs().max()) for k in sa) < 1e-5
 
 
 @pytest.mark.slow  # two torchrun ranks and one process: over 2 s
-def test_a_teacher_sharded_for_inference_gives_the_replicated_teachers_record(tmp_path: Path) -> None:
-    common = [*CAUSAL, f"cache_dir={tmp_path / 'cache'}"]
-    replicated = _torchrun([*common, f"results_dir={tmp_path / 'rep'}"], tmp_path)
-    assert replicated.returncode == 0, replicated.stderr[-3000:]
-    sharded = _torchrun([*common, "fsdp.teacher=shard", f"results_dir={tmp_path / 'shard'}"], tmp_path)
+def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: Path, causal_one: Path) -> None:
+    sharded = _torchrun([*CAUSAL, "fsdp.teacher=shard", f"cache_dir={causal_one / 'cache'}",
+                         f"results_dir={tmp_path / 'shard'}"], tmp_path)
     assert sharded.returncode == 0, sharded.stderr[-3000:]
     assert "teacher sharded over 2 ranks" in sharded.stdout + sharded.stderr
-    assert "teacher replicated over 2 ranks" in replicated.stdout + replicated.stderr
-    _same_within(_record(tmp_path / "rep"), _record(tmp_path / "shard"))
+    _same_within(_record(causal_one / "one"), _record(tmp_path / "shard"))
 
 
 # a checkpoint at every step, ~24 steps: a kill lands mid-training
@@ -136,15 +151,18 @@ def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank
     return state["position"]
 
 
+@pytest.fixture(scope="module")
+def killable_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reference(tmp_path_factory.mktemp("killable"), KILLABLE)
+
+
 def _resumed(output: str) -> list[tuple[int, int]]:
     return [(int(e), int(s)) for e, s in re.findall(r"resuming from \S+ at distill epoch (\d+) step (\d+)", output)]
 
 
 @pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
-def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path) -> None:
-    common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
-    reference = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
-    assert reference.returncode == 0, reference.stderr[-2000:]
+def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path, killable_one: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
     at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=False)
     again = _one([*common, f"results_dir={out}"], tmp_path)  # 1 process reads the 2 ranks' shards
@@ -152,16 +170,14 @@ def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path)
     assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])]
     record = _record(out)
     assert record["status"] == "completed" and (record["attempts"], record["resumed"]) == (2, 1)
-    _same_within(_record(tmp_path / "one"), record)
+    _same_within(_record(killable_one / "one"), record)
     left = [p.name for p in out.rglob("*") if p.name == CHECKPOINT or ".shards-" in p.name or p.suffix == ".tmp"]
     assert not left, left  # the completed job removed its checkpoint and every shard directory
 
 
 @pytest.mark.slow  # a kill and a torchrun re-run: over 2 s
-def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_path: Path) -> None:
-    common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
-    reference = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
-    assert reference.returncode == 0, reference.stderr[-2000:]
+def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_path: Path, killable_one: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
     cmd = [sys.executable, "-m", "distill_sweep", *common, f"results_dir={out}"]
     at = _killed_after_a_checkpoint(cmd, out, tmp_path, one_rank=False, sharded=False)
@@ -170,14 +186,12 @@ def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_pat
     assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])] * 2
     record = _record(out)
     assert record["status"] == "completed" and record["causal_lm"]["ranks"] == 2
-    _same_within(_record(tmp_path / "one"), record)
+    _same_within(_record(killable_one / "one"), record)
 
 
 @pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
-def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_path: Path) -> None:
-    common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
-    reference = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
-    assert reference.returncode == 0, reference.stderr[-2000:]
+def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_path: Path, killable_one: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
     at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=True)
     again = _torchrun([*common, f"results_dir={out}"], tmp_path)
@@ -187,7 +201,7 @@ def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_pat
     assert resumed[0] >= (at["epoch"], at["step"])  # the kill's checkpoint, or one the dying ranks committed after
     record = _record(out)
     assert record["status"] == "completed" and record["resumed"] == 1
-    _same_within(_record(tmp_path / "one"), record)
+    _same_within(_record(killable_one / "one"), record)
 
 
 @pytest.mark.slow  # torchrun: over 2 s
@@ -256,3 +270,67 @@ def test_sharded_ranks_sample_on_policy_responses_of_their_own_lengths(tmp_path:
     assert run.returncode == 0, run.stderr[-3000:]
     record = _record(tmp_path / "r")
     assert record["status"] == "completed" and record["causal_lm"]["data_source"]["on_policy_steps"]
+
+
+def _step_worker(rank: int, port: int, out: dict) -> None:
+    """Rank `rank` of 2: a sharded linear model's sharded_loss over its slice of a 5-row batch (3 + 2 rows)."""
+    import torch.distributed as dist
+
+    from distill_sweep.training import distributed, fsdp
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    torch.set_num_threads(1)
+    world = distributed.setup(torch.device("cpu"))
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        fsdp.shard_student(model, torch.device("cpu"), "fp32")
+        params = list(model.parameters())
+        poison = {"on": True}
+
+        def loss_fn(batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
+            loss = model(batch["x"]).pow(2).sum(-1).mean()  # a mean over the slice's rows
+            if poison["on"] and rank == 1:
+                loss = loss * float("nan")
+            return loss, {"sq": float(loss.detach())}
+
+        step = fsdp.sharded_loss(loss_fn, params, None)
+        x = torch.arange(20, dtype=torch.float32).reshape(5, 4) / 10
+        mine = fsdp.rank_slice({"input_ids": x[:, 0], "x": x}, world)
+        bad, bad_parts = step(mine)  # rank 1's loss is NaN: every rank returns NaN, no rank keeps a gradient
+        out[f"bad{rank}"] = (bool(torch.isnan(bad)), all(p.grad is None for p in params))
+        poison["on"] = False
+        value, parts = step(mine)
+        value.backward()
+        out[f"ok{rank}"] = (float(value), parts["sq"], [p.grad.full_tensor().tolist() for p in params])
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # two gloo ranks: over 2 s
+def test_the_sharded_step_is_the_global_batch_mean_and_a_nan_on_one_rank_skips_it_on_every_rank() -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with mp.Manager() as manager:
+        out = manager.dict()
+        mp.spawn(_step_worker, args=(port, out), nprocs=2)
+        result = dict(out)
+    assert result["bad0"] == result["bad1"] == (True, True)
+    # one process on the 5 rows: the mean over rows of |W x + b|^2 and its gradient, by hand
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    x = torch.arange(20, dtype=torch.float32).reshape(5, 4) / 10
+    y = x @ model.weight.detach().T + model.bias.detach()
+    expected = float(y.pow(2).sum(-1).mean())
+    grad_w, grad_b = 2 * y.T @ x / 5, 2 * y.sum(0) / 5  # d/dW mean_i |W x_i + b|^2
+    for rank in (0, 1):
+        value, sq, (gw, gb) = result[f"ok{rank}"]
+        # rank 0's 3 rows and rank 1's 2 weigh as 3/5 and 2/5 of the global batch, not 1/2 each
+        assert value == pytest.approx(expected, rel=1e-6) and sq == pytest.approx(expected, rel=1e-6)
+        assert torch.allclose(torch.tensor(gw), grad_w, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(torch.tensor(gb), grad_b, rtol=1e-5, atol=1e-6)
