@@ -426,7 +426,8 @@ def run(ctx: RunContext) -> None:
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     sharded = fsdp.active()
     if sharded:  # several processes: FSDP2 (training/fsdp.py), before the parameters are listed
-        fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device, ctx.precision)
+        record["fsdp"] = fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device,
+                                        ctx.precision)
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     if shared is not None and terms is not None:  # the loss's view: both sides' next tokens over the shared ids
         terms = SharedIds(terms, shared)  # type: ignore[assignment]

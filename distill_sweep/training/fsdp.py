@@ -32,6 +32,8 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
+from distill_sweep.errors import ConfigError
+from distill_sweep.models.families import family_of_model
 from distill_sweep.training import distributed
 from distill_sweep.training.loop import Batch, LossFn
 
@@ -65,14 +67,28 @@ def precision_policy(precision: str) -> MixedPrecisionPolicy:
 
 def blocks(model: nn.Module) -> list[nn.Module]:
     """The model's transformer blocks: the modules of the classes it names in `_no_split_modules` (transformers'
-    own list of what must not be split across devices)."""
+    own list of what must not be split across devices), else its family's layers (BERT names none); none for a
+    model of neither (then the whole model is one unit)."""
     names = set(getattr(model, "_no_split_modules", None) or [])
-    return [m for m in model.modules() if m is not model and type(m).__name__ in names]
+    found = [m for m in model.modules() if m is not model and type(m).__name__ in names]
+    if found:
+        return found
+    try:
+        return list(family_of_model(model).layers(model))
+    except (ConfigError, AttributeError, KeyError, TypeError, ValueError):
+        return []
 
 
-def shard_student(model: nn.Module, device: torch.device, precision: str) -> nn.Module:
-    """Shard `model` in place (each block, then the root); returns it. List its parameters after this call."""
-    return _shard(model, device, precision, reshard_after_forward=True)
+def shard_student(model: nn.Module, device: torch.device, precision: str, *, keep_gathered: bool = False
+                  ) -> nn.Module:
+    """Shard `model` in place (each block, then the root); returns it. List its parameters after this call.
+
+    `keep_gathered`: each block's weights stay gathered from its forward to its backward (ZeRO-2's memory for
+    the weights; the gradients and optimizer state stay sharded). Needed where a loss reads a block's inner
+    activations (attention terms read the q/k/v projections): their gradient reaches the block's weights
+    before FSDP's hook on the block's output would gather them again, and a block resharded after its forward
+    then has no weights for it."""
+    return _shard(model, device, precision, reshard_after_forward=not keep_gathered)
 
 
 def shard_teacher(model: nn.Module, mode: str, device: torch.device, precision: str) -> nn.Module:
@@ -97,12 +113,18 @@ def shard_modules(modules: Mapping[str, nn.Module], device: torch.device, precis
 
 
 def shard_all(student: nn.Module, modules: Mapping[str, nn.Module], teacher: nn.Module | None, teacher_mode: str,
-              device: torch.device, precision: str) -> None:
-    """A job's models sharded at setup: the student, the objective's `modules` and the teacher (`fsdp.teacher`)."""
-    shard_student(student, device, precision)
+              device: torch.device, precision: str, *, keep_gathered: bool = False) -> dict[str, Any]:
+    """A job's models sharded at setup: the student (`keep_gathered`: shard_student's), the objective's `modules`
+    and the teacher (`fsdp.teacher`); returns what the record says of it (its `fsdp` key)."""
+    shard_student(student, device, precision, keep_gathered=keep_gathered)
     shard_modules(modules, device, precision)
     if teacher is not None:
         shard_teacher(teacher, teacher_mode, device, precision)
+    policy = precision_policy(precision)
+    return {"ranks": distributed.world().size, "student_units": len(blocks(student)) + 1,
+            "student_resharded_after_forward": not keep_gathered, "teacher": teacher_mode,
+            "param_dtype": str(policy.param_dtype or "float32").removeprefix("torch."),
+            "reduce_dtype": str(policy.reduce_dtype or "float32").removeprefix("torch.")}
 
 
 def _shard(model: nn.Module, device: torch.device, precision: str, *, reshard_after_forward: bool) -> nn.Module:

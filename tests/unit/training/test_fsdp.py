@@ -88,7 +88,9 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert "teacher replicated over 2 ranks" in two.stdout + two.stderr  # fsdp.teacher's default
     assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
     a, b = _record(root / "one"), _record(tmp_path / "two")
-    assert b["status"] == "completed"
+    assert b["status"] == "completed" and "fsdp" not in a
+    assert b["fsdp"] == {"ranks": 2, "student_units": b["student"]["num_layers"] + 1, "teacher": "replicate",
+                         "student_resharded_after_forward": True, "param_dtype": "float32", "reduce_dtype": "float32"}
     _same_within(a, b)
     # the student was sharded: its checkpoint is the 2 ranks' shards (one directory, named by checkpoint.pt)
     (ckpt,) = (tmp_path / "two").rglob(CHECKPOINT)
@@ -108,6 +110,32 @@ def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: 
     assert sharded.returncode == 0, sharded.stderr[-3000:]
     assert "teacher sharded over 2 ranks" in sharded.stdout + sharded.stderr
     _same_within(_record(causal_one / "one"), _record(tmp_path / "shard"))
+
+
+# attention KL (the paper's main objective): its loss reads the q/k/v projections inside the blocks, the teacher runs
+# live as deep as the terms read, two stages each with its own optimizer
+ATTENTION = [*(a for a in TASK if not a.startswith("objective=")), "objective=att_kl", "teacher_outputs=live",
+             "max_steps_per_epoch=2"]
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+def test_an_attention_objective_trains_sharded_with_a_sharded_teacher(tmp_path: Path, task_one: Path) -> None:
+    common = [*ATTENTION, f"cache_dir={task_one / 'cache'}"]
+    one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = _torchrun([*common, "fsdp.teacher=shard", f"results_dir={tmp_path / 'two'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = _record(tmp_path / "one"), _record(tmp_path / "two")
+    # the q/k/v gradients reach the blocks' weights outside FSDP's hooks: the blocks stay gathered to the backward
+    assert b["fsdp"]["student_resharded_after_forward"] is False and b["fsdp"]["teacher"] == "shard"
+    (ia, pa), (ib, pb) = a["epochs"], b["epochs"]
+    assert (ia["stage"], pa["stage"]) == (ib["stage"], pb["stage"]) == ("intermediate", "prediction")
+    # the attention KL averages over each slice's real tokens, and the two halves of a batch hold other numbers of
+    # tokens: the 2-rank mean of the halves' means differs from the whole batch's in the third digit here
+    assert ib["loss_att_kl"] == pytest.approx(ia["loss_att_kl"], rel=1e-2)
+    # the prediction stage's KD is a mean over rows: the one process's within float tolerance again
+    assert pb["train_loss"] == pytest.approx(pa["train_loss"], rel=REL)
+    assert pb["dev"] == pytest.approx(pa["dev"], rel=REL)
 
 
 # a checkpoint at every step, ~24 steps: a kill lands mid-training
@@ -254,6 +282,7 @@ def test_two_sharded_ranks_under_bf16_train_as_one_process_to_bf16_rounding(tmp_
     for x, y in zip(a["epochs"], b["epochs"], strict=True):
         assert y["train_loss"] == pytest.approx(x["train_loss"], rel=2e-2)
         assert y["dev"]["nll"] == pytest.approx(x["dev"]["nll"], rel=2e-2)
+    assert (b["fsdp"]["param_dtype"], b["fsdp"]["reduce_dtype"]) == ("bfloat16", "float32")
     # the sharded master weights stay float32 (the policy casts copies for the compute)
     assert {v.dtype for v in _student(tmp_path / "two").values()} == {torch.float32}
 
