@@ -363,3 +363,22 @@ def test_the_sharded_step_is_the_global_batch_mean_and_a_nan_on_one_rank_skips_i
         assert value == pytest.approx(expected, rel=1e-6) and sq == pytest.approx(expected, rel=1e-6)
         assert torch.allclose(torch.tensor(gw), grad_w, rtol=1e-5, atol=1e-6)
         assert torch.allclose(torch.tensor(gb), grad_b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_naming_missing_shards_starts_over_and_removal_takes_every_shard_directory(tmp_path: Path) -> None:
+    from distill_sweep.training import sharded_checkpoint
+    from distill_sweep.training.checkpoint import load_checkpoint, save_checkpoint
+    from distill_sweep.training.checkpoint_files import remove_checkpoint
+
+    path = tmp_path / CHECKPOINT
+    save_checkpoint(path, {"config_hash": "k", "position": {}, "shards": "checkpoint.shards-new"})
+    state = load_checkpoint(path, "k")
+    assert state is not None and sharded_checkpoint.check(state, path) is None  # its shards are not there: start over
+    (tmp_path / "checkpoint.shards-new").mkdir()
+    assert sharded_checkpoint.check(state, path) is None  # nor whole (DCP writes .metadata last)
+    (tmp_path / "checkpoint.shards-new" / ".metadata").write_bytes(b"")
+    assert sharded_checkpoint.check(state, path) is state
+    (tmp_path / "checkpoint.shards-cut").mkdir()  # a save a kill cut short: no checkpoint.pt names it
+    (tmp_path / "checkpoint.shards-cut" / "__0_0.distcp").write_bytes(b"x")
+    remove_checkpoint(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
