@@ -436,10 +436,11 @@ def run(ctx: RunContext) -> None:
     policy = (OnPolicy(settings, job.seeds.sampling, s_data, special_tokens(ctx.tokenizer)) if settings.generates()
               else None)
     opt = job.settings.optimizer
+    # several processes: each its slice, gradients reduced by FSDP (one process: the loss itself)
+    update_loss = fsdp.sharded_loss if sharded else accumulated
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
-                  # several processes: each its slice, gradients reduced by FSDP (one process: the loss itself)
-                  (fsdp.sharded_loss if sharded else accumulated)(distill_loss(student, teacher, terms, settings.ce_weight, stored,
+                  update_loss(distill_loss(student, teacher, terms, settings.ce_weight, stored,
                                            settings.logits_mode(), data if own is not None else None,
                                            policy if settings.on_policy > 0 else None), params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
