@@ -30,7 +30,7 @@ CAUSAL = ["procedure=causal_lm", "teacher=tiny_llama", "logger=none", "threads=1
 TASK = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num_train=65", "task.recipe.num_dev=64",
         "teacher.finetune.epochs=1", "epochs=1", "optimizer.batch_size=32", "guards.allow_weak_teacher=true",
         "teacher.config.hidden_dropout_prob=0", "teacher.config.attention_probs_dropout_prob=0",
-        "objective=vanilla_kd", "checkpoint.keep=true"]
+        "objective=vanilla_kd", "checkpoint.keep=true", "log_every=1"]
 
 
 def _one(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -83,9 +83,14 @@ def task_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, job: list[str], reference: str,
                                                                request: pytest.FixtureRequest) -> None:
     root = request.getfixturevalue(reference)
-    two = _torchrun([*job, f"cache_dir={root / 'cache'}", f"results_dir={tmp_path / 'two'}"], tmp_path)
+    # task_specific: a cache of its own, so rank 0 fine-tunes the teacher alone while rank 1 waits for it
+    cache = tmp_path / "cache" if job is TASK else root / "cache"
+    two = _torchrun([*job, f"cache_dir={cache}", f"results_dir={tmp_path / 'two'}"], tmp_path)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "teacher replicated over 2 ranks" in two.stdout + two.stderr  # fsdp.teacher's default
+    if job is TASK:  # one fine-tuning, on whole batches (3 steps of 65 examples in batches of 32), then 2 ranks
+        assert (two.stdout + two.stderr).count("fine-tuning the teacher tiny") == 1
+        assert "teacher finetune epoch 1 step 3/3" in two.stdout + two.stderr
     assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
     a, b = _record(root / "one"), _record(tmp_path / "two")
     assert b["status"] == "completed" and "fsdp" not in a
