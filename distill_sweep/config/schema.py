@@ -34,6 +34,13 @@ class CheckpointSettings:
 
 
 @dataclass
+class FsdpSettings:
+    # the frozen teacher of a sharded job (several processes, training/fsdp.py): a whole copy on every rank
+    # (replicate) or sharded over the ranks for inference only (shard: each block all-gathered for its forward)
+    teacher: Literal["replicate", "shard"] = "replicate"
+
+
+@dataclass
 class GuardSettings:
     # the teacher's dev metric must beat the majority-class baseline by this much
     teacher_margin: float = field(default=0.02, metadata={"ge": 0.0})
@@ -120,6 +127,8 @@ class RunSettings:
     teacher_outputs: Literal["auto", "store", "live"] = "auto"
     # when the job checkpoints, and whether the checkpoint is kept
     checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
+    # several processes: how a sharded job (FSDP2) holds its teacher
+    fsdp: FsdpSettings = field(default_factory=FsdpSettings)
     # checks of the teacher before it is distilled
     guards: GuardSettings = field(default_factory=GuardSettings)
     # the result store: records, checkpoints, tables (relative: to the launch directory)

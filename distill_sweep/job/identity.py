@@ -36,7 +36,7 @@ from distill_sweep.models.inits import StudentInit, init_dirname, init_spec, res
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.model_info import check_positions
 from distill_sweep.objectives import ObjectiveSettings
-from distill_sweep.procedures import Procedure
+from distill_sweep.procedures import PROCEDURES, Procedure
 from distill_sweep.records import files, hashing
 from distill_sweep.records.record import completed_record
 from distill_sweep.students import StudentType
@@ -113,10 +113,15 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
         raise ConfigError(f"init={init_spec(init)} applies to student=truncated only: student={kind.name} is "
                           f"not initialised from teacher layers{hint}")
     processes = requested_size()
-    if processes > 1 and not procedure.data_parallel:
+    if processes > 1 and not (procedure.data_parallel or procedure.shards):
+        several = ", ".join(sorted(p.name for p in PROCEDURES.values() if p.data_parallel or p.shards))
         raise ConfigError(f"procedure={procedure.name} runs in one process; {processes} would be started per job "
-                          "(data parallelism is for procedure=task_agnostic; for a sweep, the launcher's nodes x "
+                          f"(several processes run procedure={several}; for a sweep, the launcher's nodes x "
                           "tasks_per_node)")
+    batch = settings.optimizer.batch_size or settings.task.recipe.batch_size
+    if processes > 1 and procedure.shards and procedure_settings.reads_task and batch % processes:
+        raise ConfigError(f"optimizer.batch_size={batch} is not a multiple of the {processes} processes (each takes "
+                          "an equal slice of every batch)")
     if procedure.uses_student and kind.procedures is not None and procedure.name not in kind.procedures:
         raise ConfigError(f"student={kind.name} runs under procedure={' or '.join(kind.procedures)} only, "
                           f"not procedure={procedure.name}")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 from transformers import (
     GenerationConfig,
     LogitsProcessor,
@@ -113,7 +114,10 @@ def generate_responses(model: nn.Module, prompts: Sequence[np.ndarray], *, max_n
     try:
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),  # type: ignore[operator]
                              generation_config=clean_config(max_new_tokens, eos, pad),
-                             logits_processor=processors or LogitsProcessorList())
+                             logits_processor=processors or LogitsProcessorList(),
+                             # a model sharded over ranks (FSDP) gathers its weights in every forward: every rank
+                             # runs forwards until all ranks' rows are done, not only its own
+                             synced_gpus=any(isinstance(p, DTensor) for p in model.parameters()))
     finally:
         model.generation_config = own
         model.train(was_training)

@@ -67,6 +67,8 @@ class Procedure:
     # the teacher-output store (teacher_outputs.py)
     stores_teacher_outputs: bool = False
     data_parallel: bool = False  # runs on several processes (torchrun, SLURM tasks): distributed.py
+    # runs on several processes with its student sharded (FSDP2: training/fsdp.py), its checkpoints too
+    shards: bool = False
 
     @property
     def module(self) -> str:

@@ -67,7 +67,7 @@ from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.output_store import TopKOutputs, open_or_build_topk
 from distill_sweep.toy import vocabulary
-from distill_sweep.training import distributed
+from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.context import RunContext
 from distill_sweep.training.loop import LossFn, seed_everything
 from distill_sweep.training.prediction_capture import SequenceCapture, dev_sequences_hash
@@ -427,6 +427,10 @@ def run(ctx: RunContext) -> None:
     terms = build_objective(job.objective, student_config=student.config, teacher_config=teacher.config,
                             layer_map=layer_map, train_labels=None, num_labels=2)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
+    sharded = fsdp.active()
+    if sharded:  # several processes: FSDP2 (training/fsdp.py), before the parameters are listed
+        record["fsdp"] = fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device,
+                                        ctx.precision)
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     terms = shared_teacher(terms, ctx.pack)  # a pack's members: one teacher forward per batch (decoder_pack.py)
     if shared is not None and terms is not None:  # the loss's view: both sides' next tokens over the shared ids
@@ -436,10 +440,11 @@ def run(ctx: RunContext) -> None:
     policy = (OnPolicy(settings, job.seeds.sampling, s_data, special_tokens(ctx.tokenizer)) if settings.generates()
               else None)
     opt = job.settings.optimizer
+    # several processes: each its slice, gradients reduced by FSDP (one process: the loss itself)
+    update_loss = fsdp.sharded_loss if sharded else accumulated
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
-                  # several processes: each its slice, gradients averaged over ranks (one process: the loss itself)
-                  accumulated(distill_loss(student, teacher, terms, settings.ce_weight, stored,
+                  update_loss(distill_loss(student, teacher, terms, settings.ce_weight, stored,
                                            settings.logits_mode(), data if own is not None else None,
                                            policy if settings.on_policy > 0 else None, settings.logit_chunk),
                               params,

@@ -10,6 +10,7 @@ from transformers import PreTrainedModel
 
 from distill_sweep.objectives.core import Objective, build_objective
 from distill_sweep.teachers.finetuned import fine_tuned_teacher
+from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.context import RunContext
 from distill_sweep.training.stages import Stage
 
@@ -17,7 +18,8 @@ from .common import build_student, teacher_view, train_student
 
 
 def run(ctx: RunContext) -> None:
-    teacher = fine_tuned_teacher(ctx, guard=True)
+    with distributed.main_first():  # several ranks: rank 0 fine-tunes the teacher (cached), the others read it
+        teacher = fine_tuned_teacher(ctx, guard=True)
     student = build_student(ctx, teacher)
     stages, modules = distillation_stages(ctx, teacher, student)
     train_student(ctx, student, stages, modules)
@@ -34,8 +36,15 @@ def distillation_stages(ctx: RunContext, teacher: PreTrainedModel, student: PreT
     objective = Objective(job.objective, terms, regression=data.is_regression)
     for module in objective.modules().values():
         module.to(ctx.device)
-    view = teacher_view(ctx, teacher, terms)
-    stages = [ctx.stage(kind, objective.loss_fn(kind, student, view), objective.trainable(kind, student))
+    with distributed.main_first():  # several ranks: rank 0 builds the teacher-output store, the others read it
+        view = teacher_view(ctx, teacher, terms)
+    if fsdp.active():  # several ranks: FSDP2 (training/fsdp.py), before the stages list their parameters
+        ctx.record["fsdp"] = fsdp.shard_all(student, objective.modules(), teacher, job.settings.run.fsdp.teacher,
+                                            ctx.device, ctx.precision,
+                                            keep_gathered=bool(terms is not None and terms.student_qkv_layers))
+    stages = [ctx.stage(kind, fsdp.on_ranks(objective.loss_fn(kind, student, view), objective.trainable(kind, student),
+                                            [student, *objective.modules().values()]),
+                        objective.trainable(kind, student))
               for kind in objective.stages]
     for stage in stages:  # e.g. TinyBERT's constant-lr intermediate stage
         stage.schedule = job.objective.schedules.get(stage.name, stage.schedule)

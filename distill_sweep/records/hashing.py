@@ -30,6 +30,7 @@ NOT_HASHED = (
     "finetune_grid",  # the jobs a sweep runs after this one, not this job
     "teacher_outputs",  # store or live: the same numbers (to float tolerance, tested); the record says which
     "checkpoint",
+    "fsdp",  # how a sharded job holds its teacher: the same numbers (the teacher's forward, gathered or not)
     "guards",
     "pack",  # a pack's members compute what they would alone (bit-identical, tested)
     "pack_size",

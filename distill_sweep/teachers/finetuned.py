@@ -32,6 +32,7 @@ from distill_sweep.models.loading import (
 )
 from distill_sweep.records.disk import writing
 from distill_sweep.teachers.cache import TeacherSpec, cached_teacher, finetune_settings
+from distill_sweep.training import distributed
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 from distill_sweep.training.context import RunContext
 from distill_sweep.training.loop import cross_entropy_loss, evaluate, seed_everything
@@ -176,7 +177,8 @@ def _finetune(ctx: RunContext, out_dir: Path, settings: TeacherSettings) -> dict
              stage.epochs)
     driver = ctx.driver(model=model, state={"model": model}, checkpoint=out_dir / CHECKPOINT, key=out_dir.name,
                         history=history, seed=ft["seed"], label="teacher ", train=data.teacher_train)
-    driver.run([stage])
+    with distributed.alone():  # several ranks: rank 0 alone fine-tunes (main_first), the others wait for the cache
+        driver.run([stage])
     with writing(out_dir, f"its {CHECKPOINT} is kept: the next run saves the teacher from it"):
         model.save_pretrained(out_dir)
         ctx.tokenizer.save_pretrained(out_dir)

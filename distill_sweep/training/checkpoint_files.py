@@ -3,6 +3,7 @@ bookkeeping read these before torch is imported; checkpoint.py writes and reads 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 CHECKPOINT = "checkpoint.pt"
@@ -13,10 +14,18 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.prev{path.suffix}")
 
 
+def shard_dirs(path: Path) -> list[Path]:
+    """The shard directories of a sharded job's checkpoint (sharded_checkpoint.py), complete or cut short."""
+    return sorted(p for p in path.parent.glob(f"{path.stem}.shards-*") if p.is_dir())
+
+
 def remove_checkpoint(path: Path) -> None:
-    """Delete the checkpoint and the previous one kept beside it, if any, and the temp files of writes that a
-    kill (-9) cut short: nothing else cleans those up. Call it when no write of this checkpoint is under way."""
+    """Delete the checkpoint and the previous one kept beside it, if any, its shard directories (a sharded job's),
+    and the temp files of writes that a kill (-9) cut short: nothing else cleans those up. Call it when no write
+    of this checkpoint is under way."""
     path.unlink(missing_ok=True)
     previous_path(path).unlink(missing_ok=True)
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):
         tmp.unlink(missing_ok=True)
+    for shards in shard_dirs(path):
+        shutil.rmtree(shards, ignore_errors=True)

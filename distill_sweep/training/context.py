@@ -26,8 +26,10 @@ from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import load_tokenizer
 from distill_sweep.records import files
 from distill_sweep.records.record import RECORD, Record, best_epoch, write_record
+from distill_sweep.training import distributed
 from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.distributed import is_main, local_device
+from distill_sweep.training.fsdp import rank_slice
 from distill_sweep.training.loop import LossFn, bf16_cpu_slowdown, bf16_cpu_warning, resolve_device
 from distill_sweep.training.metrics import compute_metrics
 from distill_sweep.training.pack import PackMember
@@ -158,9 +160,11 @@ class RunContext:
         train = self.data.train if train is None else train
 
         def batches(stage: Stage, epoch: int) -> Any:
-            return make_loader(train, stage.batch_size, shuffle=True,
-                               seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad,
-                               num_workers=run.num_workers, by_length=run.batching == "length")
+            loader = make_loader(train, stage.batch_size, shuffle=True,
+                                 seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad,
+                                 num_workers=run.num_workers, by_length=run.batching == "length")
+            world = distributed.world()  # (at each epoch: a teacher fine-tuned by rank 0 alone reads whole batches)
+            return loader if world.size == 1 else (rank_slice(b, world) for b in loader)
 
         return batches
 

@@ -1,5 +1,11 @@
-"""Data parallelism over processes with `torch.distributed` (NCCL on GPU, gloo on CPU), for procedures that
-support it (task_agnostic).
+"""Several processes with `torch.distributed` (NCCL on GPU, gloo on CPU): the process group, the ranks' agreement
+(config hash, stop and non-finite flags, sums) and the data-parallel all-reduce.
+
+Two paths use it: the procedures that declare `shards` (causal_lm, task_specific) shard their student with FSDP2
+(fsdp.py: FSDP reduce-scatters the gradients, sharded_checkpoint.py has every rank write its shards; records equal
+one process's within float tolerance, not to the bit); those that declare `data_parallel` (task_agnostic) keep a
+whole student per rank and sum the gradients with `sum_over_ranks` below (bit-identical to one process). The
+others run in one process (job/identity.py refuses several in one line).
 
 The processes are started by `torchrun` (it sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or by
 submitit on SLURM (`hydra/launcher=slurm hydra.launcher.tasks_per_node=N hydra.launcher.nodes=M`: every task
@@ -7,10 +13,11 @@ runs the whole Hydra job; `submitit.helpers.TorchDistributedEnvironment` gives t
 then runs the same job: same config (checked: ranks that disagree stop with one line), same seeds, its own
 slice of each global batch. Rules that keep them one job:
 
-* only rank 0 writes (the record, checkpoints, the saved student, the tracker); every rank reads the
-  checkpoint on resume;
-* gradients are averaged over ranks with one all-reduce per update (`sum_over_ranks`), together with a
-  non-finite flag, so every rank takes the same update or skips the same step;
+* only rank 0 writes (the record, the saved student, the tracker, the checkpoint's file; a sharded job's ranks
+  each write their shards beside it); every rank reads the checkpoint on resume;
+* data parallel: gradients are averaged over ranks with one all-reduce per update (`sum_over_ranks`), together
+  with a non-finite flag; sharded: the non-finite flag is all-reduced (`any_rank`) before any backward; either
+  way every rank takes the same update or skips the same step;
 * a SLURM preemption signal reaches ranks at different steps: the stop flag is all-reduced every step
   (`any_rank`), so all ranks checkpoint (rank 0 writes) and stop at the same step, and rank 0 hands the signal
   to submitit (which requeues on global rank 0 only) even when another rank got it first;

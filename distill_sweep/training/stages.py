@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from distill_sweep.training import distributed
+from distill_sweep.training import distributed, sharded_checkpoint
 from distill_sweep.training.checkpoint import (
     PreemptionSignal,
     load_checkpoint,
@@ -116,16 +116,16 @@ class StageDriver:
         # where we are: stage index, epoch (1-based) and steps done in it, plus totals for samples/s
         self.pos = {"stage": 0, "epoch": 1, "step": 0, "global_step": 0, "train_samples": 0.0,
                     "train_seconds": 0.0}
-        self.resume = load_checkpoint(checkpoint, key)
+        # an FSDP job (training/fsdp.py): every rank writes its shards of the checkpoint (sharded_checkpoint.py)
+        self.sharded = any(sharded_checkpoint.is_sharded(m) for m in state.values())
+        self.resume = sharded_checkpoint.check(load_checkpoint(checkpoint, key), checkpoint)
         if self.resume is not None and "position" not in self.resume:
             log.warning("ignoring %s: written by an older version that kept no step position", checkpoint)
             self.resume = None
         self.resumed = self.resume is not None
         if self.resume is not None:
             self.pos.update(self.resume["position"])
-            for name, module in state.items():
-                if self.resume.get(name):
-                    module.load_state_dict(self.resume[name])
+            sharded_checkpoint.load_modules(self.resume, state, checkpoint)
             self.history[:] = self.resume["history"]
 
     @property
@@ -158,7 +158,7 @@ class StageDriver:
         self.clock = StageClock()
         if self.resume is not None and index == self.resume["position"]["stage"]:
             if self.resume["optimizer"] is not None:
-                optimizer.load_state_dict(self.resume["optimizer"])
+                sharded_checkpoint.load_optimizer(self.resume, self.state, optimizer, self.ckpt_path)
                 scheduler.load_state_dict(self.resume["scheduler"])
             if self.resume["progress"] is not None:
                 progress = EpochProgress(**self.resume["progress"])
@@ -242,18 +242,24 @@ class StageDriver:
             # start from 0, so the epoch's sum over ranks (_end_epoch) is the global batches' again.
             real, padded = distributed.sum_floats([progress.real_tokens, progress.padded_tokens], self.device)
             progress = dataclasses.replace(progress, real_tokens=int(real), padded_tokens=int(padded))
+        plain = {"config_hash": self.key, "position": dict(self.pos), "history": self.history,
+                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                 "progress": dataclasses.asdict(progress) if progress is not None else None,
+                 "rng": rng_state(), "wandb_id": getattr(self.tracker, "run_id", None)}
+        if self.sharded:  # every rank holds its shards: every rank writes them, rank 0 the rest
+            if not sharded_checkpoint.finite(self.state, self.device):
+                log.warning("not checkpointing: the model has non-finite weights (keeping the last good checkpoint)")
+                return
+            sharded_checkpoint.save(self.ckpt_path, plain, self.state, optimizer)
+            return
         if not distributed.is_main():  # every rank holds the same state; rank 0 writes it
             return
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             log.warning("not checkpointing: the model has non-finite weights (keeping the last good checkpoint)")
             return
         save_checkpoint(self.ckpt_path, {
-            "config_hash": self.key, "position": dict(self.pos), "history": self.history,
-            **{name: module.state_dict() for name, module in self.state.items()},
+            **plain, **{name: module.state_dict() for name, module in self.state.items()},
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "progress": dataclasses.asdict(progress) if progress is not None else None,
-            "rng": rng_state(), "wandb_id": getattr(self.tracker, "run_id", None),
         })
 
 

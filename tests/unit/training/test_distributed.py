@@ -185,10 +185,10 @@ def test_two_ranks_killed_with_sigkill_resume_to_the_uninterrupted_student(tmp_p
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_what_cannot_run_on_several_ranks_is_refused_in_one_line(tmp_path: Path) -> None:
-    task = _torchrun(["task=toy", "teacher=tiny", "logger=none", f"results_dir={tmp_path / 'r'}",
+    task = _torchrun(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", f"results_dir={tmp_path / 'r'}",
                       f"cache_dir={tmp_path / 'c'}"], tmp_path)
     assert task.returncode != 0
-    assert "distill_sweep: error: procedure=task_specific runs in one process; 2 would be started" in task.stderr
+    assert "distill_sweep: error: procedure=finetune runs in one process; 2 would be started" in task.stderr
     batch = _torchrun([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=16", f"results_dir={tmp_path / 'r'}",
                        f"cache_dir={tmp_path / 'c'}"], tmp_path)
     assert batch.returncode != 0
@@ -228,8 +228,10 @@ def test_a_sweep_checks_its_jobs_as_the_launcher_will_start_them(tmp_path: Path)
 
     slurm = ["hydra/launcher=slurm", "hydra.launcher.tasks_per_node=2", "+dry_run=true", "-m",
              f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
-    task = run_cli(["task=toy", "teacher=tiny", "logger=none", *slurm], tmp_path)
-    assert task.returncode == 2 and "procedure=task_specific runs in one process; 2 would be started" in task.stderr
+    task = run_cli(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *slurm], tmp_path)
+    assert task.returncode == 2 and "procedure=finetune runs in one process; 2 would be started" in task.stderr
+    odd = run_cli(["task=toy", "teacher=tiny", "logger=none", "optimizer.batch_size=33", *slurm], tmp_path)
+    assert odd.returncode == 2 and "optimizer.batch_size=33 is not a multiple of the 2 processes" in odd.stderr
     batch = run_cli([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=16", *slurm], tmp_path)
     assert batch.returncode == 2, batch.stderr[-2000:]
     assert "procedure.global_batch=16 is not a multiple of procedure.micro_batch=16 x 2 process(es)" in batch.stderr

@@ -1,0 +1,389 @@
+"""FSDP2 on 2 gloo ranks (torchrun): causal_lm and task_specific jobs sharded equal the one-process job within float
+tolerance; their sharded checkpoints resume in 1 process and after a SIGKILL; what cannot shard is one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_distributed import ENV, _kill_tree, _process_tree, _record, _torchrun, _torchrun_cmd
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+from distill_sweep.training.checkpoint_files import CHECKPOINT
+
+# FSDP reduce-scatters in its own order: equal to one process within this (the losses are O(1); measured ~1e-7)
+REL = 1e-5
+
+# corpus-free toy instructions: every rank's half of a batch holds as many targets (the losses weigh rows the same)
+CAUSAL = ["procedure=causal_lm", "teacher=tiny_llama", "logger=none", "threads=1", "procedure.teacher_steps=30",
+          "student.num_layers=2", "procedure.data=instructions", "objective=fkl", "procedure.epochs=1",
+          "max_steps_per_epoch=3", "checkpoint.keep=true"]
+# dropout off: one process and 2 ranks must draw nothing at random that the other does not
+# 65 examples in batches of 32: the epoch's last batch has 1 row, fewer than the ranks (rank 1 gets a stand-in row)
+TASK = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num_train=65", "task.recipe.num_dev=64",
+        "teacher.finetune.epochs=1", "epochs=1", "optimizer.batch_size=32", "guards.allow_weak_teacher=true",
+        "teacher.config.hidden_dropout_prob=0", "teacher.config.attention_probs_dropout_prob=0",
+        "objective=vanilla_kd", "checkpoint.keep=true", "log_every=1"]
+
+
+def _one(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **ENV})
+
+
+def _student(results: Path) -> dict[str, torch.Tensor]:
+    """The kept checkpoint's student, whole: checkpoint.pt's own (one process) or gathered from its shards."""
+    (path,) = results.rglob(CHECKPOINT)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if "shards" not in state:
+        return state["student"]
+    whole = path.parent / "whole.pt"
+    dcp_to_torch_save(path.parent / state["shards"], whole)
+    model = torch.load(whole, weights_only=False)["model"]
+    return {k.removeprefix("student."): v for k, v in model.items() if k.startswith("student.")}
+
+
+def _same_within(a: dict, b: dict) -> None:
+    """Two records' epochs: the same losses (per term too) and dev metrics within REL."""
+    assert len(a["epochs"]) == len(b["epochs"]) > 0
+    for x, y in zip(a["epochs"], b["epochs"], strict=True):
+        assert (x["stage"], x["epoch"], x["step"]) == (y["stage"], y["epoch"], y["step"])
+        losses = [k for k in x if k == "train_loss" or k.startswith("loss_")]
+        assert losses and {k: y[k] for k in losses} == pytest.approx({k: x[k] for k in losses}, rel=REL)
+        assert y["dev"] == pytest.approx(x["dev"], rel=REL, abs=1e-6)
+
+
+def _reference(root: Path, job: list[str]) -> Path:
+    """`root`, where one process ran `job` (results in root/one, its cache in root/cache for the ranks to share)."""
+    one = _one([*job, f"cache_dir={root / 'cache'}", f"results_dir={root / 'one'}"], root)
+    assert one.returncode == 0, one.stderr[-2000:]
+    return root
+
+
+@pytest.fixture(scope="module")
+def causal_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reference(tmp_path_factory.mktemp("causal"), CAUSAL)
+
+
+@pytest.fixture(scope="module")
+def task_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reference(tmp_path_factory.mktemp("task"), TASK)
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+@pytest.mark.parametrize("job, reference", [(CAUSAL, "causal_one"), (TASK, "task_one")],
+                         ids=["causal_lm", "task_specific"])
+def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, job: list[str], reference: str,
+                                                               request: pytest.FixtureRequest) -> None:
+    root = request.getfixturevalue(reference)
+    # task_specific: a cache of its own, so rank 0 fine-tunes the teacher alone while rank 1 waits for it
+    cache = tmp_path / "cache" if job is TASK else root / "cache"
+    two = _torchrun([*job, f"cache_dir={cache}", f"results_dir={tmp_path / 'two'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert "teacher replicated over 2 ranks" in two.stdout + two.stderr  # fsdp.teacher's default
+    if job is TASK:  # one fine-tuning, on whole batches (3 steps of 65 examples in batches of 32), then 2 ranks
+        assert (two.stdout + two.stderr).count("fine-tuning the teacher tiny") == 1
+        assert "teacher finetune epoch 1 step 3/3" in two.stdout + two.stderr
+    assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
+    a, b = _record(root / "one"), _record(tmp_path / "two")
+    assert b["status"] == "completed" and "fsdp" not in a
+    assert b["fsdp"] == {"ranks": 2, "student_units": b["student"]["num_layers"] + 1, "teacher": "replicate",
+                         "student_resharded_after_forward": True, "param_dtype": "float32", "reduce_dtype": "float32"}
+    _same_within(a, b)
+    # the student was sharded: its checkpoint is the 2 ranks' shards (one directory, named by checkpoint.pt)
+    (ckpt,) = (tmp_path / "two").rglob(CHECKPOINT)
+    shards = [p.name for p in ckpt.parent.iterdir() if p.is_dir()]
+    assert shards == [torch.load(ckpt, weights_only=True)["shards"]]
+    assert sorted(p.name for p in (ckpt.parent / shards[0]).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    # and its weights, gathered from the shards, are the one process's after the same 3 updates
+    sa, sb = _student(root / "one"), _student(tmp_path / "two")
+    assert sa.keys() == sb.keys()
+    assert max(float((sa[k] - sb[k]).abs().max()) for k in sa) < 1e-5
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: Path, causal_one: Path) -> None:
+    sharded = _torchrun([*CAUSAL, "fsdp.teacher=shard", f"cache_dir={causal_one / 'cache'}",
+                         f"results_dir={tmp_path / 'shard'}"], tmp_path)
+    assert sharded.returncode == 0, sharded.stderr[-3000:]
+    assert "teacher sharded over 2 ranks" in sharded.stdout + sharded.stderr
+    _same_within(_record(causal_one / "one"), _record(tmp_path / "shard"))
+
+
+# attention KL (the paper's main objective): its loss reads the q/k/v projections inside the blocks, the teacher runs
+# live as deep as the terms read, two stages each with its own optimizer
+ATTENTION = [*(a for a in TASK if not a.startswith("objective=")), "objective=att_kl", "teacher_outputs=live",
+             "max_steps_per_epoch=2"]
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+def test_an_attention_objective_trains_sharded_with_a_sharded_teacher(tmp_path: Path, task_one: Path) -> None:
+    common = [*ATTENTION, f"cache_dir={task_one / 'cache'}"]
+    one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = _torchrun([*common, "fsdp.teacher=shard", f"results_dir={tmp_path / 'two'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = _record(tmp_path / "one"), _record(tmp_path / "two")
+    # the q/k/v gradients reach the blocks' weights outside FSDP's hooks: the blocks stay gathered to the backward
+    assert b["fsdp"]["student_resharded_after_forward"] is False and b["fsdp"]["teacher"] == "shard"
+    (ia, pa), (ib, pb) = a["epochs"], b["epochs"]
+    assert (ia["stage"], pa["stage"]) == (ib["stage"], pb["stage"]) == ("intermediate", "prediction")
+    # the attention KL averages over each slice's real tokens, and the two halves of a batch hold other numbers of
+    # tokens: the 2-rank mean of the halves' means differs from the whole batch's in the third digit here
+    assert ib["loss_att_kl"] == pytest.approx(ia["loss_att_kl"], rel=1e-2)
+    # the prediction stage's KD is a mean over rows: the one process's within float tolerance again
+    assert pb["train_loss"] == pytest.approx(pa["train_loss"], rel=REL)
+    assert pb["dev"] == pytest.approx(pa["dev"], rel=REL)
+
+
+# a checkpoint at every step, ~24 steps: a kill lands mid-training
+KILLABLE = [*(a for a in CAUSAL if a.split("=")[0] not in ("max_steps_per_epoch", "procedure.epochs",
+                                                          "checkpoint.keep")),
+            "procedure.epochs=3", "max_steps_per_epoch=8", "checkpoint.every_steps=1", "log_every=1"]
+
+
+def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank: bool, sharded: bool = True
+                               ) -> dict:
+    """Start `cmd` (torchrun, 2 ranks; or one process), SIGKILL once a checkpoint is committed: the whole tree, or
+    one rank (`one_rank`: torchrun then stops the other); returns the checkpoint's position."""
+    run = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env={**os.environ, **ENV}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(out.rglob(CHECKPOINT)):  # committed by an atomic rename: there, its shards are whole
+            assert run.poll() is None, f"the job ended before it could be killed:\n{run.communicate()[0][-3000:]}"
+            assert time.monotonic() < deadline, "no checkpoint within 300 s"
+            time.sleep(0.02)
+        if one_rank:  # the deepest process: a rank (torchrun -> its agent's workers)
+            rank = [pid for pid in _process_tree(run.pid) if pid != run.pid][-1]
+            os.kill(rank, signal.SIGKILL)
+            run.communicate(timeout=120)
+            assert run.returncode != 0
+        else:
+            _kill_tree(run.pid)
+            run.communicate(timeout=60)
+            assert run.returncode == -signal.SIGKILL
+    finally:
+        if run.poll() is None:
+            _kill_tree(run.pid)
+            run.communicate(timeout=60)
+    (ckpt,) = out.rglob(CHECKPOINT)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    if sharded:
+        assert state["shards"] and (ckpt.parent / state["shards"] / ".metadata").exists()
+    else:
+        assert "shards" not in state and state["student"]
+    assert _record(out)["status"] == "running"  # what the kill left
+    return state["position"]
+
+
+@pytest.fixture(scope="module")
+def killable_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _reference(tmp_path_factory.mktemp("killable"), KILLABLE)
+
+
+def _resumed(output: str) -> list[tuple[int, int]]:
+    return [(int(e), int(s)) for e, s in re.findall(r"resuming from \S+ at distill epoch (\d+) step (\d+)", output)]
+
+
+@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
+def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path, killable_one: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
+    out = tmp_path / "two"
+    at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=False)
+    again = _one([*common, f"results_dir={out}"], tmp_path)  # 1 process reads the 2 ranks' shards
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])]
+    record = _record(out)
+    assert record["status"] == "completed" and (record["attempts"], record["resumed"]) == (2, 1)
+    _same_within(_record(killable_one / "one"), record)
+    left = [p.name for p in out.rglob("*") if p.name == CHECKPOINT or ".shards-" in p.name or p.suffix == ".tmp"]
+    assert not left, left  # the completed job removed its checkpoint and every shard directory
+
+
+@pytest.mark.slow  # a kill and a torchrun re-run: over 2 s
+def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_path: Path, killable_one: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
+    out = tmp_path / "two"
+    cmd = [sys.executable, "-m", "distill_sweep", *common, f"results_dir={out}"]
+    at = _killed_after_a_checkpoint(cmd, out, tmp_path, one_rank=False, sharded=False)
+    again = _torchrun([*common, f"results_dir={out}"], tmp_path)  # each rank keeps its shards of the whole tensors
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])] * 2
+    record = _record(out)
+    assert record["status"] == "completed" and record["causal_lm"]["ranks"] == 2
+    _same_within(_record(killable_one / "one"), record)
+
+
+@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
+def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_path: Path, killable_one: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
+    out = tmp_path / "two"
+    at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=True)
+    again = _torchrun([*common, f"results_dir={out}"], tmp_path)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    resumed = _resumed(again.stderr + again.stdout)
+    assert len(resumed) == 2 and len(set(resumed)) == 1, resumed  # both ranks, at one position
+    assert resumed[0] >= (at["epoch"], at["step"])  # the kill's checkpoint, or one the dying ranks committed after
+    record = _record(out)
+    assert record["status"] == "completed" and record["resumed"] == 1
+    _same_within(_record(killable_one / "one"), record)
+
+
+@pytest.mark.slow  # torchrun: over 2 s
+def test_what_cannot_shard_is_refused_in_one_line_before_any_work(tmp_path: Path) -> None:
+    where = [f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
+    cannot = _torchrun(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *where], tmp_path)
+    assert cannot.returncode != 0
+    assert ("distill_sweep: error: procedure=finetune runs in one process; 2 would be started per job (several "
+            "processes run procedure=causal_lm, task_agnostic, task_specific;") in cannot.stderr
+    odd = _torchrun([*TASK, "optimizer.batch_size=33", *where], tmp_path)
+    assert odd.returncode != 0
+    assert "distill_sweep: error: optimizer.batch_size=33 is not a multiple of the 2 processes" in odd.stderr
+    assert not list((tmp_path / "r").rglob("result.json")) and not list((tmp_path / "r").rglob(CHECKPOINT))
+
+
+def test_a_rank_slice_splits_a_partial_batch_and_weighs_rows() -> None:
+    from types import SimpleNamespace
+
+    from distill_sweep.training.fsdp import ROWS, rank_slice
+
+    def slices(n: int, size: int) -> list[tuple[list[int], int]]:
+        batch = {"input_ids": torch.arange(n).unsqueeze(1), "labels": torch.arange(n)}
+        cut = [rank_slice(batch, SimpleNamespace(rank=r, size=size)) for r in range(size)]
+        return [(c["labels"].tolist(), int(c[ROWS])) for c in cut]
+
+    # 7 rows over 3 ranks: 3 + 2 + 2, in order, none twice, each counted
+    assert slices(7, 3) == [([0, 1, 2], 3), ([3, 4], 2), ([5, 6], 2)]
+    # 1 row over 2 ranks: rank 1 runs the same forward on a stand-in (row 0) that counts for nothing
+    assert slices(1, 2) == [([0], 1), ([0], 0)]
+
+
+def test_bf16_all_gathers_and_computes_in_bf16_and_reduces_in_float32() -> None:
+    from distill_sweep.training.fsdp import precision_policy
+
+    bf16, fp32 = precision_policy("bf16"), precision_policy("fp32")
+    assert (bf16.param_dtype, bf16.reduce_dtype) == (torch.bfloat16, torch.float32)
+    assert (fp32.param_dtype, fp32.reduce_dtype) == (None, None)  # no cast
+
+
+@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
+def test_two_sharded_ranks_under_bf16_train_as_one_process_to_bf16_rounding(tmp_path: Path) -> None:
+    common = [*CAUSAL, "precision=bf16", f"cache_dir={tmp_path / 'cache'}"]
+    one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = _torchrun([*common, f"results_dir={tmp_path / 'two'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = _record(tmp_path / "one"), _record(tmp_path / "two")
+    # bf16 keeps 8 bits of mantissa (relative rounding 2^-8 ~ 4e-3): autocast casts at each op, FSDP's policy the
+    # gathered weights; both round to bf16, not at the same places (measured ~3e-3 on the loss)
+    for x, y in zip(a["epochs"], b["epochs"], strict=True):
+        assert y["train_loss"] == pytest.approx(x["train_loss"], rel=2e-2)
+        assert y["dev"]["nll"] == pytest.approx(x["dev"]["nll"], rel=2e-2)
+    assert (b["fsdp"]["param_dtype"], b["fsdp"]["reduce_dtype"]) == ("bfloat16", "float32")
+    # the sharded master weights stay float32 (the policy casts copies for the compute)
+    assert {v.dtype for v in _student(tmp_path / "two").values()} == {torch.float32}
+
+
+@pytest.mark.slow  # torchrun: over 2 s
+def test_sharded_ranks_sample_on_policy_responses_of_their_own_lengths(tmp_path: Path) -> None:
+    """Each rank samples its rows' responses, which end at other steps than the other rank's: the sharded student
+    gathers its weights in every forward, so every rank keeps generating until all are done (without it, the ranks'
+    collectives no longer pair up and the job hangs: measured, killed by the timeout here)."""
+    args = [*CAUSAL, "procedure.on_policy=1.0", "procedure.generation.max_new_tokens=6",
+            f"cache_dir={tmp_path / 'cache'}", f"results_dir={tmp_path / 'r'}"]
+    run = subprocess.run(_torchrun_cmd(args), cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                         env={**os.environ, **ENV})
+    assert run.returncode == 0, run.stderr[-3000:]
+    record = _record(tmp_path / "r")
+    assert record["status"] == "completed" and record["causal_lm"]["data_source"]["on_policy_steps"]
+
+
+def _step_worker(rank: int, port: int, out: dict) -> None:
+    """Rank `rank` of 2: a sharded linear model's sharded_loss over its slice of a 5-row batch (3 + 2 rows)."""
+    import torch.distributed as dist
+
+    from distill_sweep.training import distributed, fsdp
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    torch.set_num_threads(1)
+    world = distributed.setup(torch.device("cpu"))
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        fsdp.shard_student(model, torch.device("cpu"), "fp32")
+        params = list(model.parameters())
+        poison = {"on": True}
+
+        def loss_fn(batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
+            loss = model(batch["x"]).pow(2).sum(-1).mean()  # a mean over the slice's rows
+            if poison["on"] and rank == 1:
+                loss = loss * float("nan")
+            return loss, {"sq": float(loss.detach())}
+
+        step = fsdp.sharded_loss(loss_fn, params, None)
+        x = torch.arange(20, dtype=torch.float32).reshape(5, 4) / 10
+        mine = fsdp.rank_slice({"input_ids": x[:, 0], "x": x}, world)
+        bad, bad_parts = step(mine)  # rank 1's loss is NaN: every rank returns NaN, no rank keeps a gradient
+        out[f"bad{rank}"] = (bool(torch.isnan(bad)), all(p.grad is None for p in params))
+        poison["on"] = False
+        value, parts = step(mine)
+        value.backward()
+        out[f"ok{rank}"] = (float(value), parts["sq"], [p.grad.full_tensor().tolist() for p in params])
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # two gloo ranks: over 2 s
+def test_the_sharded_step_is_the_global_batch_mean_and_a_nan_on_one_rank_skips_it_on_every_rank() -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with mp.Manager() as manager:
+        out = manager.dict()
+        mp.spawn(_step_worker, args=(port, out), nprocs=2)
+        result = dict(out)
+    assert result["bad0"] == result["bad1"] == (True, True)
+    # one process on the 5 rows: the mean over rows of |W x + b|^2 and its gradient, by hand
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    x = torch.arange(20, dtype=torch.float32).reshape(5, 4) / 10
+    y = x @ model.weight.detach().T + model.bias.detach()
+    expected = float(y.pow(2).sum(-1).mean())
+    grad_w, grad_b = 2 * y.T @ x / 5, 2 * y.sum(0) / 5  # d/dW mean_i |W x_i + b|^2
+    for rank in (0, 1):
+        value, sq, (gw, gb) = result[f"ok{rank}"]
+        # rank 0's 3 rows and rank 1's 2 weigh as 3/5 and 2/5 of the global batch, not 1/2 each
+        assert value == pytest.approx(expected, rel=1e-6) and sq == pytest.approx(expected, rel=1e-6)
+        assert torch.allclose(torch.tensor(gw), grad_w, rtol=1e-5, atol=1e-6)
+        assert torch.allclose(torch.tensor(gb), grad_b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_naming_missing_shards_starts_over_and_removal_takes_every_shard_directory(tmp_path: Path) -> None:
+    from distill_sweep.training import sharded_checkpoint
+    from distill_sweep.training.checkpoint import load_checkpoint, save_checkpoint
+    from distill_sweep.training.checkpoint_files import remove_checkpoint
+
+    path = tmp_path / CHECKPOINT
+    save_checkpoint(path, {"config_hash": "k", "position": {}, "shards": "checkpoint.shards-new"})
+    state = load_checkpoint(path, "k")
+    assert state is not None and sharded_checkpoint.check(state, path) is None  # its shards are not there: start over
+    (tmp_path / "checkpoint.shards-new").mkdir()
+    assert sharded_checkpoint.check(state, path) is None  # nor whole (DCP writes .metadata last)
+    (tmp_path / "checkpoint.shards-new" / ".metadata").write_bytes(b"")
+    assert sharded_checkpoint.check(state, path) is state
+    (tmp_path / "checkpoint.shards-cut").mkdir()  # a save a kill cut short: no checkpoint.pt names it
+    (tmp_path / "checkpoint.shards-cut" / "__0_0.distcp").write_bytes(b"x")
+    remove_checkpoint(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
