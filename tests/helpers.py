@@ -84,11 +84,12 @@ def save_toy_student(directory: Path, cache: Path, *, layers: int, ffn: int) -> 
     return directory
 
 
-def save_diverged_model(directory: Path, cache: Path, weight: str = "classifier.bias") -> Path:
+def save_diverged_model(directory: Path, cache: Path, weight: str | None = "classifier.bias") -> Path:
     """A toy-task BERT classifier the size of teacher=tiny (random weights) whose `weight` holds an inf: a model that
-    has diverged. Settings that overflow the loss are refused before any work (config/parse.py's ranges), so the
-    tests of the non-finite-loss path start where it is met in practice: from a model that is already non-finite,
-    given as the teacher (teacher.finetuned_path) or the student (student=pretrained)."""
+    has diverged (None: a healthy one of the same shape). Settings that overflow the loss are refused before any
+    work (config/parse.py's ranges), so the tests of the non-finite-loss path start where it is met in practice:
+    from a model that is already non-finite, given as the teacher (teacher.finetuned_path) or the student
+    (student=pretrained)."""
     import torch
     from safetensors.torch import load_file, save_file
     from transformers import BertConfig, BertForSequenceClassification
@@ -102,6 +103,8 @@ def save_diverged_model(directory: Path, cache: Path, weight: str = "classifier.
                         num_labels=len(labels), id2label=dict(enumerate(labels)),
                         label2id={name: i for i, name in enumerate(labels)})
     BertForSequenceClassification(config).save_pretrained(directory)
+    if weight is None:
+        return directory
     path = directory / "model.safetensors"
     state = load_file(path)
     state[weight].view(-1)[0] = float("inf")

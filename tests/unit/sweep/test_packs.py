@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import FAST, compose_cfg, records, run_cli
+from helpers import FAST, compose_cfg, records, run_cli, save_diverged_model
 
 from distill_sweep.job.identity import identify
 from distill_sweep.sweep.cost import pack_cost
@@ -56,17 +56,20 @@ def test_packs_put_the_same_stages_next_to_each_other_and_hold_at_most_pack_size
 @pytest.mark.slow  # a sweep of six short jobs, twice
 def test_a_sweep_launches_packs_a_member_fails_alone_and_a_rerun_packs_the_rest(tmp_path: Path) -> None:
     out, cache = tmp_path / "results", tmp_path / "cache"
-    grid = [*BASE, "objective=hid_seq,att_kl,vanilla_kd", "optimizer.lr=1e-3,1e30", f"results_dir={out}",
-            f"cache_dir={cache}", "-m"]
+    # two saved students of the teacher's shape, one of them diverged (an inf in its embeddings' LayerNorm)
+    good = save_diverged_model(tmp_path / "good", cache, None)
+    bad = save_diverged_model(tmp_path / "bad", cache, "bert.embeddings.LayerNorm.bias")
+    grid = [*BASE, "objective=hid_seq,att_kl,vanilla_kd", "student=pretrained", f"student.name_or_path={good},{bad}",
+            f"results_dir={out}", f"cache_dir={cache}", "-m"]
     dry = run_cli([*grid, "+dry_run=true"], cwd=tmp_path)
     assert "packs (pack=auto): 6 jobs in 1 process(es), 1 pack(s) of 6 jobs" in dry.stdout, dry.stdout[-2000:]
     first = run_cli(grid, cwd=tmp_path)
-    assert first.returncode == 1  # the absurd lr's members fail (non-finite loss) ...
+    assert first.returncode == 1  # the diverged student's members fail (non-finite loss) ...
     assert "6 jobs in 1 process(es): 1 pack(s) trained in lockstep" in first.stdout, first.stdout[-2000:]
     assert "3 of 6 jobs failed" in first.stderr and "non-finite loss" in first.stderr, first.stderr[-2000:]
     recs = records(out)
-    assert sorted((r["config"]["optimizer"]["lr"], r["status"]) for r in recs) == \
-        [(1e-3, "completed")] * 3 + [(1e30, "failed")] * 3  # ... alone: the others completed
+    assert sorted((r["config"]["student"]["name_or_path"], r["status"]) for r in recs) == \
+        sorted([(str(good), "completed")] * 3 + [(str(bad), "failed")] * 3)  # ... alone: the others completed
     assert len(list((tmp_path / "multirun").rglob("packs/pack-*.json"))) == 1
 
     # a completed member's record removed: the re-run packs only the jobs still missing (it and the failed ones)

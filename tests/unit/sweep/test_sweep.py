@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import FAST, compose_cfg, records, run_cli
+from helpers import FAST, compose_cfg, records, run_cli, save_diverged_model
 
 from distill_sweep.job.plain_config import config_hash
 from distill_sweep.records import files
@@ -50,14 +50,17 @@ def test_paper_presets_expand_to_the_papers_grids() -> None:
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_sweep_skips_completed_reruns_missing_and_failed_and_survives_a_failure(tmp_path: Path) -> None:
     out, cache = tmp_path / "results", tmp_path / "cache"
-    # 2 lrs x 2 seeds: the absurd lr makes 2 jobs fail (non-finite loss) while the other 2 complete
-    grid = [*FAST, "objective=hid_seq", "optimizer.lr=1e-3,1e30", "seed=1,2", f"results_dir={out}",
-            f"cache_dir={cache}", "-m"]
+    # 2 students x 2 seeds: the diverged student (an inf in its weights) makes 2 jobs fail (non-finite loss) while
+    # the other 2 complete
+    good = save_diverged_model(tmp_path / "good", cache, None)
+    bad = save_diverged_model(tmp_path / "bad", cache, "bert.embeddings.LayerNorm.bias")
+    grid = [*FAST, "objective=hid_seq", "student=pretrained", f"student.name_or_path={good},{bad}", "seed=1,2",
+            f"results_dir={out}", f"cache_dir={cache}", "-m"]
     first = run_cli(grid, cwd=tmp_path)
     assert first.returncode == 1  # Hydra's rule: a failed job makes the multirun exit 1 ...
     assert "4 jobs in the grid, 0 already completed, 4 to run" in first.stdout
     # one line per job as it finishes, read from the store (whatever the launcher)
-    assert first.stdout.count("] completed: toy/hid_seq init-1 seed") == 2 and first.stdout.count("] failed: ") == 2
+    assert first.stdout.count("] completed: toy/hid_seq init-pretrained seed") == 2 and first.stdout.count("] failed: ") == 2
     recs = records(out)
     assert sorted(r["status"] for r in recs) == ["completed", "completed", "failed", "failed"]  # ... others finish
     failed = [r for r in recs if r["status"] == "failed"]
@@ -68,8 +71,8 @@ def test_sweep_skips_completed_reruns_missing_and_failed_and_survives_a_failure(
     assert "4 jobs in the grid, 2 already completed, 2 to run" in again.stdout
 
     # only the good half: re-running executes 0 jobs; deleting one record re-runs exactly that one
-    good = [*FAST, "objective=hid_seq", "optimizer.lr=1e-3", "seed=1,2", f"results_dir={out}",
-            f"cache_dir={cache}", "-m"]
+    good = [*FAST, "objective=hid_seq", "student=pretrained", f"student.name_or_path={good}", "seed=1,2",
+            f"results_dir={out}", f"cache_dir={cache}", "-m"]
     before = {r["config_hash"]: r["finished_at"] for r in records(out) if r["status"] == "completed"}
     zero = run_cli(good, cwd=tmp_path)
     assert zero.returncode == 0 and "2 jobs in the grid, 2 already completed, 0 to run" in zero.stdout

@@ -83,9 +83,6 @@ def test_each_member_of_a_pack_is_bit_identical_to_its_job_alone(tmp_path: Path,
     # one at the very first batch, whose forward was run for hid_seq before att_kl had asked for its q/k/v
     forwards = int(re.search(r"the pack's teacher: (\d+) forwards", caplog.text).group(1))
     assert forwards == 2 * STEPS + 1
-    # the members' identical set-up lines (the cached teacher each loads) are logged once; their own lines each
-    print(caplog.text)
-    assert caplog.text.count("reusing cached teacher") == 1 and caplog.text.count("done toy/") == len(MEMBERS)
 
 
 def test_a_member_with_a_non_finite_loss_fails_alone(tmp_path: Path, shared_cache: Path, alone) -> None:
