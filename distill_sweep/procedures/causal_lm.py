@@ -74,6 +74,7 @@ from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
+from .lm_eval_stage import check_tasks, run_stage
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 from .settings import CausalLMSettings
@@ -110,6 +111,7 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
         raise ConfigError(f"{why}: next-token KD is objective=fkl (or rkl, gjsd; hid_seq for hidden states), or "
                           "set procedure.ce_weight > 0")
     check_vocabularies(settings, job, terms)
+    check_tasks(settings.lm_eval)  # a task name the harness does not know: refused before any training
     first_token = [t for t in terms if TERMS[t].cls_only]
     if first_token:
         raise ConfigError(f"term {first_token[0]} of objective={job.objective_name} reads the first token's state "
@@ -472,3 +474,6 @@ def run(ctx: RunContext) -> None:
             # what the dev metrics (teacher's and student's) read: the log-softmax and argmax over ids 0..n-1
             "metrics": {"vocabulary": "shared_ids", "size": shared}}
     train_student(cctx, student, [stage], modules)
+    if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
+        record["lm_eval"] = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir,
+                                     job.settings.run.eval_batch_size)
