@@ -31,7 +31,7 @@ def toy_task_rows(rows: int = TOY_ROWS, seed: int = TOY_SEED) -> list[dict[str, 
 
 
 def write_toy_file(path: Path = TOY_FILE) -> Path:
-    """Write the shipped JSONL file (`python -m distill_sweep.data.lm_eval_files` rewrites it)."""
+    """Write the shipped JSONL file (run this module to rewrite it)."""
     path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in toy_task_rows()), encoding="utf-8")
     return path
 
