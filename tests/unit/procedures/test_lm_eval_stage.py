@@ -131,3 +131,41 @@ def test_the_per_example_file_is_checked_on_read(tmp_path: Path):
     with pytest.raises(PredictionsError, match=r"unreadable"):
         read_samples(tmp_path)
     assert read_samples(tmp_path / "none") is None
+
+
+def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Path):
+    """A user's task over a JSONL file (the documented MiniLLM-style route: include_path, dataset_path json): the
+    harness's multiple-choice acc of a toy-vocabulary model equals the choice worked here from the model's logits
+    after [BOS] prompt, the layout of the training sequences (data/decoder.py), so the tokenizer given to the
+    harness opens each text as training did."""
+    import torch
+    from tiny_models import tiny_llama
+
+    from distill_sweep.procedures.lm_eval_stage import evaluate
+    from distill_sweep.procedures.settings import LMEvalSettings
+    from distill_sweep.toy import build_toy_tokenizer
+
+    tokenizer = build_toy_tokenizer(tmp_path / "tok")
+    model = tiny_llama(layers=2)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    torch.manual_seed(3)
+    with torch.no_grad():  # a model whose choices differ from document to document
+        model.lm_head.weight.normal_(0, 2.0)
+    rows = toy_task_rows(rows=20, seed=5)
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "tasks" / "mine.yaml").write_text(
+        "task: my_choice\ndataset_path: json\n"
+        f"dataset_kwargs: {{data_files: {{test: {tmp_path / 'tasks' / 'pairs.jsonl'}}}}}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{prompt}}'\ndoc_to_choice: '{{choices}}'\n"
+        "doc_to_target: '{{label}}'\nmetric_list: [{metric: acc}]\n")
+    out = evaluate(model, tokenizer, LMEvalSettings(tasks=["my_choice"], include_path=str(tmp_path / "tasks")), 8)
+    labels = [tokenizer.convert_tokens_to_ids(w) for w in rows[0]["choices"]]
+    right = []
+    for r in rows:  # [BOS]=[CLS], the prompt's words; the choice: the label word most likely next
+        ids = [tokenizer.cls_token_id, *tokenizer(r["prompt"], add_special_tokens=False).input_ids]
+        with torch.no_grad():
+            last = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        right.append(int(torch.argmax(last[labels])) == r["label"])
+    assert 0 < sum(right) < len(right)  # not a constant answer: the check can tell layouts apart
+    assert math.isclose(out["results"]["my_choice"]["acc,none"], sum(right) / len(right), abs_tol=1e-12)
