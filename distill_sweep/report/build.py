@@ -529,6 +529,13 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
             doc.table(*scored)
             doc.text(decoder_lm_eval.NOTE)
             files[f"decoder{i + 1}_lm_eval.csv"] = pd.DataFrame(scored[1], columns=scored[0])
+            compared, lm_notes = decoder_lm_eval.comparisons(parts[i])
+            if compared:
+                doc.table(decoder_lm_eval.COMPARISON_HEADERS, compared)
+                files[f"decoder{i + 1}_lm_eval_tests.csv"] = pd.DataFrame(compared,
+                                                                         columns=decoder_lm_eval.COMPARISON_HEADERS)
+            for note in lm_notes:
+                doc.text(note)
     files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev", "path"])
 
 
