@@ -111,7 +111,6 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
         raise ConfigError(f"{why}: next-token KD is objective=fkl (or rkl, gjsd; hid_seq for hidden states), or "
                           "set procedure.ce_weight > 0")
     check_vocabularies(settings, job, terms)
-    check_tasks(settings.lm_eval)  # a task name the harness does not know: refused before any training
     first_token = [t for t in terms if TERMS[t].cls_only]
     if first_token:
         raise ConfigError(f"term {first_token[0]} of objective={job.objective_name} reads the first token's state "
@@ -130,6 +129,8 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
         if settings.teacher_top_k > vocab:
             raise ConfigError(f"procedure.teacher_top_k={settings.teacher_top_k} is larger than the vocabulary "
                               f"({vocab})")
+    # last: it imports lm_eval (seconds); a task name the harness does not know is refused before any training
+    check_tasks(settings.lm_eval)
 
 
 def check_logit_stages(objective: Any, terms: list[str]) -> None:
