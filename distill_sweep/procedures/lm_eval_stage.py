@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import random
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
 from distill_sweep.config.parse import as_dict
@@ -91,13 +93,20 @@ def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_s
     tok, bos = harness_tokenizer(tokenizer)
     training = model.training
     model.eval()
+    # simple_evaluate seeds Python's, NumPy's and torch's global generators: a pack member still training beside
+    # this one (decoder_pack.py) must keep drawing its own stream, so they are put back as they were
+    py_state, np_state = random.getstate(), np.random.get_state()
+    devices = [model.device] if model.device.type == "cuda" else []
     try:
-        lm = HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size, add_bos_token=bos)
-        out = simple_evaluate(model=lm, tasks=list(settings.tasks), task_manager=manager_for(settings),
-                              limit=settings.limit, num_fewshot=settings.num_fewshot, log_samples=True,
-                              bootstrap_iters=0)  # spread: the report's, over seeds (and examples)
+        with torch.random.fork_rng(devices=devices):
+            lm = HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size, add_bos_token=bos)
+            out = simple_evaluate(model=lm, tasks=list(settings.tasks), task_manager=manager_for(settings),
+                                  limit=settings.limit, num_fewshot=settings.num_fewshot, log_samples=True,
+                                  bootstrap_iters=0)  # spread: the report's, over seeds (and examples)
     finally:
         model.train(training)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
     assert out is not None  # (None on the ranks past 0 of the harness's own multi-process runs only)
     return out
 

@@ -159,7 +159,14 @@ def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Pat
         f"dataset_kwargs: {{data_files: {{test: {tmp_path / 'tasks' / 'pairs.jsonl'}}}}}\n"
         "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{prompt}}'\ndoc_to_choice: '{{choices}}'\n"
         "doc_to_target: '{{label}}'\nmetric_list: [{metric: acc}]\n")
+    torch.manual_seed(11)
+    np.random.seed(11)
+    want = (torch.rand(3), np.random.rand(3))
+    torch.manual_seed(11)
+    np.random.seed(11)
     out = evaluate(model, tokenizer, LMEvalSettings(tasks=["my_choice"], include_path=str(tmp_path / "tasks")), 8)
+    # the harness seeds the global generators; the stage puts them back (a pack member beside it draws on)
+    assert torch.equal(torch.rand(3), want[0]) and np.array_equal(np.random.rand(3), want[1])
     labels = [tokenizer.convert_tokens_to_ids(w) for w in rows[0]["choices"]]
     right = []
     for r in rows:  # [BOS]=[CLS], the prompt's words; the choice: the label word most likely next
