@@ -58,6 +58,7 @@ def test_the_stage_is_refused_for_a_procedure_that_is_not_causal_lm(tmp_path: Pa
     assert "\n" not in str(refused.value) and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow  # indexes the harness's own tasks (seconds)
 def test_a_malformed_task_yaml_in_include_path_is_refused_by_name(tmp_path: Path):
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "mine.yaml").write_text("task: my_task\noutput_type: [unclosed\n")
@@ -74,6 +75,7 @@ def test_the_shipped_task_file_is_the_toy_instructions_it_is_made_from():
     assert all(r["choices"][r["label"]] == r["response"] for r in rows) and len({r["prompt"] for r in rows}) > 40
 
 
+@pytest.mark.slow  # a real job (and lm_eval's import, about 15 s)
 def test_the_stage_scores_the_student_as_lm_eval_scores_the_saved_model(tmp_path: Path, monkeypatch):
     from lm_eval import simple_evaluate
 
