@@ -74,7 +74,7 @@ from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
-from .lm_eval_stage import check_tasks, run_stage
+from .lm_eval_stage import check_tasks, run_stage, teacher_stage
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 from .settings import CausalLMSettings
@@ -476,5 +476,7 @@ def run(ctx: RunContext) -> None:
             "metrics": {"vocabulary": "shared_ids", "size": shared}}
     train_student(cctx, student, [stage], modules)
     if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
-        record["lm_eval"] = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir,
-                                     job.settings.run.eval_batch_size)
+        batch = job.settings.run.eval_batch_size
+        record["lm_eval"] = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)
+        record["lm_eval"]["teacher"] = teacher_stage(teacher, ctx.tokenizer, settings.lm_eval, teacher_info,
+                                                     ctx.cache_dir, record["lm_eval"]["docs"], batch)

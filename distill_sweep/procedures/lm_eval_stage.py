@@ -9,12 +9,16 @@ name none of them knows is refused in one line by `check_tasks`, before any trai
 The record gets `lm_eval`: the scores per task and metric, each task's documents' content hash and count, and the
 settings; the per-example values go to `lm_eval_samples.npz` beside it (records/lm_eval_results.py, checksummed),
 keyed by that hash. Greedy generation and the harness's fixed seeds: the same student gives the same scores.
+The teacher is scored once (`teacher_stage`, cached under cache_dir/lm_eval by its path and the settings, reused
+while its documents hash equals the student's) and its scores go into the block as `teacher`.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import json
 import random
 from importlib.metadata import version
 from pathlib import Path
@@ -27,6 +31,7 @@ from torch import nn
 from distill_sweep.config.parse import as_dict
 from distill_sweep.data.lm_eval_files import SHIPPED_TASKS, TASKS_DIR, docs_hash
 from distill_sweep.errors import ConfigError
+from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, write_samples
 
 from .settings import LMEvalSettings
@@ -138,12 +143,36 @@ def samples_of(samples: list[dict[str, Any]]) -> TaskSamples:
                        {m: np.asarray([rows[i][m] for i in ids], dtype=np.float64) for m in names})
 
 
+def _block(out: dict[str, Any], tasks: list[str]) -> tuple[dict[str, Any], dict[str, TaskSamples]]:
+    samples = {t: samples_of(out["samples"][t]) for t in tasks}
+    return {"scores": {t: scores_of(out["results"][t]) for t in tasks},
+            "docs": {t: {"docs_hash": s.docs_hash, "n": len(s.doc_id)} for t, s in samples.items()}}, samples
+
+
+def teacher_stage(teacher: nn.Module, tokenizer: Any, settings: LMEvalSettings, teacher_info: dict[str, Any],
+                  cache_dir: Path, docs: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    """The teacher's scores on the same tasks: read from the cache (cache_dir/lm_eval, keyed by the teacher's path,
+    which names a trained teacher's cache key, and the settings) when they were made on the student's documents
+    (`docs`, the student block's), else evaluated and cached. A teacher without a path (random) is evaluated."""
+    where = teacher_info.get("path")
+    file = None
+    if where:
+        key = hashlib.sha256(json.dumps({"teacher": str(where), "settings": as_dict(settings)},
+                                        sort_keys=True).encode()).hexdigest()[:20]
+        file = Path(cache_dir) / "lm_eval" / f"{key}.json"
+        cached = read_record(file)
+        if cached is not None and cached.get("docs") == docs:
+            return {**cached, "cache": "reused"}
+    block, _ = _block(evaluate(teacher, tokenizer, settings, batch_size), list(settings.tasks))
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(file, block)
+    return {**block, "cache": "built" if file is not None else "none"}
+
+
 def run_stage(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, out_dir: Path, batch_size: int
               ) -> dict[str, Any]:
     """Evaluate `model`, write the per-example file beside the record and return the record's `lm_eval` block."""
-    out = evaluate(model, tokenizer, settings, batch_size)
-    tasks = {t: samples_of(out["samples"][t]) for t in settings.tasks}
-    write_samples(out_dir, tasks)
-    return {"scores": {t: scores_of(out["results"][t]) for t in settings.tasks},
-            "docs": {t: {"docs_hash": s.docs_hash, "n": len(s.doc_id)} for t, s in tasks.items()},
-            "samples_file": SAMPLES, "harness": f"lm_eval {version('lm_eval')}", "settings": as_dict(settings)}
+    block, samples = _block(evaluate(model, tokenizer, settings, batch_size), list(settings.tasks))
+    write_samples(out_dir, samples)
+    return {**block, "samples_file": SAMPLES, "harness": f"lm_eval {version('lm_eval')}", "settings": as_dict(settings)}

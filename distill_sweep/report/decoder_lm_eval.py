@@ -1,6 +1,6 @@
 """The decoder table's lm-eval section: the scores of the lm-eval stage (procedure.lm_eval, the record's `lm_eval`
 block) per objective x init x data source, mean±std over seeds (n) as the decoder table's cells (report/decoder.py),
-one column per task and metric, and the paired comparisons of `decoder.pairs` (each objective vs fkl, each data
+one column per task and metric, the teacher's own scores first (the stage scores it once), and the paired comparisons of `decoder.pairs` (each objective vs fkl, each data
 source vs fixed) on every task and metric over seeds x documents, from the per-example files beside the records
 (`lm_eval_samples.npz`): the multi-bootstrap of the mean difference with the small-sample guard of the other
 decoder comparisons (analysis/few_seeds.py), Holm over the rows. Records without the block (the stage off, or written before it) are left out; a
@@ -26,10 +26,11 @@ NOTE = ("lm-eval: the lm-evaluation-harness scores of the student after its last
         "over seeds, (n) = runs; columns task: metric")
 
 
-def scores(path: str) -> dict[str, float]:
-    """A record's lm-eval scores as `task: metric` -> value ({} without the block)."""
+def scores(path: str, whose: str = "student") -> dict[str, float]:
+    """A record's lm-eval scores (the student's, or its teacher's) as `task: metric` -> value ({} without them)."""
     rec: dict[str, Any] = json.loads(Path(path).read_text())
-    block = (rec.get("lm_eval") or {}).get("scores") or {}
+    block = rec.get("lm_eval") or {}
+    block = (block.get("teacher") or {} if whose == "teacher" else block).get("scores") or {}
     return {f"{task}: {metric}": float(v) for task, metrics in block.items() for metric, v in metrics.items()}
 
 
@@ -44,6 +45,10 @@ def table(part: pd.DataFrame, ddof: int) -> tuple[list[str], list[list[str]]] | 
     axis = sources != [decoder.FIXED]
     headers = ["objective", "init", *(["data"] if axis else []), *columns]
     rows = []
+    teacher = next((t for t in (scores(p, "teacher") for p in part["path"]) if t), {})
+    if teacher:  # the setting's one teacher, scored once on the same documents (a row of its own, no spread)
+        rows.append(["teacher", "", *([""] if axis else []),
+                     *(f"{teacher[c]:.3f}" if c in teacher else "—" for c in columns)])
     for objective in sorted(part["objective"].unique(), key=lambda o: (o != decoder.BASELINE, o)):
         for init in decoder._inits(part):
             for source in sources:

@@ -85,9 +85,10 @@ def test_the_stage_scores_the_student_as_lm_eval_scores_the_saved_model(tmp_path
     saved = tmp_path / "student"
     evaluate = lm_eval_stage.evaluate
 
-    def keep_student(model, tokenizer, settings, batch_size):  # the model the stage scores, written out as it is
-        model.save_pretrained(saved)
-        lm_eval_stage.harness_tokenizer(tokenizer)[0].save_pretrained(saved)
+    def keep_student(model, tokenizer, settings, batch_size):  # the model the stage scores first: the student
+        if not saved.exists():
+            model.save_pretrained(saved)
+            lm_eval_stage.harness_tokenizer(tokenizer)[0].save_pretrained(saved)
         return evaluate(model, tokenizer, settings, batch_size)
 
     monkeypatch.setattr(lm_eval_stage, "evaluate", keep_student)
@@ -113,6 +114,21 @@ def test_the_stage_scores_the_student_as_lm_eval_scores_the_saved_model(tmp_path
         assert list(got.doc_id) == list(range(12))
         for m, values in got.metrics.items():
             assert math.isclose(float(np.mean(values)), block["scores"][task][m], abs_tol=1e-12)
+    # the teacher: scored once on the same documents, its scores those of the stage on the cached teacher itself
+    from transformers import AutoModelForCausalLM
+
+    from distill_sweep.toy import build_toy_tokenizer
+
+    teacher = block["teacher"]
+    assert teacher["cache"] == "built" and teacher["docs"] == block["docs"]
+    cached = AutoModelForCausalLM.from_pretrained(record["causal_lm"]["teacher"]["path"])
+    direct = evaluate(cached, build_toy_tokenizer(tmp_path / "tok"), lm_eval_stage.LMEvalSettings(
+        tasks=["toy_instruct_rouge", "toy_instruct_choice"], limit=12), 16)
+    assert teacher["scores"]["toy_instruct_choice"]["acc"] == direct["results"]["toy_instruct_choice"]["acc,none"]
+    assert teacher["scores"]["toy_instruct_rouge"]["rouge_l"] == direct["results"]["toy_instruct_rouge"]["rouge_l,none"]
+    again = run_job(compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c", TASKS,
+                                 "procedure.lm_eval.limit=12", "seed=2"]))
+    assert again["lm_eval"]["teacher"] == {**teacher, "cache": "reused"}
 
 
 def test_the_per_example_file_is_checked_on_read(tmp_path: Path):

@@ -21,7 +21,8 @@ def _part(tmp_path: Path, with_block: bool = True) -> pd.DataFrame:
         path = tmp_path / f"{objective}{seed}" / "result.json"
         path.parent.mkdir()
         block = {"lm_eval": {"scores": {"toy_instruct_choice": {"acc": acc},
-                                        "toy_instruct_rouge": {"rouge_l": seed / 4}}}} if with_block else {}
+                                        "toy_instruct_rouge": {"rouge_l": seed / 4}},
+                             "teacher": {"scores": {"toy_instruct_choice": {"acc": 0.875}}}}} if with_block else {}
         path.write_text(json.dumps(block))
         rows.append({"setting": "s", "objective": objective, "init": "skip", "data": "fixed", "seed": seed,
                      "path": str(path)})
@@ -32,7 +33,8 @@ def test_the_lm_eval_table_is_mean_and_std_over_seeds_per_task_and_metric(tmp_pa
     headers, rows = decoder_lm_eval.table(_part(tmp_path), ddof=1)
     assert headers == ["objective", "init", "toy_instruct_choice: acc", "toy_instruct_rouge: rouge_l"]
     cells = {r[0]: r for r in rows}
-    assert list(cells) == ["fkl", "rkl"]  # fkl (the baseline objective) first
+    assert list(cells) == ["teacher", "fkl", "rkl"]  # the teacher, then fkl (the baseline objective) first
+    assert cells["teacher"] == ["teacher", "", "0.875", "—"]
     assert cells["fkl"][2] == f"0.500±{np.std([0.5, 0.75, 0.25], ddof=1):.3f} (3)"  # std 0.25
     assert cells["fkl"][3] == "0.500±0.250 (3)"  # rouge_l = seed / 4: 0.25, 0.5, 0.75
     assert cells["rkl"][2] == f"0.500±{np.std([0.4, 0.6], ddof=1):.3f} (2)"
