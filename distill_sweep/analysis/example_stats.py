@@ -129,6 +129,19 @@ def multi_bootstrap_sequences(summary_a: np.ndarray, summary_b: np.ndarray, metr
     return _resampled(seed_diff, a.shape[0], a.shape[1], confidence, resamples, seed)
 
 
+def multi_bootstrap_means(values_a: np.ndarray, values_b: np.ndarray, confidence: float = 0.95,
+                          resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, float]:
+    """The multi-bootstrap of mean(A - B) over seeds x examples of a per-example score whose value is its mean
+    (lm-eval's acc, ROUGE-L, exact match): `values_a`, `values_b` [S, N], row s of both from the same seed and
+    column n the same example. Returns what multi_bootstrap returns."""
+    a, b = np.atleast_2d(np.asarray(values_a, dtype=np.float64)), np.atleast_2d(np.asarray(values_b, dtype=np.float64))
+
+    def seed_diff(s: int, weights: np.ndarray) -> np.ndarray:
+        return (weights @ (a[s] - b[s])) / weights.sum(axis=1)
+
+    return _resampled(seed_diff, a.shape[0], a.shape[1], confidence, resamples, seed)
+
+
 def mcnemar(pred_a: np.ndarray, pred_b: np.ndarray, labels: np.ndarray) -> tuple[float, int, int]:
     """McNemar's test of equal accuracy of A and B on the same examples -> (p, n_ab, n_ba), where n_ab counts
     examples A gets right and B wrong. Exact (binomial) below MCNEMAR_EXACT_BELOW discordant pairs, else the

@@ -159,4 +159,9 @@ def as_dict(settings: Any) -> dict[str, Any]:
 def new_keys_at_default(settings: Any) -> set[str]:
     """The fields marked `UNHASHED_AT_DEFAULT` that are at their default (left out of the config hash)."""
     return {f.name for f in dataclasses.fields(settings)
-            if f.metadata.get("unhashed_at_default") and getattr(settings, f.name) == f.default}
+            if f.metadata.get("unhashed_at_default") and getattr(settings, f.name) == _default(f)}
+
+
+def _default(f: dataclasses.Field) -> Any:
+    """A field's default value (a nested settings block's: its factory's)."""
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default

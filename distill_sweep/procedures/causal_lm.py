@@ -75,6 +75,7 @@ from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
+from .lm_eval_stage import check_tasks, run_stage, teacher_stage
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 from .settings import CausalLMSettings
@@ -129,6 +130,8 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
         if settings.teacher_top_k > vocab:
             raise ConfigError(f"procedure.teacher_top_k={settings.teacher_top_k} is larger than the vocabulary "
                               f"({vocab})")
+    # last: it imports lm_eval (seconds); a task name the harness does not know is refused before any training
+    check_tasks(settings.lm_eval)
 
 
 def check_logit_stages(objective: Any, terms: list[str]) -> None:
@@ -480,3 +483,8 @@ def run(ctx: RunContext) -> None:
             # what the dev metrics (teacher's and student's) read: the log-softmax and argmax over ids 0..n-1
             "metrics": {"vocabulary": "shared_ids", "size": shared}}
     train_student(cctx, student, [stage], modules)
+    if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
+        batch = job.settings.run.eval_batch_size
+        record["lm_eval"] = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)
+        record["lm_eval"]["teacher"] = teacher_stage(teacher, ctx.tokenizer, settings.lm_eval, teacher_info,
+                                                     ctx.cache_dir, record["lm_eval"]["docs"], batch)

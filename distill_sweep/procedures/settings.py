@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from distill_sweep.config.parse import LEARNING_RATE, LOSS_WEIGHT, UNHASHED_AT_DEFAULT, parse
@@ -106,6 +107,27 @@ class GenerationSettings:
 
 
 @dataclass
+class LMEvalSettings:
+    """The lm-eval stage (procedure.lm_eval): EleutherAI's lm-evaluation-harness run on the trained student in memory
+    after its last epoch (procedures/lm_eval_stage.py). Off (no tasks) by default."""
+
+    # task names: the shipped offline ones (toy_instruct_rouge, toy_instruct_choice), the harness's own (their data
+    # from the hub or its cache) or the ones in include_path; empty: the stage is off
+    tasks: list[str] = field(default_factory=list)
+    include_path: str | None = None  # a directory of the user's own task YAMLs (searched with the shipped ones)
+    limit: int | None = field(default=None, metadata={"ge": 1})  # documents per task at most (null: all)
+    num_fewshot: int | None = field(default=None, metadata={"ge": 0})  # few-shot examples (null: each task's own)
+
+    def validate(self, where: str) -> None:
+        if self.include_path is not None and not Path(self.include_path).expanduser().is_dir():
+            raise ConfigError(f"{where}.include_path={self.include_path}: not a directory of task YAMLs")
+        if not self.tasks and (self.include_path is not None or self.limit is not None or
+                               self.num_fewshot is not None):
+            raise ConfigError(f"{where}.tasks is empty, so the lm-eval stage is off and its other settings are "
+                              f"unread: name the tasks ({where}.tasks=[toy_instruct_rouge]) or leave them null")
+
+
+@dataclass
 class CausalLMSettings(ProcedureSettings):
     data: Literal["corpus", "instructions"] = "corpus"  # what it distils on: the corpus group or instructions
     # prompt/response pairs (data=instructions): toy, a local JSONL file or a hub dataset
@@ -152,6 +174,8 @@ class CausalLMSettings(ProcedureSettings):
     seq_kd: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
     # how on_policy samples and seq_kd generates (read only when one of them is on)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
+    # the lm-eval stage after the last epoch (off: no tasks; then out of the job's hash, as before the key)
+    lm_eval: LMEvalSettings = field(default_factory=LMEvalSettings, metadata=UNHASHED_AT_DEFAULT)
 
     reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
 

@@ -21,6 +21,7 @@ from distill_sweep.report import (
     checklist,
     collapsed,
     decoder,
+    decoder_lm_eval,
     examples,
     figures,
     interaction,
@@ -522,6 +523,19 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
                 doc.defer("t", (decoder.TWO_RUNS_HEADERS, two_runs, two_runs, None, ""))
                 files[f"decoder{i + 1}_two_runs.csv"] = pd.DataFrame(two_runs, columns=decoder.TWO_RUNS_HEADERS)
         files[f"decoder{i + 1}.csv"] = pd.DataFrame(rows, columns=headers)
+        scored = decoder_lm_eval.table(parts[i], opts.ddof)
+        if scored is not None:  # the lm-eval stage's scores (procedure.lm_eval)
+            doc.heading(f"{title}: lm-eval")
+            doc.table(*scored)
+            doc.text(decoder_lm_eval.NOTE)
+            files[f"decoder{i + 1}_lm_eval.csv"] = pd.DataFrame(scored[1], columns=scored[0])
+            compared, lm_notes = decoder_lm_eval.comparisons(parts[i])
+            if compared:
+                doc.table(decoder_lm_eval.COMPARISON_HEADERS, compared)
+                files[f"decoder{i + 1}_lm_eval_tests.csv"] = pd.DataFrame(compared,
+                                                                         columns=decoder_lm_eval.COMPARISON_HEADERS)
+            for note in lm_notes:
+                doc.text(note)
     files["decoder_runs.csv"] = frame.drop(columns=["teacher_dev", "path"])
 
 

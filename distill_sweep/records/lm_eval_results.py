@@ -1,0 +1,83 @@
+"""A decoder record's lm-eval per-example results, beside result.json as one array file (`lm_eval_samples.npz`).
+
+Per task: the evaluated documents' ids (`doc_id/<task>`) and each per-example metric's values in that order
+(`<metric>/<task>`, float64: ROUGE-L, exact match, acc, ...), so the record's scores (their means) can be resampled
+over examples. Its `meta` entry (JSON) names, per task, the sha256 of the documents evaluated (`docs_hash`: the task
+data's content, so results on other data are told apart) and each array's sha256, checked on every read. No pickle.
+The record's own `lm_eval` block holds the scores; a record without this file has none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distill_sweep.records.predictions import PredictionsError
+
+SAMPLES = "lm_eval_samples.npz"
+VERSION = 1
+
+
+@dataclass
+class TaskSamples:
+    docs_hash: str
+    doc_id: np.ndarray
+    metrics: dict[str, np.ndarray]  # metric -> per-example values, in doc_id order
+
+
+def _digest(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def write_samples(directory: Path, tasks: dict[str, TaskSamples]) -> Path:
+    """Write `directory/lm_eval_samples.npz` atomically (a temporary file renamed into place)."""
+    arrays: dict[str, np.ndarray] = {}
+    for task, got in tasks.items():
+        arrays[f"doc_id/{task}"] = np.asarray(got.doc_id, dtype=np.int64)
+        for metric, values in got.metrics.items():
+            arrays[f"{metric}/{task}"] = np.asarray(values, dtype=np.float64)
+    meta = {"version": VERSION, "tasks": {t: {"docs_hash": s.docs_hash, "metrics": sorted(s.metrics)}
+                                          for t, s in tasks.items()},
+            "sha256": {name: _digest(a) for name, a in arrays.items()}}
+    path = directory / SAMPLES
+    tmp = directory / f".{SAMPLES}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    os.replace(tmp, path)
+    return path
+
+
+def read_samples(directory: Path) -> dict[str, TaskSamples] | None:
+    """The per-example results beside a record, None when there are none; PredictionsError (one line: the file and
+    why) when the file cannot be trusted: unreadable or cut short, another layout, or a checksum that does not
+    match."""
+    path = directory / SAMPLES
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta: Any = json.loads(str(data["meta"]))
+            if meta.get("version") != VERSION or not isinstance(meta.get("sha256"), dict):
+                raise PredictionsError(f"meta of another layout (version {meta.get('version')!r})")
+            arrays = {name: data[name] for name in meta["sha256"]}
+            out = {task: TaskSamples(str(info["docs_hash"]), arrays[f"doc_id/{task}"],
+                                     {m: arrays[f"{m}/{task}"] for m in info["metrics"]})
+                   for task, info in meta["tasks"].items()}
+    except PredictionsError as exc:
+        raise PredictionsError(f"{path}: {exc}") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
+        raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    for name, digest in meta["sha256"].items():
+        if _digest(arrays[name]) != digest:
+            raise PredictionsError(f"{path}: {name} does not match its checksum")
+    for task, got in out.items():
+        if any(v.shape != got.doc_id.shape for v in got.metrics.values()):
+            raise PredictionsError(f"{path}: task {task}'s arrays differ in length")
+    return out

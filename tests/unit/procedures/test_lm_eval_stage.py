@@ -1,0 +1,196 @@
+"""procedure.lm_eval (the lm-eval stage of decoder jobs): its refusals, the hash when off, the shipped task data, the
+stage on a trained student (its scores against lm_eval's own run on the saved model) and the per-example file."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import CAUSAL_BASE, CAUSAL_BASE_HASH, compose_cfg
+
+from distill_sweep.data.lm_eval_files import TOY_FILE, docs_hash, toy_task_rows
+from distill_sweep.errors import ConfigError
+from distill_sweep.job.identity import identify
+from distill_sweep.job.prepare import prepare
+from distill_sweep.records.lm_eval_results import SAMPLES, read_samples
+from distill_sweep.records.predictions import PredictionsError
+
+INSTRUCT = [*CAUSAL_BASE, "procedure.data=instructions", "procedure.teacher_steps=40", "procedure.epochs=1",
+            "max_steps_per_epoch=3", "objective=fkl", "procedure.instructions.num_examples=96",
+            "procedure.instructions.dev_examples=16"]
+TASKS = "procedure.lm_eval.tasks=[toy_instruct_rouge,toy_instruct_choice]"
+
+
+def test_off_keeps_every_hash_and_on_makes_another_job(tmp_path: Path):
+    def hashed(*extra: str) -> str:
+        return identify(compose_cfg([*CAUSAL_BASE, f"results_dir={tmp_path}", *extra])).digest
+
+    assert hashed() == CAUSAL_BASE_HASH  # the pinned hash of the decoder base job, from before the key
+    assert hashed("procedure.lm_eval.tasks=[]") == CAUSAL_BASE_HASH
+    assert hashed("procedure.lm_eval.tasks=[toy_instruct_rouge]") != CAUSAL_BASE_HASH
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["procedure.lm_eval.tasks=[no_such_task_anywhere]"],
+     r"procedure.lm_eval.tasks: 'no_such_task_anywhere' is not an lm-eval task"),
+    (["procedure.lm_eval.tasks=[toy_instruct_rouge]", "procedure.lm_eval.include_path=/no/such/dir"],
+     r"procedure.lm_eval.include_path=/no/such/dir: not a directory of task YAMLs"),
+    (["procedure.lm_eval.limit=4"], r"procedure.lm_eval.tasks is empty, so the lm-eval stage is off"),
+    (["procedure.lm_eval.tasks=[toy_instruct_rouge]", "procedure.lm_eval.limit=0"],
+     r"procedure.lm_eval.limit=0: must be >= 1"),
+])
+def test_bad_lm_eval_settings_are_refused_in_one_line_before_any_work(overrides, message, tmp_path: Path):
+    cfg = compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c", *overrides])
+    with pytest.raises(ConfigError, match=message) as refused:
+        prepare(cfg)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+
+
+def test_the_stage_is_refused_for_a_procedure_that_is_not_causal_lm(tmp_path: Path):
+    cfg = compose_cfg(["logger=none", "threads=1", "procedure=task_specific", "task=toy", "teacher=tiny",
+                       f"results_dir={tmp_path}/r", "+procedure.lm_eval.tasks=[toy_instruct_rouge]"])
+    with pytest.raises(ConfigError, match=r"procedure.lm_eval: unknown setting") as refused:
+        prepare(cfg)
+    assert "\n" not in str(refused.value) and not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow  # indexes the harness's own tasks (seconds)
+def test_a_malformed_task_yaml_in_include_path_is_refused_by_name(tmp_path: Path):
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "mine.yaml").write_text("task: my_task\noutput_type: [unclosed\n")
+    cfg = compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c",
+                       "procedure.lm_eval.tasks=[my_task]", f"procedure.lm_eval.include_path={tmp_path / 'tasks'}"])
+    with pytest.raises(ConfigError, match=r"'my_task' is not an lm-eval task .*include_path=.*tasks names it"):
+        prepare(cfg)
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_shipped_task_file_is_the_toy_instructions_it_is_made_from():
+    rows = [json.loads(line) for line in TOY_FILE.read_text().splitlines()]
+    assert rows == toy_task_rows()
+    assert all(r["choices"][r["label"]] == r["response"] for r in rows) and len({r["prompt"] for r in rows}) > 40
+
+
+@pytest.mark.slow  # a real job (and lm_eval's import, about 15 s)
+def test_the_stage_scores_the_student_as_lm_eval_scores_the_saved_model(tmp_path: Path, monkeypatch):
+    from lm_eval import simple_evaluate
+
+    from distill_sweep.cli.run_job import run_job
+    from distill_sweep.procedures import lm_eval_stage
+
+    saved = tmp_path / "student"
+    evaluate = lm_eval_stage.evaluate
+
+    def keep_student(model, tokenizer, settings, batch_size):  # the model the stage scores first: the student
+        if not saved.exists():
+            model.save_pretrained(saved)
+            lm_eval_stage.harness_tokenizer(tokenizer)[0].save_pretrained(saved)
+        return evaluate(model, tokenizer, settings, batch_size)
+
+    monkeypatch.setattr(lm_eval_stage, "evaluate", keep_student)
+    cfg = compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c", TASKS,
+                       "procedure.lm_eval.limit=12"])
+    record = run_job(cfg)
+    assert record["status"] == "completed", record.get("error")
+    block = record["lm_eval"]
+    # lm_eval's own run, from the directory (its `hf` model loader), on the same tasks
+    own = simple_evaluate(model="hf", model_args={"pretrained": str(saved), "add_bos_token": True},
+                          tasks=["toy_instruct_rouge", "toy_instruct_choice"], limit=12, bootstrap_iters=0, device="cpu",
+                          task_manager=lm_eval_stage.task_manager(lm_eval_stage.LMEvalSettings()), log_samples=True)
+    for task, metrics in {"toy_instruct_rouge": ("rouge_l", "exact_match"), "toy_instruct_choice": ("acc",)}.items():
+        for m in metrics:
+            assert math.isclose(block["scores"][task][m], own["results"][task][f"{m},none"], abs_tol=1e-9), (task, m)
+    # the per-example file: one value per document, whose mean is the record's score, keyed by the docs' hash
+    out_dir = next((tmp_path / "r").rglob("result.json")).parent
+    samples = read_samples(out_dir)
+    assert samples is not None
+    want = docs_hash(toy_task_rows()[:12])  # the first 12 documents of the shipped file, as the harness reads them
+    for task, got in samples.items():
+        assert got.docs_hash == want == block["docs"][task]["docs_hash"]
+        assert list(got.doc_id) == list(range(12))
+        for m, values in got.metrics.items():
+            assert math.isclose(float(np.mean(values)), block["scores"][task][m], abs_tol=1e-12)
+    # the teacher: scored once on the same documents, its scores those of the stage on the cached teacher itself
+    from transformers import AutoModelForCausalLM
+
+    from distill_sweep.toy import build_toy_tokenizer
+
+    teacher = block["teacher"]
+    assert teacher["cache"] == "built" and teacher["docs"] == block["docs"]
+    cached = AutoModelForCausalLM.from_pretrained(record["causal_lm"]["teacher"]["path"])
+    direct = evaluate(cached, build_toy_tokenizer(tmp_path / "tok"), lm_eval_stage.LMEvalSettings(
+        tasks=["toy_instruct_rouge", "toy_instruct_choice"], limit=12), 16)
+    assert teacher["scores"]["toy_instruct_choice"]["acc"] == direct["results"]["toy_instruct_choice"]["acc,none"]
+    assert teacher["scores"]["toy_instruct_rouge"]["rouge_l"] == direct["results"]["toy_instruct_rouge"]["rouge_l,none"]
+    again = run_job(compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c", TASKS,
+                                 "procedure.lm_eval.limit=12", "seed=2"]))
+    assert again["lm_eval"]["teacher"] == {**teacher, "cache": "reused"}
+
+
+def test_the_per_example_file_is_checked_on_read(tmp_path: Path):
+    from distill_sweep.records.lm_eval_results import TaskSamples, write_samples
+
+    write_samples(tmp_path, {"t": TaskSamples("abc", np.arange(3), {"acc": np.array([1.0, 0.0, 1.0])})})
+    got = read_samples(tmp_path)
+    assert got is not None and got["t"].docs_hash == "abc" and list(got["t"].metrics["acc"]) == [1.0, 0.0, 1.0]
+    path = tmp_path / SAMPLES
+    with np.load(path) as data:  # the same layout, one value changed, the checksum kept
+        arrays = {k: data[k] for k in data.files}
+    arrays["acc/t"] = np.array([1.0, 1.0, 1.0])
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    with pytest.raises(PredictionsError, match=r"acc/t does not match its checksum"):
+        read_samples(tmp_path)
+    path.write_bytes(path.read_bytes()[:40])  # cut short
+    with pytest.raises(PredictionsError, match=r"unreadable"):
+        read_samples(tmp_path)
+    assert read_samples(tmp_path / "none") is None
+
+
+def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Path):
+    """A user's task over a JSONL file (the documented MiniLLM-style route: include_path, dataset_path json): the
+    harness's multiple-choice acc of a toy-vocabulary model equals the choice worked here from the model's logits
+    after [BOS] prompt, the layout of the training sequences (data/decoder.py), so the tokenizer given to the
+    harness opens each text as training did."""
+    import torch
+    from tiny_models import tiny_llama
+
+    from distill_sweep.procedures.lm_eval_stage import evaluate
+    from distill_sweep.procedures.settings import LMEvalSettings
+    from distill_sweep.toy import build_toy_tokenizer
+
+    tokenizer = build_toy_tokenizer(tmp_path / "tok")
+    model = tiny_llama(layers=2)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    torch.manual_seed(3)
+    with torch.no_grad():  # a model whose choices differ from document to document
+        model.lm_head.weight.normal_(0, 2.0)
+    rows = toy_task_rows(rows=20, seed=5)
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "tasks" / "mine.yaml").write_text(
+        "task: my_choice\ndataset_path: json\n"
+        f"dataset_kwargs: {{data_files: {{test: {tmp_path / 'tasks' / 'pairs.jsonl'}}}}}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{prompt}}'\ndoc_to_choice: '{{choices}}'\n"
+        "doc_to_target: '{{label}}'\nmetric_list: [{metric: acc}]\n")
+    torch.manual_seed(11)
+    np.random.seed(11)
+    want = (torch.rand(3), np.random.rand(3))
+    torch.manual_seed(11)
+    np.random.seed(11)
+    out = evaluate(model, tokenizer, LMEvalSettings(tasks=["my_choice"], include_path=str(tmp_path / "tasks")), 8)
+    # the harness seeds the global generators; the stage puts them back (a pack member beside it draws on)
+    assert torch.equal(torch.rand(3), want[0]) and np.array_equal(np.random.rand(3), want[1])
+    labels = [tokenizer.convert_tokens_to_ids(w) for w in rows[0]["choices"]]
+    right = []
+    for r in rows:  # [BOS]=[CLS], the prompt's words; the choice: the label word most likely next
+        ids = [tokenizer.cls_token_id, *tokenizer(r["prompt"], add_special_tokens=False).input_ids]
+        with torch.no_grad():
+            last = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        right.append(int(torch.argmax(last[labels])) == r["label"])
+    assert 0 < sum(right) < len(right)  # not a constant answer: the check can tell layouts apart
+    assert math.isclose(out["results"]["my_choice"]["acc,none"], sum(right) / len(right), abs_tol=1e-12)

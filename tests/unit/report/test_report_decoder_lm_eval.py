@@ -1,0 +1,81 @@
+"""The decoder table's lm-eval section (report/decoder_lm_eval.py): the records' lm-eval scores, mean±std over seeds
+per objective, init and data source; records without them left out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, write_samples
+from distill_sweep.report import decoder_lm_eval
+
+ACC = {("fkl", 1): 0.5, ("fkl", 2): 0.75, ("fkl", 3): 0.25, ("rkl", 1): 0.4, ("rkl", 2): 0.6}
+
+
+def _part(tmp_path: Path, with_block: bool = True) -> pd.DataFrame:
+    rows = []
+    for (objective, seed), acc in ACC.items():
+        path = tmp_path / f"{objective}{seed}" / "result.json"
+        path.parent.mkdir()
+        block = {"lm_eval": {"scores": {"toy_instruct_choice": {"acc": acc},
+                                        "toy_instruct_rouge": {"rouge_l": seed / 4}},
+                             "teacher": {"scores": {"toy_instruct_choice": {"acc": 0.875}}}}} if with_block else {}
+        path.write_text(json.dumps(block))
+        rows.append({"setting": "s", "objective": objective, "init": "skip", "data": "fixed", "seed": seed,
+                     "path": str(path)})
+    return pd.DataFrame(rows)
+
+
+def test_the_lm_eval_table_is_mean_and_std_over_seeds_per_task_and_metric(tmp_path: Path):
+    headers, rows = decoder_lm_eval.table(_part(tmp_path), ddof=1)
+    assert headers == ["objective", "init", "toy_instruct_choice: acc", "toy_instruct_rouge: rouge_l"]
+    cells = {r[0]: r for r in rows}
+    assert list(cells) == ["teacher", "fkl", "rkl"]  # the teacher, then fkl (the baseline objective) first
+    assert cells["teacher"] == ["teacher", "", "0.875", "—"]
+    assert cells["fkl"][2] == f"0.500±{np.std([0.5, 0.75, 0.25], ddof=1):.3f} (3)"  # std 0.25
+    assert cells["fkl"][3] == "0.500±0.250 (3)"  # rouge_l = seed / 4: 0.25, 0.5, 0.75
+    assert cells["rkl"][2] == f"0.500±{np.std([0.4, 0.6], ddof=1):.3f} (2)"
+
+
+def _with_samples(tmp_path: Path, values: dict[tuple[str, int], np.ndarray], hashes: dict | None = None) -> pd.DataFrame:
+    rows = []
+    for (objective, seed), acc in values.items():
+        out = tmp_path / f"{objective}{seed}"
+        out.mkdir()
+        (out / "result.json").write_text(json.dumps({"lm_eval": {"scores": {"t": {"acc": float(acc.mean())}}}}))
+        docs = (hashes or {}).get((objective, seed), "h")
+        write_samples(out, {"t": TaskSamples(docs, np.arange(len(acc)), {"acc": acc})})
+        rows.append({"setting": "s", "objective": objective, "init": "skip", "data": "fixed", "seed": seed,
+                     "path": str(out / "result.json")})
+    return pd.DataFrame(rows)
+
+
+def test_the_objectives_are_compared_over_seeds_and_documents(tmp_path: Path):
+    rng = np.random.default_rng(0)
+    values = {(o, s): (rng.random(30) < (0.8 if o == "rkl" else 0.3)).astype(float)
+              for o in ("fkl", "rkl") for s in (1, 2, 3, 4)}
+    # seed 4's rkl run scored other documents: its pair is left out
+    rows, notes = decoder_lm_eval.comparisons(_with_samples(tmp_path, values, {("rkl", 4): "other"}))
+    ((label, init, metric, seeds, docs, diff, ci, p, holm),) = rows
+    assert (label, init, metric, seeds, docs) == ("rkl vs fkl", "skip", "t: acc", "3", "30")
+    by_hand = np.mean([values[("rkl", s)] - values[("fkl", s)] for s in (1, 2, 3)])  # over seeds and documents
+    assert diff == f"{by_hand:+.3f}"
+    low, high = (float(x) for x in ci.strip("[]").split(","))
+    assert low < by_hand < high and low > 0  # 0.8 vs 0.3 over 90 documents: clearly apart
+    assert float(p) < 0.05 and "multi-bootstrap" in notes[0]
+
+
+def test_a_damaged_samples_file_is_named_and_left_out(tmp_path: Path):
+    values = {(o, s): np.array([1.0, 0.0, 1.0]) for o in ("fkl", "rkl") for s in (1, 2)}
+    part = _with_samples(tmp_path, values)
+    (tmp_path / "rkl2" / SAMPLES).write_bytes(b"not a zip")
+    rows, notes = decoder_lm_eval.comparisons(part)
+    assert rows == []  # one seed pair left: no multi-bootstrap
+    assert any("rkl2" in n and "unreadable" in n for n in notes)
+
+
+def test_records_without_lm_eval_scores_give_no_section(tmp_path: Path):
+    assert decoder_lm_eval.table(_part(tmp_path, with_block=False), ddof=1) is None
