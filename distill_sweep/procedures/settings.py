@@ -125,6 +125,9 @@ class LMEvalSettings:
                                self.num_fewshot is not None):
             raise ConfigError(f"{where}.tasks is empty, so the lm-eval stage is off and its other settings are "
                               f"unread: name the tasks ({where}.tasks=[toy_instruct_rouge]) or leave them null")
+        if self.tasks and requested_size() > 1:  # rank 0 alone runs the harness; a sharded student needs them all
+            raise ConfigError(f"{where}.tasks runs in one process, and this job would start {requested_size()}: "
+                              "evaluate with one process (or the saved student afterwards)")
 
 
 @dataclass

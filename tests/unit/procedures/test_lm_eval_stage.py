@@ -58,6 +58,13 @@ def test_the_stage_is_refused_for_a_procedure_that_is_not_causal_lm(tmp_path: Pa
     assert "\n" not in str(refused.value) and not (tmp_path / "r").exists()
 
 
+def test_the_stage_is_refused_on_several_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Rank 0 alone runs the harness, and an FSDP-sharded student cannot run a forward on one rank: one line."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match=r"procedure.lm_eval.tasks runs in one process, and this job would start 2"):
+        identify(compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", "procedure.lm_eval.tasks=[toy_instruct_rouge]"]))
+
+
 @pytest.mark.slow  # indexes the harness's own tasks (seconds)
 def test_a_malformed_task_yaml_in_include_path_is_refused_by_name(tmp_path: Path):
     (tmp_path / "tasks").mkdir()
