@@ -21,7 +21,7 @@ import hydra
 import omegaconf
 from omegaconf import DictConfig, OmegaConf
 
-from distill_sweep.config.parse import as_dict
+from distill_sweep.config.parse import as_dict, new_keys_at_default
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import find_completed
@@ -323,12 +323,19 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
             # a procedure without a student (e.g. fastbert) trains parts of the teacher itself
             name=job.student_kind.name if job.procedure.uses_student else "none", num_layers=student.num_layers,
             hidden_size=student.hidden_size, num_heads=student.num_heads, layer_map=[list(p) for p in job.layer_map],
-            settings=as_dict(job.student) if job.procedure.uses_student else {}),
+            settings=_stated(job.student) if job.procedure.uses_student else {}),
         teacher=TeacherInfo.from_settings(config["teacher"], num_layers=teacher.num_layers,
                                                   hidden_size=teacher.hidden_size),
         primary_metric=job.settings.task.primary_metric, config=config, versions=environment.package_versions(),
         git_commit=environment.git_commit(), started_at=environment.now_iso(),
     ).to_dict()
+
+
+def _stated(settings: Any) -> dict[str, Any]:
+    """A part's settings as its record states them: a key added at its default (UNHASHED_AT_DEFAULT) is left out,
+    so the part keeps the id (record.student_id) its earlier records have."""
+    unstated = new_keys_at_default(settings)
+    return {k: v for k, v in as_dict(settings).items() if k not in unstated}
 
 
 @hydra.main(config_path=CONF_DIR, config_name="config", **VERSION_BASE)

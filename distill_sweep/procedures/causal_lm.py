@@ -445,11 +445,14 @@ def run(ctx: RunContext) -> None:
     opt = job.settings.optimizer
     # several processes: each its slice, gradients reduced by FSDP (one process: the loss itself)
     update_loss = fsdp.sharded_loss if sharded else accumulated
+    # sharded: the logits made whole (the chunked losses call the LM head outside the model's forward, where FSDP2
+    # has resharded its weights); equal to the chunked loss to float tolerance (objectives/chunked.py's tests)
+    chunk = 0 if sharded else settings.logit_chunk
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
                   update_loss(distill_loss(student, teacher, terms, settings.ce_weight, stored,
                                            settings.logits_mode(), data if own is not None else None,
-                                           policy if settings.on_policy > 0 else None, settings.logit_chunk),
+                                           policy if settings.on_policy > 0 else None, chunk),
                               params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
     record["config"]["task"] = None  # ignored: the job reads its own data

@@ -163,7 +163,7 @@ def test_extraction_finds_blocks_continuations_inline_code_and_comments(tmp_path
 @dataclass
 class Run:
     command: Command
-    kind: str  # real | plan | print | report | bench | bench_cli | bench_sweep | bench_pack | bench_ddp | bench_agnostic
+    kind: str  # real | plan | print | report | bench | bench_memory | bench_cli | bench_sweep | bench_pack | bench_ddp | ...
     #   | bench_report | example | schematic
     argv: list[str] = field(default_factory=list)
     cwd: Path = Path()
@@ -228,6 +228,9 @@ def plan(command: Command, work: Path) -> Run:
                                            "hid_seq,vanilla_kd", "--teacher", "tiny", "--teacher-layers", "6",
                                            "--hidden", "64", "--heads", "4", "--ffn", "128", "--batch", "32",
                                            "--steps", "2", "--num-dev", "32", "--threads", "1"])
+    if module == "distill_sweep.bench.memory":  # two short sequences over a small vocabulary
+        return Run(command, "bench_memory", [*python, *args, "--seqs", "32", "64", "--vocabs", "256", "--vocab", "256",
+                                             "--seq", "32", "--chunk", "16", "--hidden", "16"])
     if module == "distill_sweep.bench.ddp":  # a small corpus
         return Run(command, "bench_ddp", [*python, *args, "--documents", "60"])
     if module == "distill_sweep.bench.agnostic":  # tiny models, one objective
@@ -294,7 +297,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[R
     control = Run(Command("python -m distill_sweep experiment=paper_table3 -m +dry_run=true task=rtee", "control"),
                   "control", [sys.executable, "-m", "distill_sweep", "experiment=paper_table3", "-m", "+dry_run=true",
                               "task=rtee"])
-    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_cli", "bench_sweep", "bench_pack",
+    first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_memory", "bench_cli", "bench_sweep", "bench_pack",
                                               "bench_ddp", "bench_agnostic", "bench_report")] + [control]
     first.sort(key=lambda r: r.kind != "real")  # the longest first
     with PreloadedPython(work / "logs", env) as python:
@@ -326,6 +329,8 @@ def test_every_command_runs_as_written(runs: list[Run]) -> None:
                 ok = ok and "jobs in the grid" in proc.stdout and "estimated cost" in proc.stdout
             elif run.kind == "bench":
                 ok = ok and "| vanilla_kd |" in proc.stdout
+            elif run.kind == "bench_memory":
+                ok = ok and "| unchunked peak, MB |" in proc.stdout
             elif run.kind == "bench_cli":
                 ok = ok and "| plan experiment=demo (dry run) |" in proc.stdout
             elif run.kind == "bench_ddp":

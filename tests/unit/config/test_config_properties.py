@@ -287,6 +287,9 @@ REFUSED_AT_BOUNDARY = {
     ("procedure.global_batch", "1"): "is not a multiple of procedure.micro_batch",
     # one token renormalised on both sides trains nothing (teacher_logits=top_k, the default with a top-k)
     ("procedure.teacher_top_k", "1"): "procedure.teacher_logits=top_k with procedure.teacher_top_k=1 trains nothing",
+    # the lm-eval stage's settings without its tasks: the stage is off, so they would be unread
+    ("procedure.lm_eval.limit", "1"): "procedure.lm_eval.tasks is empty, so the lm-eval stage is off",
+    ("procedure.lm_eval.num_fewshot", "0"): "procedure.lm_eval.tasks is empty, so the lm-eval stage is off",
     ("student.hidden_size", "1", "student=fresh"): "is not a multiple of student.num_attention_heads",
     ("student.num_layers", "1", "student=sps"): "student.shared_layers=3: must be 1..student.num_layers=1",
 }
