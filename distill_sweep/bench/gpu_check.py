@@ -18,9 +18,7 @@ failed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
-import io
 import json
 import subprocess
 import sys
@@ -33,7 +31,7 @@ from typing import Any
 import torch
 
 from distill_sweep.bench import gpu_decoder
-from distill_sweep.bench.json_output import machine, markdown_blocks
+from distill_sweep.bench.json_output import machine, markdown_blocks, teed_stdout
 from distill_sweep.records.environment import git_commit
 
 PARTS = ("tests", "pack", "decoder")
@@ -159,16 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     cuda = args.device != "cpu" and torch.cuda.is_available()
     check = Check(cuda)
-    printed = io.StringIO()
-
-    class Tee(io.TextIOBase):
-        def write(self, s: str) -> int:
-            printed.write(s)
-            return out.write(s)
-
-    out = sys.stdout
     device = torch.cuda.get_device_name(0) if cuda else "cpu"
-    with contextlib.redirect_stdout(Tee()):
+    with teed_stdout() as printed:
         print(f"# distill_sweep gpu_check: {device}, {torch.cuda.device_count() if cuda else 0} CUDA device(s)")
         for name, fn in (("tests", cuda_tests), ("pack", pack_bench), ("decoder", decoder_step)):
             if name in args.parts:

@@ -11,7 +11,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,20 @@ def _module_name(fn: Callable[..., Any]) -> str:
     return spec.name if spec is not None else fn.__module__
 
 
+@contextlib.contextmanager
+def teed_stdout() -> Iterator[io.StringIO]:
+    """While the block runs, what it prints goes to stdout and into the yielded buffer too."""
+    printed, out = io.StringIO(), sys.stdout
+
+    class Tee(io.TextIOBase):
+        def write(self, s: str) -> int:
+            printed.write(s)
+            return out.write(s)
+
+    with contextlib.redirect_stdout(Tee()):
+        yield printed
+
+
 def writes_json(bench: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
     """`--json PATH` for a bench's `main`: what it prints to stdout is also written to PATH as JSON, with the
     command, the machine, the date and the git commit (`make bench` writes docs/benchmarks/data/<bench>.json,
@@ -84,15 +98,7 @@ def writes_json(bench: str) -> Callable[[Callable[..., int]], Callable[..., int]
                 print(f"  --json PATH  also write the figures as JSON (make bench: docs/benchmarks/data/{bench}.json)")
             if path is None:
                 return main(args)
-            printed = io.StringIO()
-
-            class Tee(io.TextIOBase):
-                def write(self, s: str) -> int:
-                    printed.write(s)
-                    return out.write(s)
-
-            out = sys.stdout
-            with contextlib.redirect_stdout(Tee()):
+            with teed_stdout() as printed:
                 code = main(args)
             data = {"bench": bench, "command": " ".join(["python -m", _module_name(main), *args]),
                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": git_commit(),

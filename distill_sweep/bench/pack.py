@@ -194,7 +194,7 @@ def decoder_overrides(args: argparse.Namespace, cache: Path) -> list[str]:
            f"precision={args.precision}", f"procedure.batch_size={args.batch}", f"procedure.epochs={args.epochs}",
            f"max_steps_per_epoch={args.steps}", f"procedure.teacher_steps={args.steps}",
            f"student.num_layers={args.student_layers}", f"init={'skip' if args.init == '1' else args.init}", "seed=1",  # (decoders: bottom|skip|prune)
-           "skip_nonfinite=true", f"cache_dir={cache}"]
+           "skip_nonfinite=true", "guards.allow_weak_teacher=true", f"cache_dir={cache}"]  # a briefly trained teacher
     if args.lr is not None:
         out.append(f"procedure.lr={args.lr}")
     if args.threads > 0:

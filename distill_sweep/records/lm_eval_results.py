@@ -9,9 +9,7 @@ The record's own `lm_eval` block holds the scores; a record without this file ha
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from distill_sweep.records.predictions import PredictionsError
+from distill_sweep.records.predictions import PredictionsError, digest, write_checked_npz
 
 SAMPLES = "lm_eval_samples.npz"
 VERSION = 1
@@ -32,10 +30,6 @@ class TaskSamples:
     metrics: dict[str, np.ndarray]  # metric -> per-example values, in doc_id order
 
 
-def _digest(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
-
-
 def write_samples(directory: Path, tasks: dict[str, TaskSamples]) -> Path:
     """Write `directory/lm_eval_samples.npz` atomically (a temporary file renamed into place)."""
     arrays: dict[str, np.ndarray] = {}
@@ -44,14 +38,8 @@ def write_samples(directory: Path, tasks: dict[str, TaskSamples]) -> Path:
         for metric, values in got.metrics.items():
             arrays[f"{metric}/{task}"] = np.asarray(values, dtype=np.float64)
     meta = {"version": VERSION, "tasks": {t: {"docs_hash": s.docs_hash, "metrics": sorted(s.metrics)}
-                                          for t, s in tasks.items()},
-            "sha256": {name: _digest(a) for name, a in arrays.items()}}
-    path = directory / SAMPLES
-    tmp = directory / f".{SAMPLES}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
-    os.replace(tmp, path)
-    return path
+                                          for t, s in tasks.items()}}
+    return write_checked_npz(directory / SAMPLES, arrays, meta)
 
 
 def read_samples(directory: Path) -> dict[str, TaskSamples] | None:
@@ -74,8 +62,8 @@ def read_samples(directory: Path) -> dict[str, TaskSamples] | None:
         raise PredictionsError(f"{path}: {exc}") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
         raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-    for name, digest in meta["sha256"].items():
-        if _digest(arrays[name]) != digest:
+    for name, expected in meta["sha256"].items():
+        if digest(arrays[name]) != expected:
             raise PredictionsError(f"{path}: {name} does not match its checksum")
     for task, got in out.items():
         if any(v.shape != got.doc_id.shape for v in got.metrics.values()):

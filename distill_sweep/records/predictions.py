@@ -69,8 +69,20 @@ class DevPredictions:
         return split in self.dev_hash and self.dev_hash.get(split) == other.dev_hash.get(split)
 
 
-def _digest(array: np.ndarray) -> str:
+def digest(array: np.ndarray) -> str:
+    """An array's sha256 (its bytes, C order): what a checksummed .npz holds for each array."""
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def write_checked_npz(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
+    """`arrays` and `meta` (plus each array's sha256 under "sha256") into `path`, atomically: a temporary file
+    renamed into place, so a reader never sees half a file."""
+    meta = {**meta, "sha256": {name: digest(a) for name, a in arrays.items()}}
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    os.replace(tmp, path)
+    return path
 
 
 def write_predictions(directory: Path, preds: dict[str, np.ndarray], labels: dict[str, np.ndarray],
@@ -86,14 +98,8 @@ def write_predictions(directory: Path, preds: dict[str, np.ndarray], labels: dic
         arrays[f"nll/{split}"] = np.asarray(summary.nll, dtype=np.float64)
         arrays[f"targets/{split}"] = np.asarray(summary.targets, dtype=np.int64)
         arrays[f"correct/{split}"] = np.asarray(summary.correct, dtype=np.int64)
-    meta = {"version": VERSION, "stage": stage, "epoch": int(epoch), "dev_hash": dev_hash,
-            "sha256": {name: _digest(a) for name, a in arrays.items()}}
-    path = directory / PREDICTIONS
-    tmp = directory / f".{PREDICTIONS}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
-    os.replace(tmp, path)
-    return path
+    meta = {"version": VERSION, "stage": stage, "epoch": int(epoch), "dev_hash": dev_hash}
+    return write_checked_npz(directory / PREDICTIONS, arrays, meta)
 
 
 def read_predictions(directory: Path) -> DevPredictions | None:
@@ -113,8 +119,8 @@ def read_predictions(directory: Path) -> DevPredictions | None:
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         # a truncated zip (a partial copy) is BadZipFile or EOFError, a missing member KeyError
         raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-    for name, digest in meta["sha256"].items():
-        if _digest(arrays[name]) != digest:
+    for name, expected in meta["sha256"].items():
+        if digest(arrays[name]) != expected:
             raise PredictionsError(f"{path}: {name} does not match its checksum")
     splits = [name.split("/", 1)[1] for name in arrays if name.startswith("pred/")]
     lm_splits = [name.split("/", 1)[1] for name in arrays if name.startswith("nll/")]
