@@ -72,6 +72,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench.cli --json $(BENCH_DATA)/cli.json
 	$(BIN)/python -m distill_sweep.bench.sweep --json $(BENCH_DATA)/sweep.json
 	$(BIN)/python -m distill_sweep.bench.ddp --json $(BENCH_DATA)/ddp.json
+	$(BIN)/python -m distill_sweep.bench.ddp --procedure causal_lm --documents 200 --json $(BENCH_DATA)/fsdp.json
 	$(BIN)/python -m distill_sweep.bench.agnostic --json $(BENCH_DATA)/agnostic.json
 	$(BIN)/python -m distill_sweep.bench.report --json $(BENCH_DATA)/report.json
 	$(BIN)/python -m distill_sweep.bench.pack --decoder --device cpu --steps 20 --batch 16 --threads 1 --json $(BENCH_DATA)/pack_decoder.json
