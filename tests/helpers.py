@@ -391,4 +391,5 @@ def mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
 # and the seeds block existed: the identity that every later key at its default must keep. A config hash is the
 # sha256 of the hashed settings' JSON (typed config values, no computed float), so it is the same on any machine.
 CAUSAL_BASE = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "student.num_layers=2"]
+# the config hash of CAUSAL_BASE (sha256 of its settings' JSON, no float results: the same on any machine)
 CAUSAL_BASE_HASH = "4c17a550a1e4d6192a0c2f6beaada3e92b566dd7271433943d9b25cfb7310e74"

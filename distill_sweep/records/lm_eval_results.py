@@ -9,15 +9,13 @@ The record's own `lm_eval` block holds the scores; a record without this file ha
 
 from __future__ import annotations
 
-import json
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from distill_sweep.records.predictions import PredictionsError, digest, write_checked_npz
+from distill_sweep.records.predictions import PredictionsError, read_checked_npz, write_checked_npz
 
 SAMPLES = "lm_eval_samples.npz"
 VERSION = 1
@@ -42,6 +40,11 @@ def write_samples(directory: Path, tasks: dict[str, TaskSamples]) -> Path:
     return write_checked_npz(directory / SAMPLES, arrays, meta)
 
 
+def _check_meta(meta: Any) -> None:
+    if meta.get("version") != VERSION or not isinstance(meta.get("sha256"), dict):
+        raise PredictionsError(f"meta of another layout (version {meta.get('version')!r})")
+
+
 def read_samples(directory: Path) -> dict[str, TaskSamples] | None:
     """The per-example results beside a record, None when there are none; PredictionsError (one line: the file and
     why) when the file cannot be trusted: unreadable or cut short, another layout, or a checksum that does not
@@ -49,22 +52,13 @@ def read_samples(directory: Path) -> dict[str, TaskSamples] | None:
     path = directory / SAMPLES
     if not path.is_file():
         return None
+    meta, arrays = read_checked_npz(path, _check_meta)
     try:
-        with np.load(path, allow_pickle=False) as data:
-            meta: Any = json.loads(str(data["meta"]))
-            if meta.get("version") != VERSION or not isinstance(meta.get("sha256"), dict):
-                raise PredictionsError(f"meta of another layout (version {meta.get('version')!r})")
-            arrays = {name: data[name] for name in meta["sha256"]}
-            out = {task: TaskSamples(str(info["docs_hash"]), arrays[f"doc_id/{task}"],
-                                     {m: arrays[f"{m}/{task}"] for m in info["metrics"]})
-                   for task, info in meta["tasks"].items()}
-    except PredictionsError as exc:
-        raise PredictionsError(f"{path}: {exc}") from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
+        out = {task: TaskSamples(str(info["docs_hash"]), arrays[f"doc_id/{task}"],
+                                 {m: arrays[f"{m}/{task}"] for m in info["metrics"]})
+               for task, info in meta["tasks"].items()}
+    except (KeyError, TypeError, AttributeError) as exc:  # a meta naming arrays the file does not hold
         raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-    for name, expected in meta["sha256"].items():
-        if digest(arrays[name]) != expected:
-            raise PredictionsError(f"{path}: {name} does not match its checksum")
     for task, got in out.items():
         if any(v.shape != got.doc_id.shape for v in got.metrics.values()):
             raise PredictionsError(f"{path}: task {task}'s arrays differ in length")

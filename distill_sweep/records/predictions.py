@@ -20,6 +20,7 @@ import json
 import math
 import os
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,25 @@ def write_predictions(directory: Path, preds: dict[str, np.ndarray], labels: dic
     return write_checked_npz(directory / PREDICTIONS, arrays, meta)
 
 
+def read_checked_npz(path: Path, check_meta: Callable[[Any], None]) -> tuple[Any, dict[str, np.ndarray]]:
+    """The meta and arrays of a file `write_checked_npz` wrote, `check_meta` passed and every checksum matching;
+    else PredictionsError (one line naming `path`: unreadable or cut short, another layout, a checksum)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta: Any = json.loads(str(data["meta"]))
+            check_meta(meta)
+            arrays = {name: data[name] for name in meta["sha256"]}
+    except PredictionsError as exc:
+        raise PredictionsError(f"{path}: {exc}") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
+        # a truncated zip (a partial copy) is BadZipFile or EOFError, a missing member KeyError
+        raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    for name, expected in meta["sha256"].items():
+        if digest(arrays[name]) != expected:
+            raise PredictionsError(f"{path}: {name} does not match its checksum")
+    return meta, arrays
+
+
 def read_predictions(directory: Path) -> DevPredictions | None:
     """The predictions beside a record, None when there are none; PredictionsError (one line: the file and why)
     when the file cannot be trusted: unreadable or cut short (a partial copy), a `meta` of another layout, a
@@ -109,19 +129,7 @@ def read_predictions(directory: Path) -> DevPredictions | None:
     path = directory / PREDICTIONS
     if not path.is_file():
         return None
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            meta: Any = json.loads(str(data["meta"]))
-            _check_meta(meta)
-            arrays = {name: data[name] for name in meta["sha256"]}
-    except PredictionsError as exc:
-        raise PredictionsError(f"{path}: {exc}") from None
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
-        # a truncated zip (a partial copy) is BadZipFile or EOFError, a missing member KeyError
-        raise PredictionsError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-    for name, expected in meta["sha256"].items():
-        if digest(arrays[name]) != expected:
-            raise PredictionsError(f"{path}: {name} does not match its checksum")
+    meta, arrays = read_checked_npz(path, _check_meta)
     splits = [name.split("/", 1)[1] for name in arrays if name.startswith("pred/")]
     lm_splits = [name.split("/", 1)[1] for name in arrays if name.startswith("nll/")]
     try:

@@ -24,7 +24,8 @@ from distill_sweep.sweep.compose import JobComposer, expand
 from distill_sweep.sweep.loads import SweepComposes, shared_loads
 
 # Config hashes of three Table 3 jobs as the planning before this change computed them (identify of the job
-# composed whole): a job's hash names its result directory, so these may never change.
+# composed whole): a job's hash names its result directory, so these may never change. A config hash is the sha256 of
+# the settings' JSON (no float results), so it is the same on any machine.
 TABLE3_HASHES = {
     ("task=rte", "objective=att_kl", "init=2", "seed=3"):
         "686c10e76d04f0b088d3238e1c8c185b8b7466477a5ad02705098cbbf4b05e9e",
