@@ -19,6 +19,7 @@ def _ident(*overrides: str):
 
 @pytest.mark.parametrize(("overrides", "line"), [
     (["tune.trials=-1"], r"^tune\.trials=-1: must be >= 0$"),
+    (["tune.parallel=0"], r"^tune\.parallel=0: must be >= 1$"),
     (["tune.holdout=0"], r"^tune\.holdout=0: must be > 0\.0$"),
     (["tune.holdout=1.0"], r"^tune\.holdout=1\.0: must be < 1\.0$"),
     (["tune.sampler=grid"], r"^tune\.sampler='grid': expected one of 'tpe', 'random'$"),
