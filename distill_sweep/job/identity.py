@@ -38,6 +38,7 @@ from distill_sweep.models.model_info import check_positions
 from distill_sweep.objectives import ObjectiveSettings
 from distill_sweep.procedures import PROCEDURES, Procedure
 from distill_sweep.records import files, hashing
+from distill_sweep.records.legacy import legacy_hashes
 from distill_sweep.records.record import completed_record
 from distill_sweep.students import StudentType
 from distill_sweep.teachers.cache import TeacherSpec
@@ -152,7 +153,9 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
     part = objective.name if objective is not None else procedure.name
     out_dir = hashing.job_dir(base, settings.task.name, part, init_label, settings.run.seed, digest)
     legacy = [hashing.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
-              for h in _legacy_hashes(hashed, procedure, kind, student, objective)]
+              for h in legacy_hashes(hashed, procedure=procedure.name, student=kind.name,
+                                     student_layers=getattr(student, "num_layers", None), objective=objective,
+                                     map_is_init=map_spec(hashed.get("map", "init")) == "init")]
     ident = JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
                         out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings), config)
     _check_stated_shapes(ident)
@@ -307,48 +310,6 @@ def _hash_tune(hashed: dict[str, Any]) -> None:
         hashed["tune"] = {k: v for k, v in tune.items() if k not in ("trials", "parallel")}
     if hashed.get("tune_trial") is None:
         hashed.pop("tune_trial", None)
-
-
-# ------------------------------------------------------------------------------------------ schema 1
-V1_CONTRAST = {"dim": 128, "temperature": 0.07, "momentum": 0.5, "num_negatives": 100, "loss": "nce"}
-V1_STUDENT_NAMES = {3: ["default"], 6: ["six_layer", "default"]}
-NEW_TASK_KEYS = {"max_train_samples": None, "max_dev_samples": None, "subset_seed": 0}
-
-
-def _legacy_hashes(hashed: dict[str, Any], procedure: Procedure, kind: StudentType, student: Any,
-                   objective: ObjectiveSettings | None) -> list[str]:
-    """Config hashes the first schema gave this same job, when that schema could express it.
-
-    Schema 1 knew one procedure, one student type and the `init` layer map; objectives carried
-    `projection`, `shared_projection` and `contrast` at their top level and term weights only.
-    """
-    if (procedure.name != "task_specific" or kind.name != "truncated" or objective is None or "batching" in hashed
-            or "seeds" in hashed):
-        return []  # (schema 1 drew batches uniformly)
-    if objective.kd_loss != "kl":
-        return []  # schema 1 knew only the KL term
-    if map_spec(hashed.get("map", "init")) != "init" or "combined" in objective.stages:
-        return []
-    task = dict(hashed["task"])
-    for key, default in NEW_TASK_KEYS.items():
-        if task.pop(key, default) != default:
-            return []
-    hidden = {(t.projection, t.shared_projection) for n, t in objective.terms.items() if n in ("hid_cls", "hid_seq")}
-    if len(hidden) > 1:
-        return []
-    projection, shared = hidden.pop() if hidden else ("linear", False)
-    contrast = objective.terms.get("hid_cls_contrast")
-    v1_objective = {
-        "name": objective.name, "stages": list(objective.stages),
-        "terms": {n: t.weight for n, t in objective.terms.items()},
-        "alpha": objective.alpha, "temperature": objective.temperature, "projection": projection,
-        "shared_projection": shared, "reference_compat": objective.reference_compat,
-        "contrast": {k: getattr(contrast, k) for k in V1_CONTRAST} if contrast is not None else dict(V1_CONTRAST),
-    }
-    base = {k: v for k, v in hashed.items() if k not in ("procedure", "map")}
-    base.update(task=task, objective=v1_objective)
-    return [hashing.digest({**base, "student": {"name": name, "num_layers": student.num_layers, "hidden_size": None}})
-            for name in V1_STUDENT_NAMES.get(student.num_layers, ["default"])]
 
 
 def find_completed(ident: JobIdentity) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from typing import Any
 from distill_sweep.config.schema import ensemble_members
 from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.hashing import digest
-from distill_sweep.records.v1 import objective_from_v1
+from distill_sweep.records.legacy import objective_from_v1
 
 SCHEMA_VERSION = 2
 RECORD = "result.json"
