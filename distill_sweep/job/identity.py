@@ -28,7 +28,7 @@ from distill_sweep.config.seeds import JobSeeds, hashed_seeds, job_seeds
 from distill_sweep.config.space import default_choices, option_defaults
 from distill_sweep.data.task_files import check_files
 from distill_sweep.errors import ConfigError
-from distill_sweep.job.config import parse_plain
+from distill_sweep.job.config import JobConfig, parse_plain
 from distill_sweep.job.plain_config import plain_config
 from distill_sweep.job.stated_config import DEPTH_KEYS, stated_int, stated_teacher_config
 from distill_sweep.job.teacher_keys import teacher_specs
@@ -48,16 +48,11 @@ from distill_sweep.training.processes import requested_size
 DEFAULT_INIT = 1  # conf/config.yaml's `init`; students not copied from teacher layers must leave it so
 
 
-@dataclass
+@dataclass(frozen=True)
 class JobIdentity:
-    """Who a job is and where its record lives (config alone)."""
+    """Who a job is and where its record lives (config alone): its typed config and what is derived from it."""
 
-    settings: ConfigSettings
-    procedure: Procedure
-    procedure_settings: Any  # the procedure's settings dataclass
-    student_kind: StudentType
-    student: Any  # the student's settings dataclass
-    objective: ObjectiveSettings | None  # None for procedures that do not distil
+    config: JobConfig  # every group's typed settings (job/config.py)
     init_label: str  # directory part: init spec for truncated students, else the student type
     digest: str
     out_dir: Path
@@ -67,7 +62,35 @@ class JobIdentity:
     # settings the user chose (not the defaults) that this job's procedure does not read: a job on its own
     # is refused (cli/run_job.run_job); in a sweep's cross product such jobs are one job, run once (sweep/sweeper.py)
     ignored: list[str]
-    composed: Mapping[str, Any]  # the config as composed (job/config.py's shim): the record keeps it as run
+
+    # the typed config's parts, read where the job is used
+    @property
+    def settings(self) -> ConfigSettings:
+        return self.config.settings
+
+    @property
+    def procedure(self) -> Procedure:
+        return self.config.procedure
+
+    @property
+    def procedure_settings(self) -> Any:  # the procedure's settings dataclass
+        return self.config.procedure_settings
+
+    @property
+    def student_kind(self) -> StudentType:
+        return self.config.student_kind
+
+    @property
+    def student(self) -> Any:  # the student's settings dataclass
+        return self.config.student
+
+    @property
+    def objective(self) -> ObjectiveSettings | None:  # None for procedures that do not distil
+        return self.config.objective
+
+    @property
+    def composed(self) -> Mapping[str, Any]:  # the config as composed (job/config.py's shim): the record keeps it
+        return self.config.composed
 
     @property
     def objective_name(self) -> str:
@@ -156,8 +179,8 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
               for h in legacy_hashes(hashed, procedure=procedure.name, student=kind.name,
                                      student_layers=getattr(student, "num_layers", None), objective=objective,
                                      map_is_init=map_spec(hashed.get("map", "init")) == "init")]
-    ident = JobIdentity(settings, procedure, procedure_settings, kind, student, objective, init_label, digest,
-                        out_dir, legacy, teacher, members, _ignored(config, procedure, procedure_settings), config)
+    ident = JobIdentity(job, init_label, digest, out_dir, legacy, teacher, members,
+                        _ignored(config, procedure, procedure_settings))
     _check_stated_shapes(ident)
     return ident
 

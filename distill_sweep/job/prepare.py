@@ -8,7 +8,7 @@ so this module is apart from job.py, which the command line's checks import befo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -31,14 +31,14 @@ from distill_sweep.training.checkpoint import save_checkpoint
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job(JobIdentity):
-    """A validated job."""
+    """A validated job: its identity, and what the models' configs add."""
 
-    teacher_arch: PretrainedConfig = None  # type: ignore[assignment]
-    student_arch: PretrainedConfig = None  # type: ignore[assignment]
-    init: StudentInit = None  # type: ignore[assignment]
-    layer_map: list[tuple[int, int]] = None  # type: ignore[assignment]
+    teacher_arch: PretrainedConfig  # transformers' config of the teacher
+    student_arch: PretrainedConfig  # and of the student (the teacher's, for a procedure that trains none)
+    init: StudentInit  # which teacher layers the student starts from
+    layer_map: list[tuple[int, int]]  # (student layer, teacher layer) pairs the intermediate terms read
 
     @property
     def teacher_info(self) -> ModelInfo:
@@ -79,7 +79,8 @@ def complete(ident: JobIdentity) -> Job:
         return Job(**vars(ident), teacher_arch=teacher_arch, student_arch=teacher_arch,
                    init=StudentInit("none", "none", [], []), layer_map=[])
     if ident.student_kind.locate is not None:  # e.g. a distilled student, saved by another job of this store
-        ident.student = ident.student_kind.locate(ident.student, Path(files.absolute(ident.settings.run.results_dir)))
+        located = ident.student_kind.locate(ident.student, Path(files.absolute(ident.settings.run.results_dir)))
+        ident = replace(ident, config=replace(ident.config, student=located))
     student_arch = ident.student_kind.describe(ident.student, teacher_arch)
     check_heads({"student": student_arch}, "student")
     depth, k = int(teacher_arch.num_hidden_layers), int(student_arch.num_hidden_layers)
