@@ -68,7 +68,7 @@ from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.output_store import TopKOutputs, open_or_build_topk
 from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed, fsdp
-from distill_sweep.training.context import RunContext
+from distill_sweep.training.context import Role, RunContext
 from distill_sweep.training.loop import LossFn, seed_everything
 from distill_sweep.training.prediction_capture import SequenceCapture, dev_sequences_hash
 from distill_sweep.training.stages import Stage, StageDriver
@@ -290,10 +290,10 @@ class CausalContext(RunContext):
     causal: CausalData | None = None
     policy: OnPolicy | None = None  # jobs that generate responses (on_policy > 0 or seq_kd)
 
-    def driver(self, **driver_args: Any) -> StageDriver:
+    def driver(self, *, role: Role, **driver_args: Any) -> StageDriver:
         assert self.causal is not None
         sink = None
-        if driver_args.get("history") is self.record.get("epochs"):  # the student's: keep its per-sequence sums
+        if role == "student":  # keep its per-sequence sums
             dev = self.causal.dev
             self.predictions = SequenceCapture(self.job.out_dir, dev_sequences_hash(dev), driver_args["history"])
             sink = self.predictions.keep

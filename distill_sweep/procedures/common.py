@@ -67,7 +67,7 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     seeds = job.seeds
     if seeds.separate_streams:  # the training draws from their own stream, whatever the new weights drew
         seed_everything(seeds.dropout)  # (a resumed job then restores the checkpoint's generators)
-    driver = ctx.driver(model=student, state=state, checkpoint=job.out_dir / CHECKPOINT, key=job.digest,
+    driver = ctx.driver(role="student", model=student, state=state, checkpoint=job.out_dir / CHECKPOINT, key=job.digest,
                         history=record["epochs"], seed=seeds.data_order)
     if driver.resumed:
         record["resumed"] = record.get("resumed", 0) + 1

@@ -57,7 +57,7 @@ from distill_sweep.students import BuildInputs
 from distill_sweep.teachers.finetuned import check_beats_baseline, masked_lm_teacher
 from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed
-from distill_sweep.training.context import RunContext
+from distill_sweep.training.context import Role, RunContext
 from distill_sweep.training.loop import LossFn, autocast, model_inputs, seed_everything, to_device
 from distill_sweep.training.stages import Stage, StageDriver
 
@@ -236,8 +236,8 @@ class CorpusContext(RunContext):
 
     corpus: PackedCorpus | None = None
 
-    def driver(self, **driver_args: Any) -> StageDriver:
-        assert self.corpus is not None
+    def driver(self, *, role: Role, **driver_args: Any) -> StageDriver:
+        assert self.corpus is not None  # (only the student trains here: a corpus fine-tunes no teacher)
         return sequence_driver(self, self.corpus, self.job.procedure_settings.global_batch, mlm_evaluate,
                                **driver_args)
 

@@ -11,7 +11,7 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -37,6 +37,9 @@ from distill_sweep.training.prediction_capture import DevPredictionCapture, dev_
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
 
 log = logging.getLogger("distill_sweep")
+
+
+Role = Literal["student", "teacher"]  # whose stages a driver runs: the student's, or a teacher fine-tuned on the way
 
 
 class Job(Protocol):
@@ -178,16 +181,18 @@ class RunContext:
                      recipe.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
                      max_steps_per_epoch=run.max_steps_per_epoch)
 
-    def driver(self, *, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
+    def driver(self, *, role: Role, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
                history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "", train: Any = None
                ) -> StageDriver:
-        """The stage driver over `train` (default: the student's training split)."""
+        """The stage driver over `train` (default: the student's training split). `role`: whose stages these are:
+        the student's (its epochs are the record's; a pack member's take turns; its predictions are kept) or
+        a teacher's (fine-tuned on the way, under the teacher cache's lock)."""
         run = self.job.settings.run
         train = self.data.train if train is None else train
         extra: dict[str, Any] = {}
-        pack = self.pack if history is self.record.get("epochs") else None  # a pack member's own stages
+        pack = self.pack if role == "student" else None  # a pack member's own stages
         label = label or (pack.label if pack is not None else "")
-        if history is self.record.get("epochs"):  # the student's stages (not a teacher's): keep its predictions
+        if role == "student":  # keep its predictions
             self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
                                                     self.job.settings.task.is_regression,
                                                     (self.record.get("data") or {}).get("dev_hash"))
