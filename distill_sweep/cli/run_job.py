@@ -310,10 +310,13 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
     teacher, student = job.teacher_info, job.student_info
     config = dict(config)
     # The config as the job's identity sees it (what the config hash covers): the objective in its checked
-    # form, or none when the procedure does not distil; the layer map only where a term reads it.
+    # form, or none when the procedure does not distil; the layer map only where a term reads it; the task only
+    # where the job reads it. Written here once: no procedure edits it.
     config["objective"] = job.objective.to_dict() if job.objective is not None else None
     if job.objective is None or not job.objective.terms:
         config["map"] = "init"
+    if not job.procedure_settings.reads_task:
+        config["task"] = None  # ignored (and not hashed): the job reads a corpus or its own data
     return Record(
         task=job.task, objective=job.objective_name, seed=job.seed, seeds=job.seeds.to_dict(),
         procedure=job.procedure.name,

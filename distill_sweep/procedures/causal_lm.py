@@ -455,7 +455,6 @@ def run(ctx: RunContext) -> None:
                                            policy if settings.on_policy > 0 else None, chunk),
                               params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
-    record["config"]["task"] = None  # ignored: the job reads its own data
     record["init"].update(layers=list(init.layers))
     record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(s_data.dev),
                           dev_hash={SequenceCapture.SPLIT: dev_sequences_hash(s_data.dev)})

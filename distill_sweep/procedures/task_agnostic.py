@@ -300,7 +300,6 @@ def run(ctx: RunContext) -> None:
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.global_batch,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
                   max_steps_per_epoch=cap)
-    record["config"]["task"] = None  # ignored: the job reads the corpus
     record["corpus"] = corpus.describe()
     record["data"].update(train_size=batches_per_epoch * settings.global_batch, dev_size=len(corpus.dev))
     record["task_agnostic"] = {

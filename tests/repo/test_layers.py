@@ -163,3 +163,17 @@ def test_no_module_imports_itself_through_others() -> None:
     imports = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
     loops = [sorted(group) for group in strongly_connected(imports) if len(group) > 1]
     assert loops == []
+
+
+# an assignment into the record's config, or a call that changes it in place
+RECORD_CONFIG_EDIT = re.compile(r"""\[["']config["']\](\[[^\]]+\])*\s*=[^=]|\[["']config["']\]\.(update|pop|setdefault|clear)\(""")
+
+
+def test_the_records_config_is_written_once_by_new_record() -> None:
+    """The record's config is the job's config as its identity sees it, written once (cli/run_job.new_record):
+    a procedure that edited it would make a record disagree with the config hash it is filed under."""
+    edits = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "distill_sweep").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if RECORD_CONFIG_EDIT.search(line)]
+    assert edits == []
+    assert RECORD_CONFIG_EDIT.search('    record["config"]["task"] = None')  # the pattern sees an edit
+    assert not RECORD_CONFIG_EDIT.search('    x = record["config"]["task"] == 1')

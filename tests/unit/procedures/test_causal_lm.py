@@ -157,6 +157,7 @@ def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path):
     assert len(recs) == 4 and {r["status"] for r in recs} == {"completed"}
     for r in recs:
         assert r["procedure"] == "causal_lm" and r["init"]["name"] == "prune"
+        assert r["config"]["task"] is None  # the job reads its own data, not the task
         prune = r["causal_lm"]["prune"]
         assert r["init"]["layers"] == prune["layers"] == prune_layers(prune["scores"], 2)
         assert r["teacher_outputs"]["mode"] == "store"

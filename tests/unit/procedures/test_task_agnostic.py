@@ -396,6 +396,7 @@ def test_distilbert_triple_loss_job(tmp_path: Path, shared_cache: Path) -> None:
     record = run_job(compose_cfg(["experiment=distilbert", "corpus.num_documents=100", "corpus.dev_documents=20",
                                   "procedure.epochs=1", f"results_dir={tmp_path}", f"cache_dir={shared_cache}"]))
     assert record["status"] == "completed" and record["init"]["layers"] == [1, 3, 5]
+    assert record["config"]["task"] is None  # the job reads the corpus, not the task
     kd = record["task_agnostic"]["kd"]
     assert (kd["kd_weight"] * 7, kd["mlm_weight"] * 7, kd["positions"], kd["temperature"]) == \
         (pytest.approx(5.0), pytest.approx(2.0), "all", 2.0)
