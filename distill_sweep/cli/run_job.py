@@ -129,10 +129,12 @@ def run_pack(cfg: DictConfig) -> list[Any]:
     """A pack's process (the sweeper's `+pack_file=`): its members trained in lockstep (training/pack.py), each
     holding its own lock and writing its own record, checkpoints and result directory as it would alone. Each
     member's return as `main` gives it for one job; a member that failed failed alone: PackFailed at the end."""
-    from distill_sweep.job.prepare import check_machine, prepare
+    from distill_sweep.job.identity import identify_plain
+    from distill_sweep.job.prepare import check_machine, complete
     from distill_sweep.training.pack import Lockstep, PackMember, SetUpOnce, SharedForward
 
-    jobs = [prepare(OmegaConf.create(member)) for member in read_pack_file(str(cfg.pack_file))]
+    # each member's plain config (as the sweeper identified it), typed here once: no round trip through OmegaConf
+    jobs = [complete(identify_plain(member)) for member in read_pack_file(str(cfg.pack_file))]
     for job in jobs:
         check_machine(job)
     lockstep, shared = Lockstep(len(jobs)), SharedForward()
