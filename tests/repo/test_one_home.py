@@ -1,4 +1,5 @@
-"""Facts that had several homes have one: the paper's objective list and setting (`analysis/paper.py`).
+"""Facts that had several homes have one: the paper's objective list and setting (`analysis/paper.py`), the
+atomic temp-file-and-rename write (`records/disk.atomic_file`).
 
 The presets under conf/experiment/ name the lists again for Hydra's sweeper; they are held equal to the home
 here, and the home to the paper's own tables (results/paper/*.csv).
@@ -68,3 +69,12 @@ def test_no_module_spells_out_the_paper_objective_list_again() -> None:
               for line, strings in _literal_lists(ast.parse(path.read_text()))
               if len(names & {s.strip() for s in strings}) >= 7]
     assert not copies, f"the paper's objective list written out again (read analysis/paper.py): {copies}"
+
+
+def test_one_home_for_temp_file_and_rename_writes() -> None:
+    """Only records/disk.atomic_file makes a temp file to rename over a file, and fsyncs it: every atomic write
+    (records, checkpoints, predictions, pack files, vocabularies) goes through it."""
+    home = PACKAGE / "records" / "disk.py"
+    others = [str(path.relative_to(ROOT)) for path in sorted(PACKAGE.rglob("*.py")) if path != home
+              if any(call in path.read_text() for call in ("mkstemp(", "os.fsync("))]
+    assert not others, f"a temp-file-and-rename write of its own (use records/disk.atomic_file): {others}"
