@@ -1,5 +1,5 @@
 """Facts that had several homes have one: the paper's objective list and setting (`analysis/paper.py`), the
-atomic temp-file-and-rename write (`records/disk.atomic_file`).
+atomic temp-file-and-rename write (`records/disk.atomic_file`), one function per teacher-key name.
 
 The presets under conf/experiment/ name the lists again for Hydra's sweeper; they are held equal to the home
 here, and the home to the paper's own tables (results/paper/*.csv).
@@ -78,3 +78,12 @@ def test_one_home_for_temp_file_and_rename_writes() -> None:
     others = [str(path.relative_to(ROOT)) for path in sorted(PACKAGE.rglob("*.py")) if path != home
               if any(call in path.read_text() for call in ("mkstemp(", "os.fsync("))]
     assert not others, f"a temp-file-and-rename write of its own (use records/disk.atomic_file): {others}"
+
+
+def test_teacher_key_names_one_function() -> None:
+    """The encoder's fine-tuned teacher key (job/teacher_keys.finetuned_teacher_key) and the decoder's trained
+    teacher key (teachers/decoder.teacher_key) are different functions in different layers: different names."""
+    defined = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sorted(PACKAGE.rglob("*.py"))
+               for node in ast.parse(path.read_text()).body
+               if isinstance(node, ast.FunctionDef) and node.name == "teacher_key"]
+    assert len(defined) == 1, defined
