@@ -43,7 +43,7 @@ METRIC_ABBREV: dict[str, str] = {
 
 # The paper's objectives in its order (Table 1's rows), the one home of the list: the benchmarks and the report
 # read it; the presets conf/experiment/paper_table{1,2}.yaml name it again for Hydra's sweeper, kept equal to it
-# (and to the paper's tables in results/paper/) by tests/unit/analysis/test_paper_homes.py.
+# (and to the paper's tables in results/paper/) by tests/repo/test_one_home.py.
 OBJECTIVE_ORDER: tuple[str, ...] = (
     "vanilla_kd", "hid_cls_contrast", "hid_cls", "hid_seq", "att_mse", "att_mse_hid_seq",
     "att_kl", "att_kl_hid_seq", "att_kl_val_kl",
