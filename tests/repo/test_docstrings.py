@@ -32,10 +32,13 @@ ELSEWHERE = {"data_augmentation.py"}  # TinyBERT's augmentation script (data/aug
 def _texts(path: Path) -> Iterator[tuple[int, str]]:
     """(line, text) of every docstring and comment of a module."""
     source = path.read_text()
-    for node in ast.walk(ast.parse(source)):
+    scopes: list[ast.AST] = [ast.parse(source)]
+    while scopes:  # statements only: docstrings never sit inside expressions
+        node = scopes.pop()
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             if (text := ast.get_docstring(node, clean=False)) is not None:
                 yield (node.body[0].lineno, text)
+        scopes += [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)]
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT:
             yield token.start[0], token.string
