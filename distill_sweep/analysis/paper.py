@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from distill_sweep.models.inits import PAPER_INITS, resolve_init
+
 # Paper column order (Tables 1 and 3).
 GLUE_TASKS: tuple[str, ...] = ("qnli", "sst2", "mnli", "mrpc", "qqp", "rte", "cola")
 TASK_LABELS: dict[str, str] = {
@@ -39,18 +41,27 @@ METRIC_ABBREV: dict[str, str] = {
     "accuracy": "acc", "f1": "F1", "mcc": "MCC", "pearson": "Pearson", "spearman": "Spearman",
 }
 
+# The paper's objectives in its order (Table 1's rows), the one home of the list: the benchmarks and the report
+# read it; the presets conf/experiment/paper_table{1,2}.yaml name it again for Hydra's sweeper, kept equal to it
+# (and to the paper's tables in results/paper/) by tests/repo/test_one_home.py.
 OBJECTIVE_ORDER: tuple[str, ...] = (
     "vanilla_kd", "hid_cls_contrast", "hid_cls", "hid_seq", "att_mse", "att_mse_hid_seq",
     "att_kl", "att_kl_hid_seq", "att_kl_val_kl",
 )
+# Table 2's (task-agnostic) rows: all but the contrastive one, whose memory bank needs task labels.
+TABLE2_OBJECTIVES: tuple[str, ...] = tuple(o for o in OBJECTIVE_ORDER if o != "hid_cls_contrast")
 INIT_NAME_ORDER: tuple[str, ...] = ("skip", "mixed", "bottom", "first", "custom", "random")
 
-# The paper's setting: only cells of this setting are set against its numbers.
+# The paper's setting, its one home: only cells of this setting are set against its numbers.
 PAPER_PROCEDURE = "task_specific"
 PAPER_TEACHER_LAYERS = 12
 PAPER_STUDENT = "truncated"
 PAPER_STUDENT_LAYERS = 3
-PAPER_INIT_LAYERS: dict[str, str] = {"skip": "4,8,12", "mixed": "1,8,12", "bottom": "1,2,3"}
+# Its Table 3 inits at this depth, by the rules that generalise them (models/inits.py): skip 4,8,12, ...
+PAPER_INIT_LAYERS: dict[str, str] = {
+    name: ",".join(map(str, resolve_init(name, PAPER_TEACHER_LAYERS, PAPER_STUDENT_LAYERS).layers))
+    for name in PAPER_INITS.values()
+}
 
 DEFAULT_PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
 PAPER_FILES: dict[str, str] = {"1": "table1_task_specific_objectives.csv", "3": "table3_task_specific_init.csv"}

@@ -30,14 +30,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from distill_sweep.analysis.paper import TABLE2_OBJECTIVES
 from distill_sweep.bench.json_output import writes_json
 from distill_sweep.bench.timing import bf16_autocast, choose_clock, cycle, paired_repeats, training_step
 from distill_sweep.bench.workload import load_objective_cfg, model_arguments, objective_conf_dir
 from distill_sweep.data.corpus import IGNORE
 from distill_sweep.training.allocator import keep_freed_memory
 
-OBJECTIVES = ("vanilla_kd", "hid_cls", "hid_seq", "att_mse", "att_mse_hid_seq", "att_kl", "att_kl_hid_seq",
-              "att_kl_val_kl", "distilbert", "rel_kl")
+OBJECTIVES = (*TABLE2_OBJECTIVES, "distilbert", "rel_kl")
 DENSE_ROW = "dense heads"
 
 

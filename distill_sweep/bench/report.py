@@ -20,13 +20,21 @@ from pathlib import Path
 
 import numpy as np
 
-from distill_sweep.analysis.paper import OBJECTIVE_ORDER
+from distill_sweep.analysis.paper import OBJECTIVE_ORDER, PAPER_STUDENT_LAYERS, PAPER_TEACHER_LAYERS
 from distill_sweep.bench.json_output import writes_json
+from distill_sweep.models.inits import resolve_init
 from distill_sweep.records import record
 from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
 
 TASKS = ("rte", "mrpc", "sst2", "qnli", "cola")
-INITS = {"1": ("skip", [4, 8, 12]), "3": ("bottom", [1, 2, 3])}
+
+
+def _paper_init(spec: str) -> tuple[str, list[int]]:
+    init = resolve_init(spec, PAPER_TEACHER_LAYERS, PAPER_STUDENT_LAYERS)
+    return init.name, init.layers
+
+
+INITS = {spec: _paper_init(spec) for spec in ("1", "3")}  # the paper's skip and bottom
 
 
 def synthetic_store(root: Path, jobs: int, seed: int = 0) -> int:

@@ -32,6 +32,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
+from distill_sweep.analysis.paper import OBJECTIVE_ORDER
 from distill_sweep.bench.decoder_step import decoder_table
 from distill_sweep.bench.json_output import writes_json
 from distill_sweep.bench.timing import (
@@ -59,16 +60,8 @@ from distill_sweep.objectives.core import Objective, build_objective
 from distill_sweep.training.allocator import keep_freed_memory
 
 PAPER_OBJECTIVES = (
-    "vanilla_kd",
-    "hid_cls",
-    "hid_seq",
-    "hid_cls_contrast",
-    "att_mse",
-    "att_kl",
-    "val_kl",
-    "att_mse_hid_seq",
-    "att_kl_hid_seq",
-    "att_kl_val_kl",
+    *OBJECTIVE_ORDER,
+    "val_kl",  # the paper's third attention term (part of att_kl_val_kl), timed alone
     "pkd",  # PKD's pkd_cls term (its intermediate-stage step times the term without the KD part)
     "rel_kl",  # MiniLMv2 relations: Q-Q, K-K, V-V over 48 relation heads (384 / 48 = 8 wide)
 )

@@ -44,6 +44,7 @@ import numpy as np
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from distill_sweep.analysis.paper import OBJECTIVE_ORDER, PAPER_STUDENT_LAYERS, PAPER_TEACHER_LAYERS
 from distill_sweep.bench.json_output import writes_json
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.data.batching import LengthGroupedBatches, row_lengths
@@ -57,10 +58,9 @@ TEACHER = ["teacher=tiny", "teacher.config.num_hidden_layers=12", "teacher.confi
            "teacher.config.intermediate_size=256", "teacher.finetune.epochs=4"]
 GRIDS = {  # objectives, inits
     "table3": ("vanilla_kd,att_kl,hid_cls", "1,2,3"),
-    "table1": ("vanilla_kd,hid_cls_contrast,hid_cls,hid_seq,att_mse,att_mse_hid_seq,att_kl,att_kl_hid_seq,att_kl_val_kl",
-               "1"),
+    "table1": (",".join(OBJECTIVE_ORDER), "1"),
 }
-TEACHER_LAYERS, STUDENT_LAYERS = 12, 3
+TEACHER_LAYERS, STUDENT_LAYERS = PAPER_TEACHER_LAYERS, PAPER_STUDENT_LAYERS
 PACK_LINE = re.compile(r"the pack's teacher: (\d+) forwards, (\d+) layer-passes")
 
 

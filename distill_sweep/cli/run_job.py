@@ -170,7 +170,7 @@ def run_pack(cfg: DictConfig) -> list[Any]:
 def _return_value(record: dict[str, Any]) -> Any:
     """A job's return to the sweeper: its best primary dev metric, or LEFT_TO_HOLDER (another process runs it)."""
     if "left_to_holder" in record:
-        return LEFT_TO_HOLDER  # the sweeper waits for it (grid.py)
+        return LEFT_TO_HOLDER  # the sweeper waits for it (sweep/sweeper.py)
     best = record.get("best") or {}
     return (best.get("dev") or {}).get(record["primary_metric"])
 

@@ -4,7 +4,7 @@ A registry entry (a procedure, a student type, a loss term) says, without import
 checks need: its settings dataclass and its flags. Its code is named by `target`, "module:attribute", and
 imported when a job first uses it. So `python -m distill_sweep objective.alpha=7` is refused in a fraction of
 a second instead of after the seconds torch and transformers take to import (tests/e2e/test_pipeline.py's
-before-torch test; each package's declarations are tested in tests/test_*_declarations.py).
+before-torch test; each package's declarations are tested in tests/unit/*/test_*_declarations.py).
 """
 
 from __future__ import annotations

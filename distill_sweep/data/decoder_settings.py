@@ -1,6 +1,6 @@
 """Decoder-LM data settings and metric names, read by the config checks before torch is imported.
 
-causal_data.py reads the data these settings describe; causal_teacher.py computes the metrics.
+data/decoder.py reads the data these settings describe; teachers/decoder.py computes the metrics.
 """
 
 from __future__ import annotations

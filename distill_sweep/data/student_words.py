@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import torch
 
 from distill_sweep.data.fingerprints import content_hash
-from distill_sweep.records.disk import writing
+from distill_sweep.records.disk import atomic_file
 from distill_sweep.records.locks import waiting_lock
 
 log = logging.getLogger(__name__)
@@ -121,13 +120,8 @@ def load_or_build(train: Any, fields: Sequence[str], cache_dir: str | os.PathLik
         texts = (str(t) for f in fields for t in train[f])
         vocab = WordVocab.build(texts, fields=fields, min_count=min_count, max_size=max_size, lowercase=lowercase,
                                 key=key)
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{path.name}.")
-        try:
-            with writing(path, "no vocabulary was stored: the next run builds it again"), os.fdopen(fd, "w") as f:
-                json.dump(vocab.to_json(), f)
-            os.replace(tmp, path)  # readers never see a half-written file
-        finally:
-            Path(tmp).unlink(missing_ok=True)  # what a failed write left (after the rename, nothing is there)
+        with atomic_file(path, "no vocabulary was stored: the next run builds it again") as f:
+            json.dump(vocab.to_json(), f)
         log.info("word vocabulary of %s: %d words -> %s", task, len(vocab), path)
     return vocab, path
 

@@ -11,8 +11,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from distill_sweep.records import hashing
-
 
 def plain_config(cfg: DictConfig) -> dict[str, Any]:
     """The composed config as plain, resolved containers, without Hydra's own node (whose values exist only
@@ -20,7 +18,3 @@ def plain_config(cfg: DictConfig) -> dict[str, Any]:
     return {str(k): OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
             for k in cfg if k != "hydra"}
 
-
-def config_hash(cfg: DictConfig) -> str:
-    """The hash of a config as it is; jobs hash their checked form (`job.identify`)."""
-    return hashing.digest(hashing.hashed_config(plain_config(cfg)))

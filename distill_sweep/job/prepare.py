@@ -3,7 +3,7 @@
 job.identify reads the config alone; `complete` adds what needs the models' configs: depths, widths and head
 counts, the init and the layer map, and whether the objective can run on this student and teacher; `prepare`
 is both. Each raises `ConfigError` with one line. Reading a model's config imports transformers (and torch),
-so this module is apart from job.py, which the command line's checks import before torch.
+so this module is apart from job/identity.py, which the command line's checks import before torch.
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ from distill_sweep.teachers.cache import CACHE_VERSION, TeacherSpec, finetune_se
 _OPTIONAL_TASK_KEYS = ("max_train_samples", "max_dev_samples")
 
 
-def teacher_key(config: Mapping[str, Any], teacher: TeacherSettings, task: TaskSettings) -> dict[str, Any]:
-    """Everything that determines the fine-tuned teacher (and nothing about the student). `config`: the job's
-    plain config with the teacher block of this teacher (one member of an ensemble, or the whole block)."""
+def finetuned_teacher_key(config: Mapping[str, Any], teacher: TeacherSettings, task: TaskSettings) -> dict[str, Any]:
+    """Everything that determines an encoder's fine-tuned teacher (and nothing about the student): its cache key.
+    `config`: the job's plain config with the teacher block of this teacher (one member of an ensemble, or the
+    whole block). A decoder's trained teacher has its own key, teachers/decoder.teacher_key."""
     block = {k: v for k, v in config["teacher"].items() if k not in ("name", "finetuned_path")}
     task_block = {k: v for k, v in config["task"].items() if k not in ("recipe", "augment")}  # the original data
     for key in _OPTIONAL_TASK_KEYS:
@@ -45,7 +46,7 @@ def teacher_specs(config: Mapping[str, Any], teacher: TeacherSettings, members: 
                   task: TaskSettings) -> tuple[TeacherSpec, list[TeacherSpec]]:
     """The job's teacher and, for an ensemble, each member (`members`, parsed with the job) as a single teacher
     would be (same key, so a member shares the cache entry of that teacher); [] members for one teacher."""
-    whole = TeacherSpec(teacher, teacher_key(config, teacher, task))
+    whole = TeacherSpec(teacher, finetuned_teacher_key(config, teacher, task))
     blocks = ensemble_members(config["teacher"])
-    return whole, [TeacherSpec(settings, teacher_key({**config, "teacher": block}, settings, task))
+    return whole, [TeacherSpec(settings, finetuned_teacher_key({**config, "teacher": block}, settings, task))
                    for settings, block in zip(members, blocks, strict=True)]

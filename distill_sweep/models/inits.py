@@ -1,7 +1,7 @@
 """A student's `init`: which teacher layers its layers are copied from (the paper's Table 3 rules, a list).
 
 Config alone, no model: the job's identity (its directory name) and the checks before any import of torch
-read it; models.py and the student types apply it.
+read it; the student types apply it (students/truncated.py, students/sps.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from distill_sweep.errors import ConfigError
 @dataclass
 class ProcedureSettings:
     """Settings of a procedure that has none but its name; a procedure with settings extends this (in
-    settings.py) and overrides the hooks below where it differs (job.py, context.py and grid.py call them)."""
+    settings.py) and overrides the hooks below where it differs (job/identity.py, job/config.py and sweep/cost.py call them)."""
 
     name: str  # the procedure (procedure=NAME sets it)
 
@@ -64,7 +64,7 @@ class Procedure:
     settings: type = ProcedureSettings
     uses_student: bool = True  # builds a student from `student=` (else `student`/`init`/`map` are ignored)
     # distils from a frozen teacher fine-tuned on the task's fixed training split: its logits can come from
-    # the teacher-output store (teacher_outputs.py)
+    # the teacher-output store (teachers/output_store.py)
     stores_teacher_outputs: bool = False
     data_parallel: bool = False  # runs on several processes (torchrun, SLURM tasks): distributed.py
     # runs on several processes with its student sharded (FSDP2: training/fsdp.py), its checkpoints too

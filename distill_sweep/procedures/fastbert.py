@@ -16,7 +16,7 @@ import dataclasses
 
 import torch.nn.functional as F
 
-from distill_sweep.teachers.early_exit import EarlyExitModel, self_distillation_loss, speed_table
+from distill_sweep.students.early_exit import EarlyExitModel, self_distillation_loss, speed_table
 from distill_sweep.teachers.finetuned import fine_tuned_teacher
 from distill_sweep.training.context import RunContext
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import os
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
 from distill_sweep.errors import DiskWriteError
 
@@ -38,6 +40,34 @@ def writing(path: Path | str, kept: str) -> Iterator[None]:
         yield
     except OSError as err:
         raise DiskWriteError(f"cannot write {path}: {problem(err)}; {kept}") from err
+
+
+@contextmanager
+def atomic_file(path: Path, kept: str | None = None, *, binary: bool = False,
+                before_replace: Callable[[], None] | None = None) -> Iterator[IO[Any]]:
+    """The one temp-file-and-rename write: the block writes to `.<name>.<random>.tmp` beside `path`, which is
+    flushed, fsynced and renamed over `path` when the block ends, so readers never see half a file.
+
+    A block that fails leaves `path` as it was and no temp file; an OSError (a full disk) becomes a DiskWriteError
+    naming `path` and `kept` (default: its previous content is intact, or nothing was written).
+    `before_replace` runs once the new file is on disk, just before the rename (a checkpoint keeps the old one).
+    """
+    if kept is None:
+        kept = "its previous content is intact" if path.exists() else "nothing was written"
+    with writing(path, kept):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb" if binary else "w") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())  # on disk before it replaces what was there
+            if before_replace is not None:
+                before_replace()
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def reserve(path: Path | str) -> None:

@@ -4,12 +4,10 @@ the command was launched."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from distill_sweep.records.disk import writing
+from distill_sweep.records.disk import atomic_file
 
 
 def absolute(path: str | Path) -> Path:
@@ -27,19 +25,8 @@ def absolute(path: str | Path) -> Path:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write to a temp file in the same directory, fsync, then rename: readers never see half a file. A write
     that fails (a full disk) raises DiskWriteError naming `path`, whose earlier content is intact."""
-    kept = "its previous content is intact" if path.exists() else "nothing was written"
-    with writing(path, kept):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=2, sort_keys=False, default=str)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    with atomic_file(path) as f:
+        json.dump(data, f, indent=2, sort_keys=False, default=str)
 
 
 def read_record(path: Path) -> dict[str, Any] | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from distill_sweep.records.disk import atomic_file
 
 PREDICTIONS = "dev_predictions.npz"
 VERSION = 1
@@ -79,10 +80,8 @@ def write_checked_npz(path: Path, arrays: dict[str, np.ndarray], meta: dict[str,
     """`arrays` and `meta` (plus each array's sha256 under "sha256") into `path`, atomically: a temporary file
     renamed into place, so a reader never sees half a file."""
     meta = {**meta, "sha256": {name: digest(a) for name, a in arrays.items()}}
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as fh:
+    with atomic_file(path, binary=True) as fh:
         np.savez(fh, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
-    os.replace(tmp, path)
     return path
 
 

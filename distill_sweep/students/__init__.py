@@ -10,6 +10,9 @@ Adding a student is one code module, its settings, one declaration and one YAML.
 A student that reads its own ids instead of the teacher's word pieces (student=bilstm) declares
 `has_tokenizer`: its module's `tokenizer` is built from the raw training split, its ids travel in the batch next
 to the teacher's (data.STUDENT_IDS columns) and the model names the keys it reads in its `input_keys` attribute.
+
+students/early_exit.py is the student side of procedure=fastbert, not a registered type: FastBERT's exit
+branches on the fine-tuned teacher's layers, trained by self-distillation.
 """
 
 # The registry is filled here, by the package that owns the student types: one list declares them all.

@@ -25,13 +25,12 @@ sweeper reads it at every start.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from distill_sweep.records import hashing
+from distill_sweep.records.disk import atomic_file
 
 # Procedures whose jobs a pack trains: one student per job, stages driven by the stage driver, the frozen teacher
 # read through a TeacherView (procedures/task_specific.py). Others run one process per job.
@@ -116,12 +115,9 @@ def plan_packs(jobs: Sequence[Any], processes_per_job: int = 1) -> list[list[int
 def write_pack_file(directory: Path, members: Sequence[Any]) -> Path:
     """The file a pack's process reads: its members' configs as composed (plain, resolved), in order. Named by
     the members' config hashes, written atomically."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"pack-{hashing.digest([job.digest for job in members])[:16]}.json"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    with os.fdopen(fd, "w") as f:
+    with atomic_file(path) as f:
         json.dump({"members": [dict(job.composed) for job in members]}, f, default=str)
-    os.replace(tmp, path)
     return path
 
 

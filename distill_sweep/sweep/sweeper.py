@@ -38,7 +38,7 @@ from distill_sweep.training import processes
 
 # Hydra loads this module (through the sweeper plugin) at every start, `--help` and the command line's
 # refusals included: prepare.py, which reads the models' configs (transformers, torch), is imported inside
-# the sweep that uses it; a job's identity (job.py) needs neither.
+# the sweep that uses it; a job's identity (job/identity.py) needs neither.
 
 log = logging.getLogger("distill_sweep")
 PROGRESS_EVERY_S = 5.0

@@ -1,2 +1,1 @@
-"""Teachers (parts): the fine-tuned teacher, its cache, the teacher-output store and its plan, decoder teachers,
-early exit."""
+"""Teachers (parts): the fine-tuned teacher, its cache, the teacher-output store and its plan, decoder teachers."""

@@ -12,7 +12,6 @@ import logging
 import os
 import random
 import signal
-import tempfile
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from distill_sweep.records.disk import writing
+from distill_sweep.records.disk import atomic_file
 from distill_sweep.training.checkpoint_files import previous_path
 
 log = logging.getLogger(__name__)
@@ -35,25 +34,14 @@ def save_checkpoint(path: Path, state: dict[str, Any], *, keep_previous: bool = 
     there is left as it was.
     """
     kept = f"the previous {path.name} is intact" if path.exists() else "no checkpoint was written"
-    with writing(path, kept):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    keep = (lambda: _keep_as_previous(path)) if keep_previous and path.exists() else None
+    with atomic_file(path, kept, binary=True, before_replace=keep) as raw:
+        f = _KeepsWriteError(raw)
         try:
-            with os.fdopen(fd, "wb") as raw:
-                f = _KeepsWriteError(raw)
-                try:
-                    torch.save(state, f)  # type: ignore[arg-type]
-                except RuntimeError as err:
-                    # torch reports its file's write error as "unexpected pos ...": the OSError is the news
-                    raise (f.error or err) from err
-                raw.flush()
-                os.fsync(raw.fileno())  # on disk before it replaces the last good checkpoint
-            if keep_previous and path.exists():
-                _keep_as_previous(path)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            torch.save(state, f)  # type: ignore[arg-type]
+        except RuntimeError as err:
+            # torch reports its file's write error as "unexpected pos ...": the OSError is the news
+            raise (f.error or err) from err
 
 
 class _KeepsWriteError:

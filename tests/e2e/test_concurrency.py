@@ -284,7 +284,7 @@ def test_a_record_write_that_fails_part_way_keeps_the_previous_record(tmp_path: 
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.undo()
-    monkeypatch.setattr(files.os, "fsync", eio)
+    monkeypatch.setattr(os, "fsync", eio)  # the one atomic write (records/disk.atomic_file) fsyncs
     with pytest.raises(DiskWriteError, match=r"^cannot write .*result\.json: Input/output error \[EIO\]; its previous"):
         files.write_json_atomic(path, {"status": "completed"})
     assert json.loads(path.read_text()) == {"status": "running"}

@@ -1,7 +1,7 @@
 """Functions the shipped lm-eval task YAMLs name (`!function utils.<name>`): lm-eval imports this file by its path.
 
 The documents are read from the JSONL file beside it (`toy_instructions.jsonl`, written by
-`distill_sweep.procedures.lm_eval_stage.write_toy_tasks` from the toy instructions: no download), and the
+`distill_sweep.data.lm_eval_files.write_toy_file` from the toy instructions: no download), and the
 generate-until task is scored by the project's own ROUGE-L F1 (data/generation_metrics.py), the same number as the
 `rouge_l` dev metric.
 """

@@ -14,7 +14,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
-from distill_sweep.teachers.early_exit import (
+from distill_sweep.students.early_exit import (
     EarlyExitModel,
     exit_layers,
     flops_to_exit,
