@@ -302,3 +302,12 @@ def test_every_paper_table_marker_names_a_transcribed_table() -> None:
             assert "| objective |" in benchmarks.paper_table(ROOT / benchmarks.PAPER / m.group(1)) or \
                 "| method |" in benchmarks.paper_table(ROOT / benchmarks.PAPER / m.group(1)) or \
                 "| system |" in benchmarks.paper_table(ROOT / benchmarks.PAPER / m.group(1)), m.group(1)
+
+
+def test_the_design_shows_a_jobs_path_in_at_most_five_steps() -> None:
+    """docs/design.md's "A job's path" numbers its steps from the command line to the record: at most five, in
+    order, each naming the function that does it (the names are checked to exist by the test above)."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text.split("## A job's path", 1)[1].split("\n## ", 1)[0]
+    steps = [int(m.group(1)) for m in re.finditer(r"^(\d+)\. ", section, re.MULTILINE)]
+    assert steps == list(range(1, len(steps) + 1)) and 3 <= len(steps) <= 5, steps
