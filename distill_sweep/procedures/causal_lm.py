@@ -386,7 +386,7 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
                                         group=decoder_group(job.teacher, settings), precision=ctx.precision,
                                         device=ctx.device, mode=settings.store_mode(), engine=engine)
         store_info = {"mode": "store", "top_k": settings.teacher_top_k, "teacher_logits": settings.logits_mode(),
-                      **stored.describe(),
+                      **stored.describe(), "engine": engine.describe() if engine is not None else {"name": "hf"},
                       "bytes_per_trained_token": round(stored.bytes_per_trained_token(data.train.targets()), 1)}
     ctx.record["teacher_outputs"] = store_info
     return data, teacher, teacher_info, stored

@@ -5,7 +5,8 @@ Kept as the teacher-output store keeps its arrays (output_store.py: `_open`, `_i
 `cache_dir/teacher_outputs/causal_<data>/<group>-greedy<max_new_tokens>-<key>/`: `ids.npy` (N, max_seq_length) int32,
 the sequences [BOS] prompt response (pad-filled), `lengths.npy` and `first_target.npy` (N,) int64. The key is the
 teacher's weights, the sequences' content key, the decoding (greedy from a clean generation config, [EOS],
-max_new_tokens, max_seq_length) and the precision. Built under the store's lock into `.partial` and renamed; `meta.json` holds each array's sha256, checked
+max_new_tokens, max_seq_length), the precision and, with teacher.engine=vllm, the vLLM engine that made them
+(teachers/vllm_engine.py: the same greedy decoding in its own process). Built under the store's lock into `.partial` and renamed; `meta.json` holds each array's sha256, checked
 at every open, so a damaged or truncated file is set aside and the generations made again. Every stored row's
 [BOS] and prompt are checked against the data's own (`GenerationsMismatchError` otherwise).
 """

@@ -23,7 +23,8 @@ from its next-token distribution. Each entry is a token id and the teacher's log
 (`indices.npy` uint16 where the vocabulary fits in 16 bits, else int32; `values.npy` float16; (N, L, k)), so a
 stored position costs 4k bytes (6k for larger vocabularies; float32 logits and int32 ids were 8k), and
 `rowcheck.npy`. Keyed by the teacher's weights, the sequences' content key, k, the mode, the precision and the
-stored form, and kept, checked and built the same way (`open_or_build_topk`).
+stored form, and kept, checked and built the same way (`open_or_build_topk`); with teacher.engine=vllm the entries
+come from a vLLM engine in its own process (teachers/vllm_engine.py) and the key names it.
 
 It is only used where it is exact (`plan`): a frozen, eval-mode teacher on a fixed tokenised split. On-the-fly
 augmentation, dynamic masking or a teacher that trains would make stored outputs wrong; those procedures run

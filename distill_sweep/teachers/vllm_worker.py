@@ -51,8 +51,9 @@ def greedy(job: Path, request: dict, out: Path) -> None:
     flat, offsets = np.load(job / "prompts.npy"), np.load(job / "offsets.npy")
     prompts = [TokensPrompt(prompt_token_ids=flat[offsets[i]:offsets[i + 1]].tolist())
                for i in range(len(offsets) - 1)]
+    # the request's [EOS] only: the model config's eos_token_id (which vLLM otherwise stops at) is ignored
     params = SamplingParams(temperature=0.0, max_tokens=int(request["max_new_tokens"]), min_tokens=0,
-                            stop_token_ids=[int(request["eos"])], ignore_eos=False, detokenize=False,
+                            stop_token_ids=[int(request["eos"])], ignore_eos=True, detokenize=False,
                             repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0)
     llm = engine(request, job / "model", max_logprobs=0)
     results = llm.generate(prompts, params, use_tqdm=False)
