@@ -100,10 +100,10 @@ def check_engine(engine: str, setting: str | None) -> Engine | None:
 def unused_reason(procedure: str, settings: Any) -> str | None:
     """Why no bulk work of this job would run on the engine (`settings`: the procedure's; None when some would):
     the engine makes a decoder teacher's seq_kd responses and its sparse store only."""
-    if not getattr(settings, "decoders", False):
-        return f"procedure={procedure} gives a vLLM engine no work (it makes a decoder teacher's seq_kd responses " \
-               "and top-k store, procedure=causal_lm)"
+    if not getattr(settings, "decoders", False):  # (no parentheses: identity.check_used wraps the reason in them)
+        return (f"procedure={procedure} gives a vLLM engine no work: it makes a decoder teacher's seq_kd responses "
+                "and top-k store, under procedure=causal_lm")
     if not getattr(settings, "seq_kd", False) and getattr(settings, "teacher_top_k", None) is None:
         return ("the engine makes the teacher's seq_kd responses and its top-k / sampled store, and this job has "
-                "neither (procedure.seq_kd=true, procedure.teacher_top_k=k)")
+                "neither: set procedure.seq_kd=true or procedure.teacher_top_k")
     return None

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.vllm
 CPU = torch.device("cpu")
 K = 5
 MAX_NEW = 6
-ENGINE_TOL = 1e-4  # measured: 2e-6 on this model (docs/methods/decoder.md, "The teacher's engine")
+ENGINE_TOL = 1e-4  # measured: at most 2.4e-5 on this model (docs/methods/decoder.md, "The teacher's engine")
 
 
 @pytest.fixture(scope="module")
