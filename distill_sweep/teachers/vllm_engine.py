@@ -19,6 +19,8 @@ import logging
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,7 @@ def greedy_responses(engine: Engine, model: nn.Module, prompts: list[np.ndarray]
                "max_model_len": max(lengths) + int(max_new_tokens)}
     arrays = {"prompts": np.concatenate([np.asarray(p, dtype=np.int64) for p in prompts]),
               "offsets": np.cumsum([0, *lengths]).astype(np.int64)}
-    with _job(engine, model, request, arrays, precision, work) as out:
+    with _job(engine, model, request, arrays, precision, Path(work)) as out:
         flat, offsets = np.load(out / "responses.npy"), np.load(out / "response_offsets.npy")
         return [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(len(prompts))]
 
@@ -59,35 +61,31 @@ def sparse_entries(engine: Engine, model: nn.Module, ids: np.ndarray, lengths: n
     request = {"task": mode, "k": int(k), "seed": int(seed), "vocab": int(vocab),
                "max_model_len": int(ids.shape[1]) if ids.size else 1}
     arrays = {"ids": np.asarray(ids, dtype=np.int64), "lengths": np.asarray(lengths, dtype=np.int64)}
-    with _job(engine, model, request, arrays, precision, work) as out:
+    with _job(engine, model, request, arrays, precision, Path(work)) as out:
         return np.load(out / "values.npy", mmap_mode="r"), np.load(out / "indices.npy", mmap_mode="r")
 
 
-class _job:
-    """A worker run: the job directory written, the worker run, its `out/` handed to the block, the directory
-    removed on leaving."""
-
-    def __init__(self, engine: Engine, model: nn.Module, request: dict[str, Any], arrays: dict[str, np.ndarray],
-                 precision: str, work: Path) -> None:
-        self.engine, self.model, self.arrays, self.work = engine, model, arrays, Path(work)
-        self.request = {**request, "dtype": DTYPES.get(precision, "float32")}
-
-    def __enter__(self) -> Path:
-        shutil.rmtree(self.work, ignore_errors=True)  # what a killed build left
-        self.work.mkdir(parents=True)
-        self.model.save_pretrained(self.work / "model", safe_serialization=True)
-        for name, array in self.arrays.items():
-            np.save(self.work / f"{name}.npy", array)
-        (self.work / "request.json").write_text(json.dumps(self.request))
+@contextmanager
+def _job(engine: Engine, model: nn.Module, request: dict[str, Any], arrays: dict[str, np.ndarray], precision: str,
+         work: Path) -> Iterator[Path]:
+    """A worker run: the job directory `work` written (the model, the arrays, request.json, the hidden packages),
+    the worker run, its `out/` handed to the block; `work` removed on leaving, whatever happened."""
+    request = {**request, "dtype": DTYPES.get(precision, "float32")}
+    shutil.rmtree(work, ignore_errors=True)  # what a killed build left
+    try:
+        work.mkdir(parents=True)
+        model.save_pretrained(work / "model", safe_serialization=True)
+        for name, array in arrays.items():
+            np.save(work / f"{name}.npy", array)
+        (work / "request.json").write_text(json.dumps(request))
         for name in _HIDDEN:
-            (self.work / "hidden" / name).mkdir(parents=True)
-            (self.work / "hidden" / name / "__init__.py").write_text(
+            (work / "hidden" / name).mkdir(parents=True)
+            (work / "hidden" / name / "__init__.py").write_text(
                 f"raise ImportError('{name} is hidden from the vLLM worker (distill_sweep)')\n")
-        _run(self.engine, self.work, self.request["task"])
-        return self.work / "out"
-
-    def __exit__(self, *exc: object) -> None:
-        shutil.rmtree(self.work, ignore_errors=True)
+        _run(engine, work, request["task"])
+        yield work / "out"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _run(engine: Engine, work: Path, task: str) -> None:

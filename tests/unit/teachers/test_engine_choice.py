@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import CAUSAL_BASE, CAUSAL_BASE_HASH, compose_cfg
 from tiny_models import tiny_llama
 
@@ -20,7 +21,8 @@ from distill_sweep.teachers import engine as engine_module
 from distill_sweep.teachers.engine import Engine
 from distill_sweep.teachers.generations import generations_key
 from distill_sweep.teachers.output_plan import decoder_group
-from distill_sweep.teachers.output_store import SAMPLED, TOP_K, topk_key, topk_store_path
+from distill_sweep.teachers.output_store import SAMPLED, TOP_K, open_or_build_topk, topk_key, topk_store_path
+from distill_sweep.teachers.vllm_engine import EngineError
 from distill_sweep.toy import build_toy_tokenizer
 
 TOPK = [*CAUSAL_BASE, "procedure.data=instructions", "objective=fkl", "procedure.teacher_top_k=4"]
@@ -110,3 +112,20 @@ def test_a_store_key_names_the_engine_and_transformers_keys_are_as_before(shared
     hf_g, vl_g = (generations_key(model, data, 4, 24, "fp32", 3, e) for e in (None, ENGINE))
     assert "engine" not in hf_g and vl_g["engine"]["name"] == "vllm"
     assert {k: v for k, v in vl_g.items() if k != "engine"} == hf_g
+
+
+def test_a_failed_worker_is_one_line_and_leaves_no_store_behind(shared_cache: Path, tmp_path: Path):
+    """The worker run by an interpreter without vLLM (the project's own) fails: the build stops with one line
+    naming the worker's last error and its kept log; no store, no partial store, no job directory is left."""
+    tok = build_toy_tokenizer(shared_cache)
+    data = from_instructions(InstructionSettings(num_examples=8, dev_examples=2), tok, max_seq_length=24)
+    model = tiny_llama()
+    model.resize_token_embeddings(len(tok))
+    broken = Engine(Path(sys.executable), "vllm", "0")
+    with pytest.raises(EngineError, match=r"the vLLM worker failed \(exit 1\): .*No module named 'vllm' "
+                                          r"\(its log: .*\.engine\.log\)") as failed:
+        open_or_build_topk(model, data, 4, cache_dir=tmp_path, group="g", precision="fp32",
+                           device=torch.device("cpu"), mode=TOP_K, engine=broken)
+    assert "\n" not in str(failed.value)
+    left = sorted(p.name for p in (tmp_path / "teacher_outputs" / data.name).iterdir())
+    assert [n for n in left if not n.endswith((".lock", ".engine.log"))] == [], left
