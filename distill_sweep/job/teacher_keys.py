@@ -14,6 +14,7 @@ from typing import Any
 
 from distill_sweep.config.schema import TaskSettings, TeacherSettings, ensemble_members
 from distill_sweep.teachers.cache import CACHE_VERSION, TeacherSpec, finetune_settings
+from distill_sweep.teachers.engine import ENGINE_KEYS
 
 # Task keys that only exist for pilot runs: left out of the key while unset, so teachers cached before
 # these keys existed keep their key (and are not fine-tuned again).
@@ -24,7 +25,8 @@ def finetuned_teacher_key(config: Mapping[str, Any], teacher: TeacherSettings, t
     """Everything that determines an encoder's fine-tuned teacher (and nothing about the student): its cache key.
     `config`: the job's plain config with the teacher block of this teacher (one member of an ensemble, or the
     whole block). A decoder's trained teacher has its own key, teachers/decoder.teacher_key."""
-    block = {k: v for k, v in config["teacher"].items() if k not in ("name", "finetuned_path")}
+    # (the engine that does a decoder teacher's bulk work does not change the teacher)
+    block = {k: v for k, v in config["teacher"].items() if k not in ("name", "finetuned_path", *ENGINE_KEYS)}
     task_block = {k: v for k, v in config["task"].items() if k not in ("recipe", "augment")}  # the original data
     for key in _OPTIONAL_TASK_KEYS:
         if task_block.get(key) is None:

@@ -62,6 +62,7 @@ from distill_sweep.teachers.decoder import (
     trained_teacher,
     unigram_baseline,
 )
+from distill_sweep.teachers.engine import check_engine
 from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_plan import decoder_group
@@ -118,6 +119,7 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
                           "([CLS]); a decoder's first token is [BOS], which the causal mask lets see only itself, so "
                           "its state is the same for every sequence: use hid_seq (every real token)")
     check_logit_stages(job.objective, terms)
+    check_engine(teacher.engine, teacher.engine_python)  # teacher.engine=vllm: its environment is installed
     if settings.teacher_top_k is not None:
         live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
         if live:
@@ -364,6 +366,8 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
         raise ConfigError(f"{data.name} has {len(data.train)} training sequences, fewer than one batch "
                           f"(procedure.batch_size={settings.batch_size})")
     recipe = TeacherRecipe(settings.teacher_steps, settings.teacher_lr, settings.batch_size)
+    # the seq_kd responses and the sparse store on a vLLM engine of their own (teacher.engine=vllm; None: here)
+    engine = check_engine(job.settings.teacher.engine, job.settings.teacher.engine_python)
     with distributed.main_first():  # (a pack's members: one teacher between them, decoder_pack.once)
         teacher, teacher_info = once(ctx.pack, trained_teacher)(job.settings.teacher, data, ctx.tokenizer, recipe,
                                                 cache_dir=ctx.cache_dir, device=ctx.device, precision=ctx.precision,
@@ -373,15 +377,16 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
             data, teacher_info["seq_kd"] = open_or_build_generations(
                 teacher, data, max_new_tokens=settings.generation.max_new_tokens,
                 max_seq_length=settings.max_seq_length, tokens=special_tokens(ctx.tokenizer), cache_dir=ctx.cache_dir,
-                group=decoder_group(job.teacher, settings), precision=ctx.precision, device=ctx.device)
+                group=decoder_group(job.teacher, settings), precision=ctx.precision, device=ctx.device,
+                engine=engine)
     stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
     if settings.teacher_top_k is not None:
         with distributed.main_first():
             stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
                                         group=decoder_group(job.teacher, settings), precision=ctx.precision,
-                                        device=ctx.device, mode=settings.store_mode())
+                                        device=ctx.device, mode=settings.store_mode(), engine=engine)
         store_info = {"mode": "store", "top_k": settings.teacher_top_k, "teacher_logits": settings.logits_mode(),
-                      **stored.describe(),
+                      **stored.describe(), "engine": engine.describe() if engine is not None else {"name": "hf"},
                       "bytes_per_trained_token": round(stored.bytes_per_trained_token(data.train.targets()), 1)}
     ctx.record["teacher_outputs"] = store_info
     return data, teacher, teacher_info, stored

@@ -70,9 +70,12 @@ def decoder_group(teacher: TeacherSpec, settings: Any) -> str:
     data = as_dict(settings.instructions) if settings.data == "instructions" else as_dict(settings.corpus)
     # seq_kd: the responses are the teacher's (another data, hence other stores); absent otherwise (earlier groups)
     responses = {"responses": "seq_kd"} if getattr(settings, "seq_kd", False) else {}
+    # a vLLM engine's stores (teacher.engine=vllm) are other stores: absent for transformers' (earlier groups)
+    engine = getattr(teacher.settings, "engine", "hf")
     return part_id({"teacher": teacher.key, "data": settings.data, "source": _names_only(data),
                     "max_seq_length": settings.max_seq_length if settings.data == "instructions" else None,
-                    "recipe": [settings.teacher_steps, settings.teacher_lr, settings.batch_size], **responses})
+                    "recipe": [settings.teacher_steps, settings.teacher_lr, settings.batch_size], **responses,
+                    **({"engine": engine} if engine != "hf" else {})})
 
 
 def _names_only(node: Any) -> Any:

@@ -23,7 +23,8 @@ from its next-token distribution. Each entry is a token id and the teacher's log
 (`indices.npy` uint16 where the vocabulary fits in 16 bits, else int32; `values.npy` float16; (N, L, k)), so a
 stored position costs 4k bytes (6k for larger vocabularies; float32 logits and int32 ids were 8k), and
 `rowcheck.npy`. Keyed by the teacher's weights, the sequences' content key, k, the mode, the precision and the
-stored form, and kept, checked and built the same way (`open_or_build_topk`).
+stored form, and kept, checked and built the same way (`open_or_build_topk`); with teacher.engine=vllm the entries
+come from a vLLM engine in its own process (teachers/vllm_engine.py) and the key names it.
 
 It is only used where it is exact (`plan`): a frozen, eval-mode teacher on a fixed tokenised split. On-the-fly
 augmentation, dynamic masking or a teacher that trains would make stored outputs wrong; those procedures run
@@ -55,6 +56,8 @@ from distill_sweep.records import hashing
 from distill_sweep.records.disk import reserve, set_aside, writing
 from distill_sweep.records.files import write_json_atomic
 from distill_sweep.records.locks import waiting_lock
+from distill_sweep.teachers import vllm_engine
+from distill_sweep.teachers.engine import Engine
 from distill_sweep.teachers.output_plan import META, feature_tag, store_root, topk_tag
 from distill_sweep.training.loop import autocast, to_device
 
@@ -368,10 +371,12 @@ class TopKOutputs:
                 "bytes_per_token": self.bytes_per_token()}
 
 
-def topk_key(model: nn.Module, data: CausalData, k: int, precision: str, mode: str = TOP_K) -> dict[str, Any]:
+def topk_key(model: nn.Module, data: CausalData, k: int, precision: str, mode: str = TOP_K,
+             engine: Engine | None = None) -> dict[str, Any]:
     """What a sparse store's numbers are a function of: the teacher's weights, the sequences' content key, k, the
-    mode (and a sampled store's seed), the precision, and the stored form (log-probabilities, dtypes), so that
-    another form is another store."""
+    mode (and a sampled store's seed), the precision, the stored form (log-probabilities, dtypes), so that
+    another form is another store, and the vLLM engine that computed them (teacher.engine=vllm; no entry for
+    transformers': the stores made before the key had one)."""
     config = getattr(model, "config", None)
     key = {"version": STORE_VERSION, "mode": mode, "teacher": weights_digest(model),
            "attn_implementation": str(getattr(config, "_attn_implementation", None)),
@@ -379,6 +384,8 @@ def topk_key(model: nn.Module, data: CausalData, k: int, precision: str, mode: s
            "values": "log_softmax", "dtypes": topk_dtypes(_vocab(model))}
     if mode == SAMPLED:
         key["seed"] = SAMPLE_SEED
+    if engine is not None:
+        key["engine"] = engine.describe()
     return key
 
 
@@ -392,25 +399,27 @@ def topk_store_path(cache_dir: Path, data_name: str, group: str, k: int, digest:
 
 
 def open_or_build_topk(model: nn.Module, data: CausalData, k: int, *, cache_dir: Path, group: str,
-                       precision: str, device: torch.device, mode: str = TOP_K) -> TopKOutputs:
+                       precision: str, device: torch.device, mode: str = TOP_K,
+                       engine: Engine | None = None) -> TopKOutputs:
     """The sparse store (`mode`: top_k or sampled) of `model` on `data`'s training sequences, built now if no job
     built it before (at most one build per key whatever the number of concurrent jobs; a damaged one set aside and
-    built again). `group`: output_plan.decoder_group of the job, the prefix the sweeper looks for."""
+    built again). `group`: output_plan.decoder_group of the job, the prefix the sweeper looks for; `engine`: the
+    vLLM engine that computes the entries (None: transformers, in this process)."""
     if mode not in SPARSE_MODES:
         raise ValueError(f"a sparse store's mode is one of {SPARSE_MODES}, not {mode!r}")
-    key = topk_key(model, data, k, precision, mode)
+    key = topk_key(model, data, k, precision, mode, engine)
     digest = hashing.digest(key)[:16]
     path = topk_store_path(cache_dir, data.name, group, k, digest, mode)
     path.parent.mkdir(parents=True, exist_ok=True)
     built = _open(path, key, lambda: _in_partial(path, lambda partial: _write_topk(
-        model, data, k, path, partial, key, device=device, precision=precision)))
+        model, data, k, path, partial, key, device=device, precision=precision, engine=engine)))
     values, indices, rowcheck = (np.load(path / f"{name}.npy", mmap_mode="r") for name in TOPK_ARRAYS)
     return TopKOutputs(path, digest, values, indices, torch.from_numpy(np.array(rowcheck)).to(device), built, mode)
 
 
 @torch.inference_mode()
 def _write_topk(model: nn.Module, data: CausalData, k: int, path: Path, partial: Path, key: dict[str, Any], *,
-                device: torch.device, precision: str) -> None:
+                device: torch.device, precision: str, engine: Engine | None = None) -> None:
     start = time.perf_counter()
     shutil.rmtree(partial, ignore_errors=True)  # what a killed build left
     with writing(partial, BUILD_KEPT):
@@ -422,18 +431,28 @@ def _write_topk(model: nn.Module, data: CausalData, k: int, path: Path, partial:
     indices = _array(partial / "indices.npy", np.dtype(dtypes["indices"]), (n, width, k))
     rowcheck = _array(partial / "rowcheck.npy", np.int64, (n, 2))
     generator = torch.Generator(device).manual_seed(key.get("seed", 0))
+    engine_rows = None
+    if engine is not None:  # every row in one worker run; the row checks are computed here, as below
+        engine_rows = vllm_engine.sparse_entries(engine, model, data.train.ids, data.train.lengths, k, key["mode"],
+                                                 seed=key.get("seed", 0), precision=precision,
+                                                 work=Path(f"{path}.engine"), vocab=_vocab(model))
     was_training = model.training
     model.eval()
     try:
         for begin in range(0, n, TOPK_BATCH):
             rows = np.arange(begin, min(begin + TOPK_BATCH, n))
             batch = to_device(data.batch(data.train, rows), device)
-            with autocast(device, precision):
-                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
-            logp, ids = sparse_entries(logits, k, key["mode"], generator)
-            w = logits.shape[1]
-            values[rows, :w] = logp.cpu().numpy().astype(values.dtype)
-            indices[rows, :w] = ids.cpu().numpy().astype(indices.dtype)
+            w = int(batch["input_ids"].shape[1])
+            if engine_rows is not None:
+                values[rows, :w] = engine_rows[0][rows, :w].astype(values.dtype)
+                indices[rows, :w] = engine_rows[1][rows, :w].astype(indices.dtype)
+            else:
+                with autocast(device, precision):
+                    logits = model(input_ids=batch["input_ids"],
+                                   attention_mask=batch["attention_mask"]).logits.float()
+                logp, ids = sparse_entries(logits, k, key["mode"], generator)
+                values[rows, :w] = logp.cpu().numpy().astype(values.dtype)
+                indices[rows, :w] = ids.cpu().numpy().astype(indices.dtype)
             rowcheck[rows] = row_check(batch["input_ids"], batch["attention_mask"]).cpu().numpy()
     finally:
         model.train(was_training)
