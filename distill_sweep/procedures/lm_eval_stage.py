@@ -76,12 +76,30 @@ def check_tasks(settings: LMEvalSettings) -> None:
     if not settings.tasks:
         return
     manager = manager_for(settings)
+    load_local(settings)
     if settings.sampling_seeds:
         kinds = {t: output_type(manager, t) for t in settings.tasks}
         if all(k is not None and k != GENERATE for k in kinds.values()):
             listed = ", ".join(f"{t} ({k})" for t, k in kinds.items())
             raise ConfigError(f"{WHERE}.sampling_seeds samples the generate-until tasks, and none of {WHERE}.tasks "
                               f"generates: {listed}; name a {GENERATE} task or leave the seeds empty")
+
+
+def load_local(settings: LMEvalSettings) -> None:
+    """Build each task defined by a local YAML (shipped or include_path), its documents read, so that a data file the
+    YAML names and cannot be read (missing, malformed) is one line before any training rather than a failed stage
+    after it. The harness's own tasks are left to the stage (their data come from the hub or its cache)."""
+    manager = task_manager(settings)
+    for task in settings.tasks:
+        if task not in manager.all_tasks:
+            continue
+        try:
+            manager.load([task])
+        except Exception as exc:  # whatever the YAML's loader raises: named with the task and its file
+            where = manager.task_index[task].yaml_path
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ConfigError(f"{WHERE}.tasks: {task!r} ({where}) does not load: {type(exc).__name__}: "
+                              f"{first}") from None
 
 
 def output_type(manager: Any, task: str) -> str | None:

@@ -112,3 +112,23 @@ def test_each_seed_is_the_harness_run_with_that_torch_seed_and_the_scores_their_
     assert samples["toy_instruct_choice"].seeds is None
     assert block["scores"]["toy_instruct_choice"] == greedy["scores"]["toy_instruct_choice"]
     assert "sampling" not in greedy
+
+
+def test_a_task_whose_data_file_is_missing_or_malformed_is_refused_before_any_training(tmp_path: Path):
+    """The task's YAML parses and names a data file: a file that is not there, or not JSON lines, is one line at
+    the job's check (the stage would only find it after training)."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    for name, data in (("gone", tmp_path / "no_such.jsonl"), ("broken", tmp_path / "bad.jsonl")):
+        (tmp_path / "tasks" / f"{name}.yaml").write_text(
+            f"task: my_{name}\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {data}}}}}\n"
+            "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{prompt}}'\n"
+            "doc_to_choice: '{{choices}}'\ndoc_to_target: '{{label}}'\nmetric_list: [{metric: acc}]\n")
+    for name in ("gone", "broken"):
+        cfg = compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c",
+                           f"procedure.lm_eval.tasks=[toy_instruct_rouge,my_{name}]",
+                           f"procedure.lm_eval.include_path={tmp_path / 'tasks'}"])
+        with pytest.raises(ConfigError, match=rf"procedure.lm_eval.tasks: 'my_{name}' \(.*{name}.yaml\) does not "
+                                              r"load: \w+") as refused:
+            prepare(cfg)
+        assert "\n" not in str(refused.value) and not (tmp_path / "r").exists()
