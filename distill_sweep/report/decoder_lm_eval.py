@@ -68,11 +68,13 @@ def table(part: pd.DataFrame, ddof: int) -> tuple[list[str], list[list[str]]] | 
     return headers, rows
 
 
-def sampled(path: str) -> dict[str, list[float]]:
-    """A record's per-sampling-seed scores (`lm_eval.sampling.scores`) as `task: metric` -> one value per seed."""
+def sampled(path: str) -> tuple[list[int], dict[str, list[float]]]:
+    """A record's sampling seeds and per-seed scores (`lm_eval.sampling`) as `task: metric` -> one value per seed."""
     rec: dict[str, Any] = json.loads(Path(path).read_text())
-    per_seed = ((rec.get("lm_eval") or {}).get("sampling") or {}).get("scores") or {}
-    return {f"{task}: {metric}": [float(x) for x in v] for task, metrics in per_seed.items() for metric, v in metrics.items()}
+    block = (rec.get("lm_eval") or {}).get("sampling") or {}
+    per_seed = block.get("scores") or {}
+    return [int(s) for s in block.get("seeds") or []], {
+        f"{task}: {metric}": [float(x) for x in v] for task, metrics in per_seed.items() for metric, v in metrics.items()}
 
 
 def _f(x: float, fmt: str = "{:.3f}") -> str:
@@ -83,38 +85,40 @@ def spread(part: pd.DataFrame) -> tuple[list[str], list[list[str]]] | None:
     """(headers, rows) of the evaluation-sampling spread against the training-seed spread (analysis/nested_spread.py)
     per objective x init x data source and sampled task metric, None when no run was sampled with seeds."""
     got = {p: sampled(p) for p in part["path"]}
-    metrics = sorted({m for v in got.values() for m in v})
+    metrics = sorted({m for _, v in got.values() for m in v})
     if not metrics:
         return None
     part = decoder._with_source(part)
     sources = decoder._sources(part)
     axis = sources != [decoder.FIXED]
     headers = ["objective", "init", *(["data"] if axis else []), "task: metric", "mean", "sd training seeds (n)",
-               "sd sampling seeds, pooled (k)", "var training", "var sampling", "training share"]
+               "sd sampling seeds, pooled (k)", "seeds", "var training", "var sampling", "training share"]
     rows = []
     for objective in sorted(part["objective"].unique(), key=lambda o: (o != decoder.BASELINE, o)):
         for init in decoder._inits(part):
             for source in sources:
                 cell = part[(part["objective"] == objective) & (part["init"] == init) & (part["data"] == source)]
                 for metric in metrics:
-                    values = [got[p][metric] for p in cell["path"] if metric in got[p]]
-                    if not values:
+                    runs = [got[p] for p in cell["path"] if metric in got[p][1]]
+                    if not runs:
                         continue
-                    sp = nested_spread(values)
+                    sp = nested_spread([v[metric] for _, v in runs], seeds=[s for s, _ in runs])
                     k = sorted(set(sp["k"]))
                     seeds = str(k[0]) if len(k) == 1 else f"{k[0]}-{k[-1]}"
                     rows.append([objective, init, *([source] if axis else []), metric, _f(sp["mean"]),
                                  f"{_f(sp['sd_training'])} ({sp['n']})",
-                                 f"{_f(sp['sd_sampling'])} ({seeds})",
-                                 _f(sp["var_training"], "{:.2e}") + (" (0: clipped)" if sp["clipped"] else ""),
+                                 f"{_f(sp['sd_sampling'])} ({seeds})", sp["design"] if sp["n"] > 1 else "—",
+                                 "0 (clipped)" if sp["clipped"] else _f(sp["var_training"], "{:.2e}"),
                                  _f(sp["var_sampling"], "{:.2e}"), _f(100 * sp["training_share"], "{:.0f}%")])
     return headers, rows
 
 
-SPREAD_NOTE = ("evaluation-sampling vs training-seed spread (seeds nested within models, the ANOVA estimator): sd "
-               "training seeds = sd of the per-model means over sampling seeds (n models); sd sampling seeds = the "
-               "within-model sd pooled over the models (k seeds each); var training = max(0, sd_T^2 - sd_S^2 x "
-               "mean(1/k)), var sampling = sd_S^2, training share = var training / (var training + var sampling) "
+SPREAD_NOTE = ("evaluation-sampling vs training-seed spread (random effects, the ANOVA estimator): sd training seeds = "
+               "sd_T, the sd of the per-model means over sampling seeds (n models); sd sampling seeds = sd_S, the "
+               "within-model sd pooled over the models (k seeds each); var sampling = sd_S^2; var training = max(0, "
+               "sd_T^2 - MS_I/k) when every model drew with the same seeds (crossed: MS_I the model x seed residual "
+               "mean square, the seeds' shared part cancelling from the model means), max(0, sd_T^2 - sd_S^2 x "
+               "mean(1/k)) otherwise (nested); training share = var training / (var training + var sampling) "
                "(docs/methods/decoder.md, \"Evaluation-sampling seeds\")")
 
 

@@ -102,12 +102,12 @@ def test_the_sampling_spread_is_set_beside_the_training_spread(tmp_path: Path):
     part = _sampled_part(tmp_path)
     headers, rows = decoder_lm_eval.spread(part)
     assert headers[:4] == ["objective", "init", "task: metric", "mean"]
-    ((objective, init, metric, mean, sd_t, sd_s, var_t, var_s, share),) = rows  # rkl was greedy: no row
-    # worked by hand (tests/unit/analysis/test_nested_spread.py): model means 0.4, 0.6; s_T^2 = 0.02, s_S^2 = 0.025,
-    # var_T = 0.02 - 0.025 / 3 = 7/600, share 7/22
-    assert (objective, init, metric, mean) == ("fkl", "skip", "toy_instruct_rouge: rouge_l", "0.500")
+    ((objective, init, metric, mean, sd_t, sd_s, design, var_t, var_s, share),) = rows  # rkl was greedy: no row
+    # worked by hand (tests/unit/analysis/test_nested_spread.py): model means 0.4, 0.6; s_T^2 = 0.02, s_S^2 = 0.025;
+    # both drew with seeds 1, 2, 3 (crossed): MS_I = 0.005, var_T = 0.02 - 0.005 / 3 = 11/600, share 11/26
+    assert (objective, init, metric, mean, design) == ("fkl", "skip", "toy_instruct_rouge: rouge_l", "0.500", "crossed")
     assert sd_t == f"{np.sqrt(0.02):.3f} (2)" and sd_s == f"{np.sqrt(0.025):.3f} (3)"
-    assert var_t == f"{7 / 600:.2e}" and var_s == f"{0.025:.2e}" and share == f"{100 * 7 / 22:.0f}%"
+    assert var_t == f"{11 / 600:.2e}" and var_s == f"{0.025:.2e}" and share == f"{100 * 11 / 26:.0f}%"
     # the main table's cell: the mean ± sd over training seeds of the per-model means (the same 0.141)
     _, main = decoder_lm_eval.table(part, ddof=1)
     assert {r[0]: r for r in main}["fkl"][3] == f"0.500±{np.sqrt(0.02):.3f} (2)"
