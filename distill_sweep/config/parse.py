@@ -162,6 +162,14 @@ def new_keys_at_default(settings: Any) -> set[str]:
             if f.metadata.get("unhashed_at_default") and getattr(settings, f.name) == _default(f)}
 
 
+def nested_keys_at_default(settings: Any) -> dict[str, set[str]]:
+    """Per nested settings block (a field holding a dataclass), its own `UNHASHED_AT_DEFAULT` fields at their default:
+    a key added inside a block that is hashed when set (procedure.lm_eval) leaves the jobs hashed before it as they
+    were."""
+    return {f.name: keys for f in dataclasses.fields(settings)
+            if dataclasses.is_dataclass(value := getattr(settings, f.name)) and (keys := new_keys_at_default(value))}
+
+
 def _default(f: dataclasses.Field) -> Any:
     """A field's default value (a nested settings block's: its factory's)."""
     return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default

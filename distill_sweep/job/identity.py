@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from distill_sweep.config.parse import as_dict, new_keys_at_default
+from distill_sweep.config.parse import as_dict, nested_keys_at_default, new_keys_at_default
 from distill_sweep.config.schema import ConfigSettings
 from distill_sweep.config.seeds import JobSeeds, hashed_seeds, job_seeds
 from distill_sweep.config.space import default_choices, option_defaults
@@ -171,7 +171,7 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
     hashed = _hashed(config, objective, student if procedure.uses_student else None,
                      reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
                      unhashed=new_keys_at_default(procedure_settings) | procedure_settings.unread_keys(objective),
-                     samples=_samples(procedure_settings))
+                     samples=_samples(procedure_settings), nested=nested_keys_at_default(procedure_settings))
     _hash_engine(hashed, settings.teacher.engine != HF
                  and unused_reason(procedure.name, procedure_settings) is None)
     digest = hashing.digest(hashed)
@@ -291,13 +291,18 @@ def _samples(procedure_settings: Any) -> bool:
 
 
 def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
-            reads_corpus: bool = False, unhashed: set[str] | None = None, samples: bool = False) -> dict[str, Any]:
+            reads_corpus: bool = False, unhashed: set[str] | None = None, samples: bool = False,
+            nested: Mapping[str, set[str]] | None = None) -> dict[str, Any]:
     """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
     procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default) and
-    those the objective gives nothing to read (ProcedureSettings.unread_keys)."""
+    those the objective gives nothing to read (ProcedureSettings.unread_keys); `nested`: per settings block of the
+    procedure, its keys at such a default (parse.nested_keys_at_default)."""
     hashed = hashing.hashed_config(config)
     if unhashed and isinstance(hashed.get("procedure"), dict):
         hashed["procedure"] = {k: v for k, v in hashed["procedure"].items() if k not in unhashed}
+    for block, keys in (nested or {}).items():  # the same inside a procedure's settings block (procedure.lm_eval)
+        if isinstance(hashed.get("procedure"), dict) and isinstance(hashed["procedure"].get(block), dict):
+            hashed["procedure"][block] = {k: v for k, v in hashed["procedure"][block].items() if k not in keys}
     # A job reads the task or a corpus (task_agnostic), or neither (causal_lm's instructions): what it does not
     # read is ignored, so not hashed.
     if not reads_task:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distill_sweep.config.parse import as_dict
+from distill_sweep.config.parse import as_dict, new_keys_at_default
 from distill_sweep.data.lm_eval_files import SHIPPED_TASKS, TASKS_DIR, docs_hash
 from distill_sweep.errors import ConfigError
 from distill_sweep.records.files import read_record, write_json_atomic
@@ -37,7 +37,8 @@ from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, write_sa
 from .settings import LMEvalSettings
 
 WHERE = "procedure.lm_eval"
-SKIPPED = {"alias", "name", "sample_len", "samples"}  # the harness's per-task entries that are not scores
+SKIPPED = {"alias", "name", "sample_len", "samples"}
+GENERATE = "generate_until"  # the output type whose responses are sampled with procedure.lm_eval.sampling_seeds  # the harness's per-task entries that are not scores
 
 
 @functools.lru_cache(maxsize=4)
@@ -70,9 +71,44 @@ def manager_for(settings: LMEvalSettings) -> Any:
 
 
 def check_tasks(settings: LMEvalSettings) -> None:
-    """Every task name known to the harness (shipped, include_path or its own), before any work."""
-    if settings.tasks:
-        manager_for(settings)
+    """Every task name known to the harness (shipped, include_path or its own), before any work; with sampling seeds,
+    at least one task that generates (a list of tasks the index says are all scored by likelihood is refused)."""
+    if not settings.tasks:
+        return
+    manager = manager_for(settings)
+    load_local(settings)
+    if settings.sampling_seeds:
+        kinds = {t: output_type(manager, t) for t in settings.tasks}
+        if all(k is not None and k != GENERATE for k in kinds.values()):
+            listed = ", ".join(f"{t} ({k})" for t, k in kinds.items())
+            raise ConfigError(f"{WHERE}.sampling_seeds samples the generate-until tasks, and none of {WHERE}.tasks "
+                              f"generates: {listed}; name a {GENERATE} task or leave the seeds empty")
+
+
+def load_local(settings: LMEvalSettings) -> None:
+    """Build each task defined by a local YAML (shipped or include_path), its documents read, so that a data file the
+    YAML names and cannot be read (missing, malformed) is one line before any training rather than a failed stage
+    after it. The harness's own tasks are left to the stage (their data come from the hub or its cache)."""
+    manager = task_manager(settings)
+    for task in settings.tasks:
+        if task not in manager.all_tasks:
+            continue
+        try:
+            manager.load([task])
+        except Exception as exc:  # whatever the YAML's loader raises: named with the task and its file
+            where = manager.task_index[task].yaml_path
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ConfigError(f"{WHERE}.tasks: {task!r} ({where}) does not load: {type(exc).__name__}: "
+                              f"{first}") from None
+
+
+def output_type(manager: Any, task: str) -> str | None:
+    """A task's output type as the harness's index reads its YAML (includes resolved; the harness's default
+    `generate_until` when unstated); None for a group, a tag or a Python task (known only once loaded)."""
+    entry = manager.task_index.get(task)
+    if entry is None or entry.cfg is None or str(getattr(entry.kind, "name", "")) != "TASK":
+        return None
+    return str(entry.cfg.get("output_type", GENERATE))
 
 
 def harness_tokenizer(tokenizer: Any) -> tuple[Any, bool | None]:
@@ -90,8 +126,11 @@ def harness_tokenizer(tokenizer: Any) -> tuple[Any, bool | None]:
     return own, True
 
 
-def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_size: int) -> dict[str, Any]:
-    """lm_eval's `simple_evaluate` on `model` in memory, with per-example records (log_samples)."""
+def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_size: int,
+             tasks: list[str] | None = None, seed: int | None = None) -> dict[str, Any]:
+    """lm_eval's `simple_evaluate` on `model` in memory, with per-example records (log_samples), on `tasks` (all of
+    the settings' by default); `seed`: a sampling seed, the harness's torch seed (the one its sampled generation
+    draws with; its Python, NumPy and few-shot seeds stay the harness's, so only the samples change with it)."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
 
@@ -105,8 +144,10 @@ def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_s
     try:
         with torch.random.fork_rng(devices=devices):
             lm = HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size, add_bos_token=bos)
-            out = simple_evaluate(model=lm, tasks=list(settings.tasks), task_manager=manager_for(settings),
+            seeded = {} if seed is None else {"torch_random_seed": seed}
+            out = simple_evaluate(model=lm, tasks=list(tasks or settings.tasks), task_manager=manager_for(settings),
                                   limit=settings.limit, num_fewshot=settings.num_fewshot, log_samples=True,
+                                  gen_kwargs=settings.gen_kwargs(), **seeded,
                                   bootstrap_iters=0)  # spread: the report's, over seeds (and examples)
     finally:
         model.train(training)
@@ -149,6 +190,47 @@ def _block(out: dict[str, Any], tasks: list[str]) -> tuple[dict[str, Any], dict[
             "docs": {t: {"docs_hash": s.docs_hash, "n": len(s.doc_id)} for t, s in samples.items()}}, samples
 
 
+def generated(out: dict[str, Any], tasks: list[str]) -> list[str]:
+    """The tasks of a harness run that generated (their config's output type, as the harness ran them)."""
+    return [t for t in tasks if (out.get("configs") or {}).get(t, {}).get("output_type") == GENERATE]
+
+
+def scored(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_size: int
+           ) -> tuple[dict[str, Any], dict[str, TaskSamples]]:
+    """The block (scores, docs; `sampling` with seeds) and the per-example results of `model` on the settings' tasks.
+
+    Greedy (no sampling seeds): one harness run. With seeds: the first run has every task, its generate-until ones
+    sampled with the first seed (a likelihood task does not sample: scored this once); the generate-until tasks are
+    run again with each further seed. A sampled task's scores are the means over the seeds, each seed's in
+    `sampling.scores` (task -> metric -> one value per seed) and its per-example values one row per seed."""
+    tasks = list(settings.tasks)
+    seeds = list(settings.sampling_seeds)
+    first = evaluate(model, tokenizer, settings, batch_size, seed=seeds[0] if seeds else None)
+    block, samples = _block(first, tasks)
+    if not seeds:
+        return block, samples
+    sampled = generated(first, tasks)
+    runs = [(block, samples)] + [_block(evaluate(model, tokenizer, settings, batch_size, tasks=sampled, seed=s), sampled)
+                                 for s in seeds[1:]]
+    per_seed: dict[str, dict[str, list[float]]] = {}
+    for task in sampled:
+        rows = [got[task] for _, got in runs]
+        if any(r.docs_hash != rows[0].docs_hash or not np.array_equal(r.doc_id, rows[0].doc_id) for r in rows):
+            raise RuntimeError(f"lm-eval task {task} evaluated other documents under another sampling seed")
+        per_seed[task] = {m: [b["scores"][task][m] for b, _ in runs] for m in block["scores"][task]}
+        block["scores"][task] = {m: float(np.mean(v)) for m, v in per_seed[task].items()}
+        samples[task] = TaskSamples(rows[0].docs_hash, rows[0].doc_id,
+                                    {m: np.stack([r.metrics[m] for r in rows]) for m in rows[0].metrics}, seeds)
+    block["sampling"] = {"seeds": seeds, "gen_kwargs": settings.gen_kwargs(), "tasks": sampled, "scores": per_seed}
+    return block, samples
+
+
+def stated(settings: LMEvalSettings) -> dict[str, Any]:
+    """The settings as the record and the teacher's cache key state them: the keys added at their default (the
+    sampling ones, greedy) left out, so a greedy stage's record and cache key are those of before the keys."""
+    return {k: v for k, v in as_dict(settings).items() if k not in new_keys_at_default(settings)}
+
+
 def teacher_stage(teacher: nn.Module, tokenizer: Any, settings: LMEvalSettings, teacher_info: dict[str, Any],
                   cache_dir: Path, docs: dict[str, Any], batch_size: int) -> dict[str, Any]:
     """The teacher's scores on the same tasks: read from the cache (cache_dir/lm_eval, keyed by the teacher's path,
@@ -157,13 +239,13 @@ def teacher_stage(teacher: nn.Module, tokenizer: Any, settings: LMEvalSettings, 
     where = teacher_info.get("path")
     file = None
     if where:
-        key = hashlib.sha256(json.dumps({"teacher": str(where), "settings": as_dict(settings)},
+        key = hashlib.sha256(json.dumps({"teacher": str(where), "settings": stated(settings)},
                                         sort_keys=True).encode()).hexdigest()[:20]
         file = Path(cache_dir) / "lm_eval" / f"{key}.json"
         cached = read_record(file)
         if cached is not None and cached.get("docs") == docs:
             return {**cached, "cache": "reused"}
-    block, _ = _block(evaluate(teacher, tokenizer, settings, batch_size), list(settings.tasks))
+    block, _ = scored(teacher, tokenizer, settings, batch_size)
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(file, block)
@@ -173,6 +255,6 @@ def teacher_stage(teacher: nn.Module, tokenizer: Any, settings: LMEvalSettings, 
 def run_stage(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, out_dir: Path, batch_size: int
               ) -> dict[str, Any]:
     """Evaluate `model`, write the per-example file beside the record and return the record's `lm_eval` block."""
-    block, samples = _block(evaluate(model, tokenizer, settings, batch_size), list(settings.tasks))
+    block, samples = scored(model, tokenizer, settings, batch_size)
     write_samples(out_dir, samples)
-    return {**block, "samples_file": SAMPLES, "harness": f"lm_eval {version('lm_eval')}", "settings": as_dict(settings)}
+    return {**block, "samples_file": SAMPLES, "harness": f"lm_eval {version('lm_eval')}", "settings": stated(settings)}

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from distill_sweep.config.parse import LEARNING_RATE, LOSS_WEIGHT, UNHASHED_AT_DEFAULT, parse
+from distill_sweep.config.parse import (
+    LEARNING_RATE,
+    LOSS_WEIGHT,
+    SEED_RANGE,
+    TEMPERATURE,
+    UNHASHED_AT_DEFAULT,
+    parse,
+)
 from distill_sweep.config.schema import RecipeSettings, TaskSettings
 from distill_sweep.config.seeds import derived_uniform
 from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, sources, text_files
@@ -117,17 +124,43 @@ class LMEvalSettings:
     include_path: str | None = None  # a directory of the user's own task YAMLs (searched with the shipped ones)
     limit: int | None = field(default=None, metadata={"ge": 1})  # documents per task at most (null: all)
     num_fewshot: int | None = field(default=None, metadata={"ge": 0})  # few-shot examples (null: each task's own)
+    # the generate-until tasks sampled once per seed (torch's seed for the harness's run; MiniLLM's and DistiLLM's
+    # "5 seeds"), the other tasks scored once; empty: greedy, each task's own generation settings. Added after
+    # jobs with tasks were hashed, so out of the hash at their defaults (as are temperature and top_p)
+    sampling_seeds: list[int] = field(default_factory=list, metadata=UNHASHED_AT_DEFAULT)
+    temperature: float = field(default=1.0, metadata={**UNHASHED_AT_DEFAULT, **TEMPERATURE})  # with sampling_seeds
+    top_p: float = field(default=1.0, metadata={**UNHASHED_AT_DEFAULT, "gt": 0.0, "le": 1.0})  # with sampling_seeds
+
+    def gen_kwargs(self) -> dict[str, Any] | None:
+        """lm-eval's `gen_kwargs` (laid over each generate-until task's own): sampling, or None (greedy)."""
+        if not self.sampling_seeds:
+            return None
+        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
 
     def validate(self, where: str) -> None:
         if self.include_path is not None and not Path(self.include_path).expanduser().is_dir():
             raise ConfigError(f"{where}.include_path={self.include_path}: not a directory of task YAMLs")
+        self._check_sampling(where)
         if not self.tasks and (self.include_path is not None or self.limit is not None or
-                               self.num_fewshot is not None):
+                               self.num_fewshot is not None or self.sampling_seeds):
             raise ConfigError(f"{where}.tasks is empty, so the lm-eval stage is off and its other settings are "
                               f"unread: name the tasks ({where}.tasks=[toy_instruct_rouge]) or leave them null")
         if self.tasks and requested_size() > 1:  # rank 0 alone runs the harness; a sharded student needs them all
             raise ConfigError(f"{where}.tasks runs in one process, and this job would start {requested_size()}: "
                               "evaluate with one process (or the saved student afterwards)")
+
+    def _check_sampling(self, where: str) -> None:
+        bad = [s for s in self.sampling_seeds if isinstance(s, bool) or not SEED_RANGE["ge"] <= s < SEED_RANGE["lt"]]
+        if bad:
+            raise ConfigError(f"{where}.sampling_seeds: {bad[0]!r} is not a seed (an integer in [0, 2**32))")
+        twice = sorted({s for s in self.sampling_seeds if self.sampling_seeds.count(s) > 1})
+        if twice:  # the same seed twice draws the same samples: a spread of 0 counted as evidence
+            raise ConfigError(f"{where}.sampling_seeds: {twice[0]} is given twice (each seed draws the same samples "
+                              "every time: give distinct seeds)")
+        if not self.sampling_seeds and (self.temperature != 1.0 or self.top_p != 1.0):
+            raise ConfigError(f"{where}.temperature/top_p set the sampling of the generate-until tasks, and "
+                              f"{where}.sampling_seeds is empty (greedy): name the seeds "
+                              f"({where}.sampling_seeds=[1,2,3,4,5]) or leave them at 1.0")
 
 
 @dataclass

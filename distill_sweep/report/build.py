@@ -529,6 +529,12 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
             doc.table(*scored)
             doc.text(decoder_lm_eval.NOTE)
             files[f"decoder{i + 1}_lm_eval.csv"] = pd.DataFrame(scored[1], columns=scored[0])
+            spread = decoder_lm_eval.spread(parts[i])
+            if spread is not None:  # sampled with evaluation seeds: their spread beside the training seeds'
+                doc.text(decoder_lm_eval.SAMPLED_NOTE)
+                doc.table(*spread)
+                doc.text(decoder_lm_eval.SPREAD_NOTE)
+                files[f"decoder{i + 1}_lm_eval_spread.csv"] = pd.DataFrame(spread[1], columns=spread[0])
             compared, lm_notes = decoder_lm_eval.comparisons(parts[i])
             if compared:
                 doc.table(decoder_lm_eval.COMPARISON_HEADERS, compared)

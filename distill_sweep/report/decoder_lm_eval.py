@@ -3,13 +3,17 @@ block) per objective x init x data source, mean±std over seeds (n) as the decod
 one column per task and metric, the teacher's own scores first (the stage scores it once), and the paired comparisons of `decoder.pairs` (each objective vs fkl, each data
 source vs fixed) on every task and metric over seeds x documents, from the per-example files beside the records
 (`lm_eval_samples.npz`): the multi-bootstrap of the mean difference with the small-sample guard of the other
-decoder comparisons (analysis/few_seeds.py), Holm over the rows. Records without the block (the stage off, or written before it) are left out; a
+decoder comparisons (analysis/few_seeds.py), Holm over the rows. A task sampled with evaluation seeds
+(procedure.lm_eval.sampling_seeds) is scored per run by its mean over them (the comparisons: each document's value
+averaged over them), and `spread` sets its spread over sampling seeds beside its spread over training seeds
+(analysis/nested_spread.py). Records without the block (the stage off, or written before it) are left out; a
 setting none of whose records has it gets no section.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from distill_sweep.analysis import example_stats, few_seeds, stats
+from distill_sweep.analysis.nested_spread import nested_spread
 from distill_sweep.records.lm_eval_results import TaskSamples, read_samples
 from distill_sweep.records.predictions import PredictionsError
 
@@ -24,6 +29,9 @@ from . import decoder
 
 NOTE = ("lm-eval: the lm-evaluation-harness scores of the student after its last epoch (procedure.lm_eval), mean±std "
         "over seeds, (n) = runs; columns task: metric")
+SAMPLED_NOTE = ("a task sampled with evaluation seeds (procedure.lm_eval.sampling_seeds): a run's score is its mean over "
+                "them, so its ± is the spread over training seeds of the per-model means; the spread over sampling "
+                "seeds is the next table's")
 
 
 def scores(path: str, whose: str = "student") -> dict[str, float]:
@@ -58,6 +66,60 @@ def table(part: pd.DataFrame, ddof: int) -> tuple[list[str], list[list[str]]] | 
                 rows.append([objective, init, *([source] if axis else [])]
                             + [decoder._cell(cell[c], ddof) for c in columns])
     return headers, rows
+
+
+def sampled(path: str) -> tuple[list[int], dict[str, list[float]]]:
+    """A record's sampling seeds and per-seed scores (`lm_eval.sampling`) as `task: metric` -> one value per seed."""
+    rec: dict[str, Any] = json.loads(Path(path).read_text())
+    block = (rec.get("lm_eval") or {}).get("sampling") or {}
+    per_seed = block.get("scores") or {}
+    return [int(s) for s in block.get("seeds") or []], {
+        f"{task}: {metric}": [float(x) for x in v] for task, metrics in per_seed.items() for metric, v in metrics.items()}
+
+
+def _f(x: float, fmt: str = "{:.3f}") -> str:
+    return "—" if math.isnan(x) else fmt.format(x)
+
+
+def spread(part: pd.DataFrame) -> tuple[list[str], list[list[str]]] | None:
+    """(headers, rows) of the evaluation-sampling spread against the training-seed spread (analysis/nested_spread.py)
+    per objective x init x data source and sampled task metric, None when no run was sampled with seeds."""
+    got = {p: sampled(p) for p in part["path"]}
+    metrics = sorted({m for _, v in got.values() for m in v})
+    if not metrics:
+        return None
+    part = decoder._with_source(part)
+    sources = decoder._sources(part)
+    axis = sources != [decoder.FIXED]
+    headers = ["objective", "init", *(["data"] if axis else []), "task: metric", "mean", "sd training seeds (n)",
+               "sd sampling seeds, pooled (k)", "seeds", "var training", "var sampling", "training share"]
+    rows = []
+    for objective in sorted(part["objective"].unique(), key=lambda o: (o != decoder.BASELINE, o)):
+        for init in decoder._inits(part):
+            for source in sources:
+                cell = part[(part["objective"] == objective) & (part["init"] == init) & (part["data"] == source)]
+                for metric in metrics:
+                    runs = [got[p] for p in cell["path"] if metric in got[p][1]]
+                    if not runs:
+                        continue
+                    sp = nested_spread([v[metric] for _, v in runs], seeds=[s for s, _ in runs])
+                    k = sorted(set(sp["k"]))
+                    seeds = str(k[0]) if len(k) == 1 else f"{k[0]}-{k[-1]}"
+                    rows.append([objective, init, *([source] if axis else []), metric, _f(sp["mean"]),
+                                 f"{_f(sp['sd_training'])} ({sp['n']})",
+                                 f"{_f(sp['sd_sampling'])} ({seeds})", sp["design"] if sp["n"] > 1 else "—",
+                                 "0 (clipped)" if sp["clipped"] else _f(sp["var_training"], "{:.2e}"),
+                                 _f(sp["var_sampling"], "{:.2e}"), _f(100 * sp["training_share"], "{:.0f}%")])
+    return headers, rows
+
+
+SPREAD_NOTE = ("evaluation-sampling vs training-seed spread (random effects, the ANOVA estimator): sd training seeds = "
+               "sd_T, the sd of the per-model means over sampling seeds (n models); sd sampling seeds = sd_S, the "
+               "within-model sd pooled over the models (k seeds each); var sampling = sd_S^2; var training = max(0, "
+               "sd_T^2 - MS_I/k) when every model drew with the same seeds (crossed: MS_I the model x seed residual "
+               "mean square, the seeds' shared part cancelling from the model means), max(0, sd_T^2 - sd_S^2 x "
+               "mean(1/k)) otherwise (nested); training share = var training / (var training + var sampling) "
+               "(docs/methods/decoder.md, \"Evaluation-sampling seeds\")")
 
 
 COMPARISON_HEADERS = ["comparison", "init", "task: metric", "seeds", "documents", "mean diff",
@@ -100,8 +162,9 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
             for metric in sorted(set(first.metrics)):
                 if not all(metric in x.metrics and metric in y.metrics for x, y in same):
                     continue
-                a = np.stack([x.metrics[metric] for x, _ in same])
-                b = np.stack([y.metrics[metric] for _, y in same])
+                # a sampled task: each document's value averaged over the run's sampling seeds
+                a = np.stack([x.per_document(metric) for x, _ in same])
+                b = np.stack([y.per_document(metric) for _, y in same])
                 mb = few_seeds.guarded(example_stats.multi_bootstrap_means(a, b), list((a - b).mean(axis=1)))
                 found.append(([label, init, f"{task}: {metric}", str(len(same)), str(a.shape[1]),
                                f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",

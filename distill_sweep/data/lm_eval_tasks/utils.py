@@ -27,6 +27,7 @@ def load_toy(**_: Any) -> Any:
 
 
 def rouge_scores(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
-    """ROUGE-L F1 and exact match of the greedy response against the reference (`process_results`)."""
+    """ROUGE-L F1 and exact match of the response (greedy; sampled with procedure.lm_eval.sampling_seeds) against
+    the reference (`process_results`)."""
     response = results[0]
     return {"rouge_l": rouge_l(response, doc["response"]), "exact_match": exact_match(response, doc["response"])}

@@ -290,6 +290,10 @@ REFUSED_AT_BOUNDARY = {
     # the lm-eval stage's settings without its tasks: the stage is off, so they would be unread
     ("procedure.lm_eval.limit", "1"): "procedure.lm_eval.tasks is empty, so the lm-eval stage is off",
     ("procedure.lm_eval.num_fewshot", "0"): "procedure.lm_eval.tasks is empty, so the lm-eval stage is off",
+    # its sampling settings without sampling seeds (greedy): unread
+    ("procedure.lm_eval.temperature", "0.001"): "procedure.lm_eval.sampling_seeds is empty (greedy)",
+    ("procedure.lm_eval.temperature", "1000.0"): "procedure.lm_eval.sampling_seeds is empty (greedy)",
+    ("procedure.lm_eval.top_p", "5e-324"): "procedure.lm_eval.sampling_seeds is empty (greedy)",
     ("student.hidden_size", "1", "student=fresh"): "is not a multiple of student.num_attention_heads",
     ("student.num_layers", "1", "student=sps"): "student.shared_layers=3: must be 1..student.num_layers=1",
 }

@@ -92,11 +92,11 @@ def test_the_stage_scores_the_student_as_lm_eval_scores_the_saved_model(tmp_path
     saved = tmp_path / "student"
     evaluate = lm_eval_stage.evaluate
 
-    def keep_student(model, tokenizer, settings, batch_size):  # the model the stage scores first: the student
+    def keep_student(model, tokenizer, settings, batch_size, **kw):  # the model the stage scores first: the student
         if not saved.exists():
             model.save_pretrained(saved)
             lm_eval_stage.harness_tokenizer(tokenizer)[0].save_pretrained(saved)
-        return evaluate(model, tokenizer, settings, batch_size)
+        return evaluate(model, tokenizer, settings, batch_size, **kw)
 
     monkeypatch.setattr(lm_eval_stage, "evaluate", keep_student)
     cfg = compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c", TASKS,

@@ -79,3 +79,57 @@ def test_a_damaged_samples_file_is_named_and_left_out(tmp_path: Path):
 
 def test_records_without_lm_eval_scores_give_no_section(tmp_path: Path):
     assert decoder_lm_eval.table(_part(tmp_path, with_block=False), ddof=1) is None
+
+
+def _sampled_part(tmp_path: Path) -> pd.DataFrame:
+    """fkl: two trained models (seeds 1, 2), each sampled with 3 evaluation seeds; rkl: greedy only."""
+    per_seed = {1: [0.2, 0.4, 0.6], 2: [0.5, 0.6, 0.7]}
+    rows = []
+    for objective, seed in (("fkl", 1), ("fkl", 2), ("rkl", 1)):
+        out = tmp_path / f"s{objective}{seed}"
+        out.mkdir()
+        block: dict = {"scores": {"toy_instruct_choice": {"acc": 0.5}}}
+        if objective == "fkl":
+            block["scores"]["toy_instruct_rouge"] = {"rouge_l": float(np.mean(per_seed[seed]))}
+            block["sampling"] = {"seeds": [1, 2, 3], "scores": {"toy_instruct_rouge": {"rouge_l": per_seed[seed]}}}
+        (out / "result.json").write_text(json.dumps({"lm_eval": block}))
+        rows.append({"setting": "s", "objective": objective, "init": "skip", "data": "fixed", "seed": seed,
+                     "path": str(out / "result.json")})
+    return pd.DataFrame(rows)
+
+
+def test_the_sampling_spread_is_set_beside_the_training_spread(tmp_path: Path):
+    part = _sampled_part(tmp_path)
+    headers, rows = decoder_lm_eval.spread(part)
+    assert headers[:4] == ["objective", "init", "task: metric", "mean"]
+    ((objective, init, metric, mean, sd_t, sd_s, design, var_t, var_s, share),) = rows  # rkl was greedy: no row
+    # worked by hand (tests/unit/analysis/test_nested_spread.py): model means 0.4, 0.6; s_T^2 = 0.02, s_S^2 = 0.025;
+    # both drew with seeds 1, 2, 3 (crossed): MS_I = 0.005, var_T = 0.02 - 0.005 / 3 = 11/600, share 11/26
+    assert (objective, init, metric, mean, design) == ("fkl", "skip", "toy_instruct_rouge: rouge_l", "0.500", "crossed")
+    assert sd_t == f"{np.sqrt(0.02):.3f} (2)" and sd_s == f"{np.sqrt(0.025):.3f} (3)"
+    assert var_t == f"{11 / 600:.2e}" and var_s == f"{0.025:.2e}" and share == f"{100 * 11 / 26:.0f}%"
+    # the main table's cell: the mean ± sd over training seeds of the per-model means (the same 0.141)
+    _, main = decoder_lm_eval.table(part, ddof=1)
+    assert {r[0]: r for r in main}["fkl"][3] == f"0.500±{np.sqrt(0.02):.3f} (2)"
+    (tmp_path / "greedy").mkdir()
+    assert decoder_lm_eval.spread(_part(tmp_path / "greedy")) is None  # no run sampled: no table
+
+
+def test_sampled_runs_are_compared_on_each_documents_mean_over_sampling_seeds(tmp_path: Path):
+    rng = np.random.default_rng(1)
+    rows = []
+    means = {}
+    for objective in ("fkl", "rkl"):
+        for seed in (1, 2, 3):
+            out = tmp_path / f"{objective}{seed}"
+            out.mkdir()
+            values = (rng.random((4, 20)) < (0.7 if objective == "rkl" else 0.4)).astype(float)  # 4 sampling seeds
+            means[(objective, seed)] = values.mean(axis=0)
+            (out / "result.json").write_text(json.dumps({"lm_eval": {"scores": {"t": {"acc": float(values.mean())}}}}))
+            write_samples(out, {"t": TaskSamples("h", np.arange(20), {"acc": values}, [1, 2, 3, 4])})
+            rows.append({"setting": "s", "objective": objective, "init": "skip", "data": "fixed", "seed": seed,
+                         "path": str(out / "result.json")})
+    got, _ = decoder_lm_eval.comparisons(pd.DataFrame(rows))
+    ((label, _, metric, seeds, docs, diff, *_),) = got
+    by_hand = np.mean([means[("rkl", s)] - means[("fkl", s)] for s in (1, 2, 3)])
+    assert (label, metric, seeds, docs, diff) == ("rkl vs fkl", "t: acc", "3", "20", f"{by_hand:+.3f}")
