@@ -62,7 +62,7 @@ from distill_sweep.teachers.decoder import (
     trained_teacher,
     unigram_baseline,
 )
-from distill_sweep.teachers.engine import check_engine
+from distill_sweep.teachers.engine import check_engine, check_head_size
 from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_plan import decoder_group
@@ -119,7 +119,8 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
                           "([CLS]); a decoder's first token is [BOS], which the causal mask lets see only itself, so "
                           "its state is the same for every sequence: use hid_seq (every real token)")
     check_logit_stages(job.objective, terms)
-    check_engine(teacher.engine, teacher.engine_python)  # teacher.engine=vllm: its environment is installed
+    # teacher.engine=vllm: its environment is installed, and its build runs the teacher's attention
+    check_head_size(check_engine(teacher.engine, teacher.engine_python), job.teacher_arch)
     if settings.teacher_top_k is not None:
         live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
         if live:

