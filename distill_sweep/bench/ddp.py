@@ -2,9 +2,9 @@
 
 `--procedure task_agnostic` (the default): the same job (toy corpus, the tiny MLM teacher, `objective=att_mse`, one
 global batch per update) runs as one process and as `torchrun --nproc_per_node=N` gloo ranks with 1 thread each, at
-the same global batch and micro-batch, so both take the same updates (the hand-written all-reduce). `--procedure
-causal_lm`: a decoder job (toy corpus, the tiny Llama teacher trained from its config, `objective=fkl`) the same
-way, its student sharded by FSDP2 on the ranks (training/fsdp.py). Reported: training samples/s (from each
+the same global batch and micro-batch, so both take the same updates (the student sharded by FSDP2 on the ranks,
+training/fsdp.py). `--procedure causal_lm`: a decoder job (toy corpus, the tiny Llama teacher trained from its
+config, `objective=fkl`) the same way. Reported: training samples/s (from each
 record: every rank's slice counted) and the ratio, ideal scaling being N; and the peak resident memory of the
 largest process (one rank, or the one process: `ru_maxrss` of a wrapper's children). On CPU the ranks share the
 machine's cores and memory bandwidth: run it on an otherwise idle machine with at least N cores.

@@ -6,8 +6,8 @@ minutes on one H200.
    device, and the multi-process path over NCCL where there are 2+ GPUs;
 2. **pack**: `bench.pack` at the paper's size in bf16 (a BERT-base-shaped teacher, 12 layers x 768, 3-layer
    students, batch 128): samples/s alone against packed, and MFU from the FLOPs of the steps;
-3. **decoder**: a decoder step (`bench.gpu_decoder`): tokens/s and peak memory per sequence length, unchunked
-   (the chunked loss's row is marked where it plugs in).
+3. **decoder**: a decoder step (`bench.gpu_decoder`): tokens/s and peak memory per sequence length, the loss on
+   whole logits and in chunks of positions (`procedure.logit_chunk`).
 
 Without CUDA (or with `--device cpu`) what needs it is skipped, one line each, and the rest runs at tiny sizes
 in about a minute: the JSON's `skipped` lists what was left out. `--json PATH` writes the figures (the printed
@@ -142,8 +142,6 @@ def decoder_step(check: Check) -> dict[str, Any]:
     size, precision = (gpu_decoder.GPU, "bf16") if check.cuda else (gpu_decoder.CPU, "fp32")
     if not check.cuda:
         check.skip("the decoder step at GPU sizes, in bf16, and its peak memory", "no CUDA device: tiny sizes")
-    if gpu_decoder.CHUNKED_LOSS is None:
-        check.skip("the decoder step with the chunked loss", "no chunked loss setting in this version")
     rows = gpu_decoder.step_rows(device, precision, size, LIMITS["decoder"])
     print(gpu_decoder.table(rows, size, device, precision))
     if check.cuda:

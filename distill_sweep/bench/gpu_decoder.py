@@ -3,8 +3,9 @@ the job's own loss (procedures.causal_lm.distill_loss, forward KL at T = 1) and 
 the job's autocast: its tokens/s and, on CUDA, its peak memory, per sequence length.
 
 The sizes are a small LM pair of today's vocabularies on a GPU (a Llama teacher of 8 layers x 2048 over a 128,256
-token vocabulary, a 4-layer student of its width; every position a target), tiny on CPU. A row of the chunked
-loss (issue 39's chunked logit losses) is left marked: `CHUNKED_LOSS` names the setting once it exists.
+token vocabulary, a 4-layer student of its width; every position a target), tiny on CPU. Each length has two rows:
+the loss on whole logits (`procedure.logit_chunk=0`) and made `chunk` positions at a time (the jobs' default of 1024
+on a GPU; objectives/chunked.py).
 """
 
 from __future__ import annotations
@@ -27,10 +28,6 @@ from distill_sweep.students.settings import TruncatedSettings
 from distill_sweep.students.truncated import build as build_truncated
 from distill_sweep.training.loop import autocast, update_step
 
-# The chunked loss's setting (another branch of issue 39 adds it): None until it exists. Its row is then the
-# same step with the loss computed over chunks of positions (`chunked_loss` below is where it plugs in).
-CHUNKED_LOSS: str | None = None
-
 
 @dataclass(frozen=True)
 class DecoderSize:
@@ -46,12 +43,13 @@ class DecoderSize:
     batch: int
     seqs: tuple[int, ...]
     steps: int  # timed steps per row (after one warm-up step)
+    chunk: int  # the chunked row's positions per chunk (procedure.logit_chunk)
 
 
 GPU = DecoderSize(vocab=128_256, hidden=2048, layers=8, heads=16, kv_heads=8, ffn=5632, student_layers=4, batch=2,
-                  seqs=(1024, 4096), steps=5)
+                  seqs=(1024, 4096), steps=5, chunk=1024)
 CPU = DecoderSize(vocab=512, hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, student_layers=1, batch=2,
-                  seqs=(32, 64), steps=2)
+                  seqs=(32, 64), steps=2, chunk=16)
 
 
 @dataclass
@@ -88,14 +86,9 @@ def batch(size: DecoderSize, seq: int, device: torch.device) -> dict[str, Tensor
                                          ("labels", labels))}
 
 
-def chunked_loss(student: Any, teacher: Any, terms: Any) -> Callable[..., Any] | None:
-    """The step's loss with CHUNKED_LOSS on (None while the setting does not exist: the row says so)."""
-    return None
-
-
 def step_rows(device: torch.device, precision: str, size: DecoderSize, budget_s: float = 90.0) -> list[StepRow]:
-    """Per sequence length: the unchunked step's tokens/s and peak memory, and the chunked one's place; rows not
-    yet started when `budget_s` seconds have passed are left out (said in their note)."""
+    """Per sequence length: the unchunked and the chunked step's tokens/s and peak memory; rows not yet started
+    when `budget_s` seconds have passed are left out (said in their note)."""
     start = time.perf_counter()
     teacher, student, init = models(size, device)
     terms = build_objective(load_objective_cfg("fkl", objective_conf_dir()), student_config=student.config,
@@ -106,11 +99,8 @@ def step_rows(device: torch.device, precision: str, size: DecoderSize, budget_s:
     optimizer = torch.optim.AdamW(params, lr=1e-5)
     rows = []
     for seq in size.seqs:
-        for name, loss_fn in (("unchunked", distill_loss(student, teacher, terms, 0.0, None)),
-                              ("chunked", chunked_loss(student, teacher, terms))):
-            if loss_fn is None:
-                rows.append(StepRow(seq, name, None, None, "not measured: no chunked loss setting in this version"))
-                continue
+        for name, loss_fn in (("unchunked", distill_loss(student, teacher, terms, 0.0, None, chunk=0)),
+                              ("chunked", distill_loss(student, teacher, terms, 0.0, None, chunk=size.chunk))):
             if time.perf_counter() - start > budget_s:
                 rows.append(StepRow(seq, name, None, None, f"not measured: over the part's {budget_s:.0f} s"))
                 continue

@@ -138,8 +138,8 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
         raise ConfigError(f"init={init_spec(init)} applies to student=truncated only: student={kind.name} is "
                           f"not initialised from teacher layers{hint}")
     processes = requested_size()
-    if processes > 1 and not (procedure.data_parallel or procedure.shards):
-        several = ", ".join(sorted(p.name for p in PROCEDURES.values() if p.data_parallel or p.shards))
+    if processes > 1 and not procedure.shards:
+        several = ", ".join(sorted(p.name for p in PROCEDURES.values() if p.shards))
         raise ConfigError(f"procedure={procedure.name} runs in one process; {processes} would be started per job "
                           f"(several processes run procedure={several}; for a sweep, the launcher's nodes x "
                           "tasks_per_node)")

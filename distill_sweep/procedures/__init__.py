@@ -15,9 +15,8 @@ dataclass (conf/procedure/<name>.yaml; settings.py), checked with the job (`ctx.
 Its code is procedures/<name>.py: `run(ctx: RunContext) -> None` builds its models and stages, runs them with
 the stage driver and fills the job's record; an optional `check_job(settings, job)` refuses what the models'
 configs rule out. Declaring is importing nothing heavy: the config checks read this package before torch.
-Several processes (torchrun, SLURM tasks): `shards` runs the student sharded with FSDP2 (training/fsdp.py),
-`data_parallel` replicates it with one hand-written all-reduce per update (training/distributed.py); the others
-run in one process. Adding a procedure: one module with `run`, one line below, one YAML.
+Several processes (torchrun, SLURM tasks): `shards` runs the student sharded with FSDP2 (training/fsdp.py); the
+others run in one process. Adding a procedure: one module with `run`, one line below, one YAML.
 """
 
 from .base import PROCEDURES, Procedure, ProcedureSettings, declare, procedure_named
@@ -26,7 +25,7 @@ from .settings import CausalLMSettings, FastBERTSettings, PTPSettings, TaskAgnos
 declare(Procedure("task_specific", distils=True, stores_teacher_outputs=True, shards=True))
 declare(Procedure("finetune", distils=False))
 declare(Procedure("fastbert", distils=False, settings=FastBERTSettings, uses_student=False))
-declare(Procedure("task_agnostic", distils=True, settings=TaskAgnosticSettings, data_parallel=True))
+declare(Procedure("task_agnostic", distils=True, settings=TaskAgnosticSettings, shards=True))
 declare(Procedure("causal_lm", distils=True, settings=CausalLMSettings, shards=True))
 declare(Procedure("ptp", distils=True, settings=PTPSettings, stores_teacher_outputs=True))
 

@@ -66,8 +66,8 @@ class Procedure:
     # distils from a frozen teacher fine-tuned on the task's fixed training split: its logits can come from
     # the teacher-output store (teachers/output_store.py)
     stores_teacher_outputs: bool = False
-    data_parallel: bool = False  # runs on several processes (torchrun, SLURM tasks): distributed.py
-    # runs on several processes with its student sharded (FSDP2: training/fsdp.py), its checkpoints too
+    # runs on several processes (torchrun, SLURM tasks) with its student sharded (FSDP2: training/fsdp.py), its
+    # checkpoints too
     shards: bool = False
 
     @property

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -272,7 +273,10 @@ def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_w
                 with torch.no_grad():
                     t = lm_features(terms, teacher, t_batch, "teacher", chunk)
             s = lm_features(terms, student, batch, "student", chunk)
-            total, parts = terms(s, t, batch)
+            # chunked (t.head set), the terms apply the teacher's head outside its forward: a sharded teacher's root
+            # unit gathered for them (the student's stays gathered from its forward to its backward: fsdp.py)
+            with fsdp.gathered(teacher) if t.head is not None else nullcontext():
+                total, parts = terms(s, t, batch)
         else:
             s = lm_features(None, student, batch, "student", chunk)
         if ce_weight:
@@ -451,9 +455,7 @@ def run(ctx: RunContext) -> None:
     opt = job.settings.optimizer
     # several processes: each its slice, gradients reduced by FSDP (one process: the loss itself)
     update_loss = fsdp.sharded_loss if sharded else accumulated
-    # sharded: the logits made whole (the chunked losses call the LM head outside the model's forward, where FSDP2
-    # has resharded its weights); equal to the chunked loss to float tolerance (objectives/chunked.py's tests)
-    chunk = 0 if sharded else settings.logit_chunk
+    chunk = settings.logit_chunk  # (sharded too: the LM heads outside the forwards read gathered weights, fsdp.py)
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.batch_size,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio,
                   update_loss(distill_loss(student, teacher, terms, settings.ce_weight, stored,

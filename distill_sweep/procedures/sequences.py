@@ -27,52 +27,34 @@ class StepBudget(Protocol):
 
 def accumulated(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) -> LossFn:
     """`loss_fn` over a global batch as the mean over its micro-batches of `micro_batch` rows, one
-    forward/backward each (memory of one micro-batch).
+    forward/backward each (memory of one micro-batch), on one process (several: fsdp.sharded_loss).
 
     Each micro-batch's gradient is taken at once (`torch.autograd.grad`) and summed; what is returned is the
     mean loss as a value whose gradient is exactly that mean gradient (sum_p <p, g_p>, its own value removed),
     so the driver's one plain update step (backward, clip, step) applies it. A global batch of one
-    micro-batch is `loss_fn` itself. With several ranks each receives its slice of the global batch and the
-    gradients and loss values are averaged over ranks (distributed.sum_over_ranks): every micro-batch of
-    the global batch weighs the same, on one process or many, so the update does not depend on the number of
-    processes (tested: 2 ranks x 1 micro-batch = 1 process x 2 micro-batches).
+    micro-batch is `loss_fn` itself.
     """
     trainable = [p for p in params if p.requires_grad]
 
     def loss(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         n = int(batch["input_ids"].shape[0])
-        ranks = distributed.world().size
-        if n <= micro_batch and ranks == 1:
+        if n <= micro_batch:
             return loss_fn(batch)
         starts = range(0, n, micro_batch)
-        share = len(starts) * ranks  # micro-batches of the global batch, over all ranks
+        share = len(starts)
         grads: list[Tensor | None] = [None] * len(trainable)
-        value, parts, nonfinite = 0.0, {}, False
+        value, parts = 0.0, {}
         for start in starts:
             part, micro_parts = loss_fn({k: v[start:start + micro_batch] for k, v in batch.items()})
             part = part / share
             if not bool(torch.isfinite(part)):
-                if ranks == 1:
-                    return part, micro_parts  # the update step refuses it (or skips it, skip_nonfinite)
-                nonfinite, parts = True, {k: parts.get(k, 0.0) for k in micro_parts}
-                break  # the other ranks still wait for this rank's gradients
+                return part, micro_parts  # the update step refuses it (or skips it, skip_nonfinite)
             for i, g in enumerate(torch.autograd.grad(part, trainable, allow_unused=True)):
                 if g is not None:
                     grads[i] = g if grads[i] is None else grads[i] + g
             value += float(part.detach())
             for key, v in micro_parts.items():
                 parts[key] = parts.get(key, 0.0) + v / share
-        if ranks > 1:
-            full = [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, trainable, strict=True)]
-            keys = sorted(parts)
-            full, scalars, nonfinite = distributed.sum_over_ranks(
-                full, [value, *(parts[k] for k in keys)], nonfinite, trainable[0].device)
-            if nonfinite:  # some rank's loss was not finite: every rank refuses (or skips) this update
-                return torch.full((), float("nan"), device=trainable[0].device), parts
-            # a parameter the loss does not reach (the same on every rank) keeps no gradient: AdamW then leaves
-            # it alone, as on one process (a zero gradient would still apply weight decay)
-            grads = [None if g is None else r for g, r in zip(grads, full, strict=True)]
-            value, parts = scalars[0], dict(zip(keys, scalars[1:], strict=True))
         surrogate = sum(((p * g).sum() for p, g in zip(trainable, grads, strict=True) if g is not None),
                         torch.zeros(()))
         return surrogate - surrogate.detach() + value, parts

@@ -56,7 +56,7 @@ from distill_sweep.records.disk import writing
 from distill_sweep.students import BuildInputs
 from distill_sweep.teachers.finetuned import check_beats_baseline, masked_lm_teacher
 from distill_sweep.toy import vocabulary
-from distill_sweep.training import distributed
+from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.context import Role, RunContext
 from distill_sweep.training.loop import LossFn, autocast, model_inputs, seed_everything, to_device
 from distill_sweep.training.stages import Stage, StageDriver
@@ -159,6 +159,8 @@ def pretrain_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, kd:
     The models run without their MLM heads (`head_deferred`): the heads are applied to the KD positions'
     hidden states only (the masked tokens by default), and not at all when the objective has no KD part. The
     logits at those positions are the full forward's; the vocabulary-sized GEMM over every other token is gone.
+    Sharded (FSDP2), the heads are in the models' root units: the student's stays gathered from its forward to its
+    backward, a sharded teacher's is gathered again for its rows (fsdp.py).
     """
     def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         total: Tensor | None = None
@@ -177,7 +179,7 @@ def pretrain_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, kd:
                 s_last = student(**inputs).logits
         if kd is not None:
             where = kd_positions(batch["labels"], batch["attention_mask"], kd.positions)
-            with torch.no_grad():
+            with torch.no_grad(), fsdp.gathered(teacher):  # a sharded teacher's head, outside its forward
                 t_rows = t_head(t_last[where])
             kd_value, mlm = kd_and_mlm(s_head(s_last[where]), t_rows, batch["labels"][where], kd.temperature)
             parts.update(kd=float(kd_value.detach()), mlm=float(mlm.detach()))
@@ -199,15 +201,16 @@ def mlm_evaluate(model: PreTrainedModel, dev_loaders: dict[str, Callable[[], Ite
     only). The stage driver's `evaluate_fn`; `metrics` is unused."""
     was_training = model.training
     model.eval()
-    head = mlm_head(model)
     nll, correct, count = 0.0, 0, 0
     try:
         for batches in dev_loaders.values():
             for batch in batches():
                 batch = to_device(batch, device)
                 masked = batch["labels"] != IGNORE
-                with autocast(device, precision):
-                    hidden = model.base_model(**model_inputs(batch)).last_hidden_state
+                # through the model's own forward, its head deferred (not `model.base_model`): a sharded model's
+                # hooks gather its root unit there, the head's weights with it
+                with autocast(device, precision), head_deferred(model) as head:
+                    hidden = model(**model_inputs(batch)).logits
                     logits = head(hidden[masked]).float()
                 gold = batch["labels"][masked]
                 nll += float(F.cross_entropy(logits, gold, reduction="sum"))
@@ -293,10 +296,17 @@ def run(ctx: RunContext) -> None:
     terms, kd = loss_parts(job.objective, settings.kd, student.config, teacher.config, job.layer_map,
                            embeddings_pair=settings.embeddings_pair)
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
+    sharded = fsdp.active()
+    if sharded:  # several processes: FSDP2 (training/fsdp.py), before the parameters are listed
+        record["fsdp"] = fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device,
+                                        ctx.precision, keep_gathered=bool(terms is not None and terms.student_qkv_layers))
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     opt = job.settings.optimizer
     epochs, cap = stage_plan(settings, batches_per_epoch, run_settings)
-    loss_fn = accumulated(pretrain_loss(student, teacher, terms, kd), params, settings.micro_batch)
+    # the global batch as micro-batches of `micro_batch` rows: on one process `accumulated`; several, each rank its
+    # slice with FSDP reducing the gradients (sharded_loss: a micro-batch weighs its rows, all of one size here)
+    update_loss = fsdp.sharded_loss if sharded else accumulated
+    loss_fn = update_loss(pretrain_loss(student, teacher, terms, kd), params, settings.micro_batch)
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.global_batch,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
                   max_steps_per_epoch=cap)
@@ -311,8 +321,9 @@ def run(ctx: RunContext) -> None:
         "settings": as_dict(settings)}
     train_student(cctx, student, [stage], modules)
     out = job.out_dir / "student"
+    whole = fsdp.whole_state(student)  # sharded: gathered onto rank 0 (a collective), else None
     if distributed.is_main():
         with writing(out, "the job's checkpoint is kept: the next run resumes from it and saves the student"):
-            student.save_pretrained(out)
+            student.save_pretrained(out, state_dict=whole)
             ctx.tokenizer.save_pretrained(out)
     record["student_dir"] = str(out)

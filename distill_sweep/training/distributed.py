@@ -1,11 +1,10 @@
-"""Several processes with `torch.distributed` (NCCL on GPU, gloo on CPU): the process group, the ranks' agreement
-(config hash, stop and non-finite flags, sums) and the data-parallel all-reduce.
+"""Several processes with `torch.distributed` (NCCL on GPU, gloo on CPU): the process group and the ranks'
+agreement (config hash, stop and non-finite flags, sums).
 
-Two paths use it: the procedures that declare `shards` (causal_lm, task_specific) shard their student with FSDP2
+The procedures that declare `shards` (causal_lm, task_specific, task_agnostic) shard their student with FSDP2
 (fsdp.py: FSDP reduce-scatters the gradients, sharded_checkpoint.py has every rank write its shards; records equal
-one process's within float tolerance, not to the bit); those that declare `data_parallel` (task_agnostic) keep a
-whole student per rank and sum the gradients with `sum_over_ranks` below (bit-identical to one process). The
-others run in one process (job/identity.py refuses several in one line).
+one process's within float tolerance, not to the bit). The others run in one process (job/identity.py refuses
+several in one line).
 
 The processes are started by `torchrun` (it sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or by
 submitit on SLURM (`hydra/launcher=slurm hydra.launcher.tasks_per_node=N hydra.launcher.nodes=M`: every task
@@ -13,11 +12,10 @@ runs the whole Hydra job; `submitit.helpers.TorchDistributedEnvironment` gives t
 then runs the same job: same config (checked: ranks that disagree stop with one line), same seeds, its own
 slice of each global batch. Rules that keep them one job:
 
-* only rank 0 writes (the record, the saved student, the tracker, the checkpoint's file; a sharded job's ranks
-  each write their shards beside it); every rank reads the checkpoint on resume;
-* data parallel: gradients are averaged over ranks with one all-reduce per update (`sum_over_ranks`), together
-  with a non-finite flag; sharded: the non-finite flag is all-reduced (`any_rank`) before any backward; either
-  way every rank takes the same update or skips the same step;
+* only rank 0 writes (the record, the saved student, the tracker, the checkpoint's file; the ranks each write
+  their shards beside it); every rank reads the checkpoint on resume;
+* the non-finite flag is all-reduced (`any_rank`) before any backward, so every rank takes the same update or
+  skips the same step;
 * a SLURM preemption signal reaches ranks at different steps: the stop flag is all-reduced every step
   (`any_rank`), so all ranks checkpoint (rank 0 writes) and stop at the same step, and rank 0 hands the signal
   to submitit (which requeues on global rank 0 only) even when another rank got it first;
@@ -105,29 +103,6 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     t = torch.tensor([1.0 if flag else 0.0], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item() > 0)
-
-
-def sum_over_ranks(grads: list[torch.Tensor], scalars: list[float], nonfinite: bool, device: torch.device
-                   ) -> tuple[list[torch.Tensor], list[float], bool]:
-    """Sum over ranks of the gradients and of the scalars (loss values), and whether any rank saw a non-finite
-    loss: one all-reduce of one flat buffer of the gradients, one of a few float64 values. Callers scale their
-    share first (1 / all micro-batches of all ranks), so the sum is the mean with the additions of one process:
-    2 ranks give bit-identical updates and loss values."""
-    if _WORLD.size <= 1:
-        return grads, scalars, nonfinite
-    flat = torch.cat([g.reshape(-1).float() for g in grads])
-    dist.all_reduce(flat)
-    out, start = [], 0
-    for g in grads:
-        out.append(flat[start:start + g.numel()].view_as(g).to(g.dtype))
-        start += g.numel()
-    # The loss values are python floats, summed in float64 on one process. In the gradients' float32 buffer
-    # (as before) they lost their last bits: the record's per-term losses (loss_kd, loss_mlm) of 2 ranks
-    # differed from one process' by ~1e-9. A second, tiny all-reduce keeps them float64.
-    tail_t = torch.tensor([*scalars, 1.0 if nonfinite else 0.0], dtype=torch.float64, device=device)
-    dist.all_reduce(tail_t)
-    tail = tail_t.tolist()
-    return out, tail[:-1], tail[-1] > 0
 
 
 def sum_floats(values: list[float], device: torch.device) -> list[float]:

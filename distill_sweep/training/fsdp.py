@@ -1,5 +1,5 @@
 """FSDP2 (`torch.distributed.fsdp.fully_shard`): the multi-process path of the procedures that declare `shards`
-(causal_lm, task_specific: procedures/__init__.py).
+(causal_lm, task_specific, task_agnostic: procedures/__init__.py).
 
 With several ranks (torchrun, or SLURM's nodes x tasks_per_node; distributed.py sets up the group) the student's
 parameters, gradients and AdamW state are sharded over the ranks: each transformer block (the model's
@@ -17,17 +17,21 @@ step). What stays as with one process: each rank reads its slice of every global
 all-reduced before any backward, so every rank skips (or refuses) the same step; the stop flag (`any_rank`), and
 rank 0 alone writes the record. What changes: FSDP reduce-scatters the gradients in its own order and bucketing,
 so a record of N ranks equals the one-process record within float tolerance (tests: 1e-5 relative on the losses
-and dev metrics after a few steps), not to the bit as the hand-written all-reduce of distributed.py did.
+and dev metrics after a few steps), not to the bit as task_agnostic's hand-written all-reduce did before it. The
+root unit (embeddings, final norm, heads) of the student stays gathered from its forward to its backward, so the
+heads applied outside the forward (task_agnostic's MLM head, the chunked losses) work sharded (`shard_student`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
@@ -67,28 +71,42 @@ def precision_policy(precision: str) -> MixedPrecisionPolicy:
 
 def blocks(model: nn.Module) -> list[nn.Module]:
     """The model's transformer blocks: the modules of the classes it names in `_no_split_modules` (transformers'
-    own list of what must not be split across devices), else its family's layers (BERT names none); none for a
-    model of neither (then the whole model is one unit)."""
+    own list of what must not be split across devices) but those tied to a module outside them, else its family's
+    layers; none for a model of neither (then the whole model is one unit)."""
     names = set(getattr(model, "_no_split_modules", None) or [])
     found = [m for m in model.modules() if m is not model and type(m).__name__ in names]
-    if found:
-        return found
+    if found:  # (a module tied to one outside it stays in the root: BERT's embeddings, tied to its MLM decoder)
+        return [m for m in found if not _tied_outside(model, m)]
     try:
         return list(family_of_model(model).layers(model))
     except (ConfigError, AttributeError, KeyError, TypeError, ValueError):
         return []
 
 
+def _tied_outside(model: nn.Module, block: nn.Module) -> bool:
+    """Whether a parameter of `block` is also a parameter of a module outside it (tied weights): FSDP2 needs both
+    in one unit."""
+    inside = {id(m) for m in block.modules()}
+    mine = {id(p) for p in block.parameters()}
+    return any(id(p) in mine for m in model.modules() if id(m) not in inside for p in m.parameters(recurse=False))
+
+
 def shard_student(model: nn.Module, device: torch.device, precision: str, *, keep_gathered: bool = False
                   ) -> nn.Module:
     """Shard `model` in place (each block, then the root); returns it. List its parameters after this call.
+
+    The root unit (what is in no block: the embeddings, the final norm, the heads) stays gathered from its forward
+    to its backward (FSDP2's own default for a root: the backward would gather it again at once). So a head applied
+    to the last hidden states outside the model's forward (task_agnostic's MLM head on the masked positions, the
+    chunked next-token losses' LM head, objectives/chunked.py) reads whole weights, and its gradient lands on them
+    and is reduce-scattered with the rest of the root's at the end of the backward (FSDP's final callback).
 
     `keep_gathered`: each block's weights stay gathered from its forward to its backward (ZeRO-2's memory for
     the weights; the gradients and optimizer state stay sharded). Needed where a loss reads a block's inner
     activations (attention terms read the q/k/v projections): their gradient reaches the block's weights
     before FSDP's hook on the block's output would gather them again, and a block resharded after its forward
     then has no weights for it."""
-    return _shard(model, device, precision, reshard_after_forward=not keep_gathered)
+    return _shard(model, device, precision, reshard_after_forward=not keep_gathered, root_gathered=True)
 
 
 def shard_teacher(model: nn.Module, mode: str, device: torch.device, precision: str) -> nn.Module:
@@ -116,24 +134,60 @@ def shard_all(student: nn.Module, modules: Mapping[str, nn.Module], teacher: nn.
               device: torch.device, precision: str, *, keep_gathered: bool = False) -> dict[str, Any]:
     """A job's models sharded at setup: the student (`keep_gathered`: shard_student's), the objective's `modules`
     and the teacher (`fsdp.teacher`); returns what the record says of it (its `fsdp` key)."""
+    units = len(blocks(student)) + 1  # (counted before: sharding renames the blocks' classes)
     shard_student(student, device, precision, keep_gathered=keep_gathered)
     shard_modules(modules, device, precision)
     if teacher is not None:
         shard_teacher(teacher, teacher_mode, device, precision)
     policy = precision_policy(precision)
-    return {"ranks": distributed.world().size, "student_units": len(blocks(student)) + 1,
+    return {"ranks": distributed.world().size, "student_units": units,
             "student_resharded_after_forward": not keep_gathered, "teacher": teacher_mode,
             "param_dtype": str(policy.param_dtype or "float32").removeprefix("torch."),
             "reduce_dtype": str(policy.reduce_dtype or "float32").removeprefix("torch.")}
 
 
-def _shard(model: nn.Module, device: torch.device, precision: str, *, reshard_after_forward: bool) -> nn.Module:
+def _shard(model: nn.Module, device: torch.device, precision: str, *, reshard_after_forward: bool,
+           root_gathered: bool = False) -> nn.Module:
     kwargs: dict[str, Any] = {"mesh": mesh(device), "mp_policy": precision_policy(precision),
                               "reshard_after_forward": reshard_after_forward}
     for block in blocks(model):
         fully_shard(block, **kwargs)
-    fully_shard(model, **kwargs)
+    fully_shard(model, **{**kwargs, "reshard_after_forward": reshard_after_forward and not root_gathered})
     return model
+
+
+@contextmanager
+def gathered(model: nn.Module) -> Iterator[None]:
+    """A sharded frozen model's root unit (embeddings, final norm, heads) whole inside the block, resharded after
+    it: for a teacher whose head is applied to its last hidden states outside its forward (task_agnostic's MLM
+    head, the chunked losses' LM head), after the forward resharded it (`fsdp.teacher=shard`: one more all-gather
+    of the root's weights per loss). Nothing for a model that is not sharded (one process, a replicated teacher).
+    A collective: every rank enters it at the same point."""
+    if not isinstance(model, FSDPModule):
+        yield
+        return
+    model.unshard()
+    try:
+        yield
+    finally:
+        model.reshard()
+
+
+def whole_state(model: nn.Module) -> dict[str, Tensor] | None:
+    """A sharded model's whole state dict on rank 0 (on the CPU; the other ranks get an empty one): what
+    `save_pretrained(state_dict=...)` writes. A collective. None for a model that is not sharded (its own state
+    dict is whole)."""
+    if not any(isinstance(p, DTensor) for p in model.parameters()):
+        return None
+    whole = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    # a tied weight comes once per name, as copies: only its first name is kept, as save_pretrained keeps of a
+    # model's own state dict (BERT's MLM decoder is its word embeddings)
+    seen: set[int] = set()
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen:
+            whole.pop(name, None)
+        seen.add(id(p))
+    return whole
 
 
 def on_ranks(loss_fn: LossFn, params: list[nn.Parameter], modules: list[nn.Module]) -> LossFn:

@@ -1,4 +1,5 @@
-"""Data parallelism with torch.distributed (gloo ranks on CPU): task_agnostic on 2 ranks is the 1-process job."""
+"""Several processes with torch.distributed (gloo ranks on CPU): task_agnostic on 2 ranks, its student sharded by
+FSDP2, is the 1-process job within float tolerance; its checkpoints resume under another number of processes."""
 
 from __future__ import annotations
 
@@ -56,30 +57,69 @@ def _student(record: dict) -> dict[str, torch.Tensor]:
     return load_file(weights)
 
 
+# FSDP reduce-scatters in its own order: equal to one process within this (test_fsdp.py's; measured: 0 here, the
+# 2 ranks' sums of 2 terms being one process's)
+REL = 1e-5
+
+
+def _one(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **ENV})
+
+
+def _same_within(a: dict, b: dict) -> None:
+    """Two records' epochs: the same steps, losses (per term too) and dev metrics within REL."""
+    assert len(a["epochs"]) == len(b["epochs"]) > 0
+    for x, y in zip(a["epochs"], b["epochs"], strict=True):
+        assert (x["stage"], x["epoch"], x["step"]) == (y["stage"], y["epoch"], y["step"])
+        losses = [k for k in x if k == "train_loss" or k.startswith("loss_")]
+        assert losses and {k: y[k] for k in losses} == pytest.approx({k: x[k] for k in losses}, rel=REL)
+        assert y["dev"] == pytest.approx(x["dev"], rel=REL, abs=1e-6)
+
+
+def _same_student(a: dict, b: dict) -> None:
+    sa, sb = _student(a), _student(b)
+    assert sa.keys() == sb.keys()  # a tied weight once (BERT's MLM decoder is its word embeddings), as one process
+    assert max(float((sa[k] - sb[k]).abs().max()) for k in sa) < 1e-5
+
+
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_two_ranks_train_the_student_one_process_trains(tmp_path: Path) -> None:
-    common = [*AGNOSTIC, "objective=att_mse", f"cache_dir={tmp_path / 'cache'}"]
-    one = subprocess.run([sys.executable, "-m", "distill_sweep", *common, f"results_dir={tmp_path / 'one'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, **ENV})
+def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path) -> None:
+    # DistilBERT's loss: a hidden-state term, and the KD on the MLM heads, applied outside the models' forwards to
+    # the masked positions (the student's head in its root unit, the sharded teacher's gathered for it)
+    common = [*AGNOSTIC, "objective=distilbert", f"cache_dir={tmp_path / 'cache'}"]
+    one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
     assert one.returncode == 0, one.stderr[-2000:]
-    two = _torchrun([*common, f"results_dir={tmp_path / 'two'}"], tmp_path)
+    two = _torchrun([*common, "fsdp.teacher=shard", f"results_dir={tmp_path / 'two'}"], tmp_path)
     assert two.returncode == 0, two.stderr[-3000:]
     a, b = _record(tmp_path / "one"), _record(tmp_path / "two")  # one record: only rank 0 writes
     assert (a["task_agnostic"]["ranks"], a["task_agnostic"]["accumulation_steps"]) == (1, 2)
     assert (b["task_agnostic"]["ranks"], b["task_agnostic"]["accumulation_steps"]) == (2, 1)
     assert a["task_agnostic"]["steps"] == b["task_agnostic"]["steps"] > 1
-    # the same global batches, each micro-batch weighing the same: the same updates, to the bit here
-    sa, sb = _student(a), _student(b)
-    assert sa.keys() == sb.keys() and max(float((sa[k] - sb[k]).abs().max()) for k in sa) <= 1e-6
-    # every epoch's losses (per term too), dev metrics and padding (the global batches': summed over ranks)
-    assert a["epochs"] == b["epochs"]
-    assert a["best"]["dev"] == b["best"]["dev"]
+    # the student sharded (its blocks, then the root: embeddings and MLM head, tied), the teacher too
+    assert "fsdp" not in a and b["fsdp"] == {
+        "ranks": 2, "student_units": b["student"]["num_layers"] + 1, "teacher": "shard",
+        "student_resharded_after_forward": True, "param_dtype": "float32", "reduce_dtype": "float32"}
+    # the same global batches and micro-batches: every epoch's losses (per term too), dev metrics and padding
+    _same_within(a, b)
+    assert [e["padding"] for e in a["epochs"]] == [e["padding"] for e in b["epochs"]]  # summed over ranks
+    # the saved student (gathered from the shards onto rank 0): one process's weights, under the same names
+    _same_student(a, b)
 
 
 # ~60 updates in 2 epochs, a checkpoint every 4 (the kill lands mid-epoch 1), a log line per step (which steps ran)
 KILLABLE = [*(a for a in AGNOSTIC if a.split("=")[0] not in ("corpus.num_documents", "procedure.epochs")),
             "corpus.num_documents=200", "procedure.epochs=2", "objective=vanilla_kd", "checkpoint.every_steps=4",
             "log_every=1"]
+
+
+@pytest.fixture(scope="module")
+def killable_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A root where one process ran KILLABLE uninterrupted (root/one), its corpus cache in root/cache."""
+    root = tmp_path_factory.mktemp("agnostic")
+    one = _one([*KILLABLE, f"cache_dir={root / 'cache'}", f"results_dir={root / 'one'}"], root)
+    assert one.returncode == 0, one.stderr[-2000:]
+    return root
 
 
 def _process_tree(root: int) -> list[int]:
@@ -127,25 +167,18 @@ def _steps_run(output: str) -> set[tuple[int, int]]:
     return {(int(e), int(s)) for e, s in re.findall(r"pretrain epoch (\d+) step (\d+)/\d+ loss", output)}
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_two_ranks_killed_with_sigkill_resume_to_the_uninterrupted_student(tmp_path: Path) -> None:
-    common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
-    one = subprocess.run([sys.executable, "-m", "distill_sweep", *common, f"results_dir={tmp_path / 'one'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, **ENV})
-    assert one.returncode == 0, one.stderr[-2000:]
-    reference = _record(tmp_path / "one")
-
-    out = tmp_path / "two"
-    run = subprocess.Popen(_torchrun_cmd([*common, f"results_dir={out}"]), cwd=tmp_path, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, env={**os.environ, **ENV}, start_new_session=True)
+def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path) -> tuple[dict, str]:
+    """Start `cmd`, SIGKILL its whole tree once a step checkpoint is committed (mid-step: no signal handler, no
+    `finally` runs); returns the checkpoint's content and what the run printed."""
+    run = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env={**os.environ, **ENV}, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not any(out.rglob(CHECKPOINT)):  # written by an atomic rename: there, it is whole
             assert run.poll() is None, f"the job ended before it could be killed:\n{run.communicate()[0][-3000:]}"
             assert time.monotonic() < deadline, "no checkpoint within 300 s"
             time.sleep(0.02)
-        assert len(_process_tree(run.pid)) >= 3  # torchrun and its 2 ranks
-        _kill_tree(run.pid)  # mid-step: no signal handler, no `finally` runs
+        _kill_tree(run.pid)
         killed_output, _ = run.communicate(timeout=60)
     finally:
         if run.poll() is None:
@@ -153,34 +186,60 @@ def test_two_ranks_killed_with_sigkill_resume_to_the_uninterrupted_student(tmp_p
             run.communicate(timeout=60)
     assert run.returncode == -signal.SIGKILL
     (ckpt,) = out.rglob(CHECKPOINT)
-    at = torch.load(ckpt, map_location="cpu", weights_only=True)["position"]
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    at = state["position"]
     assert at["stage"] == 0 and at["step"] > 0, at  # killed mid-epoch, after at least one step checkpoint
     assert _record(out)["status"] == "running"  # what the kill left: a record of a job that never ended
-    steps_per_epoch = reference["epochs"][0]["step"]
     assert (at["epoch"], at["step"]) in _steps_run(killed_output)
+    return state, killed_output
 
-    again = _torchrun([*common, f"results_dir={out}"], tmp_path)  # the same command (another free port)
+
+def _resumed_to_the_end(again: subprocess.CompletedProcess, at: dict, out: Path, reference: dict, ranks: int
+                        ) -> None:
+    """`again` resumed from the checkpoint at `at` on every rank, ran only the updates after it and ended with the
+    uninterrupted job's record and student within REL."""
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    # both ranks resumed from rank 0's checkpoint at the step it holds, and ran only the updates after it
-    resumed_at = re.findall(r"resuming from \S+ at pretrain epoch (\d+) step (\d+)", again.stdout)
-    assert resumed_at == [(str(at["epoch"]), str(at["step"]))] * 2, resumed_at
+    output = again.stdout + again.stderr
+    resumed_at = re.findall(r"resuming from \S+ at pretrain epoch (\d+) step (\d+)", output)
+    assert resumed_at == [(str(at["epoch"]), str(at["step"]))] * ranks, resumed_at
+    steps_per_epoch = reference["epochs"][0]["step"]
     expected = {(e, s) for e in range(at["epoch"], 3) for s in range(1, steps_per_epoch + 1)
                 if (e, s) > (at["epoch"], at["step"])}
-    assert _steps_run(again.stdout) == expected
-
-    # one record, completed; nothing left behind: no checkpoint, no temp file of a cut-short write
-    (path,) = out.rglob("result.json")
-    record = json.loads(path.read_text())
-    assert record["status"] == "completed" and record["task_agnostic"]["ranks"] == 2
+    assert _steps_run(output) == expected
+    # one record, completed; nothing left behind: no checkpoint, no shard directory, no temp file of a cut-short write
+    record = _record(out)
+    assert record["status"] == "completed" and record["task_agnostic"]["ranks"] == ranks
     assert (record["attempts"], record["resumed"]) == (2, 1)
-    left = [p.name for p in out.rglob("*") if p.name == CHECKPOINT or p.suffix == ".tmp" or ".corrupt-" in p.name]
+    left = [p.name for p in out.rglob("*")
+            if p.name == CHECKPOINT or ".shards-" in p.name or p.suffix == ".tmp" or ".corrupt-" in p.name]
     assert not left, left
-    # the uninterrupted job's losses, dev metrics and student, to the bit (2 ranks = 1 process, tested above)
-    assert record["epochs"] == reference["epochs"]
-    assert record["best"] == reference["best"]
-    resumed_student, uninterrupted = _student(record), _student(reference)
-    assert resumed_student.keys() == uninterrupted.keys()
-    assert all(torch.equal(resumed_student[k], uninterrupted[k]) for k in uninterrupted)
+    _same_within(reference, record)
+    _same_student(reference, record)
+
+
+@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
+def test_two_sharded_ranks_killed_with_sigkill_resume_in_one_process(tmp_path: Path, killable_one: Path) -> None:
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
+    out = tmp_path / "two"
+    state, _ = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path)
+    assert state["shards"]  # each rank wrote its shards; one process reads them whole
+    again = _one([*common, f"results_dir={out}"], tmp_path)
+    _resumed_to_the_end(again, state["position"], out, _record(killable_one / "one"), ranks=1)
+
+
+@pytest.mark.slow  # a kill and a torchrun re-run: over 2 s
+def test_a_one_process_checkpoint_as_the_old_data_parallel_path_wrote_resumes_sharded(tmp_path: Path,
+                                                                                    killable_one: Path) -> None:
+    """Before FSDP2, task_agnostic's ranks each held the whole student and rank 0 wrote one process's checkpoint
+    (whole tensors, the optimizer's state by position): such a checkpoint resumes on 2 sharded ranks, each keeping
+    its shards of it."""
+    common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
+    out = tmp_path / "one"
+    cmd = [sys.executable, "-m", "distill_sweep", *common, f"results_dir={out}"]
+    state, _ = _killed_after_a_checkpoint(cmd, out, tmp_path)
+    assert "shards" not in state and state["student"] and state["optimizer"]["state"]
+    again = _torchrun([*common, f"results_dir={out}"], tmp_path)
+    _resumed_to_the_end(again, state["position"], out, _record(killable_one / "one"), ranks=2)
 
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
@@ -264,9 +323,7 @@ def _flag_worker(rank: int, port: int, out: dict) -> None:
     try:
         out[rank] = (distributed.any_rank(rank == 1, torch.device("cpu")),
                      distributed.any_rank(False, torch.device("cpu")))
-        grads, scalars, bad = distributed.sum_over_ranks([torch.full((2,), float(rank + 1))], [0.25 * (rank + 1)],
-                                                         rank == 0, torch.device("cpu"))
-        out[f"sum{rank}"] = (grads[0].tolist(), scalars, bad)
+        out[f"sum{rank}"] = distributed.sum_floats([0.25 * (rank + 1), 1.0], torch.device("cpu"))
     finally:
         dist.destroy_process_group()
 
@@ -277,5 +334,5 @@ def test_a_stop_flag_on_one_rank_stops_every_rank_and_sums_are_global() -> None:
         out = manager.dict()
         mp.spawn(_flag_worker, args=(_free_port(), out), nprocs=2)
         assert out[0] == out[1] == (True, False)  # rank 1 was signalled: both stop; nobody: nobody
-        # gradients 1 and 2 sum to 3 on both ranks; loss values 0.25 + 0.5; rank 0's non-finite flag reaches rank 1
-        assert out["sum0"] == out["sum1"] == ([3.0, 3.0], [0.75], True)
+        # loss values 0.25 + 0.5 and 1 + 1, on both ranks
+        assert out["sum0"] == out["sum1"] == [0.75, 2.0]

@@ -21,10 +21,11 @@ from distill_sweep.training.checkpoint_files import CHECKPOINT
 # FSDP reduce-scatters in its own order: equal to one process within this (the losses are O(1); measured ~1e-7)
 REL = 1e-5
 
-# corpus-free toy instructions: every rank's half of a batch holds as many targets (the losses weigh rows the same)
+# corpus-free toy instructions: every rank's half of a batch holds as many targets (the losses weigh rows the same);
+# the logits made 5 positions at a time (several chunks per batch): the chunked losses run sharded too
 CAUSAL = ["procedure=causal_lm", "teacher=tiny_llama", "logger=none", "threads=1", "procedure.teacher_steps=30",
           "student.num_layers=2", "procedure.data=instructions", "objective=fkl", "procedure.epochs=1",
-          "max_steps_per_epoch=3", "checkpoint.keep=true"]
+          "max_steps_per_epoch=3", "checkpoint.keep=true", "procedure.logit_chunk=5"]
 # dropout off: one process and 2 ranks must draw nothing at random that the other does not
 # 65 examples in batches of 32: the epoch's last batch has 1 row, fewer than the ranks (rank 1 gets a stand-in row)
 TASK = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num_train=65", "task.recipe.num_dev=64",
@@ -94,7 +95,9 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
     a, b = _record(root / "one"), _record(tmp_path / "two")
     assert b["status"] == "completed" and "fsdp" not in a
-    assert b["fsdp"] == {"ranks": 2, "student_units": b["student"]["num_layers"] + 1, "teacher": "replicate",
+    # a unit per block, BERT's embeddings one more (its _no_split_modules name them; untied in a classifier), the root
+    blocks = b["student"]["num_layers"] + (1 if job is TASK else 0)
+    assert b["fsdp"] == {"ranks": 2, "student_units": blocks + 1, "teacher": "replicate",
                          "student_resharded_after_forward": True, "param_dtype": "float32", "reduce_dtype": "float32"}
     _same_within(a, b)
     # the student was sharded: its checkpoint is the 2 ranks' shards (one directory, named by checkpoint.pt)
@@ -387,3 +390,93 @@ def test_a_checkpoint_naming_missing_shards_starts_over_and_removal_takes_every_
     (tmp_path / "checkpoint.shards-cut" / "__0_0.distcp").write_bytes(b"x")
     remove_checkpoint(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def _chunk_batch() -> dict[str, torch.Tensor]:
+    """2 rows of 4 targets each: the mean over a batch's targets is the mean of the rows' means (a rank's row)."""
+    ids = torch.tensor([[3, 7, 9, 11, 4, 8], [5, 6, 2, 1, 12, 0]])
+    labels = torch.tensor([[-100, 9, 11, 4, 8, -100], [6, 2, 1, 12, -100, -100]])
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels, "idx": torch.tensor([0, 1])}
+
+
+def _chunk_models(tied: bool) -> tuple[torch.nn.Module, torch.nn.Module, torch.nn.Module]:
+    """A tiny Llama teacher (perturbed, frozen), a 2-layer student and the fkl + hid_seq objective between them."""
+    from tiny_models import tiny_llama
+
+    from distill_sweep.objectives import parse_objective
+    from distill_sweep.objectives.core import build_objective
+
+    teacher, student = tiny_llama(), tiny_llama(tied=tied, layers=2)
+    torch.manual_seed(3)
+    for p in teacher.parameters():
+        p.data.add_(torch.randn_like(p) * 0.3)
+        p.requires_grad_(False)
+    terms = build_objective(parse_objective({"name": "x", "stages": ["intermediate"],
+                                             "terms": {"fkl": {"weight": 1.0, "temperature": 2.0}}}),
+                            student_config=student.config, teacher_config=teacher.config, layer_map=[(1, 2), (2, 4)],
+                            train_labels=None, num_labels=2)
+    return teacher, student.train(), terms
+
+
+def _chunk_worker(rank: int, port: int, out: dict) -> None:
+    """Rank `rank` of 2: for an untied and a tied student head, the student and the teacher sharded, causal_lm's loss
+    (fkl + 0.5 CE) over its row of the batch, whole logits (chunk 0) then 3 rows at a time: the loss values and the
+    student's gradients, whole."""
+    import torch.distributed as dist
+
+    from distill_sweep.procedures.causal_lm import distill_loss
+    from distill_sweep.training import distributed, fsdp
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    torch.set_num_threads(1)
+    world = distributed.setup(torch.device("cpu"))
+    try:
+        for tied in (False, True):
+            teacher, student, terms = _chunk_models(tied)
+            cpu = torch.device("cpu")
+            fsdp.shard_student(student, cpu, "fp32")
+            fsdp.shard_teacher(teacher, fsdp.SHARD, cpu, "fp32")  # its head gathered for the chunks (fsdp.gathered)
+            params = list(student.parameters())
+            mine = fsdp.rank_slice(_chunk_batch(), world)
+            for chunk in (0, 3):
+                step = fsdp.sharded_loss(distill_loss(student, teacher, terms, 0.5, None, chunk=chunk), params, None)
+                value, parts = step(mine)
+                value.backward()
+                out[(tied, chunk, rank)] = (float(value.detach()), parts, [p.grad.full_tensor() for p in params])
+                for p in params:
+                    p.grad = None
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow  # two gloo ranks: over 2 s
+def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process() -> None:
+    """The chunked losses apply the LM heads outside the models' forwards: the sharded student's root unit (its head)
+    stays gathered to the backward, whose gradient FSDP then reduce-scatters with the root's; the sharded teacher's
+    is gathered for the chunks. Value and every gradient equal whole logits' on 2 ranks, and one process's, with a
+    separate and a tied student head."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from distill_sweep.procedures.causal_lm import distill_loss
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with mp.Manager() as manager:
+        out = manager.dict()
+        mp.spawn(_chunk_worker, args=(port, out), nprocs=2)
+        result = dict(out)
+    assert len(result) == 8  # (untied, tied) x (whole, chunked) x 2 ranks
+    for tied in (False, True):
+        teacher, student, terms = _chunk_models(tied)  # one process, whole logits: the reference
+        value = distill_loss(student, teacher, terms, 0.5, None, chunk=0)(_chunk_batch())[0]
+        grads = torch.autograd.grad(value, list(student.parameters()))
+        for (t, chunk, rank), (v, parts, g) in result.items():
+            if t is not tied:
+                continue
+            assert set(parts) == {"fkl", "ce"}, (tied, chunk, rank)
+            assert v == pytest.approx(float(value.detach()), rel=1e-5), (tied, chunk, rank)
+            for a, b in zip(grads, g, strict=True):
+                torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
