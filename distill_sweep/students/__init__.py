@@ -1,6 +1,6 @@
 """The student registry: a student is a name plus its own settings, independent of the teacher.
 
-Each student type is declared in its own torch-free students/<type>_settings.py (its settings dataclass, the one
+Each student type is declared in its own torch-free students/*_settings.py (its settings dataclass, the one
 home of its defaults, its flags, and the module of its code), listed in students/declarations.py, so a job's
 student settings are checked before torch is imported. Declaring a type also makes `student=<type>` a config
 option holding its settings' defaults (base.register_student): conf/student/ holds only presets. Its code module

@@ -1,6 +1,6 @@
 """The student types: the one list of them, each declared in its own torch-free module.
 
-A `<type>_settings.py` holds the type's settings dataclass (the one home of its defaults: `student=<type>`
+A `students/*_settings.py` holds the type's settings dataclass (the one home of its defaults: `student=<type>`
 composes them, students/base.register_student) and its declaration (its needs and the module of its code,
 students/<type>.py, imported when a job first describes or builds it). Importing it registers the type, so
 a job's student settings are checked before torch is imported.

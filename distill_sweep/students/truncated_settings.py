@@ -1,7 +1,7 @@
 """student=truncated, the paper's student: the teacher's architecture with k layers, copied from the teacher
 layers the top-level `init` names; the classification head always starts fresh. Its code: students/truncated.py.
 
-Torch-free, like every `<type>_settings.py`: the type's settings (their defaults' one home, composed by
+Torch-free, like every `students/*_settings.py`: the type's settings (their defaults' one home, composed by
 `student=truncated`) and its declaration, checked before torch is imported.
 """
 
