@@ -22,6 +22,7 @@ from distill_sweep.config.schema import TaskSettings
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.records import record
 from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
+from distill_sweep.students import STUDENTS  # noqa: F401 - declaring them registers their options (student=<type>)
 
 ROOT = Path(__file__).resolve().parent.parent
 

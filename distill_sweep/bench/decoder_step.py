@@ -20,8 +20,8 @@ from distill_sweep.models.inits import resolve_init
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.procedures.causal_lm import distill_loss
 from distill_sweep.students.base import BuildInputs
-from distill_sweep.students.settings import TruncatedSettings
 from distill_sweep.students.truncated import build as build_truncated
+from distill_sweep.students.truncated_settings import TruncatedSettings
 from distill_sweep.teachers.output_store import SAMPLED, TOP_K, sparse_entries, topk_dtypes
 
 DECODER_OBJECTIVES = ("fkl", "rkl", "gjsd", "fkl_hid_seq")

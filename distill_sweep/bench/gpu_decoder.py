@@ -24,8 +24,8 @@ from distill_sweep.models.inits import resolve_init
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.procedures.causal_lm import distill_loss
 from distill_sweep.students.base import BuildInputs
-from distill_sweep.students.settings import TruncatedSettings
 from distill_sweep.students.truncated import build as build_truncated
+from distill_sweep.students.truncated_settings import TruncatedSettings
 from distill_sweep.training.loop import autocast, update_step
 
 

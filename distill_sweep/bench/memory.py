@@ -51,8 +51,8 @@ def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str) -> dic
     from distill_sweep.objectives.core import build_objective
     from distill_sweep.procedures.causal_lm import distill_loss
     from distill_sweep.students.base import BuildInputs
-    from distill_sweep.students.settings import TruncatedSettings
     from distill_sweep.students.truncated import build as build_truncated
+    from distill_sweep.students.truncated_settings import TruncatedSettings
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -16,7 +16,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.students.bilstm import BiLSTMClassifier, describe
-from distill_sweep.students.settings import BiLSTMSettings
+from distill_sweep.students.bilstm_settings import BiLSTMSettings
 from distill_sweep.students.sps import share_top_layers
 
 

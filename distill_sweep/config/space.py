@@ -11,12 +11,16 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")  # the repository's conf/, beside the package
 GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
 BASES = ("base",)  # config files other options extend; not options themselves
+# Options whose defaults are given in code, by group: a part's settings dataclass is their one home
+# (students/base.register_student registers each student type). conf/<group>/ then holds only presets.
+CODE_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {}
 
 
 def hydra_version_base(version: str) -> dict[str, str]:
@@ -31,11 +35,23 @@ def hydra_version_base(version: str) -> dict[str, str]:
 VERSION_BASE = hydra_version_base(metadata.version("hydra-core"))  # read without importing Hydra
 
 
+def register_option(group: str, name: str, defaults: dict[str, Any]) -> None:
+    """A config-group option given in code: `group=name` composes `defaults` as if conf/<group>/<name>.yaml held
+    them (Hydra finds it in its ConfigStore, a preset's defaults list too: `- fresh`).
+
+    Stored as a plain mapping, not as the settings dataclass, so the composed config stays untyped: see
+    docs/design.md ("A part's defaults: one home")."""
+    from hydra.core.config_store import ConfigStore  # here: the early checks read the options without Hydra
+
+    CODE_OPTIONS.setdefault(group, {})[name] = defaults
+    ConfigStore.instance().store(group=group, name=name, node=dict(defaults), provider="distill_sweep")
+
+
 def group_options(group: str, user_dirs: Sequence[str] = ()) -> list[str]:
-    """The options of a config group (`conf/<group>/*.yaml`, and `<dir>/<group>/*.yaml` of the user's own config
-    directories), sorted."""
-    return sorted({p.stem for root in (CONF_DIR, *user_dirs) for p in (Path(root) / group).glob("*.yaml")
-                   if p.stem not in BASES})
+    """The options of a config group (`conf/<group>/*.yaml`, `<dir>/<group>/*.yaml` of the user's own config
+    directories and those registered in code, `register_option`), sorted."""
+    files = {p.stem for root in (CONF_DIR, *user_dirs) for p in (Path(root) / group).glob("*.yaml")}
+    return sorted((files | set(CODE_OPTIONS.get(group, ()))) - set(BASES))
 
 
 def user_config_dirs(argv: Sequence[str]) -> list[str]:
@@ -65,7 +81,7 @@ def option_defaults(group: str, option: str) -> dict[str, str]:
     """The group options that an option's own defaults list chooses, by group (conf/procedure/causal_lm.yaml:
     `- /corpus@_global_.corpus: toy` -> {"corpus": "toy"})."""
     path = Path(CONF_DIR) / group / f"{option}.yaml"
-    if not path.is_file():  # an option registered in code without a YAML here (a worked example's): no defaults
+    if not path.is_file():  # an option registered in code (register_option): no defaults list
         return {}
     config = yaml.safe_load(path.read_text()) or {}
     return {key.lstrip("/").split("@")[0]: str(value) for entry in config.get("defaults", [])

@@ -216,7 +216,7 @@ def _check_stated_shapes(ident: JobIdentity) -> None:
     length_key = "task" if ident.procedure_settings.reads_task else "corpus"
     stated = SimpleNamespace(max_position_embeddings=stated_int(teacher, "max_position_embeddings"),
                              model_type=teacher.get("model_type", ""))
-    # the student types stating their depth copy the teacher's positions (students/settings.py)
+    # the student types stating their depth copy the teacher's positions (students/*_settings.py)
     check_positions(ident.settings.task.max_seq_length, {"teacher": stated}, length_key)
     depth = stated_int(teacher, *DEPTH_KEYS)
     student_depth = getattr(ident.student, "stated_depth", None)

@@ -5,11 +5,12 @@ Torch-free: a `StudentType` names the module of its code, which is imported the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from distill_sweep.config import declared
+from distill_sweep.config import declared, space
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.families import ENCODER
 from distill_sweep.models.inits import StudentInit
@@ -20,6 +21,9 @@ if TYPE_CHECKING:  # annotations only: the config checks run before transformers
 
 # Model types whose encoder layers expose attention.self.{query,key,value} (what capture.py hooks).
 QKV_MODEL_TYPES = ENCODER.model_types
+# A settings field's metadata: filled in when the job is prepared (student.distilled_from), not a setting the
+# config gives, so `student=<type>` does not compose it.
+FILLED_IN = {"filled_in": True}
 
 
 @dataclass(frozen=True)
@@ -81,9 +85,25 @@ STUDENTS: dict[str, StudentType] = {}
 
 
 def register_student(kind: StudentType) -> StudentType:
-    """Add a declared student type to `STUDENTS` (students/declarations.py declares the package's own)."""
+    """Add a declared student type to `STUDENTS` (students/declarations.py lists the package's own) and make
+    `student=<name>` an option of the config group: its settings at their dataclass defaults, their one home."""
     declared.add(STUDENTS, kind.name, kind, "student")
+    space.register_option("student", kind.name, config_defaults(kind.settings))
     return kind
+
+
+def config_defaults(settings: type) -> dict[str, Any]:
+    """What `student=<type>` composes: every field of the settings dataclass at its default (a required field,
+    without one, is left for the command line to add), less those marked FILLED_IN."""
+    out = {}
+    for f in dataclasses.fields(settings):
+        if f.metadata.get("filled_in"):
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        elif f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+    return out
 
 
 def student_type(name: str) -> StudentType:

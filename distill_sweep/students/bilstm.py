@@ -29,7 +29,7 @@ from distill_sweep.data.batching import STUDENT_IDS
 from distill_sweep.data.student_words import load_or_build, read_vectors
 
 from .base import BuildInputs
-from .settings import BiLSTMSettings
+from .bilstm_settings import BiLSTMSettings
 
 log = logging.getLogger("distill_sweep")
 

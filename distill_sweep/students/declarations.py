@@ -1,31 +1,21 @@
-"""The student types: the one list of their names, settings and needs, with the module of each one's code.
+"""The student types: the one list of them, each declared in its own torch-free module.
 
-Torch-free, so a job's student settings are checked before torch is imported; a type's code (students/<type>.py)
-is imported when a job first describes or builds it.
+A `students/*_settings.py` holds the type's settings dataclass (the one home of its defaults: `student=<type>`
+composes them, students/base.register_student) and its declaration (its needs and the module of its code,
+students/<type>.py, imported when a job first describes or builds it). Importing it registers the type, so
+a job's student settings are checked before torch is imported.
 """
 
 from __future__ import annotations
 
-from .base import StudentType, register_student
-from .settings import (
-    BiLSTMSettings,
-    DistilledSettings,
-    FreshSettings,
-    PretrainedSettings,
-    SPSSettings,
-    TruncatedSettings,
+from . import (
+    bilstm_settings,
+    distilled_settings,
+    fresh_settings,
+    pretrained_settings,
+    sps_settings,
+    truncated_settings,
 )
 
-register_student(StudentType("truncated", TruncatedSettings, "distill_sweep.students.truncated",
-                             uses_init=True, needs_teacher_weights=True))
-register_student(StudentType("fresh", FreshSettings, "distill_sweep.students.fresh",
-                             uses_init=False, needs_teacher_weights=True))
-register_student(StudentType("sps", SPSSettings, "distill_sweep.students.sps",
-                             uses_init=True, needs_teacher_weights=True))
-register_student(StudentType("pretrained", PretrainedSettings, "distill_sweep.students.pretrained",
-                             uses_init=False, needs_teacher_weights=False))
-register_student(StudentType("distilled", DistilledSettings, "distill_sweep.students.distilled",
-                             uses_init=False, needs_teacher_weights=False, has_locate=True))
-register_student(StudentType("bilstm", BiLSTMSettings, "distill_sweep.students.bilstm",
-                             uses_init=False, needs_teacher_weights=False, has_tokenizer=True, has_layers=False,
-                             procedures=("task_specific", "finetune")))
+# Each declares the type its name says (tests/unit/students/test_student_options.py checks it).
+MODULES = (bilstm_settings, distilled_settings, fresh_settings, pretrained_settings, sps_settings, truncated_settings)

@@ -19,8 +19,9 @@ from distill_sweep.models.loading import read_model_config
 from distill_sweep.records import files, hashing, record
 
 from .base import BuildInputs
+from .distilled_settings import DistilledSettings
 from .pretrained import build as build_pretrained
-from .settings import DistilledSettings, PretrainedSettings
+from .pretrained_settings import PretrainedSettings
 
 SOURCE_PROCEDURE = "task_agnostic"  # the procedure that saves a student for others to fine-tune
 

@@ -17,7 +17,7 @@ from transformers import (
 from distill_sweep.models.families import family_of
 
 from .base import BuildInputs, checkpointed
-from .settings import FreshSettings
+from .fresh_settings import FreshSettings
 
 
 def describe(settings: FreshSettings, teacher: PretrainedConfig) -> PretrainedConfig:

@@ -8,7 +8,7 @@ from transformers import AutoModelForSequenceClassification, PretrainedConfig, P
 from distill_sweep.models.loading import read_model_config
 
 from .base import BuildInputs
-from .settings import PretrainedSettings
+from .pretrained_settings import PretrainedSettings
 
 
 def describe(settings: PretrainedSettings, teacher: PretrainedConfig) -> PretrainedConfig:

@@ -30,7 +30,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.models.families import family_of_model
 
 from .base import BuildInputs
-from .settings import SPSSettings
+from .sps_settings import SPSSettings
 from .truncated import copy_backbone
 
 

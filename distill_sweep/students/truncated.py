@@ -16,7 +16,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from distill_sweep.models.families import family_of_model
 
 from .base import BuildInputs, checkpointed
-from .settings import TruncatedSettings
+from .truncated_settings import TruncatedSettings
 
 
 def describe(settings: TruncatedSettings, teacher: PretrainedConfig) -> PretrainedConfig:

@@ -253,8 +253,10 @@ def config_sections() -> list[Section]:
                             "under `procedure.` (`procedure=<name>` picks it).", 2))
     for name, proc in sorted(procedures.PROCEDURES.items()):
         sections += _with_nested(Section(f"`procedure={name}`", "procedure", proc.settings, "", 3))
-    sections.append(Section("`student`", "", None, options("student") + " A student type's own keys, "
-                            "under `student.` (`student.name` picks the type; the options above are presets).", 2))
+    presets = ", ".join(f"`{o}`" for o in group_options("student") if o not in students.STUDENTS)
+    sections.append(Section("`student`", "", None, "Options: each type below (`student=<type>`, its keys at their "
+                            f"defaults) and the presets of `conf/student/`: {presets}. A student type's own keys, "
+                            "under `student.`.", 2))
     for name, kind in sorted(students.STUDENTS.items()):
         sections += _with_nested(Section(f"`student.name={name}`", "student", kind.settings, "", 3))
     _check_every_settings_class_is_placed(sections)

@@ -38,7 +38,7 @@ from helpers import FAST, ROOT, TINY_AGNOSTIC, PreloadedPython, path_without_sba
 from helpers import TINY as TINY_BENCH
 from omegaconf import OmegaConf
 
-from distill_sweep.config.space import GROUPS, VERSION_BASE
+from distill_sweep.config.space import CODE_OPTIONS, GROUPS, VERSION_BASE, group_options
 from distill_sweep.sweep.compose import expand
 
 README = ROOT / "README.md"
@@ -176,10 +176,10 @@ def _set_keys(args: list[str]) -> set[str]:
 
 
 def _missing_group_option(args: list[str]) -> tuple[str, str] | None:
-    """(group, option) of a group choice that no file of conf/ provides (a worked example's)."""
+    """(group, option) of a group choice that neither a file of conf/ nor the code provides (a worked example's)."""
     for arg in args:
         key, _, value = arg.partition("=")
-        if key in GROUPS and "," not in value and not (CONF / key / f"{value}.yaml").exists():
+        if key in GROUPS and "," not in value and value not in group_options(key):
             return key, value
     return None
 
@@ -394,7 +394,7 @@ class Example:
 
     @contextlib.contextmanager
     def code_added(self) -> Iterator[None]:
-        """Each Python block run in the module its first line names (`# distill_sweep/students/settings.py`), as
+        """Each Python block run in the module its first line names (`# distill_sweep/students/fresh.py`), as
         if appended to that module: with its names, registering into its registries, and what it defines
         importable from there (a registry may name code by module); a module that does not exist yet is made.
         On exit the modules are as before (restoring the registries is the caller's)."""
@@ -476,6 +476,7 @@ def _write_task_data(task: dict, cwd: Path) -> None:
 def _run_group_example(example: Example, tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml
     from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
 
     from distill_sweep.cli.run_job import run_job
     from distill_sweep.objectives import TERMS
@@ -483,12 +484,14 @@ def _run_group_example(example: Example, tmp_path: Path, shared_cache: Path, mon
     from distill_sweep.students import STUDENTS
 
     group, option, command = example.group, example.option, example.command
-    (yaml_block,) = example.blocks("yaml", f"# conf/{group}/{option}.yaml")
+    yaml_blocks = example.blocks("yaml", f"# conf/{group}/{option}.yaml")  # none: the option its code registers
     conf = tmp_path / "conf"
     shutil.copytree(CONF, conf)
-    (conf / group / f"{option}.yaml").write_text(yaml_block)
+    assert len(yaml_blocks) == 1 or (group == "student" and not yaml_blocks), (command.where, len(yaml_blocks))
+    for yaml_block in yaml_blocks:
+        (conf / group / f"{option}.yaml").write_text(yaml_block)
     if group == "task":
-        _write_task_data(yaml.safe_load(yaml_block), tmp_path)
+        _write_task_data(yaml.safe_load(yaml_blocks[0]), tmp_path)
     monkeypatch.chdir(tmp_path)  # the example's relative paths (data_dir) are taken from here
     registries = (TERMS, STUDENTS, PROCEDURES)
     before = [set(registry) for registry in registries]
@@ -504,6 +507,8 @@ def _run_group_example(example: Example, tmp_path: Path, shared_cache: Path, mon
         for registry, names in zip(registries, before):
             for name in set(registry) - names:
                 del registry[name]
+        if CODE_OPTIONS.get(group, {}).pop(option, None) is not None:  # and the config option it registered
+            ConfigStore.instance().repo[group].pop(f"{option}.yaml")
     assert record["status"] == "completed", (command.where, record.get("error"))
     assert RECORD_NAMES[group](record) == option, (command.where, group, RECORD_NAMES[group](record))
 

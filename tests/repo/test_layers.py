@@ -106,7 +106,7 @@ def test_the_config_below_orchestration_breaks_the_one_config_form_contract(tmp_
 
 def test_torch_under_a_settings_module_breaks_the_identity_contract(tmp_path: Path) -> None:
     # a student's settings module that imports torch would make every command-line check wait for it
-    proc = _lint_copy(tmp_path, "students/settings.py", "import torch  # noqa: E402,F401", RUNTIME_CONTRACTS)
+    proc = _lint_copy(tmp_path, "students/truncated_settings.py", "import torch  # noqa: E402,F401", RUNTIME_CONTRACTS)
     assert proc.returncode != 0
     assert "distill_sweep.job.identity is not allowed to import torch" in proc.stdout
 

@@ -15,8 +15,8 @@ from distill_sweep.models.families import family_of, family_of_model
 from distill_sweep.models.inits import resolve_init
 from distill_sweep.models.model_info import ModelInfo
 from distill_sweep.students.base import BuildInputs
-from distill_sweep.students.settings import TruncatedSettings
 from distill_sweep.students.truncated import build
+from distill_sweep.students.truncated_settings import TruncatedSettings
 
 
 def test_truncated_bert_student_is_the_teachers_layers_computed_as_a_plain_bert():
@@ -123,7 +123,7 @@ def test_attention_terms_are_refused_for_decoders_and_kept_for_encoders():
 def test_fresh_decoder_student_is_a_causal_lm_of_its_own_shape(make):
     from distill_sweep.students.fresh import build as build_fresh
     from distill_sweep.students.fresh import describe as describe_fresh
-    from distill_sweep.students.settings import FreshSettings
+    from distill_sweep.students.fresh_settings import FreshSettings
 
     teacher = make()
     settings = FreshSettings(num_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=48)

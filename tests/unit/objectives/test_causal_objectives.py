@@ -211,8 +211,8 @@ def test_hidden_terms_run_on_decoders_with_their_causal_mask():
     student (and its projections), and what sits in the padded positions changes nothing."""
     from distill_sweep.models.inits import resolve_init
     from distill_sweep.students.base import BuildInputs
-    from distill_sweep.students.settings import TruncatedSettings
     from distill_sweep.students.truncated import build
+    from distill_sweep.students.truncated_settings import TruncatedSettings
 
     teacher = tiny_llama()
     init = resolve_init("skip", 4, 2)

@@ -28,7 +28,7 @@ from distill_sweep.procedures.ptp import (
 )
 from distill_sweep.procedures.settings import Thresholds
 from distill_sweep.students import BuildInputs, student_type
-from distill_sweep.students.settings import SPSSettings
+from distill_sweep.students.sps_settings import SPSSettings
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 from distill_sweep.training.stages import StageDriver
 

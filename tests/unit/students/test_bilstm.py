@@ -22,7 +22,7 @@ from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.prediction import prediction_loss
 from distill_sweep.students import BuildInputs, student_type
 from distill_sweep.students.bilstm import BiLSTMClassifier, build, describe
-from distill_sweep.students.settings import BiLSTMSettings
+from distill_sweep.students.bilstm_settings import BiLSTMSettings
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 from distill_sweep.training.loop import model_inputs, predict
 

@@ -15,7 +15,8 @@ from distill_sweep.objectives.core import build_objective
 from distill_sweep.procedures.causal_lm import distill_loss
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.base import is_checkpointed, student_type
-from distill_sweep.students.settings import FreshSettings, TruncatedSettings
+from distill_sweep.students.fresh_settings import FreshSettings
+from distill_sweep.students.truncated_settings import TruncatedSettings
 
 IGNORE = -100
 KINDS = {"truncated": (tiny_llama, TruncatedSettings(num_layers=2)),

@@ -10,10 +10,10 @@ from helpers import ROOT
 
 from distill_sweep.config import declared
 from distill_sweep.students import STUDENTS, StudentType
-from distill_sweep.students.settings import TruncatedSettings
+from distill_sweep.students.truncated_settings import TruncatedSettings
 
-# In a fresh interpreter: every conf/student option parsed with its declared settings class, a bad value of
-# each type refused, and none of the heavy packages imported on the way.
+# In a fresh interpreter: every student option (registered in code, or a preset of conf/student) parsed with its
+# declared settings class, a bad value of each type refused, and none of the heavy packages imported on the way.
 CHECK = r'''
 import sys
 from pathlib import Path
@@ -22,6 +22,7 @@ import yaml
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.config.parse import parse
+from distill_sweep.config.space import CODE_OPTIONS, group_options
 from distill_sweep.students import STUDENTS, student_type
 
 # what the YAML leaves to the user (required, null in the file)
@@ -32,28 +33,31 @@ BAD = {"truncated": {"num_layers": 0}, "fresh": {"hidden_size": 100, "num_attent
 assert set(BAD) == set(STUDENTS), sorted(STUDENTS)
 
 
-def node(path):
+def node(name):
     """The option as hydra composes it: its defaults (other options of the group) under its own keys."""
+    path = Path("conf/student") / f"{name}.yaml"
+    if not path.exists():  # a student type's own option: its settings' defaults
+        return dict(CODE_OPTIONS["student"][name])
     data = yaml.safe_load(path.read_text())
     merged = {}
     for entry in data.pop("defaults", ["_self_"]):
-        merged.update(data if entry == "_self_" else node(path.parent / f"{entry}.yaml"))
+        merged.update(data if entry == "_self_" else node(entry))
     return merged
 
 
 seen = set()
-for path in sorted(Path("conf/student").glob("*.yaml")):
-    option = node(path)
+for choice in group_options("student"):
+    option = node(choice)
     kind = student_type(option["name"])
     seen.add(kind.name)
     settings = parse(kind.settings, {**option, **REQUIRED.get(kind.name, {})}, "student")
-    assert type(settings) is kind.settings, path
+    assert type(settings) is kind.settings, choice
     try:
         parse(kind.settings, {**option, **REQUIRED.get(kind.name, {}), **BAD[kind.name]}, "student")
     except ConfigError as e:
-        assert "student." in str(e), (path, e)
+        assert "student." in str(e), (choice, e)
     else:
-        raise AssertionError(f"{path}: {BAD[kind.name]} was accepted")
+        raise AssertionError(f"{choice}: {BAD[kind.name]} was accepted")
 assert seen == set(STUDENTS), seen
 try:
     student_type("nope")

@@ -1,0 +1,31 @@
+"""student=pretrained: any hub id or local directory as the student (a pre-distilled model, e.g. a task-agnostic
+result); a classification head for the task is added. Its code: students/pretrained.py.
+
+    python -m distill_sweep student=pretrained student.name_or_path=/path/to/model
+
+Torch-free: the type's settings (their defaults' one home) and its declaration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distill_sweep.errors import ConfigError
+
+from .base import StudentType, register_student
+
+
+@dataclass
+class PretrainedSettings:
+    name: str = "pretrained"  # the student type
+    name_or_path: str | None = None  # hub id or local directory (required)
+    trust_remote_code: bool = False  # let transformers run code from the model's repository
+    attn_implementation: str = "sdpa"  # transformers' attention implementation
+
+    def validate(self, where: str) -> None:
+        if not self.name_or_path:
+            raise ConfigError(f"{where}.name_or_path is required for student=pretrained (a hub id or a directory)")
+
+
+register_student(StudentType("pretrained", PretrainedSettings, "distill_sweep.students.pretrained",
+                             uses_init=False, needs_teacher_weights=False))
