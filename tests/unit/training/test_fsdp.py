@@ -94,6 +94,9 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
     a, b = _record(root / "one"), _record(tmp_path / "two")
     assert b["status"] == "completed" and "fsdp" not in a
+    if job is CAUSAL:  # data parallel, not a copy of the job per rank: each rank takes half of every batch
+        assert "rank 1 of 2" in two.stdout + two.stderr
+        assert (a["causal_lm"]["ranks"], b["causal_lm"]["ranks"]) == (1, 2) and b["attempts"] == 1
     assert b["fsdp"] == {"ranks": 2, "student_units": b["student"]["num_layers"] + 1, "teacher": "replicate",
                          "student_resharded_after_forward": True, "param_dtype": "float32", "reduce_dtype": "float32"}
     _same_within(a, b)
