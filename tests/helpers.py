@@ -63,6 +63,31 @@ def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, s
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
+# variables an interpreter (or torch, transformers) reads while it starts or imports: a command given one of them
+# starts a fresh interpreter
+STARTUP_ENV = ("PYTHON", "OMP_", "MKL_", "MALLOC_", "LD_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH")
+_PRELOADED: list[PreloadedPython] = []
+
+
+def run_cli_preloaded(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, str] | None = None,
+                      module: str = "distill_sweep") -> subprocess.CompletedProcess:
+    """`run_cli`, forked from this test process's preloaded interpreter (`PreloadedPython`, started on first use):
+    the same `python -m` run, its own `__main__`, exit code, stdout and stderr, without the ~5 CPU-s of importing
+    torch and transformers. For tests of what a command does, not of how its interpreter starts."""
+    if env and any(key.startswith(STARTUP_ENV) for key in env):
+        return run_cli(args, cwd, timeout, env, module)
+    if not _PRELOADED or _PRELOADED[0].proc.poll() is not None:
+        import atexit
+        import tempfile
+
+        logs = Path(tempfile.mkdtemp(prefix="distill-sweep-cli-"))
+        _PRELOADED[:] = [PreloadedPython(logs, {})]
+        atexit.register(shutil.rmtree, logs, True)
+        atexit.register(_PRELOADED[0].__exit__)
+    ((proc, _),) = _PRELOADED[0].run([(["-m", module, *args], cwd)], timeout, {**os.environ, **(env or {})})
+    return proc
+
+
 def records(results_dir: Path) -> list[dict]:
     import json
 
@@ -270,15 +295,16 @@ class PreloadedPython:
         self.proc.kill()
         self.proc.wait()
 
-    def run(self, requests: list[tuple[list[str], Path]], timeout: int = 600
+    def run(self, requests: list[tuple[list[str], Path]], timeout: int = 600, env: dict[str, str] | None = None
             ) -> list[tuple[subprocess.CompletedProcess, float]]:
-        """[(["-m", module, *args], cwd)] -> [(the finished process, seconds)], in order."""
+        """[(["-m", module, *args], cwd)] -> [(the finished process, seconds)], in order; `env`: each command's
+        whole environment (default: the interpreter's)."""
         batch = []
         for argv, cwd in requests:
             self.count += 1
             out = self.logs / str(self.count)
             batch.append({"argv": [sys.executable, *argv], "cwd": str(cwd), "stdout": f"{out}.out",
-                          "stderr": f"{out}.err", "timeout": timeout})
+                          "stderr": f"{out}.err", "timeout": timeout, **({"env": env} if env is not None else {})})
         assert self.proc.stdin is not None and self.proc.stdout is not None
         while not self.ready and (line := self.proc.stdout.readline()):  # past anything an import printed
             self.ready = line.strip() == "ready"
@@ -323,6 +349,9 @@ import distill_sweep.cli.run_job, distill_sweep.job.identity, distill_sweep.trai
 import distill_sweep.report.cli, distill_sweep.bench.step
 
 def child(req):
+    if "env" in req:
+        os.environ.clear()
+        os.environ.update(req["env"])
     os.chdir(req["cwd"])
     for fd, name in ((1, "stdout"), (2, "stderr")):
         os.dup2(os.open(req[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
