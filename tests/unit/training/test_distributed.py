@@ -198,18 +198,18 @@ def test_what_cannot_run_on_several_ranks_is_refused_in_one_line(tmp_path: Path)
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_sweep_checks_its_jobs_as_the_launcher_will_start_them(tmp_path: Path) -> None:
-    from helpers import run_cli
+    from helpers import run_cli_preloaded
 
     slurm = ["hydra/launcher=slurm", "hydra.launcher.tasks_per_node=2", "+dry_run=true", "-m",
              f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
-    task = run_cli(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *slurm], tmp_path)
+    task = run_cli_preloaded(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *slurm], tmp_path)
     assert task.returncode == 2 and "procedure=finetune runs in one process; 2 would be started" in task.stderr
-    odd = run_cli(["task=toy", "teacher=tiny", "logger=none", "optimizer.batch_size=33", *slurm], tmp_path)
+    odd = run_cli_preloaded(["task=toy", "teacher=tiny", "logger=none", "optimizer.batch_size=33", *slurm], tmp_path)
     assert odd.returncode == 2 and "optimizer.batch_size=33 is not a multiple of the 2 processes" in odd.stderr
-    batch = run_cli([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=16", *slurm], tmp_path)
+    batch = run_cli_preloaded([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=16", *slurm], tmp_path)
     assert batch.returncode == 2, batch.stderr[-2000:]
     assert "procedure.global_batch=16 is not a multiple of procedure.micro_batch=16 x 2 process(es)" in batch.stderr
-    fits = run_cli([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=8", *slurm], tmp_path)
+    fits = run_cli_preloaded([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=8", *slurm], tmp_path)
     assert fits.returncode == 0 and "1 to run" in fits.stdout, fits.stderr[-2000:]
     assert not (tmp_path / "r").exists()  # nothing written
 
