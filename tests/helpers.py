@@ -65,7 +65,7 @@ def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, s
 
 # variables an interpreter (or torch, transformers) reads while it starts or imports: a command given one of them
 # starts a fresh interpreter
-STARTUP_ENV = ("PYTHON", "OMP_", "MKL_", "MALLOC_", "LD_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH")
+STARTUP_ENV = ("PYTHON", "OMP_", "MKL_", "MALLOC_", "LD_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "HOME")
 _PRELOADED: list[PreloadedPython] = []
 
 
