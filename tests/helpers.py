@@ -64,7 +64,7 @@ def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, s
 
 
 # variables an interpreter (or torch, transformers) reads while it starts or imports: a command given one of them
-# starts a fresh interpreter
+# with another value than the preloaded interpreter's starts a fresh interpreter
 STARTUP_ENV = ("PYTHON", "OMP_", "MKL_", "MALLOC_", "LD_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "HOME")
 _PRELOADED: list[PreloadedPython] = []
 
@@ -74,8 +74,6 @@ def run_cli_preloaded(args: Sequence[str], cwd: Path, timeout: int = 600, env: d
     """`run_cli`, forked from this test process's preloaded interpreter (`PreloadedPython`, started on first use):
     the same `python -m` run, its own `__main__`, exit code, stdout and stderr, without the ~5 CPU-s of importing
     torch and transformers. For tests of what a command does, not of how its interpreter starts."""
-    if env and any(key.startswith(STARTUP_ENV) for key in env):
-        return run_cli(args, cwd, timeout, env, module)
     if not _PRELOADED or _PRELOADED[0].proc.poll() is not None:
         import atexit
         import tempfile
@@ -84,7 +82,10 @@ def run_cli_preloaded(args: Sequence[str], cwd: Path, timeout: int = 600, env: d
         _PRELOADED[:] = [PreloadedPython(logs, {})]
         atexit.register(shutil.rmtree, logs, True)
         atexit.register(_PRELOADED[0].__exit__)
-    ((proc, _),) = _PRELOADED[0].run([(["-m", module, *args], cwd)], timeout, {**os.environ, **(env or {})})
+    python = _PRELOADED[0]
+    if any(key.startswith(STARTUP_ENV) and python.env.get(key) != value for key, value in (env or {}).items()):
+        return run_cli(args, cwd, timeout, env, module)  # the interpreter started with another value
+    ((proc, _),) = python.run([(["-m", module, *args], cwd)], timeout, {**os.environ, **(env or {})})
     return proc
 
 
@@ -283,9 +284,9 @@ class PreloadedPython:
     at a time: a command costs its own work instead of the ~5 s of importing torch and transformers."""
 
     def __init__(self, logs: Path, env: dict[str, str]) -> None:
-        self.logs, self.count, self.ready = logs, 0, False
+        self.logs, self.count, self.ready, self.env = logs, 0, False, cli_env(**env)
         logs.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=cli_env(**env), text=True, cwd=logs,
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=self.env, text=True, cwd=logs,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
 
     def __enter__(self) -> PreloadedPython:

@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from helpers import run_cli_preloaded
 from safetensors.torch import load_file
 
 from distill_sweep.training import distributed
@@ -59,8 +60,7 @@ def _student(record: dict) -> dict[str, torch.Tensor]:
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_two_ranks_train_the_student_one_process_trains(tmp_path: Path) -> None:
     common = [*AGNOSTIC, "objective=att_mse", f"cache_dir={tmp_path / 'cache'}"]
-    one = subprocess.run([sys.executable, "-m", "distill_sweep", *common, f"results_dir={tmp_path / 'one'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, **ENV})
+    one = run_cli_preloaded([*common, f"results_dir={tmp_path / 'one'}"], tmp_path, env=ENV)
     assert one.returncode == 0, one.stderr[-2000:]
     two = _torchrun([*common, f"results_dir={tmp_path / 'two'}"], tmp_path)
     assert two.returncode == 0, two.stderr[-3000:]
@@ -130,8 +130,7 @@ def _steps_run(output: str) -> set[tuple[int, int]]:
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_two_ranks_killed_with_sigkill_resume_to_the_uninterrupted_student(tmp_path: Path) -> None:
     common = [*KILLABLE, f"cache_dir={tmp_path / 'cache'}"]
-    one = subprocess.run([sys.executable, "-m", "distill_sweep", *common, f"results_dir={tmp_path / 'one'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, **ENV})
+    one = run_cli_preloaded([*common, f"results_dir={tmp_path / 'one'}"], tmp_path, env=ENV)
     assert one.returncode == 0, one.stderr[-2000:]
     reference = _record(tmp_path / "one")
 

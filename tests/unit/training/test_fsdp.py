@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import run_cli_preloaded
 from test_distributed import ENV, _kill_tree, _process_tree, _record, _torchrun, _torchrun_cmd
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
@@ -34,8 +35,7 @@ TASK = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num
 
 
 def _one(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **ENV})
+    return run_cli_preloaded(args, cwd, env=ENV)
 
 
 def _student(results: Path) -> dict[str, torch.Tensor]:
