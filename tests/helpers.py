@@ -64,6 +64,32 @@ def run_cli(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, s
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
+# variables an interpreter (or torch, transformers) reads while it starts or imports: a command given one of them
+# with another value than the preloaded interpreter's starts a fresh interpreter
+STARTUP_ENV = ("PYTHON", "OMP_", "MKL_", "MALLOC_", "LD_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "HOME")
+_PRELOADED: list[PreloadedPython] = []
+
+
+def run_cli_preloaded(args: Sequence[str], cwd: Path, timeout: int = 600, env: dict[str, str] | None = None,
+                      module: str = "distill_sweep") -> subprocess.CompletedProcess:
+    """`run_cli`, forked from this test process's preloaded interpreter (`PreloadedPython`, started on first use):
+    the same `python -m` run, its own `__main__`, exit code, stdout and stderr, without the ~5 CPU-s of importing
+    torch and transformers. For tests of what a command does, not of how its interpreter starts."""
+    if not _PRELOADED or _PRELOADED[0].proc.poll() is not None:
+        import atexit
+        import tempfile
+
+        logs = Path(tempfile.mkdtemp(prefix="distill-sweep-cli-"))
+        _PRELOADED[:] = [PreloadedPython(logs, {})]
+        atexit.register(shutil.rmtree, logs, True)
+        atexit.register(_PRELOADED[0].__exit__)
+    python = _PRELOADED[0]
+    if any(key.startswith(STARTUP_ENV) and python.env.get(key) != value for key, value in (env or {}).items()):
+        return run_cli(args, cwd, timeout, env, module)  # the interpreter started with another value
+    ((proc, _),) = python.run([(["-m", module, *args], cwd)], timeout, {**os.environ, **(env or {})})
+    return proc
+
+
 def records(results_dir: Path) -> list[dict]:
     import json
 
@@ -259,9 +285,9 @@ class PreloadedPython:
     at a time: a command costs its own work instead of the ~5 s of importing torch and transformers."""
 
     def __init__(self, logs: Path, env: dict[str, str]) -> None:
-        self.logs, self.count, self.ready = logs, 0, False
+        self.logs, self.count, self.ready, self.env = logs, 0, False, cli_env(**env)
         logs.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=cli_env(**env), text=True, cwd=logs,
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=self.env, text=True, cwd=logs,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
 
     def __enter__(self) -> PreloadedPython:
@@ -271,15 +297,16 @@ class PreloadedPython:
         self.proc.kill()
         self.proc.wait()
 
-    def run(self, requests: list[tuple[list[str], Path]], timeout: int = 600
+    def run(self, requests: list[tuple[list[str], Path]], timeout: int = 600, env: dict[str, str] | None = None
             ) -> list[tuple[subprocess.CompletedProcess, float]]:
-        """[(["-m", module, *args], cwd)] -> [(the finished process, seconds)], in order."""
+        """[(["-m", module, *args], cwd)] -> [(the finished process, seconds)], in order; `env`: each command's
+        whole environment (default: the interpreter's)."""
         batch = []
         for argv, cwd in requests:
             self.count += 1
             out = self.logs / str(self.count)
             batch.append({"argv": [sys.executable, *argv], "cwd": str(cwd), "stdout": f"{out}.out",
-                          "stderr": f"{out}.err", "timeout": timeout})
+                          "stderr": f"{out}.err", "timeout": timeout, **({"env": env} if env is not None else {})})
         assert self.proc.stdin is not None and self.proc.stdout is not None
         while not self.ready and (line := self.proc.stdout.readline()):  # past anything an import printed
             self.ready = line.strip() == "ready"
@@ -324,6 +351,9 @@ import distill_sweep.cli.run_job, distill_sweep.job.identity, distill_sweep.trai
 import distill_sweep.report.cli, distill_sweep.bench.step
 
 def child(req):
+    if "env" in req:
+        os.environ.clear()
+        os.environ.update(req["env"])
     os.chdir(req["cwd"])
     for fd, name in ((1, "stdout"), (2, "stderr")):
         os.dup2(os.open(req[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)

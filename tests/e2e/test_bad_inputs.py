@@ -29,7 +29,7 @@ from helpers import (
     compose_cfg,
     path_without_sbatch,
     records,
-    run_cli,
+    run_cli_preloaded,
 )
 
 from distill_sweep.__main__ import check_environment, check_overrides
@@ -547,7 +547,7 @@ def test_the_users_config_dir_is_checked_in_one_line(files: dict[str, str], name
     for name, text in files.items():
         (own / name).parent.mkdir(parents=True, exist_ok=True)
         (own / name).write_text(text)
-    proc = run_cli(["--config-dir", str(own), "experiment=broken", *FAST, f"results_dir={tmp_path / 'r'}"],
+    proc = run_cli_preloaded(["--config-dir", str(own), "experiment=broken", *FAST, f"results_dir={tmp_path / 'r'}"],
                    cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     for name in names:

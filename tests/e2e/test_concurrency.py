@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
-from helpers import FAST, compose_cfg, mounted_tmpfs, records, run_cli
+from helpers import FAST, compose_cfg, mounted_tmpfs, records, run_cli_preloaded
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.analysis.frames import load_store
@@ -106,7 +106,7 @@ def test_the_same_sweep_started_twice_at_once_runs_every_job_once(tmp_path: Path
     assert [r["attempts"] for r in recs] == [1] * len(seeds)
     assert reads >= 2 and statuses <= {"running", "completed"}
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name == CHECKPOINT]
-    report = run_cli([str(out)], cwd=tmp_path, module="distill_sweep.report")
+    report = run_cli_preloaded([str(out)], cwd=tmp_path, module="distill_sweep.report")
     assert report.returncode == 0, report.stderr[-2000:]
     assert f"jobs: {len(seeds)} completed, 0 failed, 0 running" in report.stdout
 
@@ -363,7 +363,7 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_the_job_resumes(tmp_pat
     args = [*JOB, "seed=10", "checkpoint.every_steps=2", f"results_dir={out}", f"cache_dir={cache.dir}"]
     first, second = cache.checkpoint_bytes[:2]
     filler = _fill(small_disk, leave=first + second // 2 + 64 * 1024)  # 64 kB: the record and the lock
-    run = run_cli([*args, "-m"] if sweep else args, cwd=tmp_path)
+    run = run_cli_preloaded([*args, "-m"] if sweep else args, cwd=tmp_path)
     assert run.returncode == 1, run.stderr[-3000:]
     (ckpt,) = out.rglob(CHECKPOINT)
     errors = [line for line in run.stderr.splitlines() if line.startswith("distill_sweep:")]
@@ -388,7 +388,7 @@ def test_a_full_disk_where_hydra_writes_is_refused_in_one_line(tmp_path: Path, s
     _fill(small_disk, leave=16 * 1024)
     key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
     args = [*JOB, f"{key}={small_disk / 'hydra'}", f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
-    run = run_cli([*args, "seed=1,2", "-m"] if sweep else args, cwd=tmp_path)
+    run = run_cli_preloaded([*args, "seed=1,2", "-m"] if sweep else args, cwd=tmp_path)
     assert run.returncode == 2, run.stderr[-3000:]
     assert run.stderr.splitlines() == [f"distill_sweep: error: {key}={small_disk / 'hydra'}: cannot write in "
                                        f"{small_disk}: No space left on device [ENOSPC]; nothing was written"]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli_preloaded
 
 JOB = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "student.num_layers=2",
        "objective=fkl", "procedure.data=instructions", "procedure.instructions.source=jsonl",
@@ -23,7 +23,7 @@ def test_a_null_response_is_refused_before_any_job_starts(tmp_path: Path, sweep:
     before = set(tmp_path.iterdir())
     args = [*JOB, f"procedure.instructions.path={data}", f"results_dir={tmp_path / 'r'}",
             f"cache_dir={tmp_path / 'c'}", f"hydra.run.dir={tmp_path / 'h'}", f"hydra.sweep.dir={tmp_path / 'h'}"]
-    proc = run_cli([*args, "seed=1,2", "-m"] if sweep else args, cwd=tmp_path)
+    proc = run_cli_preloaded([*args, "seed=1,2", "-m"] if sweep else args, cwd=tmp_path)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, f"rc {proc.returncode}\n{proc.stderr[-3000:]}"
     assert lines[0].endswith(f"{data} line 26: 'response' is null, not a string"), lines[0]

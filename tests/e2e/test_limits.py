@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FAST, ROOT, records, run_cli, save_diverged_model
+from helpers import FAST, ROOT, records, run_cli_preloaded, save_diverged_model
 
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 
@@ -47,22 +47,22 @@ def test_threads_above_the_cpus_this_process_may_use_are_refused(tmp_path: Path)
     one_cpu = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "distill_sweep", *args, "threads=2"],
                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
     _refused(one_cpu, "threads=2", "1 CPU(s)", "threads=1 or fewer")
-    allocation = run_cli([*args, "threads=2"], cwd=tmp_path, env={"SLURM_CPUS_PER_TASK": "1"})
+    allocation = run_cli_preloaded([*args, "threads=2"], cwd=tmp_path, env={"SLURM_CPUS_PER_TASK": "1"})
     _refused(allocation, "threads=2", "SLURM_CPUS_PER_TASK")
     many = len(os.sched_getaffinity(0)) + 1
-    _refused(run_cli([*args, f"threads={many}", "init=1,3", "-m"], cwd=tmp_path), f"threads={many}")
+    _refused(run_cli_preloaded([*args, f"threads={many}", "init=1,3", "-m"], cwd=tmp_path), f"threads={many}")
     # a SLURM job gets cpus_per_task, whatever the submitting host has
-    _refused(run_cli([*args, "threads=8", "hydra/launcher=slurm", "hydra.launcher.cpus_per_task=4", "-m"],
+    _refused(run_cli_preloaded([*args, "threads=8", "hydra/launcher=slurm", "hydra.launcher.cpus_per_task=4", "-m"],
                      cwd=tmp_path), "threads=8", "hydra.launcher.cpus_per_task=4")
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: device=cuda is a valid choice here")
 def test_device_cuda_without_cuda_is_refused_and_auto_takes_the_cpu(tmp_path: Path, shared_cache: Path) -> None:
-    proc = run_cli([*FAST, *_store(tmp_path), "device=cuda"], cwd=tmp_path)
+    proc = run_cli_preloaded([*FAST, *_store(tmp_path), "device=cuda"], cwd=tmp_path)
     _refused(proc, "device=cuda", "CUDA is not available", "device=auto")
     assert not records(tmp_path / "results")
-    auto = run_cli([*FAST, f"results_dir={tmp_path / 'results'}", f"cache_dir={shared_cache}", "device=auto",
+    auto = run_cli_preloaded([*FAST, f"results_dir={tmp_path / 'results'}", f"cache_dir={shared_cache}", "device=auto",
                     "max_steps_per_epoch=2"], cwd=tmp_path)  # the session's teacher: the device is the point
     assert auto.returncode == 0, auto.stderr[-3000:]
     (record,) = records(tmp_path / "results")
@@ -76,7 +76,7 @@ def test_a_quoted_tilde_is_the_home_directory_in_every_path(tmp_path: Path) -> N
     home, launch = tmp_path / "home", tmp_path / "launch"
     home.mkdir()
     launch.mkdir()
-    proc = run_cli([*FAST, "max_steps_per_epoch=2", "results_dir='~/store'", "cache_dir='~/cache'"], cwd=launch,
+    proc = run_cli_preloaded([*FAST, "max_steps_per_epoch=2", "results_dir='~/store'", "cache_dir='~/cache'"], cwd=launch,
                    env={"HOME": str(home)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     (record,) = records(home / "store")
@@ -101,7 +101,7 @@ def test_an_unset_environment_variable_is_one_line_naming_it(tmp_path: Path) -> 
 ], ids=["space", "tilde"])
 def test_an_override_hydra_cannot_parse_says_how_to_quote_it(argv: list[str], names: list[str],
                                                              tmp_path: Path) -> None:
-    _refused(run_cli([*FAST, *argv], cwd=tmp_path), *names)
+    _refused(run_cli_preloaded([*FAST, *argv], cwd=tmp_path), *names)
 
 
 # ------------------------------------------------------------------------------ failures while training
@@ -112,7 +112,7 @@ def test_a_non_finite_loss_is_one_line(tmp_path: Path, shared_cache: Path, sweep
     diverged = save_diverged_model(tmp_path / "student", shared_cache, "bert.embeddings.LayerNorm.bias")
     args = [*FAST, "objective=att_mse", "student=pretrained", f"student.name_or_path={diverged}",
             f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}", *(["-m"] if sweep else [])]
-    proc = run_cli(args, cwd=tmp_path)
+    proc = run_cli_preloaded(args, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]
     (line,) = _errors(proc)
     failed = "1 of 1 jobs failed (see their result.json); the first: " if sweep else ""
@@ -145,7 +145,7 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(tmp_path: Path, shared_
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     (record,) = records(tmp_path / "r")
     assert record["status"] == "running"
-    again = run_cli(args, cwd=tmp_path)
+    again = run_cli_preloaded(args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     (record,) = records(tmp_path / "r")
     assert record["status"] == "completed" and record["resumed"] == 1
@@ -167,7 +167,7 @@ def _fake_slurm(bin_dir: Path, ping_ok: bool) -> dict[str, str]:
 
 
 def test_a_slurm_host_that_reaches_no_cluster_is_one_line_before_any_submission(tmp_path: Path) -> None:
-    proc = run_cli([*FAST, *_store(tmp_path), "hydra/launcher=slurm", "-m"], cwd=tmp_path,
+    proc = run_cli_preloaded([*FAST, *_store(tmp_path), "hydra/launcher=slurm", "-m"], cwd=tmp_path,
                    env=_fake_slurm(tmp_path / "bin", ping_ok=False))
     assert proc.returncode == 1, proc.stderr[-3000:]
     (line,) = [line for line in proc.stderr.splitlines() if line.strip()]  # nothing else on stderr: no sbatch echo
@@ -179,7 +179,7 @@ def test_a_slurm_host_that_reaches_no_cluster_is_one_line_before_any_submission(
 
 def test_a_submission_that_fails_anyway_is_one_error_line(tmp_path: Path) -> None:
     """The controller answers a ping, sbatch still fails: its reason in the sweep's one line."""
-    proc = run_cli([*FAST, *_store(tmp_path), "hydra/launcher=slurm", "-m"], cwd=tmp_path,
+    proc = run_cli_preloaded([*FAST, *_store(tmp_path), "hydra/launcher=slurm", "-m"], cwd=tmp_path,
                    env=_fake_slurm(tmp_path / "bin", ping_ok=True))
     assert proc.returncode == 1, proc.stderr[-3000:]
     (line,) = _errors(proc)
@@ -192,7 +192,7 @@ def test_a_submission_that_fails_anyway_is_one_error_line(tmp_path: Path) -> Non
 
 # ------------------------------------------------------------------------------ what a newcomer reads first
 def test_help_says_what_the_tool_is_and_offers_no_base_config(tmp_path: Path) -> None:
-    proc = run_cli(["--help"], cwd=tmp_path)
+    proc = run_cli_preloaded(["--help"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("distill_sweep: knowledge-distillation sweeps"), proc.stdout[:200]
     assert "powered by Hydra" not in proc.stdout.splitlines()[0]
@@ -203,7 +203,7 @@ def test_help_says_what_the_tool_is_and_offers_no_base_config(tmp_path: Path) ->
 
 def test_a_paper_presets_dry_run_prints_its_summary_first(tmp_path: Path) -> None:
     # one task of Table 3's grid (72 of its 504 jobs: the grid's size is test_sweep's); planning is per job
-    proc = run_cli(["experiment=paper_table3", "task=rte", f"results_dir={tmp_path / 'r'}", "+dry_run=true", "-m"],
+    proc = run_cli_preloaded(["experiment=paper_table3", "task=rte", f"results_dir={tmp_path / 'r'}", "+dry_run=true", "-m"],
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -211,7 +211,7 @@ def test_a_paper_presets_dry_run_prints_its_summary_first(tmp_path: Path) -> Non
     assert lines[1].startswith("estimated cost: ")
     assert sum(line.startswith("  would run: ") for line in lines) == 20
     assert "  ... and 52 more (+dry_run_list=true lists every job)" in lines
-    listed = run_cli(["experiment=paper_table3", "task=rte", f"results_dir={tmp_path / 'r'}", "+dry_run=true",
+    listed = run_cli_preloaded(["experiment=paper_table3", "task=rte", f"results_dir={tmp_path / 'r'}", "+dry_run=true",
                       "+dry_run_list=true", "-m"], cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr[-3000:]
     assert listed.stdout.count("  would run: ") == 72 and "more (+dry_run_list" not in listed.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FAST, ROOT, compose_cfg, records, run_cli, save_toy_student
+from helpers import FAST, ROOT, compose_cfg, records, run_cli_preloaded, save_toy_student
 from omegaconf import OmegaConf
 from transformers import BertConfig, BertForSequenceClassification
 
@@ -30,7 +30,7 @@ def job_cfg(tmp_path: Path, cache: Path, *overrides: str):
 
 # ------------------------------------------------------------------------------------------ procedures
 def test_finetune_procedure_writes_a_no_kd_record(tmp_path: Path, shared_cache: Path) -> None:
-    proc = run_cli([*SHORT, "procedure=finetune", "init=3", f"results_dir={tmp_path / 'r'}",
+    proc = run_cli_preloaded([*SHORT, "procedure=finetune", "init=3", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={shared_cache}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (record,) = records(tmp_path / "r")
@@ -66,7 +66,7 @@ def test_fresh_student_with_its_own_shape_learns_a_projection(tmp_path: Path, sh
 
 def test_attention_term_with_another_head_count_is_refused_before_loading(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    proc = run_cli([*SHORT, "student=fresh", "student.hidden_size=48", "student.num_attention_heads=3",
+    proc = run_cli_preloaded([*SHORT, "student=fresh", "student.hidden_size=48", "student.num_attention_heads=3",
                     "objective=att_mse", f"results_dir={tmp_path / 'r'}", f"cache_dir={cache}"], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "compares attention heads one to one" in proc.stderr
@@ -223,7 +223,7 @@ def test_schema1_records_are_recognised_by_the_sweeper(tmp_path: Path) -> None:
     before = {p: p.read_text() for p in store.rglob("result.json")}
     # the exact overrides the two fixture records were written with (tests/fixtures/v1/README.md), and the
     # uniform batches of that version (batching=random); length-grouped batches are another experiment
-    proc = run_cli([*FAST, "objective=hid_seq,vanilla_kd", "max_steps_per_epoch=2", "teacher.finetune.epochs=1",
+    proc = run_cli_preloaded([*FAST, "objective=hid_seq,vanilla_kd", "max_steps_per_epoch=2", "teacher.finetune.epochs=1",
                     "init=1", "batching=random", f"results_dir={store}", f"cache_dir={tmp_path / 'cache'}", "-m", "+dry_run=true"],
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -254,13 +254,13 @@ def test_schema1_job_is_skipped_and_its_checkpoint_continues(tmp_path: Path, sha
 def test_sweep_over_two_teachers_and_the_no_kd_baseline_gives_separate_rows(tmp_path: Path) -> None:
     """Two tiny teachers that differ only in FFN width (same depth, so the same init layers), KD and no-KD."""
     out = tmp_path / "r"
-    proc = run_cli([*SHORT, "objective=vanilla_kd", "procedure=task_specific,finetune", "seed=1,2",
+    proc = run_cli_preloaded([*SHORT, "objective=vanilla_kd", "procedure=task_specific,finetune", "seed=1,2",
                     "teacher.config.intermediate_size=128,96", f"results_dir={out}",
                     f"cache_dir={tmp_path / 'cache'}", "-m"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     recs = records(out)
     assert len(recs) == 8 and len({r["teacher"]["id"] for r in recs}) == 2
-    report = run_cli([str(out)], cwd=tmp_path, module="distill_sweep.report")
+    report = run_cli_preloaded([str(out)], cwd=tmp_path, module="distill_sweep.report")
     assert report.returncode == 0, report.stderr[-2000:]
     table1 = report.stdout.split("== Table 1")[1].split("==")[1]
     rows = [line for line in table1.splitlines() if line.startswith(("vanilla_kd", "no KD"))]

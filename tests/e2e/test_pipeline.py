@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FAST, ROOT, compose_cfg, records, require_module, run_cli
+from helpers import FAST, ROOT, compose_cfg, records, require_module, run_cli_preloaded
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
@@ -85,7 +85,7 @@ def test_bad_config_is_refused_before_any_work(override: str, message: str, tmp_
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, shared_cache: Path) -> None:
-    proc = run_cli([*FAST, "init=[1,2]", f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"], cwd=tmp_path)
+    proc = run_cli_preloaded([*FAST, "init=[1,2]", f"results_dir={tmp_path / 'r'}", f"cache_dir={shared_cache}"], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines == ["distill_sweep: error: init=[1, 2] names 2 teacher layers but the student has 3 "
@@ -129,7 +129,7 @@ def test_a_config_error_is_refused_before_torch_is_imported(args: list[str], lin
 
 
 def test_cli_hub_unreachable_names_the_offline_alternatives(tmp_path: Path, shared_cache: Path) -> None:
-    proc = run_cli(["task=rte", "teacher=roberta_base", f"results_dir={tmp_path / 'r'}",
+    proc = run_cli_preloaded(["task=rte", "teacher=roberta_base", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={shared_cache}"], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "make demo" in proc.stderr and "distill_sweep: error:" in proc.stderr
@@ -138,7 +138,7 @@ def test_cli_hub_unreachable_names_the_offline_alternatives(tmp_path: Path, shar
 def test_multirun_over_inits_trains_the_teacher_once(tmp_path: Path) -> None:
     """`objective=vanilla_kd init=1,2,3 -m`: three records with the specified layers, one teacher fine-tune."""
     out = tmp_path / "results"
-    proc = run_cli([*FAST, "objective=vanilla_kd", "init=1,2,3", f"results_dir={out}",
+    proc = run_cli_preloaded([*FAST, "objective=vanilla_kd", "init=1,2,3", f"results_dir={out}",
                     f"cache_dir={tmp_path / 'cache'}", "-m"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = records(out)
@@ -221,7 +221,7 @@ _TASKS = ", ".join(sorted(p.stem for p in (ROOT / "conf" / "task").glob("*.yaml"
     ("teacher=gpt9", "unknown teacher 'gpt9'"),
 ])
 def test_cli_unknown_group_option_is_one_line(arg: str, message: str, tmp_path: Path) -> None:
-    proc = run_cli([arg, f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    proc = run_cli_preloaded([arg, f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("distill_sweep: error: ") and message in proc.stderr
     assert proc.stderr.count("\n") == 1 and not (tmp_path / "r").exists()
@@ -235,11 +235,11 @@ def test_an_experiment_in_the_users_config_dir_is_selectable(tmp_path: Path) -> 
     (own / "experiment" / "mine.yaml").write_text(
         "# @package _global_\ndefaults:\n  - override /task: toy\n  - override /teacher: tiny\n"
         "hydra:\n  sweeper:\n    params:\n      seed: 1,2\n")
-    proc = run_cli(["--config-dir", str(own), "experiment=mine", "-m", "+dry_run=true",
+    proc = run_cli_preloaded(["--config-dir", str(own), "experiment=mine", "-m", "+dry_run=true",
                     f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "2 jobs in the grid" in proc.stdout + proc.stderr
-    proc = run_cli(["--config-dir", str(own), "experiment=theirs", "-m", "+dry_run=true"], cwd=tmp_path)
+    proc = run_cli_preloaded(["--config-dir", str(own), "experiment=theirs", "-m", "+dry_run=true"], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "unknown experiment 'theirs'" in proc.stderr and "mine" in proc.stderr and "paper_table3" in proc.stderr
 
@@ -247,7 +247,7 @@ def test_an_experiment_in_the_users_config_dir_is_selectable(tmp_path: Path) -> 
 def test_a_dry_run_plans_without_importing_torch(tmp_path: Path) -> None:
     """Planning reads no model (it must work where the hub cannot be reached); importing torch and transformers
     alone took most of a large grid's planning time."""
-    proc = run_cli(["task=toy", "teacher=tiny", "objective=att_mse,vanilla_kd", "-m", "+dry_run=true",
+    proc = run_cli_preloaded(["task=toy", "teacher=tiny", "objective=att_mse,vanilla_kd", "-m", "+dry_run=true",
                     f"results_dir={tmp_path / 'r'}"], cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 jobs in the grid" in proc.stdout
@@ -258,10 +258,10 @@ def test_a_dry_run_plans_without_importing_torch(tmp_path: Path) -> None:
 
 def test_a_seed_from_an_environment_variable_decoded_as_the_refusal_says(tmp_path: Path) -> None:
     """`seed=${oc.env:SLURM_ARRAY_TASK_ID}` is text ('3'); the refusal's advice, oc.decode, gives the job seed 3."""
-    proc = run_cli(["task=toy", "teacher=tiny", "seed='${oc.decode:${oc.env:DS_TEST_SEED}}'", "-m", "+dry_run=true",
+    proc = run_cli_preloaded(["task=toy", "teacher=tiny", "seed='${oc.decode:${oc.env:DS_TEST_SEED}}'", "-m", "+dry_run=true",
                     f"results_dir={tmp_path / 'r'}"], cwd=tmp_path, env={"DS_TEST_SEED": "3"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "1 jobs in the grid" in proc.stdout
-    shown = run_cli(["task=toy", "teacher=tiny", "seed='${oc.decode:${oc.env:DS_TEST_SEED}}'", "--cfg", "job",
+    shown = run_cli_preloaded(["task=toy", "teacher=tiny", "seed='${oc.decode:${oc.env:DS_TEST_SEED}}'", "--cfg", "job",
                      "--resolve"], cwd=tmp_path, env={"DS_TEST_SEED": "3"})
     assert "\nseed: 3\n" in shown.stdout  # the integer 3, not the text '3'

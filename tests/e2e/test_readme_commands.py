@@ -4,7 +4,8 @@ comments, run as written.
 The commands are read from the files themselves, so a new one is covered without touching this test. They
 run through `python -m` with the written argv, two at a time, forked from a preloaded interpreter
 (`test_bad_inputs.PreloadedPython`). What is appended, never changed:
-- offline toy commands (`task=toy teacher=tiny`) run for real, with the fast test settings appended;
+- offline toy commands (`task=toy teacher=tiny`) run for real, with the fast test settings appended (a tuned grid:
+  two trials per arm);
 - anything that needs the hub, a GPU cluster, or a preset's grid is run up to its plan with `+dry_run=true`
   (and `-m`), an experiment preset's grid narrowed to its first job (planning reads no model config);
 - `--cfg`/`--help` commands run exactly as written;
@@ -228,8 +229,9 @@ def plan(command: Command, work: Path) -> Run:
                                            "hid_seq,vanilla_kd", "--teacher", "tiny", "--teacher-layers", "6",
                                            "--hidden", "64", "--heads", "4", "--ffn", "128", "--batch", "32",
                                            "--steps", "2", "--num-dev", "32", "--threads", "1"])
-    if module == "distill_sweep.bench.memory":  # two short sequences over a small vocabulary
-        return Run(command, "bench_memory", [*python, *args, "--seqs", "32", "64", "--vocabs", "256", "--vocab", "256",
+    if module == "distill_sweep.bench.memory":  # one short sequence over a small vocabulary in each table: a
+        # point is two fresh processes (~8 CPU-s each), the table's rows are the same code
+        return Run(command, "bench_memory", [*python, *args, "--seqs", "32", "--vocabs", "256", "--vocab", "256",
                                              "--seq", "32", "--chunk", "16", "--hidden", "16"])
     if module == "distill_sweep.bench.ddp":  # a small corpus
         return Run(command, "bench_ddp", [*python, *args, "--documents", "60"])
@@ -245,7 +247,9 @@ def plan(command: Command, work: Path) -> Run:
     offline = "task=toy" in args and "teacher=tiny" in args
     elsewhere = [a for a in args if a.startswith(("experiment=", "hydra/launcher=")) and a != "hydra/launcher=local"]
     if offline and not elsewhere:
-        return Run(command, "real", [*python, *args, *FAST, "max_steps_per_epoch=2"])
+        # a tuned grid: two trials per arm still tune then run the grid (16 per arm took half of this command's time)
+        trials = ["tune.trials=2"] if any(a.startswith("tune.trials=") for a in args) else []
+        return Run(command, "real", [*python, *args, *FAST, "max_steps_per_epoch=2", *trials])
     extra = [] if "-m" in args or "--multirun" in args else ["-m"]
     extra += [] if "+dry_run=true" in args else ["+dry_run=true"]
     return Run(command, "plan", [*python, *args, *extra, *_first_job_of_the_preset(args)])

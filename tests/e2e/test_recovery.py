@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from filelock import FileLock
-from helpers import FAST, compose_cfg, run_cli
+from helpers import FAST, compose_cfg, run_cli_preloaded
 
 from distill_sweep.__main__ import overrides_first
 from distill_sweep.job.identity import identify
@@ -46,7 +46,7 @@ def test_overrides_move_in_front_of_hydra_flags(argv, expected):
 
 
 def test_overrides_after_multirun_flag_give_the_dry_run_plan(tmp_path):
-    proc = run_cli([*FAST, "objective=vanilla_kd", "init=1,3", "results_dir=res", "-m", "+dry_run=true"],
+    proc = run_cli_preloaded([*FAST, "objective=vanilla_kd", "init=1,3", "results_dir=res", "-m", "+dry_run=true"],
                    cwd=tmp_path, timeout=300, env={"DISTILL_SWEEP_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 jobs in the grid, 0 already completed, 2 to run" in proc.stdout

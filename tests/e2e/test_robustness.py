@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import FAST, ROOT, compose_cfg, records, run_cli, save_diverged_model
+from helpers import FAST, ROOT, compose_cfg, records, run_cli_preloaded, save_diverged_model
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
@@ -58,7 +58,7 @@ def test_preempted_job_checkpoints_and_resumes_to_the_uninterrupted_result(tmp_p
     assert state is not None and (state["position"]["stage"], state["position"]["epoch"]) != (2, 1)
     assert json.loads(next(out.rglob("result.json")).read_text())["status"] == "running"
 
-    resumed = run_cli(args, cwd=tmp_path)
+    resumed = run_cli_preloaded(args, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     (record,) = records(out)
     assert record["status"] == "completed" and record["resumed"] == 1
@@ -81,7 +81,7 @@ def test_sweep_killed_with_sigkill_loses_nothing_on_rerun(tmp_path: Path, shared
     done_before = {r["config_hash"]: r["finished_at"] for r in records(out) if r["status"] == "completed"}
     assert 1 <= len(done_before) < 3
 
-    rerun = run_cli(grid, cwd=tmp_path)
+    rerun = run_cli_preloaded(grid, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"3 jobs in the grid, {len(done_before)} already completed, {3 - len(done_before)} to run" in rerun.stdout
     recs = records(out)
@@ -168,7 +168,7 @@ def test_offline_wandb_run_is_written(tmp_path: Path, shared_cache: Path) -> Non
 
 
 def test_progress_lines_in_non_tty_logs(tmp_path: Path, shared_cache: Path) -> None:
-    proc = run_cli([*FAST, "objective=vanilla_kd", "log_every=2", f"results_dir={tmp_path / 'r'}",
+    proc = run_cli_preloaded([*FAST, "objective=vanilla_kd", "log_every=2", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={shared_cache}"], cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = proc.stdout + proc.stderr
@@ -191,7 +191,7 @@ def test_killed_teacher_fine_tuning_resumes_to_the_same_teacher(tmp_path: Path) 
     (partial,) = cache.glob("teachers/toy/*.partial")
     assert not list(cache.glob("teachers/toy/*/teacher.json"))  # interrupted before it finished
 
-    rerun = run_cli(args, cwd=tmp_path)
+    rerun = run_cli_preloaded(args, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "teacher resuming from" in rerun.stdout + rerun.stderr
     (record,) = records(tmp_path / "r")

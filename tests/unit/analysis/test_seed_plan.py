@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import FAST, records, run_cli, write_record
+from helpers import FAST, records, run_cli_preloaded, write_record
 from scipy import stats as sps
 
 from distill_sweep.analysis import seed_plan
@@ -81,7 +81,7 @@ def test_plan_compares_one_thing_at_a_time_and_pools_tasks(tmp_path: Path) -> No
 def test_plan_seeds_dry_run(tmp_path: Path) -> None:
     _pilot(tmp_path / "results")
     before = len(records(tmp_path / "results"))
-    res = run_cli([*FAST, "objective=vanilla_kd,att_kl", "seed=1,2,3,4,5", f"results_dir={tmp_path / 'results'}",
+    res = run_cli_preloaded([*FAST, "objective=vanilla_kd,att_kl", "seed=1,2,3,4,5", f"results_dir={tmp_path / 'results'}",
                    f"cache_dir={tmp_path / 'cache'}", "-m", "+plan_seeds=true"], cwd=tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "would run" in res.stdout  # the dry run's plan

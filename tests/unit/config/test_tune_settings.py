@@ -71,9 +71,9 @@ def test_tuning_makes_other_jobs_but_the_budget_does_not() -> None:
 
 def test_a_job_on_its_own_is_refused_a_tuning_budget(tmp_path) -> None:
     """Trials are a sweep's phase: one job with tune.trials > 0 would run untuned under a tuned job's hash."""
-    from helpers import run_cli
+    from helpers import run_cli_preloaded
 
-    proc = run_cli([*FAST, "tune.trials=4", SPACE, f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    proc = run_cli_preloaded([*FAST, "tune.trials=4", SPACE, f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
     assert proc.returncode == 2 and not (tmp_path / "r").exists()
     assert proc.stderr.strip().splitlines()[-1].endswith("tune.trials=4 tunes the arms of a sweep: run it with -m (a "
                                                           "job on its own runs no trials)")

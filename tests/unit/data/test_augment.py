@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FAST, compose_cfg, run_cli, save_toy_mlm
+from helpers import FAST, compose_cfg, run_cli_preloaded, save_toy_mlm
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.data.augment import (
@@ -230,7 +230,7 @@ def test_the_augmented_split_is_built_once_keyed_and_labelled_by_the_teacher(tmp
 ])
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_augmentation_that_cannot_run_is_refused_in_one_line(tmp_path: Path, override: str, message: str) -> None:
-    proc = run_cli([*FAST, override, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
+    proc = run_cli_preloaded([*FAST, override, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import compose_cfg, records, run_cli
+from helpers import compose_cfg, records, run_cli_preloaded
 from tiny_models import tiny_llama
 
 from distill_sweep.data.decoder import IGNORE, from_instructions
@@ -150,7 +150,7 @@ def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path):
     """fkl and gjsd from the stored top-k, init prune, 2 seeds; the teacher is trained once and the store built
     once, by the sweeper's build job before the grid, and the report prints the decoder table with its t-tests."""
     results, cache = tmp_path / "results", tmp_path / "cache"  # its own cache: nothing built before
-    proc = run_cli(["-m", *FAST, "procedure.teacher_top_k=6", "objective=fkl,gjsd", "init=prune", "seed=1,2",
+    proc = run_cli_preloaded(["-m", *FAST, "procedure.teacher_top_k=6", "objective=fkl,gjsd", "init=prune", "seed=1,2",
                     f"results_dir={results}", f"cache_dir={cache}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = records(results)
@@ -170,7 +170,7 @@ def test_sweep_end_to_end_reuses_teacher_and_store_and_reports(tmp_path: Path):
     assert {r["causal_lm"]["teacher"]["cache"] for r in recs} == {"reused"}
     assert len(list((cache / "teachers" / "causal_toy").glob("*/teacher.json"))) == 1
     assert len(list((cache / "teacher_outputs" / "causal_toy").glob("*/meta.json"))) == 1
-    report = run_cli([str(results)], cwd=tmp_path, module="distill_sweep.report")
+    report = run_cli_preloaded([str(results)], cwd=tmp_path, module="distill_sweep.report")
     assert report.returncode == 0, report.stderr[-2000:]
     assert "Decoder distillation: causal_toy, teacher tiny_llama" in report.stdout and "gjsd vs fkl" in report.stdout
     assert "Table 3" not in report.stdout  # decoder records stay out of the encoder tables
@@ -181,7 +181,7 @@ def test_dry_run_counts_the_decoder_students_training_tokens(tmp_path: Path):
     """The dry run's cost of decoder jobs: steps x sequences per step x sequence length, per job (by hand: the
     smoke caps give epochs x max_steps_per_epoch steps; the toy corpus' sequences are 32 tokens); the teacher
     the six jobs share is trained once (60 steps of 8 sequences) and their top-k store built once."""
-    proc = run_cli(["-m", "+dry_run=true", *FAST, "procedure.batch_size=8", "corpus=toy", "corpus.max_seq_length=32",
+    proc = run_cli_preloaded(["-m", "+dry_run=true", *FAST, "procedure.batch_size=8", "corpus=toy", "corpus.max_seq_length=32",
                     "procedure.teacher_top_k=4", "objective=fkl,rkl", "seed=1,2,3", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import compose_cfg, records, run_cli
+from helpers import compose_cfg, records, run_cli_preloaded
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
@@ -68,7 +68,7 @@ def test_the_student_tokenizer_at_its_default_leaves_the_job_hash(tmp_path: Path
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_uld_trains_a_student_with_its_own_tokenizer_end_to_end(tmp_path: Path):
     results, cache = tmp_path / "results", tmp_path / "cache"
-    proc = run_cli([*FAST, "objective=uld", "student.tokenizer=toy_pieces", "max_steps_per_epoch=30",
+    proc = run_cli_preloaded([*FAST, "objective=uld", "student.tokenizer=toy_pieces", "max_steps_per_epoch=30",
                     f"results_dir={results}", f"cache_dir={cache}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (rec,) = records(results)

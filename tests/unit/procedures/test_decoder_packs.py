@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import compose_cfg, run_cli
+from helpers import compose_cfg, run_cli_preloaded
 from omegaconf import OmegaConf
 
 from distill_sweep.cli.run_job import run_job, run_pack
@@ -187,7 +187,7 @@ def test_a_signalled_decoder_pack_checkpoints_every_member_and_a_rerun_resumes_e
 
 
 def test_the_dry_run_shows_the_decoder_pack(tmp_path: Path) -> None:
-    proc = run_cli(["-m", "+dry_run=true", *BASE, "objective=fkl,rkl,gjsd", f"results_dir={tmp_path / 'r'}",
+    proc = run_cli_preloaded(["-m", "+dry_run=true", *BASE, "objective=fkl,rkl,gjsd", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     passes = EPOCHS * STEPS * BATCH
@@ -222,10 +222,10 @@ def test_a_decoder_sweep_with_pack_auto_writes_the_records_of_pack_off(tmp_path:
     record, less its clocks and paths, and every dev_predictions.npz and student_samples.json equal pack=off's."""
     cache = tmp_path / "cache"
     grid = [*BASE, "objective=fkl,gjsd", "procedure.on_policy=0,0.8", f"cache_dir={cache}", "-m"]
-    auto = run_cli([*grid, f"results_dir={tmp_path / 'auto'}"], cwd=tmp_path)
+    auto = run_cli_preloaded([*grid, f"results_dir={tmp_path / 'auto'}"], cwd=tmp_path)
     assert auto.returncode == 0, auto.stderr[-3000:]
     assert "4 jobs in 1 process(es): 1 pack(s) trained in lockstep" in auto.stdout, auto.stdout[-2000:]
-    off = run_cli([*grid, "pack=off", f"results_dir={tmp_path / 'off'}"], cwd=tmp_path)
+    off = run_cli_preloaded([*grid, "pack=off", f"results_dir={tmp_path / 'off'}"], cwd=tmp_path)
     assert off.returncode == 0, off.stderr[-3000:]
     assert "pack(s) trained in lockstep" not in off.stdout
     packed, alone = _records(tmp_path / "auto"), _records(tmp_path / "off")

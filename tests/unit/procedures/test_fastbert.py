@@ -169,9 +169,9 @@ def test_fastbert_procedure_records_the_speed_curve(tmp_path: Path, shared_cache
     assert curve[0]["mean_exit_layer"] == 6.0 and curve[0]["speedup"] == pytest.approx(1.0)
     assert curve[-1]["mean_exit_layer"] == 1.0 and curve[-1]["speedup"] > 1.0  # speed 1: every sample at layer 1
     assert record["teacher"]["dev"] == pytest.approx(curve[0]["dev"])  # speed 0 = the fine-tuned teacher
-    from helpers import run_cli
+    from helpers import run_cli_preloaded
 
-    report = run_cli([str(tmp_path)], cwd=tmp_path, module="distill_sweep.report")
+    report = run_cli_preloaded([str(tmp_path)], cwd=tmp_path, module="distill_sweep.report")
     assert report.returncode == 0, report.stderr[-2000:]
     section = report.stdout.split("== Early exit: speed vs accuracy (FastBERT) ==")[1]
     rows = [re.split(r"\s{2,}", line) for line in section.splitlines() if line.startswith("toy ")]

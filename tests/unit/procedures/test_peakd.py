@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import FAST, compose_cfg, run_cli
+from helpers import FAST, compose_cfg, run_cli_preloaded
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.cli.run_job import run_job
@@ -189,7 +189,7 @@ def test_odd_sps_split_is_refused(overrides: list[str], message: str, tmp_path: 
 
 
 def test_odd_sps_split_is_one_line_before_any_work(tmp_path: Path) -> None:
-    proc = run_cli([*SHORT, "student=sps2", "student.shared_layers=4", f"results_dir={tmp_path / 'r'}",
+    proc = run_cli_preloaded([*SHORT, "student=sps2", "student.shared_layers=4", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["distill_sweep: error: student.shared_layers=4: must be "

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from helpers import compose_cfg, records, run_cli
+from helpers import compose_cfg, records, run_cli_preloaded
 from tiny_models import tiny_llama
 
 from distill_sweep.data.decoder import CausalData, Sequences, from_instructions, special_tokens
@@ -136,7 +136,7 @@ def test_data_beyond_the_students_ids_is_refused(shared_cache: Path):
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_wider_student_vocabulary_trains_over_the_shared_ids_end_to_end(tmp_path: Path):
     results, cache = tmp_path / "results", tmp_path / "cache"
-    proc = run_cli([*FAST, "objective=fkl", *WIDE, "max_steps_per_epoch=20", f"results_dir={results}",
+    proc = run_cli_preloaded([*FAST, "objective=fkl", *WIDE, "max_steps_per_epoch=20", f"results_dir={results}",
                     f"cache_dir={cache}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (rec,) = records(results)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CAUSAL_BASE, CAUSAL_BASE_HASH, compose_cfg, run_cli
+from helpers import CAUSAL_BASE, CAUSAL_BASE_HASH, compose_cfg, run_cli_preloaded
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.errors import ConfigError
@@ -95,7 +95,7 @@ def test_a_job_of_each_sparse_estimator_reads_its_own_compact_store(tmp_path: Pa
 def test_top_k_at_k1_is_refused_by_the_cli_in_one_line_and_writes_nothing(tmp_path: Path):
     """teacher_top_k=1 under top_k would train nothing (its loss is 0: test_sparse_estimators.py); the command exits
     non-zero with one line before any work, while top_k_tail and sampled at k = 1 are still jobs."""
-    out = run_cli([*FAST, "objective=fkl", "procedure.teacher_top_k=1", f"results_dir={tmp_path}/r",
+    out = run_cli_preloaded([*FAST, "objective=fkl", "procedure.teacher_top_k=1", f"results_dir={tmp_path}/r",
                    f"cache_dir={tmp_path}/c"], cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if line.strip()]

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, compose_cfg, run_cli
+from helpers import ROOT, compose_cfg, run_cli_preloaded
 
 from distill_sweep.cli.run_job import run_job
 from distill_sweep.job.identity import find_completed, identify
@@ -36,7 +36,7 @@ def test_earlier_records_are_found_completed_by_the_sweeper(tmp_path: Path) -> N
     before = {p: p.read_text() for p in store.rglob("result.json")}
     where = [f"results_dir={store}", f"cache_dir={tmp_path / 'cache'}"]
     # the two task jobs as one sweep (finetune ignores the objective: one job each)
-    proc = run_cli([*BASE, "objective=hid_seq", "init=1", "procedure=task_specific,finetune", *where, "-m",
+    proc = run_cli_preloaded([*BASE, "objective=hid_seq", "init=1", "procedure=task_specific,finetune", *where, "-m",
                     "+dry_run=true"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "2 jobs in the grid, 2 already completed, 0 to run" in proc.stdout, proc.stdout

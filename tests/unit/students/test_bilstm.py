@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
-from helpers import FAST, compose_cfg, plain, run_cli, task_settings
+from helpers import FAST, compose_cfg, plain, run_cli_preloaded, task_settings
 from omegaconf import OmegaConf
 
 from distill_sweep.data.batching import STUDENT_IDS, make_loader
@@ -266,7 +266,7 @@ def test_toy_job_end_to_end_and_its_checkpointed_student(tmp_path: Path, shared_
 
 
 def test_intermediate_objective_is_refused_in_one_line(tmp_path: Path) -> None:
-    proc = run_cli([*FAST, "student=bilstm", "objective=att_kl", f"results_dir={tmp_path / 'r'}",
+    proc = run_cli_preloaded([*FAST, "student=bilstm", "objective=att_kl", f"results_dir={tmp_path / 'r'}",
                     f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path, timeout=120)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]

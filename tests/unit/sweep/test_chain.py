@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT, records, run_cli
+from helpers import ROOT, records, run_cli_preloaded
 
 from distill_sweep.analysis import frames
 from distill_sweep.config.schema import FinetuneGridSettings, RunSettings
@@ -83,7 +83,7 @@ def test_a_bad_grid_in_a_sweep_is_one_line_naming_the_setting(tmp_path: Path) ->
     # as part of the config the grid is optional: its own error, not "expected ... or null", reaches the user
     with pytest.raises(ConfigError, match=r"^finetune_grid.batch_sizes=\[0\]: batch sizes must be >= 1$"):
         parse(RunSettings, {"finetune_grid": {"tasks": ["toy"], "lrs": [1e-3], "batch_sizes": [0]}}, "")
-    proc = run_cli(["-m", "experiment=paper_table2_toy", "objective=att_mse", 'finetune_grid.overrides=["nonsense"]',
+    proc = run_cli_preloaded(["-m", "experiment=paper_table2_toy", "objective=att_mse", 'finetune_grid.overrides=["nonsense"]',
                     "+dry_run=true", f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "not Hydra overrides" in lines[0], proc.stderr
@@ -96,7 +96,7 @@ def test_a_bad_grid_in_a_sweep_is_one_line_naming_the_setting(tmp_path: Path) ->
 ])
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_distilled_student_that_is_not_there_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = run_cli(["procedure=finetune", "student=distilled", "task=toy", "teacher=tiny_mlm", "logger=none",
+    proc = run_cli_preloaded(["procedure=finetune", "student=distilled", "task=toy", "teacher=tiny_mlm", "logger=none",
                     f"results_dir={tmp_path / 'r'}", *args], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -108,7 +108,7 @@ def test_a_distilled_student_that_is_not_there_is_one_line(tmp_path: Path, args:
 def test_sweep_distils_then_fine_tunes_each_student_and_reports_table2(tmp_path: Path, shared_cache: Path) -> None:
     env = {"DISTILL_SWEEP_CACHE": str(shared_cache)}
     out = tmp_path / "results"
-    proc = run_cli(["-m", *TOY, f"results_dir={out}"], cwd=tmp_path, env=env)
+    proc = run_cli_preloaded(["-m", *TOY, f"results_dir={out}"], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "then 4 fine-tune jobs of 2 distilled student(s)" in proc.stdout
     recs = records(out)
@@ -125,11 +125,11 @@ def test_sweep_distils_then_fine_tunes_each_student_and_reports_table2(tmp_path:
     assert sorted(r["config"]["optimizer"]["lr"] for r in tuned) == [0.001, 0.001, 0.002, 0.002]
 
     # the chained job is the job a user would run by hand: a second sweep has nothing left to run
-    again = run_cli(["-m", *TOY, f"results_dir={out}"], cwd=tmp_path, env=env)
+    again = run_cli_preloaded(["-m", *TOY, f"results_dir={out}"], cwd=tmp_path, env=env)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "2 already completed, 0 to run" in again.stdout and "4 already completed, 0 to run" in again.stdout
 
-    rep = run_cli([str(out), "preset=paper_table2_toy"], cwd=tmp_path, module="distill_sweep.report")
+    rep = run_cli_preloaded([str(out), "preset=paper_table2_toy"], cwd=tmp_path, module="distill_sweep.report")
     assert rep.returncode == 0, rep.stderr[-2000:]
     assert "Table 2: task-agnostic objectives" in rep.stdout and "Table 1" not in rep.stdout
     table = pd.read_csv(out / "tables" / "table2.csv")
@@ -202,7 +202,7 @@ def test_table2_and_4_take_the_best_grid_point_and_set_it_beside_the_paper(tmp_p
     assert set(prior2["system"]) == {"DistilBERT", "TinyBERT", "MiniLM"}
     assert prior2[(prior2["system"] == "MiniLM") & (prior2["task"] == "avg")]["paper"].item() == pytest.approx(81.0)
 
-    rep = run_cli([str(tmp_path)], cwd=tmp_path, module="distill_sweep.report")
+    rep = run_cli_preloaded([str(tmp_path)], cwd=tmp_path, module="distill_sweep.report")
     assert rep.returncode == 0, rep.stderr[-2000:]
     assert "Table 2" in rep.stdout and "Table 4" in rep.stdout and "MiniLM" in rep.stdout
     assert (tmp_path / "tables" / "paper_table4.csv").is_file()
@@ -225,7 +225,7 @@ def test_fine_tune_jobs_after_a_data_parallel_distillation_run_as_one_process(ca
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_one_job_without_m_distils_only_and_says_so(tmp_path: Path, shared_cache: Path) -> None:
     out = tmp_path / "results"
-    proc = run_cli(["experiment=paper_table2_toy", "objective=vanilla_kd", "procedure.max_steps=2",
+    proc = run_cli_preloaded(["experiment=paper_table2_toy", "objective=vanilla_kd", "procedure.max_steps=2",
                     f"results_dir={out}"], cwd=tmp_path, env={"DISTILL_SWEEP_CACHE": str(shared_cache)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m)" in (

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import FAST, compose_cfg, records, run_cli, save_diverged_model
+from helpers import FAST, compose_cfg, records, run_cli_preloaded, save_diverged_model
 
 from distill_sweep.job.identity import identify
 from distill_sweep.sweep.cost import pack_cost
@@ -61,9 +61,9 @@ def test_a_sweep_launches_packs_a_member_fails_alone_and_a_rerun_packs_the_rest(
     bad = save_diverged_model(tmp_path / "bad", cache, "bert.embeddings.LayerNorm.bias")
     grid = [*BASE, "objective=hid_seq,att_kl,vanilla_kd", "student=pretrained", f"student.name_or_path={good},{bad}",
             f"results_dir={out}", f"cache_dir={cache}", "-m"]
-    dry = run_cli([*grid, "+dry_run=true"], cwd=tmp_path)
+    dry = run_cli_preloaded([*grid, "+dry_run=true"], cwd=tmp_path)
     assert "packs (pack=auto): 6 jobs in 1 process(es), 1 pack(s) of 6 jobs" in dry.stdout, dry.stdout[-2000:]
-    first = run_cli(grid, cwd=tmp_path)
+    first = run_cli_preloaded(grid, cwd=tmp_path)
     assert first.returncode == 1  # the diverged student's members fail (non-finite loss) ...
     assert "6 jobs in 1 process(es): 1 pack(s) trained in lockstep" in first.stdout, first.stdout[-2000:]
     assert "3 of 6 jobs failed" in first.stderr and "non-finite loss" in first.stderr, first.stderr[-2000:]
@@ -75,7 +75,7 @@ def test_a_sweep_launches_packs_a_member_fails_alone_and_a_rerun_packs_the_rest(
     # a completed member's record removed: the re-run packs only the jobs still missing (it and the failed ones)
     victim = next(p for p in out.rglob("result.json") if json.loads(p.read_text())["status"] == "completed")
     victim.unlink()
-    again = run_cli(grid, cwd=tmp_path)
+    again = run_cli_preloaded(grid, cwd=tmp_path)
     assert "6 jobs in the grid, 2 already completed, 4 to run" in again.stdout
     assert "4 jobs in 1 process(es): 1 pack(s) trained in lockstep" in again.stdout, again.stdout[-2000:]
     assert sorted(r["status"] for r in records(out)) == ["completed"] * 3 + ["failed"] * 3

@@ -114,10 +114,10 @@ SWEEP = [*FAST, "max_steps_per_epoch=2", "objective=vanilla_kd", "seed=1,2", "tu
 
 
 def test_the_dry_run_counts_trials_next_to_the_grid(tmp_path: Path) -> None:
-    from helpers import run_cli
+    from helpers import run_cli_preloaded
 
     out = tmp_path / "results"
-    proc = run_cli([*SWEEP, "objective=vanilla_kd,att_kl", "tune.trials=8", f"results_dir={out}", "+dry_run=true",
+    proc = run_cli_preloaded([*SWEEP, "objective=vanilla_kd,att_kl", "tune.trials=8", f"results_dir={out}", "+dry_run=true",
                     "-m"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     # at most: 16 trials x 2 steps x 32 examples (max_steps_per_epoch=2, 1 epoch, batch 32) + att_kl's 8 trials' 2
@@ -131,10 +131,10 @@ def test_the_dry_run_counts_trials_next_to_the_grid(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_bad_space_stops_the_sweep_before_anything_runs(tmp_path: Path) -> None:
-    from helpers import run_cli
+    from helpers import run_cli_preloaded
 
     out = tmp_path / "results"
-    proc = run_cli([*SWEEP[:-1], "tune.trials=2", "tune.space={teacher.finetune.lr:{low:1e-5,high:1e-3}}",
+    proc = run_cli_preloaded([*SWEEP[:-1], "tune.trials=2", "tune.space={teacher.finetune.lr:{low:1e-5,high:1e-3}}",
                     f"results_dir={out}", f"cache_dir={tmp_path / 'c'}", "-m"], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("distill_sweep: error: tune.space.teacher.finetune.lr: "
@@ -145,10 +145,10 @@ def test_a_bad_space_stops_the_sweep_before_anything_runs(tmp_path: Path) -> Non
 @pytest.mark.slow  # a real tuned sweep: about a minute
 def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tmp_path: Path) -> None:
     import optuna
-    from helpers import records, run_cli
+    from helpers import records, run_cli_preloaded
 
     out, where = tmp_path / "results", [f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'c'}"]
-    proc = run_cli([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
+    proc = run_cli_preloaded([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = records(out)
     trials = [r for r in found if r.get("tune_trial") is not None]
@@ -166,10 +166,10 @@ def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tm
     for r in grid:  # the chosen values, run on the real split, with a pointer to the study
         assert r["tuned"]["trial"] == best.number and r["tuned"]["journal"] == str(journal)
         assert r["config"]["objective"]["temperature"] == best.params["objective.temperature"]
-    again = run_cli([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
+    again = run_cli_preloaded([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
     assert again.returncode == 0 and "tuning:" not in again.stdout
     assert "0 job(s) to run" in again.stdout and len(records(out)) == 4
-    more = run_cli([*SWEEP, "tune.trials=3", *where, "-m"], cwd=tmp_path)
+    more = run_cli_preloaded([*SWEEP, "tune.trials=3", *where, "-m"], cwd=tmp_path)
     assert more.returncode == 0, more.stderr[-3000:]
     assert len([r for r in records(out) if r.get("tune_trial") is not None]) == 3
     assert json.loads(journal.read_text().splitlines()[0])  # still one journal, continued
@@ -266,7 +266,7 @@ def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, s
     import time
 
     import optuna
-    from helpers import cli_env, records, run_cli
+    from helpers import cli_env, records, run_cli_preloaded
 
     out = tmp_path / "results"
     args = [*FAST, "objective=vanilla_kd", "seed=1", "epochs=2", "max_steps_per_epoch=4", "checkpoint.every_steps=1",
@@ -287,7 +287,7 @@ def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, s
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
     (name,) = optuna.get_all_study_names(storage)
     assert [t.state.name for t in optuna.load_study(study_name=name, storage=storage).trials] == ["RUNNING"]
-    again = run_cli(args, cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
+    again = run_cli_preloaded(args, cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
     assert again.returncode == 0, again.stderr[-3000:]
     study = optuna.load_study(study_name=name, storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(journal))))

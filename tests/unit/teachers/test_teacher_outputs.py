@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from datasets import Dataset
-from helpers import FAST, compose_cfg, records, run_cli
+from helpers import FAST, compose_cfg, records, run_cli_preloaded
 from transformers import BertConfig, BertForSequenceClassification
 
 from distill_sweep.cli.run_job import run_job
@@ -268,17 +268,17 @@ def test_batching_random_keeps_the_hash_of_jobs_from_before_the_key(tmp_path: Pa
 def test_a_sweep_builds_the_store_first_and_the_dry_run_counts_it(tmp_path: Path) -> None:
     grid = [*FAST, "objective=vanilla_kd,att_mse", "init=3", "max_steps_per_epoch=3", "teacher.finetune.epochs=1",
             f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'cache'}", "-m"]
-    dry = run_cli([*grid, "+dry_run=true"], cwd=tmp_path)
+    dry = run_cli_preloaded([*grid, "+dry_run=true"], cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr[-2000:]
     # vanilla_kd: 1 stage of 3 steps x 32; att_mse: intermediate + prediction. With the store only att_mse's
     # intermediate stage runs the teacher (96), plus one build over the 256 rows; without, all 3 stages (288).
     assert "frozen-teacher forwards: 352 sample-passes with the teacher-output store (1 store(s) to build, 256 " \
            "rows), 288 without" in dry.stdout, dry.stdout[-1500:]
-    run = run_cli(grid, cwd=tmp_path)
+    run = run_cli_preloaded(grid, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "building the teacher outputs of 1 task(s) first" in run.stdout
     recs = records(tmp_path / "r")
     assert len(recs) == 2 and all(r["teacher_outputs"]["mode"] == "store" for r in recs)
     assert not any(r["teacher_outputs"]["built"] for r in recs)  # the build job built it
-    again = run_cli([*grid[:-1], "seed=2", "-m"], cwd=tmp_path)  # the store exists: no build job
+    again = run_cli_preloaded([*grid[:-1], "seed=2", "-m"], cwd=tmp_path)  # the store exists: no build job
     assert again.returncode == 0 and "building the teacher outputs" not in again.stdout

@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from helpers import run_cli_preloaded
 from safetensors.torch import load_file
 
 from distill_sweep.training import distributed
@@ -63,8 +64,7 @@ REL = 1e-5
 
 
 def _one(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **ENV})
+    return run_cli_preloaded(args, cwd, env=ENV)
 
 
 def _same_within(a: dict, b: dict) -> None:
@@ -255,46 +255,20 @@ def test_what_cannot_run_on_several_ranks_is_refused_in_one_line(tmp_path: Path)
     assert not (tmp_path / "r").exists()  # nothing written
 
 
-CAUSAL = ["procedure=causal_lm", "teacher=tiny_llama", "logger=none", "threads=1", "procedure.teacher_steps=30",
-          "student.num_layers=2", "procedure.data=instructions", "objective=fkl", "procedure.epochs=1",
-          "max_steps_per_epoch=2"]
-
-
-@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
-def test_a_causal_lm_job_on_two_ranks_shares_each_batch_and_writes_one_record(tmp_path: Path) -> None:
-    """procedure=causal_lm is data parallel (procedures/__init__.py), not a copy of the job per rank: under 2 gloo
-    ranks each takes half of every batch, rank 0 alone writes, and the losses are one process's (the toy
-    instructions' slices hold as many targets)."""
-    common = [*CAUSAL, f"cache_dir={tmp_path / 'cache'}"]
-    one = subprocess.run([sys.executable, "-m", "distill_sweep", *common, f"results_dir={tmp_path / 'one'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600, env={**os.environ, **ENV})
-    assert one.returncode == 0, one.stderr[-2000:]
-    two = _torchrun([*common, f"results_dir={tmp_path / 'two'}"], tmp_path)
-    assert two.returncode == 0, two.stderr[-2000:]
-    assert "rank 1 of 2" in two.stdout + two.stderr
-    assert len(list((tmp_path / "two").rglob("result.json"))) == 1
-    a, b = _record(tmp_path / "one"), _record(tmp_path / "two")
-    assert (a["causal_lm"]["ranks"], b["causal_lm"]["ranks"]) == (1, 2)
-    assert b["status"] == "completed" and b["attempts"] == 1
-    for x, y in zip(a["epochs"], b["epochs"], strict=True):
-        assert y["train_loss"] == pytest.approx(x["train_loss"], rel=1e-5)
-        assert y["dev"]["nll"] == pytest.approx(x["dev"]["nll"], rel=1e-5)
-
-
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_sweep_checks_its_jobs_as_the_launcher_will_start_them(tmp_path: Path) -> None:
-    from helpers import run_cli
+    from helpers import run_cli_preloaded
 
     slurm = ["hydra/launcher=slurm", "hydra.launcher.tasks_per_node=2", "+dry_run=true", "-m",
              f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
-    task = run_cli(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *slurm], tmp_path)
+    task = run_cli_preloaded(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *slurm], tmp_path)
     assert task.returncode == 2 and "procedure=finetune runs in one process; 2 would be started" in task.stderr
-    odd = run_cli(["task=toy", "teacher=tiny", "logger=none", "optimizer.batch_size=33", *slurm], tmp_path)
+    odd = run_cli_preloaded(["task=toy", "teacher=tiny", "logger=none", "optimizer.batch_size=33", *slurm], tmp_path)
     assert odd.returncode == 2 and "optimizer.batch_size=33 is not a multiple of the 2 processes" in odd.stderr
-    batch = run_cli([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=16", *slurm], tmp_path)
+    batch = run_cli_preloaded([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=16", *slurm], tmp_path)
     assert batch.returncode == 2, batch.stderr[-2000:]
     assert "procedure.global_batch=16 is not a multiple of procedure.micro_batch=16 x 2 process(es)" in batch.stderr
-    fits = run_cli([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=8", *slurm], tmp_path)
+    fits = run_cli_preloaded([*AGNOSTIC, "objective=att_mse", "procedure.micro_batch=8", *slurm], tmp_path)
     assert fits.returncode == 0 and "1 to run" in fits.stdout, fits.stderr[-2000:]
     assert not (tmp_path / "r").exists()  # nothing written
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import run_cli_preloaded
 from test_distributed import ENV, _kill_tree, _process_tree, _record, _torchrun, _torchrun_cmd
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
@@ -35,8 +36,7 @@ TASK = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num
 
 
 def _one(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "distill_sweep", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **ENV})
+    return run_cli_preloaded(args, cwd, env=ENV)
 
 
 def _student(results: Path) -> dict[str, torch.Tensor]:
@@ -95,6 +95,9 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
     a, b = _record(root / "one"), _record(tmp_path / "two")
     assert b["status"] == "completed" and "fsdp" not in a
+    if job is CAUSAL:  # data parallel, not a copy of the job per rank: each rank takes half of every batch
+        assert "rank 1 of 2" in two.stdout + two.stderr
+        assert (a["causal_lm"]["ranks"], b["causal_lm"]["ranks"]) == (1, 2) and b["attempts"] == 1
     # a unit per block, BERT's embeddings one more (its _no_split_modules name them; untied in a classifier), the root
     blocks = b["student"]["num_layers"] + (1 if job is TASK else 0)
     assert b["fsdp"] == {"ranks": 2, "student_units": blocks + 1, "teacher": "replicate",

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import run_cli
+from helpers import run_cli_preloaded
 from tiny_models import tiny_llama
 
 from distill_sweep.data.decoder import from_instructions
@@ -60,7 +60,7 @@ def test_each_sequences_sums_equal_it_scored_alone_and_add_up_to_the_metrics(tmp
 @pytest.mark.slow  # one decoder job through the command line
 def test_a_jobs_file_recomputes_its_records_final_dev_metrics(tmp_path: Path):
     results = tmp_path / "results"
-    proc = run_cli(["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama",
+    proc = run_cli_preloaded(["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama",
                     "procedure.teacher_steps=60", "procedure.epochs=2", "max_steps_per_epoch=3",
                     "student.num_layers=2", "objective=fkl", f"results_dir={results}", f"cache_dir={tmp_path / 'cache'}"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
