@@ -14,13 +14,21 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import run_cli_preloaded
-from test_distributed import ENV, _kill_tree, _process_tree, _record, _torchrun, _torchrun_cmd
+
+# REL: FSDP reduce-scatters in its own order, so a sharded record equals one process's within it (measured ~1e-7)
+from test_distributed import (
+    ENV,
+    REL,
+    _kill_tree,
+    _process_tree,
+    _record,
+    _same_within,
+    _torchrun,
+    _torchrun_cmd,
+)
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from distill_sweep.training.checkpoint_files import CHECKPOINT
-
-# FSDP reduce-scatters in its own order: equal to one process within this (the losses are O(1); measured ~1e-7)
-REL = 1e-5
 
 # corpus-free toy instructions: every rank's half of a batch holds as many targets (the losses weigh rows the same);
 # the logits made 5 positions at a time (several chunks per batch): the chunked losses run sharded too
@@ -49,16 +57,6 @@ def _student(results: Path) -> dict[str, torch.Tensor]:
     dcp_to_torch_save(path.parent / state["shards"], whole)
     model = torch.load(whole, weights_only=False)["model"]
     return {k.removeprefix("student."): v for k, v in model.items() if k.startswith("student.")}
-
-
-def _same_within(a: dict, b: dict) -> None:
-    """Two records' epochs: the same losses (per term too) and dev metrics within REL."""
-    assert len(a["epochs"]) == len(b["epochs"]) > 0
-    for x, y in zip(a["epochs"], b["epochs"], strict=True):
-        assert (x["stage"], x["epoch"], x["step"]) == (y["stage"], y["epoch"], y["step"])
-        losses = [k for k in x if k == "train_loss" or k.startswith("loss_")]
-        assert losses and {k: y[k] for k in losses} == pytest.approx({k: x[k] for k in losses}, rel=REL)
-        assert y["dev"] == pytest.approx(x["dev"], rel=REL, abs=1e-6)
 
 
 def _reference(root: Path, job: list[str]) -> Path:
