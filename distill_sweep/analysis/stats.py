@@ -1,6 +1,6 @@
 """Statistics over the frames of `distill_sweep.analysis.frames`: aggregation, confidence intervals, paired
-t-tests with Holm, effect sizes, almost stochastic order (ASO), seeds needed, grid status, curves. Pure
-functions: no printing, no files.
+t-tests with Holm, effect sizes, almost stochastic order (ASO), seeds needed (a grid's status: grid_status.py;
+the dev curves: curves.py). Pure functions: no printing, no files.
 
 Decisions (see also results/paper/README.md):
 - std is over seeds with ddof=1 by default (the paper does not say); n is reported per cell.
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
 
@@ -47,9 +47,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from distill_sweep.analysis import aso_null
-from distill_sweep.analysis.frames import norm_spec
-from distill_sweep.analysis.paper import GLUE_TASKS, norm_task, objective_order, task_label
-from distill_sweep.records.record import SCORED_STAGES
+from distill_sweep.analysis.paper import GLUE_TASKS, objective_order, task_label
 
 ROW: tuple[str, ...] = ("system", "init_label")  # a table row's key in the scores frame
 MIN_RELIABLE_PAIRS = 3  # below this a paired t-test has under 2 degrees of freedom
@@ -67,7 +65,6 @@ POWER = 0.8  # the power "seeds needed" is computed for
 ASO_THRESHOLD = 0.2  # eps_min below this: A almost stochastically better than B (Ulmer et al. 2022's advice)
 ASO_ITERATIONS = 1000  # deepsig's default bootstrap iterations
 ASO_DT = 0.005  # deepsig's default integration step over the quantiles
-CURVE_STAGES = ("scored", "all")  # the dev curves' epochs: the scored stage's only (default), or every stage's
 MAX_SEEDS = 10_000  # seeds needed above this are reported as this (a difference too small to chase)
 
 
@@ -537,105 +534,3 @@ def centred_by_task(codes: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np
     _, codes = np.unique(codes, return_inverse=True)
     centre = (np.bincount(codes, x + y) / (2.0 * np.bincount(codes)))[codes]
     return x - centre, y - centre
-
-
-# ----------------------------------------------------------------------------- grid status
-
-
-def job_key(task: Any, objective: Any, init_spec: Any, seed: Any) -> tuple[str, str, str, int]:
-    """Normalised (task, objective, init spec, seed): how records and expected grid cells are matched."""
-    return norm_task(task), str(objective), norm_spec(init_spec), int(seed)
-
-
-def grid_status(
-    records_df: pd.DataFrame, expected: Sequence[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Split the expected jobs into (completed, failed, missing). A job with any completed record is
-    completed; otherwise its newest record decides (failed -> failed); running or absent jobs are missing.
-    A job that carries `hashes` (its result directories' names: the config hash's first 10 characters, and
-    the first schema's for the same job) is matched on them, so jobs that differ only in teacher, student or
-    layer map stay apart; otherwise on (task, objective, init_spec, seed). Entries are the caller's dicts."""
-    latest: dict[Any, str] = {}
-    if not records_df.empty:
-        ordered = records_df.sort_values("started_at", na_position="first", key=lambda s: s.astype(str))
-        for row in ordered.itertuples(index=False):
-            for key in (job_key(row.task, row.objective, row.init_spec, row.seed), ("hash", str(row.config_hash)[:10])):
-                if latest.get(key) != "completed":
-                    latest[key] = str(row.status)
-    completed, failed, missing = [], [], []
-    for job in expected:
-        statuses = {latest.get(key) for key in expected_keys(job)}
-        if "completed" in statuses:
-            completed.append(job)
-        elif "failed" in statuses:
-            failed.append(job)
-        else:
-            missing.append(job)
-    return completed, failed, missing
-
-
-def expected_keys(job: dict[str, Any]) -> list[Any]:
-    """How an expected job is found among the records (see `grid_status`)."""
-    if job.get("hashes"):
-        return [("hash", h) for h in job["hashes"]]
-    return [job_key(job["task"], job["objective"], job["init_spec"], job["seed"])]
-
-
-# ----------------------------------------------------------------------------- curves
-
-
-def curve_stages(curves: pd.DataFrame, stages: str = "scored") -> pd.DataFrame:
-    """The epochs the dev curves draw (CURVE_STAGES): "scored" keeps the scored stage's (SCORED_STAGES) only,
-    the epochs whose score the tables select from; "all" keeps every stage's, the intermediate stage's too
-    (scored with the student's untrained head)."""
-    if stages not in CURVE_STAGES:
-        raise ValueError(f"curves must be one of {'|'.join(CURVE_STAGES)}, got {stages!r}")
-    return curves if stages == "all" else curves[curves["stage"].isin(SCORED_STAGES)]
-
-
-def align_curves(curves: pd.DataFrame) -> pd.DataFrame:
-    """Add x: a run's epochs before its scored stage (intermediate, a pre-stage such as PTP) at 1..k, its
-    scored-stage epochs (SCORED_STAGES) at k_max(task) + their index in that stage, so scored epochs line up
-    across objectives (vanilla KD and fine-tuning have no earlier stage). Also returns the boundary per task
-    in column `boundary` (k_max + 0.5; NaN when no run has an earlier stage) and `scored` (whether the epoch
-    is of the scored stage: a curve is not drawn across the boundary)."""
-    if curves.empty:
-        return curves.assign(x=pd.Series(dtype=float), boundary=pd.Series(dtype=float),
-                             scored=pd.Series(dtype=bool))
-    scored = curves["stage"].isin(SCORED_STAGES)
-    before = (~scored).groupby(curves["path"]).transform("sum")  # epochs before the scored stage, per run
-    kmax = before.groupby(curves["task"]).transform("max").astype(float)
-    index = scored.astype(int).groupby(curves["path"]).cumsum()  # a scored epoch's place in its stage
-    x = np.where(scored, kmax + index, curves["global_epoch"]).astype(float)
-    return curves.assign(x=x, boundary=kmax.where(kmax > 0) + 0.5, scored=scored)
-
-
-def curve_means(curves: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.DataFrame:
-    """Per (task, by..., x) of the aligned curves: the mean, std and n over seeds, and the band the figures
-    draw, the Student t-interval of the mean (`ci_low`, `ci_high`: as `t_interval`, NaN at one seed)."""
-    aligned = align_curves(curves)
-    keys = ["task", *by, "x"]
-    if aligned.empty:
-        return pd.DataFrame(columns=[*keys, "mean", "std", "n", "ci_low", "ci_high", "boundary", "metric", "scored"])
-    grp = aligned.dropna(subset=["value"]).groupby(keys, sort=True)
-    out = grp["value"].agg(mean="mean", std="std", n="count").reset_index()
-    # t_interval per group, vectorised: a 500-job store has thousands of (row, epoch) points
-    with np.errstate(invalid="ignore"):
-        half = sps.t.ppf(0.5 + CONFIDENCE / 2.0, out["n"] - 1) * out["std"] / np.sqrt(out["n"])
-    half = half.where(out["n"] >= 2)
-    out = out.assign(ci_low=out["mean"] - half, ci_high=out["mean"] + half)
-    extra = grp[["boundary", "metric", "scored"]].first().reset_index(drop=True)
-    return pd.concat([out, extra], axis=1)
-
-
-def curve_lines(task_means: pd.DataFrame, systems: Sequence[str], inits: Sequence[str] | None
-                ) -> Iterator[tuple[str, str | None, str, pd.DataFrame]]:
-    """One task's curves (rows of `curve_means`) in table order: (system, init or None, label, its rows); a
-    system or init without rows is left out."""
-    for system in systems:
-        for init in list(inits) if inits is not None else [None]:
-            line = task_means[task_means["system"] == system]
-            if init is not None:
-                line = line[line["init_label"] == init]
-            if not line.empty:
-                yield system, init, system if init is None else f"{system} [{init}]", line

@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.analysis import example_stats, frames, paper, stats
+from distill_sweep.analysis import curves as dev_curves
+from distill_sweep.analysis import example_stats, frames, grid_status, paper, stats
 from distill_sweep.analysis.interaction import init_interactions
 from distill_sweep.report import (
     checklist,
@@ -158,7 +159,7 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
             tests, [s for s in systems if s in tested], "Table 1", opts.alpha) + "</div>")
     if opts.paper:
         _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
-    curves = stats.curve_stages(st.curves, opts.curves)
+    curves = dev_curves.curve_stages(st.curves, opts.curves)
     if not curves.empty:
         t1_curves = curves[curves["path"].isin(t1_paths)]
         files["curves.png"] = ("plot", t1_curves, table.title, systems, None)
@@ -208,7 +209,7 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     _per_task_figure(doc, table, sc, opts.alpha)
     if opts.paper:
         _paper_section(doc, files, "3", paper_sc, opts, by_init=True)
-    curves = stats.curve_stages(st.curves, opts.curves)
+    curves = dev_curves.curve_stages(st.curves, opts.curves)
     if not curves.empty and curves["init_label"].nunique() > 1:
         files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems, inits)
         doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
@@ -467,11 +468,11 @@ def _grid_section(doc: Doc, records: pd.DataFrame, preset: str | None) -> None:
     except Exception as exc:  # Hydra composition errors have no common base worth naming: a bad preset
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise UsageError(f"preset {preset!r}: {type(exc).__name__}: {first}") from None
-    completed, failed, missing = stats.grid_status(records, expected)
+    completed, failed, missing = grid_status.grid_status(records, expected)
     running = {key for r in records[records["status"] == "running"].to_dict("records")
-               for key in (stats.job_key(r["task"], r["objective"], r["init_spec"], r["seed"]),
+               for key in (grid_status.job_key(r["task"], r["objective"], r["init_spec"], r["seed"]),
                            ("hash", str(r["config_hash"])[:10]))}
-    keys = [next((k for k in stats.expected_keys(j) if k in running), None) for j in missing]
+    keys = [next((k for k in grid_status.expected_keys(j) if k in running), None) for j in missing]
     n_running = sum(k is not None for k in keys)
     doc.text(f"{len(expected)} expected jobs: {len(completed)} completed, {len(failed)} failed, "
              f"{len(missing)} missing ({n_running} of them running, {len(missing) - n_running} not started)")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep.analysis import curves as dev_curves
 from distill_sweep.analysis import stats
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.report import svg
@@ -209,9 +210,9 @@ def curve_panels(curves: pd.DataFrame, systems: Sequence[str], inits: Sequence[s
     SMALL_MULTIPLES_ABOVE rows of several epochs, one per row (its inits as dashes) with the others' means faint
     behind; and
     the legend's (label, colour, dash). A point is the mean over seeds at an epoch, its band the t-interval
-    of that mean (stats.curve_means); a curve is broken between stages (`scored`)."""
+    of that mean (curves.curve_means); a curve is broken between stages (`scored`)."""
     by = ["system", "init_label"] if inits is not None else ["system"]
-    means = stats.curve_means(curves, by)
+    means = dev_curves.curve_means(curves, by)
     if means.empty:
         return [], []
     present = set(means["system"])
@@ -223,7 +224,7 @@ def curve_panels(curves: pd.DataFrame, systems: Sequence[str], inits: Sequence[s
     for task in task_order(means["task"].unique()):
         sub = means[means["task"] == task]
         lines: dict[str, list[svg.Series]] = {}
-        for system, init, label, line in stats.curve_lines(sub, systems, inits):
+        for system, init, label, line in dev_curves.curve_lines(sub, systems, inits):
             lines.setdefault(system, []).append(svg.Series(
                 label, line["x"].tolist(), line["mean"].tolist(), line["ci_low"].tolist(), line["ci_high"].tolist(),
                 colours[system], dashes[init], parts=line["scored"].astype(int).tolist(),

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from distill_sweep.analysis.curves import CURVE_STAGES
 from distill_sweep.analysis.frames import NO_KD_LABEL, WHICH_CHOICES
 from distill_sweep.analysis.paper import DEFAULT_PAPER_DIR, METRIC_MODES
-from distill_sweep.analysis.stats import CI_METHODS, CURVE_STAGES
+from distill_sweep.analysis.stats import CI_METHODS
 from distill_sweep.report.layouts import LAYOUT_CHOICES, PRESET_LAYOUTS
 
 TABLE_CHOICES = ("1", "2", "3", "4", "all", *LAYOUT_CHOICES)  # layouts: other systems' tables (report.layouts)

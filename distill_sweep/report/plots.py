@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep.analysis.curves import curve_lines, curve_means
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
-from distill_sweep.analysis.stats import curve_lines, curve_means
 from distill_sweep.report.svg import BAND_REACH, epoch_ticks
 
 SIGNED_METRICS = ("mcc", "pearson", "spearman")  # in percent, -100 to 100; the others 0 to 100
@@ -26,8 +26,8 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[
                 inits: Sequence[str] | None = None) -> bool:
     """Per-epoch dev curves of the primary metric: one subplot per task, one line per system (per
     system x init when `inits` is given), in the order given, the band the t-interval of the mean over
-    seeds (stats.curve_means); the dashed vertical line is the boundary between the intermediate and the
-    scored stages, where the curves are given every stage (stats.curve_stages). False if there is no data."""
+    seeds (curves.curve_means); the dashed vertical line is the boundary between the intermediate and the
+    scored stages, where the curves are given every stage (curves.curve_stages). False if there is no data."""
     by = ["system", "init_label"] if inits is not None else ["system"]
     means = curve_means(curves, by)
     if means.empty:

@@ -12,7 +12,8 @@ import pytest
 from helpers import require_module, write_record
 from scipy import stats as sps
 
-from distill_sweep.analysis import aso_null, frames, stats
+from distill_sweep.analysis import aso_null, frames, grid_status, stats
+from distill_sweep.analysis import curves as dev_curves
 from distill_sweep.analysis.paper import GLUE_TASKS
 
 # ----------------------------------------------------------------------------- aggregation
@@ -169,11 +170,11 @@ def test_grid_status(tmp_path: Path) -> None:
     write_record(tmp_path, task="rte", seed=2, status="running")
     records = frames.load_records(tmp_path)
     expected = [{"task": "RTE", "objective": "vanilla_kd", "init_spec": 1, "seed": s} for s in range(4)]
-    completed, failed, missing = stats.grid_status(records, expected)
+    completed, failed, missing = grid_status.grid_status(records, expected)
     assert [j["seed"] for j in completed] == [0]
     assert [j["seed"] for j in failed] == [1]
     assert [j["seed"] for j in missing] == [2, 3]  # running counts as missing
-    assert stats.grid_status(records.iloc[0:0], expected)[2] == expected
+    assert grid_status.grid_status(records.iloc[0:0], expected)[2] == expected
 
 
 def test_align_curves_scored_stages() -> None:
@@ -183,7 +184,7 @@ def test_align_curves_scored_stages() -> None:
         "epoch": [1, 2, 1, 1], "global_epoch": [1, 2, 1, 3], "value": [1.0] * 4,
     })
     # no-KD fine-tuning and combined-stage epochs line up with prediction epochs, after the 2 intermediate
-    assert list(stats.align_curves(curves)["x"]) == [1.0, 2.0, 3.0, 3.0]
+    assert list(dev_curves.align_curves(curves)["x"]) == [1.0, 2.0, 3.0, 3.0]
 
 
 def test_align_curves_pre_stage_counts_as_before_the_scored_stage() -> None:
@@ -192,7 +193,7 @@ def test_align_curves_pre_stage_counts_as_before_the_scored_stage() -> None:
         "task": ["rte"] * 4, "path": ["p", "p", "p", "k"], "stage": ["ptp", "prediction", "prediction", "prediction"],
         "epoch": [1, 1, 2, 1], "global_epoch": [1, 2, 3, 1], "value": [1.0] * 4,
     })
-    out = stats.align_curves(curves)
+    out = dev_curves.align_curves(curves)
     assert list(out["x"]) == [1.0, 2.0, 3.0, 2.0] and set(out["boundary"]) == {1.5}
 
 
@@ -202,7 +203,7 @@ def test_align_curves() -> None:
         "stage": ["intermediate", "prediction", "prediction", "prediction", "prediction"],
         "epoch": [1, 1, 2, 1, 2], "global_epoch": [1, 2, 3, 1, 2], "value": [1.0] * 5,
     })
-    out = stats.align_curves(curves)
+    out = dev_curves.align_curves(curves)
     # prediction epochs start after the longest intermediate stage of the task, for every objective
     assert list(out["x"]) == [1.0, 2.0, 3.0, 2.0, 3.0]
     assert set(out["boundary"]) == {1.5}
@@ -223,7 +224,7 @@ def _two_stage_curves() -> pd.DataFrame:
 
 
 def test_curve_band_is_the_t_interval_of_the_mean_over_seeds() -> None:
-    means = stats.curve_means(_two_stage_curves())
+    means = dev_curves.curve_means(_two_stage_curves())
     for x, values in ((1.0, [30.0, 45.0, 20.0]), (2.0, [70.0, 72.0, 69.0]), (3.0, [74.0, 77.0, 78.0])):
         (row,) = means[(means["system"] == "hid_seq") & (means["x"] == x)].to_dict("records")
         lo, hi = sps.t.interval(0.95, df=2, loc=np.mean(values), scale=sps.sem(values))
@@ -234,16 +235,16 @@ def test_curve_band_is_the_t_interval_of_the_mean_over_seeds() -> None:
 
 def test_curve_stages_scored_only_by_default_numbers_its_epochs_from_1() -> None:
     curves = _two_stage_curves()
-    scored = stats.curve_means(stats.curve_stages(curves))
+    scored = dev_curves.curve_means(dev_curves.curve_stages(curves))
     hid = scored[scored["system"] == "hid_seq"]
     assert list(hid["x"]) == [1.0, 2.0] and list(hid["mean"]) == pytest.approx([70.333333, 76.333333])
     assert scored["boundary"].isna().all() and scored["scored"].all()  # nothing before the scored stage
-    every = stats.curve_means(stats.curve_stages(curves, "all"))
+    every = dev_curves.curve_means(dev_curves.curve_stages(curves, "all"))
     hid = every[every["system"] == "hid_seq"]
     assert list(hid["x"]) == [1.0, 2.0, 3.0] and list(hid["scored"]) == [False, True, True]
     assert set(every["boundary"]) == {1.5}
     with pytest.raises(ValueError, match="curves must be one of scored|all"):
-        stats.curve_stages(curves, "intermediate")
+        dev_curves.curve_stages(curves, "intermediate")
 
 # ----------------------------------------------------------------------------- uncertainty, effect, ASO, power
 

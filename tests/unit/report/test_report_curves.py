@@ -12,7 +12,8 @@ import pytest
 from helpers import write_record
 from scipy import stats as sps
 
-from distill_sweep.analysis import frames, stats
+from distill_sweep.analysis import curves as dev_curves
+from distill_sweep.analysis import frames
 from distill_sweep.report import figures, svg
 from distill_sweep.report.cli import main
 
@@ -31,7 +32,7 @@ def _store(root: Path, objectives: tuple[str, ...] = ("hid_seq",)) -> None:
 
 def _panels(root: Path, stages: str = "scored") -> list[list[figures.CurvePanel]]:
     st = frames.load_store(root)
-    panels, _ = figures.curve_panels(stats.curve_stages(st.curves, stages), frames.system_order(st.records), None)
+    panels, _ = figures.curve_panels(dev_curves.curve_stages(st.curves, stages), frames.system_order(st.records), None)
     return panels
 
 
@@ -132,7 +133,7 @@ def test_curves_png_bands_within_the_metric_and_whole_epochs(tmp_path: Path, mon
     st = frames.load_store(tmp_path)
     kept = []
     monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
-    assert plots.plot_curves(stats.curve_stages(st.curves), tmp_path / "c.png", "t", ["vanilla_kd"])
+    assert plots.plot_curves(dev_curves.curve_stages(st.curves), tmp_path / "c.png", "t", ["vanilla_kd"])
     (ax,) = [a for a in kept[0].axes if a.get_visible()]
     ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
     assert ticks == [1.0]

@@ -144,7 +144,7 @@ def test_preset_status_tells_jobs_apart_that_differ_only_in_layer_map() -> None:
     """PKD-Skip and PKD-Last share task, objective, init and seed: only their hashes tell them apart."""
     import pandas as pd
 
-    from distill_sweep.analysis import stats
+    from distill_sweep.analysis import grid_status
 
     cells = [c for c in expected_jobs("pkd") if c["objective"] == "pkd"]
     assert len(cells) == 2 * 2 and len({c["hashes"][0] for c in cells}) == 4  # map skip,last x 2 seeds
@@ -152,5 +152,5 @@ def test_preset_status_tells_jobs_apart_that_differ_only_in_layer_map() -> None:
     records = pd.DataFrame([{"task": done["task"], "objective": "pkd", "init_spec": done["init_spec"],
                              "seed": done["seed"], "config_hash": done["hashes"][0] + "abcdef", "status": "completed",
                              "started_at": "2026-11-23T00:00:00"}])
-    completed, failed, missing = stats.grid_status(records, cells)
+    completed, failed, missing = grid_status.grid_status(records, cells)
     assert completed == [done] and failed == [] and len(missing) == 3  # the other map is NOT counted as done
