@@ -1,6 +1,6 @@
 """The decoder objectives' distillation steps (`python -m distill_sweep.bench.step --decoder`): each through
 procedures.causal_lm.distill_loss, the job's own loss, against the plain forward-KL step, paired and rotated as
-the encoder table (bench.timing); the `@` rows read stored teacher entries (teachers.output_store's estimators and
+the encoder table (bench.timing); the `@` rows read stored teacher entries (teachers.sparse_store's estimators and
 dtypes) instead of running the teacher, and the table says how many bytes a stored token takes."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from distill_sweep.procedures.causal_lm import distill_loss
 from distill_sweep.students.base import BuildInputs
 from distill_sweep.students.truncated import build as build_truncated
 from distill_sweep.students.truncated_settings import TruncatedSettings
-from distill_sweep.teachers.output_store import SAMPLED, TOP_K, sparse_entries, topk_dtypes
+from distill_sweep.teachers.output_store import SAMPLED, TOP_K
+from distill_sweep.teachers.sparse_store import sparse_entries, topk_dtypes
 
 DECODER_OBJECTIVES = ("fkl", "rkl", "gjsd", "fkl_hid_seq")
 TOPK = 32  # entries per position of the stored rows: the teacher does not run
@@ -55,7 +56,7 @@ def next_token_batches(args: argparse.Namespace) -> list[dict[str, Tensor]]:
 
 class StoredEntries:
     """Each batch's teacher entries per store mode, as the store writes them (its dtypes) and as
-    output_store.TopKOutputs.gather returns them, held in memory; and the bytes a stored token takes."""
+    sparse_store.TopKOutputs.gather returns them, held in memory; and the bytes a stored token takes."""
 
     def __init__(self, teacher: LlamaForCausalLM, batches: list[dict[str, Tensor]], vocab: int, device: str) -> None:
         self.dtypes = topk_dtypes(vocab)

@@ -67,7 +67,7 @@ from distill_sweep.teachers.engine import check_engine, check_head_size
 from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_plan import decoder_group
-from distill_sweep.teachers.output_store import TopKOutputs, open_or_build_topk
+from distill_sweep.teachers.sparse_store import TopKOutputs, open_or_build_topk
 from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.context import Role, RunContext

@@ -18,7 +18,7 @@ from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
 from distill_sweep.students.prune import block_importance, prune_layers
-from distill_sweep.teachers.output_store import open_or_build_topk
+from distill_sweep.teachers.sparse_store import open_or_build_topk
 from distill_sweep.toy import build_toy_tokenizer
 
 FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",

@@ -26,7 +26,8 @@ from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.data.decoder import CausalData, from_corpus, from_instructions
 from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.teachers.decoder import TeacherRecipe, trained_teacher
-from distill_sweep.teachers.output_store import StoreMismatchError, open_or_build_topk
+from distill_sweep.teachers.output_store import StoreMismatchError
+from distill_sweep.teachers.sparse_store import open_or_build_topk
 from distill_sweep.toy import build_toy_tokenizer
 
 CPU = torch.device("cpu")

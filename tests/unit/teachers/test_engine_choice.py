@@ -21,7 +21,8 @@ from distill_sweep.teachers import engine as engine_module
 from distill_sweep.teachers.engine import Engine
 from distill_sweep.teachers.generations import generations_key
 from distill_sweep.teachers.output_plan import decoder_group
-from distill_sweep.teachers.output_store import SAMPLED, TOP_K, open_or_build_topk, topk_key, topk_store_path
+from distill_sweep.teachers.output_store import SAMPLED, TOP_K
+from distill_sweep.teachers.sparse_store import open_or_build_topk, topk_key, topk_store_path
 from distill_sweep.teachers.vllm_engine import EngineError
 from distill_sweep.toy import build_toy_tokenizer
 

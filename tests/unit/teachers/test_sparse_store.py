@@ -13,8 +13,8 @@ import pytest
 import torch
 from test_decoder_teacher import CPU, instructions, teacher
 
-from distill_sweep.teachers.output_store import (
-    StoreMismatchError,
+from distill_sweep.teachers.output_store import StoreMismatchError
+from distill_sweep.teachers.sparse_store import (
     bytes_per_token,
     open_or_build_topk,
     sparse_entries,
@@ -121,7 +121,7 @@ def test_bytes_per_trained_token_is_the_store_over_the_positions_trained_on(tmp_
 
     from distill_sweep.data.corpus import IGNORE
     from distill_sweep.data.decoder import CausalData, Sequences
-    from distill_sweep.teachers.output_store import TopKOutputs
+    from distill_sweep.teachers.sparse_store import TopKOutputs
 
     split = Sequences(ids=np.arange(10).reshape(2, 5) + 5, lengths=np.array([5, 4]), first_target=np.array([3, 1]),
                       choice=np.array([-1, -1]))
