@@ -21,7 +21,8 @@ INSTRUCT = [*CAUSAL_BASE, "procedure.data=instructions", "procedure.teacher_step
             "max_steps_per_epoch=3", "objective=fkl", "procedure.instructions.num_examples=96",
             "procedure.instructions.dev_examples=16"]
 BOTH = "procedure.lm_eval.tasks=[toy_instruct_rouge,toy_instruct_choice]"
-# the hash of a decoder job with both shipped tasks, pinned before the sampling keys were added
+# the config hash of a decoder job with both shipped tasks, pinned before the sampling keys were added (sha256 of
+# its settings' JSON, no float results: the same on any machine)
 BOTH_HASH = "10ac8ae7450ea7c204a540c62891c7231594d2f2fd21df933f430f5b18af6b90"
 
 

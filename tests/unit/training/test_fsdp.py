@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from helpers import run_cli_preloaded
 from test_distributed import (
     ENV,
     REL,
+    _free_port,
     _kill_tree,
     _process_tree,
     _record,
@@ -57,6 +59,16 @@ def _student(results: Path) -> dict[str, torch.Tensor]:
     dcp_to_torch_save(path.parent / state["shards"], whole)
     model = torch.load(whole, weights_only=False)["model"]
     return {k.removeprefix("student."): v for k, v in model.items() if k.startswith("student.")}
+
+
+def _spawned(worker: Any) -> dict:
+    """Two spawned gloo ranks running `worker(rank, port, out)`; what they put in the shared dict `out`."""
+    import torch.multiprocessing as mp
+
+    with mp.Manager() as manager:
+        out = manager.dict()
+        mp.spawn(worker, args=(_free_port(), out), nprocs=2)
+        return dict(out)
 
 
 def _reference(root: Path, job: list[str]) -> Path:
@@ -347,17 +359,7 @@ def _step_worker(rank: int, port: int, out: dict) -> None:
 
 @pytest.mark.slow  # two gloo ranks: over 2 s
 def test_the_sharded_step_is_the_global_batch_mean_and_a_nan_on_one_rank_skips_it_on_every_rank() -> None:
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with mp.Manager() as manager:
-        out = manager.dict()
-        mp.spawn(_step_worker, args=(port, out), nprocs=2)
-        result = dict(out)
+    result = _spawned(_step_worker)
     assert result["bad0"] == result["bad1"] == (True, True)
     # one process on the 5 rows: the mean over rows of |W x + b|^2 and its gradient, by hand
     torch.manual_seed(0)
@@ -456,19 +458,9 @@ def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process() -> None:
     stays gathered to the backward, whose gradient FSDP then reduce-scatters with the root's; the sharded teacher's
     is gathered for the chunks. Value and every gradient equal whole logits' on 2 ranks, and one process's, with a
     separate and a tied student head."""
-    import socket
-
-    import torch.multiprocessing as mp
-
     from distill_sweep.procedures.causal_lm import distill_loss
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with mp.Manager() as manager:
-        out = manager.dict()
-        mp.spawn(_chunk_worker, args=(port, out), nprocs=2)
-        result = dict(out)
+    result = _spawned(_chunk_worker)
     assert len(result) == 8  # (untied, tied) x (whole, chunked) x 2 ranks
     for tied in (False, True):
         teacher, student, terms = _chunk_models(tied)  # one process, whole logits: the reference
