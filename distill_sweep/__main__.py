@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import shutil
 import sys
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +20,12 @@ from hydra.errors import HydraException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
-from distill_sweep.cli.run_job import main
+from distill_sweep.cli.composed_run import JOB_NAME, run_composed
+from distill_sweep.cli.run_job import main, run_main
 from distill_sweep.config.schema import RunSettings
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE, check_group_choices
 from distill_sweep.errors import ConfigError
-from distill_sweep.job.identity import check_paths, identify
+from distill_sweep.job.identity import JobIdentity, check_paths, identify
 from distill_sweep.job.machine import check_threads, passive_openmp
 from distill_sweep.records.disk import room_problem
 
@@ -85,7 +88,16 @@ def _abbreviated(arg: str, actions: dict) -> object | None:
 _NOT_A_RUN = ("config_name", "config_path", "help", "hydra_help", "info", "shell_completion", "experimental_rerun")
 
 
-def check_overrides(argv: list[str]) -> str | None:
+@dataclass
+class Checked:
+    """What the check composed and identified, where it is the whole run (one job, no Hydra flag): the job runs
+    from it (cli/composed_run.py), so its config is composed and typed once."""
+
+    cfg: DictConfig | None = None  # with its hydra node
+    job: JobIdentity | None = None
+
+
+def check_overrides(argv: list[str], checked: Checked | None = None) -> str | None:
     """One line for overrides Hydra itself would refuse (their grammar, a sweep without -m, a key that is
     not in the config without `+`, an unknown hydra/ option), found by composing the config once.
 
@@ -96,6 +108,7 @@ def check_overrides(argv: list[str]) -> str | None:
     other keys at their first value; `_SWEEP_CHECKS` compositions at most). A run's files and directories are
     checked here too (job.check_paths: the task's TSVs, results_dir, cache_dir). The sweeper checks every job
     of the grid again and names the job; what needs transformers' configs is checked then too (prepare.py).
+    `checked`, if given, receives the composed config and identity of a run that is one job with no Hydra flag.
     """
     args = _hydra_args(argv)
     if args is None or any(getattr(args, name, None) for name in _NOT_A_RUN):
@@ -130,10 +143,17 @@ def check_overrides(argv: list[str]) -> str | None:
     for at, key, values in swept:
         jobs += [[*single[:at], f"{key}={value}", *single[at + 1:]] for value in values[1:]]
     generating: list[bool] = []
-    problem = _check_jobs(args, argv, jobs, generating)
+    whole = checked if checked is not None and _one_plain_run(args) else None
+    problem = _check_jobs(args, argv, jobs, generating, whole)
     if problem is None and len(jobs) <= _SWEEP_CHECKS:
         problem = _unread_generation(single, generating)
     return problem
+
+
+def _one_plain_run(args: Any) -> bool:
+    """One job and no Hydra flag: the check's composition is the run's (anything else goes through Hydra's main)."""
+    flags = ("multirun", "cfg", "resolve", "package", "config_dir", "experimental_rerun", *_NOT_A_RUN)
+    return not any(getattr(args, name, None) for name in flags)
 
 
 def _unread_generation(single: list[str], generating: list[bool]) -> str | None:
@@ -146,13 +166,17 @@ def _unread_generation(single: list[str], generating: list[bool]) -> str | None:
             "student's, procedure.seq_kd=true the teacher's); turn one on, or drop the key")
 
 
-def _check_jobs(args: Any, argv: list[str], jobs: list[list[str]], generating: list[bool]) -> str | None:
+def _check_jobs(args: Any, argv: list[str], jobs: list[list[str]], generating: list[bool],
+                checked: Checked | None) -> str | None:
     """Compose and identify the first jobs of the command line (one per swept value): the first problem, else None.
-    Whether each generates responses is appended to `generating` (the procedure.generation rule)."""
-    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
+    Whether each generates responses is appended to `generating` (the procedure.generation rule); `checked`
+    receives the one job's config and identity."""
+    with initialize_config_dir(config_dir=CONF_DIR, job_name=JOB_NAME, **VERSION_BASE):
         for n, overrides in enumerate(jobs[:_SWEEP_CHECKS]):
             try:
-                cfg = compose("config", overrides=overrides, return_hydra_config=True)
+                # (Hydra's main adds the run mode to the overrides: the one job's `.hydra/` files then say the same)
+                run_mode = ["hydra.mode=RUN"] if checked is not None else []
+                cfg = compose("config", overrides=[*overrides, *run_mode], return_hydra_config=True)
             except InterpolationResolutionError as err:
                 return _unresolved(err)
             except (HydraException, OmegaConfBaseException) as err:
@@ -173,6 +197,8 @@ def _check_jobs(args: Any, argv: list[str], jobs: list[list[str]], generating: l
                 if not (args.cfg or _plans(argv)):  # its files and directories, for a run (a plan reads none)
                     check_paths(job)
                     _check_cpus(cfg, job.settings.run)
+                if checked is not None:
+                    checked.cfg, checked.job = cfg, job
             except ConfigError as err:
                 return str(err) + _env_text_hint(str(err), overrides)
             except InterpolationResolutionError as err:  # e.g. ${oc.env:X} with X unset, resolved by identify
@@ -304,12 +330,16 @@ def _cli() -> None:
     passive_openmp()  # before anything imports torch: OpenMP reads it once
     sys.argv[1:] = overrides_first(sys.argv[1:])
     argv = sys.argv[1:]
-    problem = check_group_choices(argv) or check_overrides(argv) or check_environment(argv)
+    checked = Checked()
+    problem = check_group_choices(argv) or check_overrides(argv, checked) or check_environment(argv)
     if problem:
         print(f"distill_sweep: error: {problem}", file=sys.stderr)
         sys.exit(2)
     try:
-        main()
+        if checked.cfg is not None:  # one job: run from the config the check composed (composed once)
+            run_composed(checked.cfg, functools.partial(run_main, ident=checked.job))
+        else:
+            main()
     except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever the job was
         print("\ndistill_sweep: interrupted (Ctrl-C); a job that had started keeps its record ('running') and its "
               "last checkpoint: the same command resumes it from there", file=sys.stderr)

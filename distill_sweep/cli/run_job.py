@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from distill_sweep.config.parse import as_dict, new_keys_at_default
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
-from distill_sweep.job.identity import find_completed
+from distill_sweep.job.identity import JobIdentity, find_completed
 from distill_sweep.job.machine import job_threads
 from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
@@ -88,13 +88,14 @@ def _register_hydra_plugins() -> None:
 _register_hydra_plugins()
 
 
-def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
+def run_job(cfg: DictConfig, *, alone: bool = False, ident: JobIdentity | None = None) -> dict[str, Any]:
     """Run (or skip, if already completed) one job; returns its record. `alone`: not one job of a sweep, so
-    a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once)."""
-    from distill_sweep.job.prepare import check_machine, prepare
+    a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once).
+    `ident`: the job's identity where the command line has already identified `cfg` (it is not parsed again)."""
+    from distill_sweep.job.prepare import check_machine, complete, prepare
     from distill_sweep.training import distributed
 
-    job = prepare(cfg)  # the config's last stop: below, the job's typed settings
+    job = prepare(cfg) if ident is None else complete(ident)  # the config's last stop: below, typed settings
     if alone:
         job.check_used()
     check_machine(job)  # here, on the machine that runs it (a SLURM node, not the host that submitted it)
@@ -345,6 +346,11 @@ def _stated(settings: Any) -> dict[str, Any]:
 
 @hydra.main(config_path=CONF_DIR, config_name="config", **VERSION_BASE)
 def main(cfg: DictConfig) -> Any:
+    return run_main(cfg)
+
+
+def run_main(cfg: DictConfig, ident: JobIdentity | None = None) -> Any:
+    """The task of a job's process (Hydra's main, or cli/composed_run.py with the command line's `ident`)."""
     planning = any(OmegaConf.select(cfg, key, default=False) is True for key in ("dry_run", "plan_seeds"))
     if planning and not _is_multirun():
         # only the sweeper plans; without -m the job itself would run
@@ -358,7 +364,7 @@ def main(cfg: DictConfig) -> Any:
     if cfg.get("pack_file") is not None:  # a pack of a sweep's jobs (sweep/packs.py): the sweeper reads the returns
         return run_pack(cfg)  # type: ignore[return-value]
     try:
-        record = run_job(cfg, alone=not _is_multirun())
+        record = run_job(cfg, alone=not _is_multirun(), ident=ident)
     except (ConfigError, DiskWriteError, NonFiniteLossError) as err:
         if _is_multirun():
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed

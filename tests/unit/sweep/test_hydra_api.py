@@ -112,3 +112,18 @@ def test_the_loader_parts_a_sweeps_composes_replace_keep_their_shape() -> None:
     assert type(loader.repository) is ConfigRepository  # copied shallow by SharedLoads: sources re-made anew
     assert "self.sources = []" in inspect.getsource(ConfigRepository.initialize_sources)
     assert _parameters(CachingConfigRepository.__init__) == ["delegate"]
+
+
+def test_what_a_checked_job_is_run_with_keeps_its_shape() -> None:
+    """cli/composed_run.py runs a job from the command line's composition with Hydra's own pieces: what
+    `Hydra.run` does after composing (callbacks, `run_job` into hydra.run.dir, the report of a failure)."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra._internal.utils import run_and_report
+    from hydra.core.utils import configure_log, run_job
+
+    assert _parameters(run_job)[:5] == ["task_function", "config", "job_dir_key", "job_subdir_key", "hydra_context"]
+    assert "configure_logging" in _parameters(run_job)
+    assert _parameters(configure_log)[:2] == ["log_config", "verbose_config"]
+    assert _parameters(run_and_report) == ["func"]
+    for hook in ("on_run_start", "on_run_end", "on_job_start", "on_job_end"):
+        assert callable(getattr(Callbacks(), hook)), hook
