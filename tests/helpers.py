@@ -102,7 +102,7 @@ def save_toy_student(directory: Path, cache: Path, *, layers: int, ffn: int) -> 
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(build_toy_tokenizer(cache)), hidden_size=32, num_hidden_layers=layers,
@@ -121,7 +121,7 @@ def save_diverged_model(directory: Path, cache: Path, weight: str | None = "clas
     from safetensors.torch import load_file, save_file
     from transformers import BertConfig, BertForSequenceClassification
 
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     labels = [str(name) for name in compose_cfg(["task=toy"]).task.label_names]
     torch.manual_seed(0)
@@ -145,7 +145,7 @@ def save_toy_mlm(directory: Path, cache: Path) -> Path:
     import torch
     from transformers import BertConfig, BertForMaskedLM
 
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     torch.manual_seed(0)
     tokenizer = build_toy_tokenizer(cache)

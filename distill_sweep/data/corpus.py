@@ -47,10 +47,11 @@ from distill_sweep.data.corpus_settings import (
     text_files,
 )
 from distill_sweep.data.fingerprints import tokenizer_hash
+from distill_sweep.data.toy import _part
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable, honour_offline_env
+from distill_sweep.models.toy_vocabulary import NOUNS, vocab_hash
 from distill_sweep.records.disk import reserve, writing
-from distill_sweep.toy import NOUNS, _part, _vocab_hash
 
 log = logging.getLogger("distill_sweep")
 
@@ -129,7 +130,7 @@ def _streamed(settings: CorpusSettings | SourceSettings) -> Iterator[str]:
 def identity(settings: CorpusSettings) -> dict[str, Any]:
     """What names the corpus' text in the cache key."""
     if settings.source == "toy":
-        return {"toy": _vocab_hash(), "num_documents": settings.num_documents, "seed": settings.seed}
+        return {"toy": vocab_hash(), "num_documents": settings.num_documents, "seed": settings.seed}
     out = _source_identity(settings)
     if settings.also:  # (absent otherwise: the caches of corpora from before the key keep their keys)
         out["also"] = [_source_identity(src) for src in settings.also]

@@ -186,7 +186,10 @@ def packed_in_memory(settings: CorpusSettings, tokenizer: Any) -> CausalData:
 
 # ------------------------------------------------------------------------------------------ instructions
 def toy_pairs(settings: InstructionSettings) -> list[tuple[str, str]]:
-    from distill_sweep.toy import LABEL_NAMES, generate_toy  # the toy task's generator (datasets: lazily)
+    from distill_sweep.data.toy import (  # the toy task's generator (datasets: lazily)
+        LABEL_NAMES,
+        generate_toy,
+    )
 
     n_dev = settings.dev_examples
     splits = generate_toy(settings.num_examples - n_dev, n_dev, settings.seed)

@@ -14,7 +14,7 @@ from distill_sweep.errors import ConfigError
 
 PRIMARY = "token_accuracy"  # next-token top-1 accuracy on the dev targets: higher is better, as the driver picks
 CHOICE = "choice_accuracy"  # classification-style data: the right choice ranked first after the prompt
-# toy instructions: the toy task's label as a word its tokenizer knows (toy.py's vocabulary has no label names)
+# toy instructions: the toy task's label as a word its tokenizer knows (models/toy_vocabulary.py's words have no label names)
 TOY_RESPONSES = {"positive": "good", "mixed": "but", "negative": "bad"}
 
 

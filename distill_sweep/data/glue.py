@@ -28,11 +28,11 @@ from distill_sweep.data.task_files import (
     tsv_paths,
     tsv_subdir,
 )
+from distill_sweep.data.toy import generate_toy
 from distill_sweep.data.unknown_tokens import SAMPLE_ROWS, warn_if_unreadable
 from distill_sweep.errors import ConfigError, DataError, DiskWriteError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable, honour_offline_env
 from distill_sweep.records.disk import set_aside, writing
-from distill_sweep.toy import generate_toy
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from transformers import (
 from distill_sweep.config.schema import TeacherSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable
-from distill_sweep.toy import build_toy_tokenizer
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
 
 def teacher_config(teacher: TeacherSettings, num_labels: int, vocab_size: int | None = None) -> PretrainedConfig:

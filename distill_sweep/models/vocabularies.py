@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import model_error_message, model_source
-from distill_sweep.toy import (
+from distill_sweep.models.toy_vocabulary import (
     build_toy_pieces_tokenizer,
     build_toy_tokenizer,
     pieces_vocabulary,

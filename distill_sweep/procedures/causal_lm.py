@@ -47,6 +47,7 @@ from distill_sweep.models.families import FAMILIES, family_of_model, is_causal_t
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
+from distill_sweep.models.toy_vocabulary import vocabulary
 from distill_sweep.models.vocabularies import Vocabulary, load_named, shared_prefix, vocabulary_of
 from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_FULL, TOP_K_TAIL
@@ -68,7 +69,6 @@ from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.sparse_store import TopKOutputs, open_or_build_topk
-from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.context import Role, RunContext
 from distill_sweep.training.loop import LossFn, seed_everything

@@ -50,12 +50,12 @@ from distill_sweep.data.corpus import (
 )
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import as_masked_lm, has_mlm_head, head_deferred, mlm_head
+from distill_sweep.models.toy_vocabulary import vocabulary
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.inputs import as_target, fp32_region
 from distill_sweep.records.disk import writing
 from distill_sweep.students import BuildInputs
 from distill_sweep.teachers.finetuned import check_beats_baseline, masked_lm_teacher
-from distill_sweep.toy import vocabulary
 from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.context import Role, RunContext
 from distill_sweep.training.loop import LossFn, autocast, model_inputs, seed_everything, to_device

@@ -34,11 +34,11 @@ from distill_sweep.config.parse import parse
 from distill_sweep.data.corpus import load_corpus
 from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.errors import DiskWriteError
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.records import environment, files
 from distill_sweep.records.locks import LOCK, JobLock, held_elsewhere
 from distill_sweep.records.record import RECORD, InitInfo, Record, is_complete
 from distill_sweep.teachers.output_store import open_or_build, store_problem
-from distill_sweep.toy import build_toy_tokenizer
 from distill_sweep.training import checkpoint as checkpoint_mod
 from distill_sweep.training import stages
 from distill_sweep.training.checkpoint import load_checkpoint, save_checkpoint
@@ -488,8 +488,8 @@ def test_a_teacher_that_cannot_be_saved_is_saved_from_its_checkpoint_by_the_next
 def test_a_full_disk_while_tokenising_is_one_line_and_the_next_run_tokenises(tmp_path: Path, small_disk: Path,
                                                                              shared_cache: Path) -> None:
     from distill_sweep.data.glue import tokenize_splits
+    from distill_sweep.data.toy import generate_toy
     from distill_sweep.job.identity import identify
-    from distill_sweep.toy import generate_toy
 
     raw = {"train": generate_toy(4000, 10, seed=5)["train"]}
     task = identify(compose_cfg([*JOB, f"results_dir={tmp_path}"])).settings.task  # the toy task

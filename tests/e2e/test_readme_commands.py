@@ -461,7 +461,7 @@ def _fast_for(args: list[str]) -> list[str]:
 def _write_task_data(task: dict, cwd: Path) -> None:
     """The task's TSV files where its YAML says, in the layout it declares, with the toy task's examples (the
     tiny teacher's tokenizer knows their words)."""
-    from distill_sweep.toy import generate_toy
+    from distill_sweep.data.toy import generate_toy
 
     tsv, fields = task["tsv"], task["text_fields"]
     columns = tsv["columns"]

@@ -74,7 +74,7 @@ def test_mlm_candidates_are_at_most_k_whole_words(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------- tokenizer families (byte-level BPE, cased)
 def _toy_texts(n: int = 64) -> dict[str, list]:
-    from distill_sweep.toy import generate_toy
+    from distill_sweep.data.toy import generate_toy
 
     return generate_toy(n, 8, 0)["train"].to_dict()
 

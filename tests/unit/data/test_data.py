@@ -12,7 +12,7 @@ from distill_sweep.analysis.paper import TASK_LABELS
 from distill_sweep.data.batching import collate, make_loader
 from distill_sweep.data.glue import load_raw, load_task_data, tokenize_splits
 from distill_sweep.errors import DataError
-from distill_sweep.toy import build_toy_tokenizer
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
 TASKS = ROOT / "conf" / "task"
 

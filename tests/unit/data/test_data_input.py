@@ -20,7 +20,7 @@ from helpers import ROOT, task_settings
 from distill_sweep.data.glue import load_raw, load_task_data
 from distill_sweep.errors import ConfigError, DataError
 from distill_sweep.models import hub
-from distill_sweep.toy import build_toy_tokenizer
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
 TASKS = ROOT / "conf" / "task"
 RTE_HEADER = ["index", "sentence1", "sentence2", "label"]

@@ -9,7 +9,7 @@ from helpers import task_settings
 
 from distill_sweep.data.glue import load_raw, load_task_data
 from distill_sweep.data.holdout import HOLDOUT, holdout_rows, tuning_data
-from distill_sweep.toy import build_toy_tokenizer
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
 
 def test_the_rows_split_the_training_split_by_seed() -> None:

@@ -4,7 +4,8 @@ from collections import Counter
 
 import numpy as np
 
-from distill_sweep.toy import LABEL_NAMES, NEGATIVE, POSITIVE, build_toy_tokenizer, generate_toy, vocabulary
+from distill_sweep.data.toy import LABEL_NAMES, generate_toy
+from distill_sweep.models.toy_vocabulary import NEGATIVE, POSITIVE, build_toy_tokenizer, vocabulary
 
 
 def rows(ds):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from distill_sweep.data.unknown_tokens import unknown_share, warn_if_unreadable
-from distill_sweep.toy import build_toy_tokenizer
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
 
 def test_the_share_counts_unknown_tokens_among_the_non_special_ones() -> None:

@@ -17,9 +17,9 @@ from distill_sweep.data.decoder import IGNORE, from_instructions
 from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.students.prune import block_importance, prune_layers
 from distill_sweep.teachers.sparse_store import open_or_build_topk
-from distill_sweep.toy import build_toy_tokenizer
 
 FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",
         "procedure.epochs=1", "max_steps_per_epoch=4", "student.num_layers=2"]
@@ -264,7 +264,7 @@ def test_a_decoder_tokenizer_packs_the_corpus_in_memory_as_the_cache_does(tmp_pa
 
     from distill_sweep.data.corpus_settings import CorpusSettings
     from distill_sweep.data.decoder import from_corpus
-    from distill_sweep.toy import _build_backend
+    from distill_sweep.models.toy_vocabulary import _build_backend
 
     settings = CorpusSettings(name="toy", source="toy", num_documents=40, dev_documents=5, max_seq_length=32)
     toy = build_toy_tokenizer(shared_cache)

@@ -11,7 +11,7 @@ from helpers import compose_cfg, records, run_cli_preloaded
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
-from distill_sweep.toy import pieces_vocabulary, vocabulary
+from distill_sweep.models.toy_vocabulary import pieces_vocabulary, vocabulary
 
 STUDENT = ["student=fresh", "student.num_layers=2", "student.hidden_size=32", "student.num_attention_heads=2",
            "student.intermediate_size=64"]

@@ -124,7 +124,7 @@ def test_the_stage_scores_the_student_as_lm_eval_scores_the_saved_model(tmp_path
     # the teacher: scored once on the same documents, its scores those of the stage on the cached teacher itself
     from transformers import AutoModelForCausalLM
 
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     teacher = block["teacher"]
     assert teacher["cache"] == "built" and teacher["docs"] == block["docs"]
@@ -166,9 +166,9 @@ def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Pat
     import torch
     from tiny_models import tiny_llama
 
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
     from distill_sweep.procedures.lm_eval_stage import evaluate
     from distill_sweep.procedures.settings import LMEvalSettings
-    from distill_sweep.toy import build_toy_tokenizer
 
     tokenizer = build_toy_tokenizer(tmp_path / "tok")
     model = tiny_llama(layers=2)

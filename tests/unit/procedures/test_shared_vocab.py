@@ -21,13 +21,13 @@ from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
 from distill_sweep.models.capture import Features
 from distill_sweep.models.generation import generate_responses
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer, vocabulary
 from distill_sweep.models.vocabularies import Vocabulary, shared_prefix, vocabulary_of, wide_vocabulary
 from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
 from distill_sweep.procedures.causal_lm import check_shared_data
 from distill_sweep.teachers.decoder import greedy_responses, lm_evaluator
-from distill_sweep.toy import build_toy_tokenizer, vocabulary
 
 STUDENT = ["student=fresh", "student.num_layers=2", "student.hidden_size=32", "student.num_attention_heads=2",
            "student.intermediate_size=64"]

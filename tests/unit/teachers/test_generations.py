@@ -13,13 +13,13 @@ from tiny_models import tiny_llama
 
 from distill_sweep.data.decoder import from_instructions, special_tokens
 from distill_sweep.data.decoder_settings import InstructionSettings
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.teachers.generations import (
     GenerationsMismatchError,
     check_prompts,
     generations_key,
     open_or_build_generations,
 )
-from distill_sweep.toy import build_toy_tokenizer
 
 CPU = torch.device("cpu")
 

@@ -12,8 +12,8 @@ from tiny_models import tiny_gpt2, tiny_llama
 
 from distill_sweep.data.decoder import from_instructions, special_tokens
 from distill_sweep.data.decoder_settings import InstructionSettings
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.teachers.decoder import greedy_responses, lm_evaluator
-from distill_sweep.toy import build_toy_tokenizer
 
 
 def one_row_greedy(model, prompt: list[int], steps: int, eos: int) -> list[int]:

@@ -23,11 +23,11 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from distill_sweep.data.decoder import from_instructions, special_tokens
 from distill_sweep.data.decoder_settings import InstructionSettings
 from distill_sweep.errors import ConfigError
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.teachers.engine import PYTHON_ENV, check_engine
 from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_store import SAMPLED, TOP_K
 from distill_sweep.teachers.sparse_store import open_or_build_topk
-from distill_sweep.toy import build_toy_tokenizer
 
 pytestmark = pytest.mark.vllm
 CPU = torch.device("cpu")

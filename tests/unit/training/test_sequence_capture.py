@@ -16,9 +16,9 @@ from tiny_models import tiny_llama
 
 from distill_sweep.data.decoder import from_instructions
 from distill_sweep.data.decoder_settings import InstructionSettings
+from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
 from distill_sweep.records.predictions import PREDICTIONS, PredictionsError, read_predictions
 from distill_sweep.teachers.decoder import lm_evaluator
-from distill_sweep.toy import build_toy_tokenizer
 from distill_sweep.training.prediction_capture import SequenceCapture, sequences_hash
 
 
