@@ -217,9 +217,11 @@ class RecipeSettings:
     epochs: int = field(default=10, metadata={"ge": 1})  # epochs per stage
     # share of the updates spent warming up
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    num_train: int | None = field(default=None, metadata={"ge": 2, **UNHASHED_AT_DEFAULT})  # toy only: training examples
+    # toy only: training examples (the GLUE tasks do not write these three: at null, left out of the hash)
+    num_train: int | None = field(default=None, metadata={"ge": 2, **UNHASHED_AT_DEFAULT})
     num_dev: int | None = field(default=None, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})  # toy only: dev examples
-    seed: int | None = field(default=None, metadata={**SEED_RANGE, **UNHASHED_AT_DEFAULT})  # toy only: the generator's seed
+    # toy only: the data generator's seed
+    seed: int | None = field(default=None, metadata={**SEED_RANGE, **UNHASHED_AT_DEFAULT})
 
 
 METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
@@ -257,7 +259,8 @@ class TaskSettings:
     is_regression: bool = False  # a regression task (STS-B): MSE on one output
     # the dev splits evaluated: our name -> the dataset's split
     dev_splits: dict[str, str] = field(default_factory=lambda: {"validation": "validation"})
-    train_size: int | None = field(default=None, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})  # the dry run's cost estimate
+    # for the dry run's cost estimate (the toy task does not write it, nor `tsv`: at null, left out of the hash)
+    train_size: int | None = field(default=None, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})
     max_train_samples: int | None = field(default=None, metadata={"ge": 1})  # seeded subset for pilot runs
     max_dev_samples: int | None = field(default=None, metadata={"ge": 1})  # the same for every dev split
     # picks those subsets; fixed, so every training seed sees the same data
