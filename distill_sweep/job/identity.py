@@ -91,7 +91,7 @@ class JobIdentity:
         return self.config.objective
 
     @property
-    def composed(self) -> Mapping[str, Any]:  # the config as composed (job/config.py's shim): the record keeps it
+    def composed(self) -> Mapping[str, Any]:  # the config as composed (job/config.py): the record keeps it
         return self.config.composed
 
     @property
