@@ -3,9 +3,13 @@
 A wrong key, type or range is one `ConfigError` line naming the key, the value and what is allowed, raised
 when the job is validated (before anything is loaded or written), for every job of a sweep.
 
-Ranges live in the field's metadata: `field(default=3, metadata={"ge": 1})` (also `gt`, `le`, `lt`). A key
-added after configs were hashed says `UNHASHED_AT_DEFAULT` there: at its default it is left out of the config
-hash (`new_keys_at_default`), so the jobs hashed before it keep their hash.
+Ranges live in the field's metadata: `field(default=3, metadata={"ge": 1})` (also `gt`, `le`, `lt`), and so does
+what of a field makes a job what it is, read by `hashed_form` (the settings' part of a config hash):
+- `NOT_HASHED`: never in the hash (where and how a job runs, not what it computes: directories, logging, device);
+- `UNHASHED_AT_DEFAULT`: a key added after configs were hashed, left out at its default (`new_keys_at_default`),
+  so the jobs hashed before it keep their hash; `unhashed_at(value)` the same at another value (the one every job
+  had before the key existed);
+- nothing: always hashed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,14 @@ LEARNING_RATE = {"gt": 0.0, "le": 1.0}
 TEMPERATURE = {"ge": 1e-3, "le": 1e3}
 LOSS_WEIGHT = {"ge": 0.0, "le": 1e6}
 UNHASHED_AT_DEFAULT = {"unhashed_at_default": True}  # a field's metadata (merged with its bounds, if any)
+NOT_HASHED = {"hashed": False}  # a field's metadata: never in the config hash
+
+
+def unhashed_at(value: Any) -> dict[str, Any]:
+    """A field's metadata: left out of the config hash while it holds `value` (the jobs' value before the key)."""
+    return {"unhashed_at": value}
+
+
 _BOUNDS = {"ge": (">=", lambda v, b: v >= b), "gt": (">", lambda v, b: v > b),
            "le": ("<=", lambda v, b: v <= b), "lt": ("<", lambda v, b: v < b)}
 
@@ -56,6 +68,10 @@ def parse(cls: type[T], node: Any, where: str) -> T:
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{key(name)} is required")
     obj = cls(**kwargs)
+    # numbers written in another form than the typed one (an integer for a float field): kept for `hashed_form`
+    written = {name: data[name] for name, value in kwargs.items() if not _same_form(data[name], value)}
+    if written:
+        object.__setattr__(obj, WRITTEN, written)
     validate = getattr(obj, "validate", None)
     if callable(validate):  # cross-field rules of the part
         validate(where)
@@ -156,18 +172,56 @@ def as_dict(settings: Any) -> dict[str, Any]:
     return dataclasses.asdict(settings)
 
 
+WRITTEN = "_written_numbers"  # the attribute of a parsed dataclass that holds its numbers as written (`parse`)
+
+
+def _same_form(raw: Any, value: Any) -> bool:
+    """Whether a checked value is written in JSON as the config wrote it (1 and 1.0 are not; a dataclass: its
+    own fields are compared when it is parsed)."""
+    if raw is value or dataclasses.is_dataclass(value):
+        return True
+    if isinstance(value, (list, tuple)):
+        return isinstance(raw, (list, tuple)) and len(raw) == len(value) and all(map(_same_form, raw, value))
+    if isinstance(value, Mapping):
+        return isinstance(raw, Mapping) and len(raw) == len(value) and all(map(_same_form, raw.values(),
+                                                                               value.values()))
+    return type(raw) is type(value) and raw == value
+
+
+def hashed_form(settings: Any, written_numbers: bool = True) -> dict[str, Any]:
+    """What of a settings dataclass makes a job what it is (its part of the config hash), by its fields' metadata
+    (module docstring); a nested settings block (a dataclass in a field, a list or a mapping) in its own hashed form.
+    `written_numbers`: a number as the config wrote it (an integer given to a float field stays one), the form the
+    config hash took of the parts hashed as composed before they were typed (run, optimizer, task, teacher,
+    procedure, corpus); False: the typed value (the student and the objective were hashed typed)."""
+    written = getattr(settings, WRITTEN, {}) if written_numbers else {}
+    out = {}
+    for f in dataclasses.fields(settings):
+        value, meta = getattr(settings, f.name), f.metadata
+        if meta.get("hashed", True) is False or ("unhashed_at" in meta and value == meta["unhashed_at"]):
+            continue
+        if meta.get("unhashed_at_default") and value == _default(f):
+            continue
+        # (as written while the value is the one parsed: `validate` may have changed it)
+        as_written = f.name in written and written[f.name] == value
+        out[f.name] = written[f.name] if as_written else _hashed_value(value, written_numbers)
+    return out
+
+
+def _hashed_value(value: Any, written_numbers: bool) -> Any:
+    if dataclasses.is_dataclass(value):
+        return hashed_form(value, written_numbers)
+    if isinstance(value, (list, tuple)):
+        return [_hashed_value(v, written_numbers) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _hashed_value(v, written_numbers) for k, v in value.items()}
+    return value
+
+
 def new_keys_at_default(settings: Any) -> set[str]:
     """The fields marked `UNHASHED_AT_DEFAULT` that are at their default (left out of the config hash)."""
     return {f.name for f in dataclasses.fields(settings)
             if f.metadata.get("unhashed_at_default") and getattr(settings, f.name) == _default(f)}
-
-
-def nested_keys_at_default(settings: Any) -> dict[str, set[str]]:
-    """Per nested settings block (a field holding a dataclass), its own `UNHASHED_AT_DEFAULT` fields at their default:
-    a key added inside a block that is hashed when set (procedure.lm_eval) leaves the jobs hashed before it as they
-    were."""
-    return {f.name: keys for f in dataclasses.fields(settings)
-            if dataclasses.is_dataclass(value := getattr(settings, f.name)) and (keys := new_keys_at_default(value))}
 
 
 def _default(f: dataclasses.Field) -> Any:

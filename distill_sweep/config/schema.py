@@ -17,7 +17,16 @@ from typing import Any, Literal
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
-from distill_sweep.config.parse import LEARNING_RATE, SEED_RANGE, as_dict, check_value, parse
+from distill_sweep.config.parse import (
+    LEARNING_RATE,
+    NOT_HASHED,
+    SEED_RANGE,
+    UNHASHED_AT_DEFAULT,
+    as_dict,
+    check_value,
+    parse,
+    unhashed_at,
+)
 from distill_sweep.config.seeds import SeedSettings
 from distill_sweep.config.space import GROUPS, check_group_choices, group_options
 from distill_sweep.config.tune import TuneSettings
@@ -91,7 +100,8 @@ class FinetuneGridSettings:
 
 @dataclass
 class RunSettings:
-    """Top-level keys of conf/config.yaml."""
+    """Top-level keys of conf/config.yaml. Their metadata says what of them makes a job (config/parse.py's
+    `hashed_form`): those that say where or how a job runs, not what it computes, are `NOT_HASHED`."""
 
     # which teacher layers initialise the student: 1, 2, 3 (the paper's skip, mixed, bottom), a rule (skip,
     # mixed, bottom/first, random) or a list of 1-based layers
@@ -105,64 +115,70 @@ class RunSettings:
     # a seed per source of variance (init, data_order, dropout, sampling), each null = `seed`: set one to fix
     # that source while `seed` sweeps the others (config/seeds.py)
     seeds: SeedSettings = field(default_factory=SeedSettings)
-    device: str = "auto"  # auto (CUDA when there is one, else CPU), cpu, cuda or cuda:N
+    device: str = field(default="auto", metadata=NOT_HASHED)  # auto (CUDA when there is one, else CPU), cpu, cuda or cuda:N
     # fp32, or bf16 autocast for the forwards (the losses stay float32)
     precision: Literal["fp32", "bf16"] = "fp32"
     # epochs of every stage (null: the task recipe's)
     epochs: int | None = field(default=None, metadata={"ge": 1})
     # caps every epoch at this many steps (demos, smoke runs; null: whole epochs)
     max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
-    eval_batch_size: int = field(default=64, metadata={"ge": 1})  # batch size of dev evaluation
-    num_workers: int = field(default=0, metadata={"ge": 0})  # DataLoader worker processes
+    eval_batch_size: int = field(default=64, metadata={"ge": 1, **NOT_HASHED})  # batch size of dev evaluation
+    num_workers: int = field(default=0, metadata={"ge": 0, **NOT_HASHED})  # DataLoader worker processes
     # torch threads of the job (null: the CPUs this process may use: its affinity mask or SLURM allocation)
-    threads: int | None = field(default=None, metadata={"ge": 1})
+    threads: int | None = field(default=None, metadata={"ge": 1, **NOT_HASHED})
     # steps between progress lines where there is no terminal (SLURM logs)
-    log_every: int = field(default=50, metadata={"ge": 1})
+    log_every: int = field(default=50, metadata={"ge": 1, **NOT_HASHED})
     # skip (and count) a step whose loss or gradient is NaN/inf instead of failing the job
     skip_nonfinite: bool = False
-    # training batches: of similar lengths (less padding), or drawn uniformly (the first versions' order)
-    batching: Literal["length", "random"] = "length"
+    # training batches: of similar lengths (less padding), or drawn uniformly (the first versions' order: left out of
+    # the hash, so the jobs from before the key keep theirs)
+    batching: Literal["length", "random"] = field(default="length", metadata=unhashed_at("random"))
     # the frozen teacher's logits: from the teacher-output store where that is exact (auto), always from it
-    # (store: a job where it would be wrong is refused), or from the teacher at every step (live)
-    teacher_outputs: Literal["auto", "store", "live"] = "auto"
+    # (store: a job where it would be wrong is refused), or from the teacher at every step (live); the same numbers
+    # (to float tolerance, tested), so not hashed: the record says which
+    teacher_outputs: Literal["auto", "store", "live"] = field(default="auto", metadata=NOT_HASHED)
     # when the job checkpoints, and whether the checkpoint is kept
-    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings)
-    # several processes: how a sharded job (FSDP2) holds its teacher
-    fsdp: FsdpSettings = field(default_factory=FsdpSettings)
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings, metadata=NOT_HASHED)
+    # several processes: how a sharded job (FSDP2) holds its teacher (the same numbers: the teacher's forward,
+    # gathered or not)
+    fsdp: FsdpSettings = field(default_factory=FsdpSettings, metadata=NOT_HASHED)
     # checks of the teacher before it is distilled
-    guards: GuardSettings = field(default_factory=GuardSettings)
+    guards: GuardSettings = field(default_factory=GuardSettings, metadata=NOT_HASHED)
     # the result store: records, checkpoints, tables (relative: to the launch directory)
-    results_dir: str = "results"
+    results_dir: str = field(default="results", metadata=NOT_HASHED)
     # fine-tuned teachers, teacher-output stores, corpora, augmented splits, vocabularies ($DISTILL_SWEEP_CACHE,
     # else ~/.cache/distill_sweep: conf/config.yaml's value, resolved)
     cache_dir: str = field(default_factory=lambda: os.environ.get("DISTILL_SWEEP_CACHE",
                                                                   str(Path.home() / ".cache" / "distill_sweep")),
-                           metadata={"shown_default": "$DISTILL_SWEEP_CACHE, else ~/.cache/distill_sweep"})
-    dry_run: bool = False  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (sweep/sweeper.py)
+                           metadata={"shown_default": "$DISTILL_SWEEP_CACHE, else ~/.cache/distill_sweep",
+                                     **NOT_HASHED})
+    dry_run: bool = field(default=False, metadata=NOT_HASHED)  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (sweep/sweeper.py)
     # `-m +dry_run=true +dry_run_list=true`: the dry run lists every job it would run, not the first 20
-    dry_run_list: bool = False
+    dry_run_list: bool = field(default=False, metadata=NOT_HASHED)
     # `-m +plan_seeds=true`: the dry run, plus the seeds each comparison needs from a pilot (analysis/seed_plan.py)
-    plan_seeds: bool = False
+    plan_seeds: bool = field(default=False, metadata=NOT_HASHED)
     # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
     # then stop (no record), so the grid's jobs find both ready instead of queueing on one lock
-    prepare_only: bool = False
-    # the fine-tune grid that follows a distillation in the same sweep (distill_sweep/sweep/chain.py)
-    finetune_grid: FinetuneGridSettings | None = None
+    prepare_only: bool = field(default=False, metadata=NOT_HASHED)
+    # the fine-tune grid that follows a distillation in the same sweep (distill_sweep/sweep/chain.py): the jobs a
+    # sweep runs after this one, not this job
+    finetune_grid: FinetuneGridSettings | None = field(default=None, metadata=NOT_HASHED)
     # a sweep's jobs that share batches (sweep/packs.py's rule) trained in lockstep in one process, one teacher
-    # forward per batch for all of them (auto), or one process per job (off)
-    pack: Literal["auto", "off"] = "auto"
+    # forward per batch for all of them (auto), or one process per job (off); a pack's members compute what they
+    # would alone (bit-identical, tested)
+    pack: Literal["auto", "off"] = field(default="auto", metadata=NOT_HASHED)
     # at most this many jobs in one pack (they share one process's memory: each holds its student and optimizer)
-    pack_size: int = field(default=10, metadata={"ge": 1})
+    pack_size: int = field(default=10, metadata={"ge": 1, **NOT_HASHED})
     # set by the sweeper on a pack's process: the file that lists its members' configs (sweep/packs.py)
-    pack_file: str | None = None
+    pack_file: str | None = field(default=None, metadata=NOT_HASHED)
     # a tuning budget per arm of a sweep, its search space and holdout (config/tune.py; trials 0: off)
     tune: TuneSettings = field(default_factory=TuneSettings)
     # set by the sweeper on a tuning trial's job: its trial number; it trains without tune.holdout's share of the
     # training split and is scored on that share, never on a dev split (sweep/tune.py)
-    tune_trial: int | None = field(default=None, metadata={"ge": 0})
+    tune_trial: int | None = field(default=None, metadata={"ge": 0, **UNHASHED_AT_DEFAULT})
     # set by the sweeper on a tuned grid job: the file of its arm's chosen values and study (sweep/tune.py), which
-    # its record copies as `tuned`
-    tune_chosen: str | None = None
+    # its record copies as `tuned` (where the values came from: the values themselves are in the config)
+    tune_chosen: str | None = field(default=None, metadata=NOT_HASHED)
 
     def validate(self, where: str) -> None:
         dev = self.device
@@ -201,9 +217,11 @@ class RecipeSettings:
     epochs: int = field(default=10, metadata={"ge": 1})  # epochs per stage
     # share of the updates spent warming up
     warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    num_train: int | None = field(default=None, metadata={"ge": 2})  # toy only: training examples
-    num_dev: int | None = field(default=None, metadata={"ge": 1})  # toy only: dev examples
-    seed: int | None = field(default=None, metadata=SEED_RANGE)  # toy only: the data generator's seed
+    # toy only: training examples (the GLUE tasks do not write these three: at null, left out of the hash)
+    num_train: int | None = field(default=None, metadata={"ge": 2, **UNHASHED_AT_DEFAULT})
+    num_dev: int | None = field(default=None, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})  # toy only: dev examples
+    # toy only: the data generator's seed
+    seed: int | None = field(default=None, metadata={**SEED_RANGE, **UNHASHED_AT_DEFAULT})
 
 
 METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
@@ -241,13 +259,14 @@ class TaskSettings:
     is_regression: bool = False  # a regression task (STS-B): MSE on one output
     # the dev splits evaluated: our name -> the dataset's split
     dev_splits: dict[str, str] = field(default_factory=lambda: {"validation": "validation"})
-    train_size: int | None = field(default=None, metadata={"ge": 1})  # for the dry run's cost estimate
+    # for the dry run's cost estimate (the toy task does not write it, nor `tsv`: at null, left out of the hash)
+    train_size: int | None = field(default=None, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})
     max_train_samples: int | None = field(default=None, metadata={"ge": 1})  # seeded subset for pilot runs
     max_dev_samples: int | None = field(default=None, metadata={"ge": 1})  # the same for every dev split
     # picks those subsets; fixed, so every training seed sees the same data
     subset_seed: int = field(default=0, metadata=SEED_RANGE)
     # the TSV layout under data_dir (null: the task has no TSV layout, so data_dir cannot be read)
-    tsv: TsvSettings | None = None
+    tsv: TsvSettings | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
     # offline augmentation of the training split: a name or a mapping; the augment part owns and checks its
     # settings (augment.parse_augment, called by job.identify)
     augment: Any = "none"
@@ -299,13 +318,14 @@ class TeacherSettings:
     # the job's process) or vllm (a vLLM engine in its own process and environment: teachers/engine.py)
     engine: Literal["hf", "vllm"] = "hf"
     # the vLLM engine's python (null: $DISTILL_SWEEP_VLLM_PYTHON, else the checkout's .venv-vllm/bin/python)
-    engine_python: str | None = None
+    engine_python: str | None = field(default=None, metadata=NOT_HASHED)
     # how the teacher is fine-tuned on the task (cached once per setting)
     finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
     # An ensemble teacher (MT-DNN): its members, each this block overridden by an entry, an integer being the
     # fine-tuning seed (`[1, 2, 3]`) and a mapping any teacher keys (`{finetune: {seed: 2}}`, another
-    # backbone); null = one teacher. Left out of the teacher presets, so their ids and hashes stay as they were.
-    ensemble: list[Any] | None = None
+    # backbone); null = one teacher. Left out of the teacher presets and of the hash at null, so their ids and
+    # hashes stay as they were.
+    ensemble: list[Any] | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
 
     def validate(self, where: str) -> None:
         if self.name_or_path is None and not self.config:

@@ -3,7 +3,7 @@
 An arm is one cell of the grid without its seed. With `tune.trials` > 0 the sweeper gives every arm the same
 number of trials, from the same sampler and seed, each trained on the training split less a seeded holdout and
 scored on that holdout (never on a reported dev split); the grid's jobs then run with each arm's best values
-(sweep/tune.py). At its defaults the block is off and leaves every config hash as it was (job/identity.py).
+(sweep/tune.py). At its defaults the block is off and leaves every config hash as it was (job/hashed.py).
 
 This module checks the block on its own (types, ranges, the shape of the space); the rules that need a job's
 config (a key that exists and that the arm reads, not the teacher's, a holdout of at least a batch) are
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import SEED_RANGE
+from distill_sweep.config.parse import NOT_HASHED, SEED_RANGE
 from distill_sweep.errors import ConfigError
 
 
@@ -33,8 +33,10 @@ class Range:
 
 @dataclass
 class TuneSettings:
-    # trials per arm (0: no tuning, the default: the grid runs at its configured values)
-    trials: int = field(default=0, metadata={"ge": 0})
+    # trials per arm (0: no tuning, the default: the grid runs at its configured values). Not hashed: a larger budget
+    # continues the same studies (the trials' jobs, and a grid job whose chosen values did not change, stay the same
+    # jobs); the block is hashed only while tuning is on (job/hashed.py)
+    trials: int = field(default=0, metadata={"ge": 0, **NOT_HASHED})
     # the keys tuned: a job-config key (objective.temperature, optimizer.lr) -> {low, high, log} or a list of choices
     # (null: none)
     space: dict[str, Any] | None = None
@@ -45,8 +47,9 @@ class TuneSettings:
     # the holdout metric maximised (null: the task's primary metric)
     metric: str | None = None
     # trials of one arm asked together and launched side by side (a SLURM array of that many workers per arm);
-    # each is drawn without the others' scores, so the same seed and the same value give the same trials
-    parallel: int = field(default=1, metadata={"ge": 1})
+    # each is drawn without the others' scores, so the same seed and the same value give the same trials (how they are
+    # scheduled, not what a trial computes: not hashed)
+    parallel: int = field(default=1, metadata={"ge": 1, **NOT_HASHED})
     # the sampler's seed and the holdout's: the same seed gives the same trials and the same holdout
     seed: int = field(default=0, metadata=SEED_RANGE)
 

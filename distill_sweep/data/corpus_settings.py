@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from distill_sweep.config.parse import SEED_RANGE
+from distill_sweep.config.parse import SEED_RANGE, UNHASHED_AT_DEFAULT
 from distill_sweep.errors import ConfigError
 
 BINARY_PROBE = 8192  # bytes read from the start of a text file to tell it is not binary
@@ -26,10 +26,11 @@ class SourceSettings:
     hub_config: str | None = None  # the hub dataset's config
     split: str = "train"  # the split read
     text_field: str = "text"  # the column that holds the text (parquet, hub)
-    revision: str | None = None  # hub: a commit, tag or branch (part of the cache key)
+    # hub: a commit, tag or branch (part of the cache key)
+    revision: str | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
     # consecutive rows joined into one document: 1 for a document per row (Wikipedia); a sentence-per-row corpus
     # (BookCorpus) needs more, or every sequence would be one short sentence
-    rows_per_document: int = field(default=1, metadata={"ge": 1})
+    rows_per_document: int = field(default=1, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})
 
     def validate(self, where: str) -> None:
         if self.source in ("text_files", "parquet") and not self.path:
@@ -46,7 +47,8 @@ class CorpusSettings(SourceSettings):
     name: str  # the corpus' name (the record's task is pretrain_NAME)
     # where its own documents come from: toy (generated), text_files, parquet or hub
     source: Literal["toy", "text_files", "parquet", "hub"]  # type: ignore[assignment]  (the toy one too)
-    also: list[SourceSettings] = field(default_factory=list)  # more sources, read after this one (in order)
+    # more sources, read after this one (in order)
+    also: list[SourceSettings] = field(default_factory=list, metadata=UNHASHED_AT_DEFAULT)
     num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only: documents generated
     seed: int = field(default=0, metadata=SEED_RANGE)  # toy only: the generator's seed
     # read at most this many documents (null: all)

@@ -4,11 +4,10 @@
 optimizer, task (its augmentation included), teacher and logger groups, an ensemble's members, the procedure,
 the student and the objective. A procedure whose data is not the task (a corpus) describes its own task here.
 
-The one compatibility shim: the config as composed (`JobConfig.composed`, read-only) is kept beside the typed
-settings, and the config hash, the teacher cache keys and the check for ignored settings are taken from it
-(job/identity.py, job/teacher_keys.py). Earlier versions hashed the config as composed, where the typed form fills
-in defaults that configs never wrote (`teacher.ensemble`, a task's recipe fields); taking the same form keeps every
-existing hash and cache key, so old records and checkpoints are still found. Nothing below the job reads it.
+The config as composed (`JobConfig.composed`, read-only) is kept beside the typed settings for what must see the
+config as the user wrote it: the check for settings a procedure ignores (job/identity.py) and the record's config.
+The config hash and the teacher cache keys are taken from the typed settings (job/hashed.py, job/teacher_keys.py).
+Nothing below the job reads it.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ class JobConfig:
     # the task as configured: settings.task unless the procedure reads a corpus and describes its own task
     # (teachers are fine-tuned on, and keyed by, the configured one)
     configured_task: TaskSettings
-    composed: Mapping[str, Any]  # the config as composed, read-only: the compatibility shim (module docstring)
+    composed: Mapping[str, Any]  # the config as composed, read-only (module docstring says who reads it)
 
 
 def parse_job(cfg: DictConfig) -> JobConfig:

@@ -1,8 +1,9 @@
 """A job's identity, decided from the config alone, before torch or any data or model is loaded.
 
 This is where the composed config ends: `identify` types it in one pass (job/config.py's `parse_job`), applies
-the rules between the parts and derives the keys of the shared stores and the config hash (from the config as
-composed: `JobConfig.composed`, the one compatibility shim); every module below receives typed settings only.
+the rules between the parts and derives the keys of the shared stores (teacher_keys.py) and the config hash
+(hashed.py) from the typed settings; every module below receives typed settings only. The config as composed
+(`JobConfig.composed`) is read here only to tell which settings the user chose (`_ignored`).
 
 `identify` reads the config alone (typed settings with every part's own settings, the rules between the
 parts, config hash, result directory): the command line calls it before the training code is imported, so a
@@ -22,13 +23,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from distill_sweep.config.parse import as_dict, nested_keys_at_default, new_keys_at_default
 from distill_sweep.config.schema import ConfigSettings
-from distill_sweep.config.seeds import JobSeeds, hashed_seeds, job_seeds
+from distill_sweep.config.seeds import JobSeeds, job_seeds
 from distill_sweep.config.space import default_choices, option_defaults
 from distill_sweep.data.task_files import check_files
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.config import JobConfig, parse_plain
+from distill_sweep.job.hashed import hashed_config, map_is_init, samples
 from distill_sweep.job.plain_config import plain_config
 from distill_sweep.job.stated_config import DEPTH_KEYS, stated_int, stated_teacher_config
 from distill_sweep.job.teacher_keys import teacher_specs
@@ -90,7 +91,7 @@ class JobIdentity:
         return self.config.objective
 
     @property
-    def composed(self) -> Mapping[str, Any]:  # the config as composed (job/config.py's shim): the record keeps it
+    def composed(self) -> Mapping[str, Any]:  # the config as composed (job/config.py): the record keeps it
         return self.config.composed
 
     @property
@@ -128,10 +129,9 @@ def identify(cfg: DictConfig) -> JobIdentity:
 def identify_plain(composed: dict[str, Any]) -> JobIdentity:
     """`identify` of a config already made plain (job.plain_config's form); every check is the same."""
     job = parse_plain(composed)
-    config, settings, procedure, procedure_settings = job.composed, job.settings, job.procedure, job.procedure_settings
+    settings, procedure, procedure_settings = job.settings, job.procedure, job.procedure_settings
     kind, student, objective = job.student_kind, job.student, job.objective
-    # keyed by the task as configured, not the one a procedure that reads no task describes (its corpus')
-    teacher, members = teacher_specs(config, settings.teacher, job.members, job.configured_task)
+    teacher, members = teacher_specs(job)
     init = settings.run.init
     if procedure.uses_student and not kind.uses_init and init_spec(init) != str(DEFAULT_INIT):
         hint = " (choose its layer map with map=)" if kind.has_layers else ""
@@ -168,12 +168,7 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
         if not decision.use_store:
             raise ConfigError(f"teacher_outputs=store: {decision.reason}, so stored teacher outputs would be "
                               "wrong or unused; use teacher_outputs=auto (the store where exact) or live")
-    hashed = _hashed(config, objective, student if procedure.uses_student else None,
-                     reads_task=procedure_settings.reads_task, reads_corpus=procedure_settings.reads_corpus(),
-                     unhashed=new_keys_at_default(procedure_settings) | procedure_settings.unread_keys(objective),
-                     samples=_samples(procedure_settings), nested=nested_keys_at_default(procedure_settings))
-    _hash_engine(hashed, settings.teacher.engine != HF
-                 and unused_reason(procedure.name, procedure_settings) is None)
+    hashed = hashed_config(job)
     digest = hashing.digest(hashed)
     base = Path(files.absolute(settings.run.results_dir))
     part = objective.name if objective is not None else procedure.name
@@ -181,9 +176,9 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
     legacy = [hashing.job_dir(base, settings.task.name, part, init_label, settings.run.seed, h)
               for h in legacy_hashes(hashed, procedure=procedure.name, student=kind.name,
                                      student_layers=getattr(student, "num_layers", None), objective=objective,
-                                     map_is_init=map_spec(hashed.get("map", "init")) == "init")]
+                                     map_is_init=map_is_init(hashed))]
     ident = JobIdentity(job, init_label, digest, out_dir, legacy, teacher, members,
-                        _ignored(config, procedure, procedure_settings))
+                        _ignored(job.composed, procedure, procedure_settings))
     _check_stated_shapes(ident)
     return ident
 
@@ -268,7 +263,7 @@ def _ignored(config: Mapping[str, Any], procedure: Procedure, procedure_settings
         for key, default in (("init", DEFAULT_INIT), ("map", "init")):
             if init_spec(config.get(key, default)) != init_spec(default):
                 out.append(f"{key}={init_spec(config[key])} (procedure={procedure.name} trains no student)")
-    if (config.get("seeds") or {}).get("sampling") is not None and not _samples(procedure_settings):
+    if (config.get("seeds") or {}).get("sampling") is not None and not samples(procedure_settings):
         out.append(f"seeds.sampling={config['seeds']['sampling']} (procedure={procedure.name} with these settings "
                    "draws no samples from the student)")
     engine = (config.get("teacher") or {}).get("engine", HF)
@@ -282,79 +277,6 @@ def _ignored(config: Mapping[str, Any], procedure: Procedure, procedure_settings
           and corpus != option_defaults("procedure", procedure.name).get("corpus")):
         out.append(f"corpus={corpus} (procedure={procedure.name} reads no corpus with these procedure settings)")
     return out
-
-
-def _samples(procedure_settings: Any) -> bool:
-    """Whether the procedure draws samples from the student (the `sampling` seed's stream)."""
-    generates = getattr(procedure_settings, "generates", None)
-    return bool(generates()) if callable(generates) else False
-
-
-def _hashed(config: Mapping[str, Any], objective: ObjectiveSettings | None, student: Any | None, reads_task: bool = True,
-            reads_corpus: bool = False, unhashed: set[str] | None = None, samples: bool = False,
-            nested: Mapping[str, set[str]] | None = None) -> dict[str, Any]:
-    """The hashed config, each part in its checked form (defaults of term settings filled in); `unhashed`: the
-    procedure's keys at a default that earlier jobs were hashed without (settings.new_keys_at_default) and
-    those the objective gives nothing to read (ProcedureSettings.unread_keys); `nested`: per settings block of the
-    procedure, its keys at such a default (parse.nested_keys_at_default)."""
-    hashed = hashing.hashed_config(config)
-    if unhashed and isinstance(hashed.get("procedure"), dict):
-        hashed["procedure"] = {k: v for k, v in hashed["procedure"].items() if k not in unhashed}
-    for block, keys in (nested or {}).items():  # the same inside a procedure's settings block (procedure.lm_eval)
-        if isinstance(hashed.get("procedure"), dict) and isinstance(hashed["procedure"].get(block), dict):
-            hashed["procedure"][block] = {k: v for k, v in hashed["procedure"][block].items() if k not in keys}
-    # A job reads the task or a corpus (task_agnostic), or neither (causal_lm's instructions): what it does not
-    # read is ignored, so not hashed.
-    if not reads_task:
-        hashed.pop("task", None)
-    if not reads_corpus:
-        hashed.pop("corpus", None)
-    if student is None:  # a procedure that builds no student ignores it
-        for key in ("student", "init", "map"):
-            hashed.pop(key, None)
-    else:
-        # a student key added at its default (student.tokenizer) leaves earlier jobs' hashes as they were
-        hashed["student"] = {k: v for k, v in as_dict(student).items() if k not in new_keys_at_default(student)}
-    if objective is None:
-        hashed.pop("objective", None)  # a procedure that does not distil ignores it
-    else:
-        hashed["objective"] = objective.to_dict()
-    if isinstance(hashed.get("task"), dict) and hashed["task"].get("augment", "none") in ("none", None):
-        hashed["task"] = {k: v for k, v in hashed["task"].items() if k != "augment"}  # jobs from before the key
-    # the sources seeded on their own (config/seeds.py); none (the default): left out, the hash of before the key
-    own_seeds = hashed_seeds(int(config.get("seed", 1)), hashed.pop("seeds", None))
-    if not samples:
-        own_seeds.pop("sampling", None)  # a job that draws no samples: the same job whatever its sampling seed
-    if own_seeds:
-        hashed["seeds"] = own_seeds
-    _hash_tune(hashed)
-    if hashed.get("batching", "random") == "random":
-        hashed.pop("batching", None)  # the only order before the key existed: those jobs keep their hash
-    if (objective is None or not objective.terms) and "map" in hashed:
-        hashed["map"] = "init"  # no intermediate term reads the layer map: it does not make another job
-    return hashed
-
-
-def _hash_engine(hashed: dict[str, Any], used: bool) -> None:
-    """The teacher block's engine in the hash only where a vLLM engine does some of the job's work (its numbers
-    differ from transformers' within a tolerance: another job); transformers' (the default, the jobs hashed before
-    the key) or an engine nothing uses: left out. Where its interpreter is: never (it says nothing of the numbers)."""
-    teacher = hashed.get("teacher")
-    if isinstance(teacher, Mapping):
-        hashed["teacher"] = {k: v for k, v in teacher.items()
-                             if k != "engine_python" and (k != "engine" or used)}
-
-
-def _hash_tune(hashed: dict[str, Any]) -> None:
-    """The tune block in the hash only where it is on: at trials 0 (the default) it changes nothing a job computes
-    and the jobs hashed before it keep their hash. Its trial count is left out: a larger budget continues the same
-    studies (the trials' jobs and a grid job whose chosen values did not change stay the same jobs); so is how
-    many are asked at once (tune.parallel: how they are scheduled, not what a trial computes)."""
-    tune = hashed.pop("tune", None)
-    if isinstance(tune, dict) and tune.get("trials", 0) > 0:
-        hashed["tune"] = {k: v for k, v in tune.items() if k not in ("trials", "parallel")}
-    if hashed.get("tune_trial") is None:
-        hashed.pop("tune_trial", None)
 
 
 def find_completed(ident: JobIdentity) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import TEMPERATURE, as_dict, new_keys_at_default, parse
+from distill_sweep.config.parse import TEMPERATURE, UNHASHED_AT_DEFAULT, hashed_form, parse
 from distill_sweep.models.model_info import ModelInfo
 
 from ..errors import ConfigError
@@ -31,10 +31,10 @@ class ObjectiveSettings:
     alpha: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
     temperature: float = field(default=2.0, metadata=TEMPERATURE)  # KD softmax temperature T (loss x T^2)
     # the KD term: "kl" (softened KL, x T^2) or "mse" (squared logit distance, Tang et al. 2019; no T)
-    kd_loss: Literal["kl", "mse"] = "kl"
+    kd_loss: Literal["kl", "mse"] = field(default="kl", metadata=UNHASHED_AT_DEFAULT)
     reference_compat: bool = False  # average over pad positions like the reference code
     # per stage kind: "constant" lr instead of linear warmup and decay (TinyBERT's intermediate stage)
-    schedules: dict[str, Literal["linear", "constant"]] = field(default_factory=dict)
+    schedules: dict[str, Literal["linear", "constant"]] = field(default_factory=dict, metadata=UNHASHED_AT_DEFAULT)
 
     def validate(self, where: str) -> None:
         if not self.stages:
@@ -58,15 +58,9 @@ class ObjectiveSettings:
             self.terms[name] = parse(TERMS[name].settings, value, f"{where}.terms.{name}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Every setting, term defaults filled in (what the config hash and the record hold)."""
-        out = as_dict(self)
-        out["terms"] = {name: {k: v for k, v in as_dict(s).items() if k not in new_keys_at_default(s)}
-                        for name, s in self.terms.items()}
-        if not self.schedules:  # the default: left out, so configs hashed before the setting existed keep their hash
-            del out["schedules"]
-        if self.kd_loss == "kl":  # the same for the default KD term
-            del out["kd_loss"]
-        return out
+        """Every setting, term defaults filled in, less the keys added at their default (what the config hash and
+        the record hold: config/parse.py's `hashed_form` of the typed values)."""
+        return hashed_form(self, written_numbers=False)
 
 
 def parse_objective(node: Any, where: str = "objective") -> ObjectiveSettings:

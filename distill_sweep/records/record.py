@@ -226,7 +226,7 @@ class Record:
     procedure: str = "task_specific"
     error: str | None = None  # the error, when failed
     traceback: str | None = None  # failed records only
-    # sha256 of the checked config less the keys that do not change what a job computes (hashing.NOT_HASHED)
+    # sha256 of the checked config less the keys that do not change what a job computes (job/hashed.py)
     config_hash: str = ""
     init: InitInfo = field(default_factory=InitInfo)  # which teacher layers initialised the student
     student: StudentInfo = field(default_factory=StudentInfo)  # the student

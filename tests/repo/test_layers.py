@@ -180,11 +180,16 @@ def test_the_records_config_is_written_once_by_new_record() -> None:
 
 
 def test_no_module_below_orchestration_reads_the_composed_config() -> None:
-    """The config as composed (JobConfig.composed, the compatibility shim of job/config.py) stays in the entry
-    and orchestration layers: below them, parts read typed settings only. The layers contract already keeps
-    `distill_sweep.job` out of their imports; this keeps the dict itself from being handed down and read."""
+    """The config as composed (JobConfig.composed, kept by job/config.py) stays in the entry and orchestration
+    layers: below them, parts read typed settings only. The layers contract already keeps `distill_sweep.job` out
+    of their imports; this keeps the dict itself from being handed down and read. In the job layer only the check
+    of the settings a user chose reads it (job/identity.py): the config hash and the teacher keys are the typed
+    config's (job/hashed.py, job/teacher_keys.py)."""
     upper = {"__main__", "cli", "plugins", "report", "bench", "status", "sweep", "job"}
     reads = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "distill_sweep").rglob("*.py"))
              if path.relative_to(ROOT / "distill_sweep").parts[0].removesuffix(".py") not in upper
              for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"\.composed\b", line)]
     assert reads == []
+    in_job = {path.name for path in sorted((ROOT / "distill_sweep" / "job").glob("*.py"))
+              if re.search(r"\.composed\b", path.read_text())}
+    assert in_job <= {"config.py", "identity.py"}
