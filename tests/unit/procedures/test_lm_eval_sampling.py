@@ -79,8 +79,8 @@ def test_each_seed_is_the_harness_run_with_that_torch_seed_and_the_scores_their_
     import torch
     from tiny_models import tiny_llama
 
+    from distill_sweep.procedures.causal_lm_settings import LMEvalSettings
     from distill_sweep.procedures.lm_eval_stage import evaluate, scored
-    from distill_sweep.procedures.settings import LMEvalSettings
     from distill_sweep.toy import build_toy_tokenizer
 
     tokenizer = build_toy_tokenizer(tmp_path / "tok")

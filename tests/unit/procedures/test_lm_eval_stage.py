@@ -166,8 +166,8 @@ def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Pat
     import torch
     from tiny_models import tiny_llama
 
+    from distill_sweep.procedures.causal_lm_settings import LMEvalSettings
     from distill_sweep.procedures.lm_eval_stage import evaluate
-    from distill_sweep.procedures.settings import LMEvalSettings
     from distill_sweep.toy import build_toy_tokenizer
 
     tokenizer = build_toy_tokenizer(tmp_path / "tok")
