@@ -52,8 +52,9 @@ def register_option(group: str, name: str, defaults: dict[str, Any], choose: Map
 
     CODE_OPTIONS.setdefault(group, {})[name] = defaults
     node = dict(defaults)
+    CODE_CHOICES.setdefault(group, {}).pop(name, None)
     if choose:
-        CODE_CHOICES.setdefault(group, {})[name] = dict(choose)
+        CODE_CHOICES[group][name] = dict(choose)
         node = {"defaults": [*({f"/{g}@_global_.{g}": option} for g, option in choose.items()), "_self_"], **node}
     ConfigStore.instance().store(group=group, name=name, node=node, provider="distill_sweep")
 
