@@ -1,6 +1,6 @@
 """How `aso_null.THRESHOLDS` is computed: the null distribution of ASO's eps_min at n seeds per side.
 
-ASO's eps_min (stats.aso_both) is not a p-value: under two identical systems it falls below the customary 0.2
+ASO's eps_min (aso.aso_both) is not a p-value: under two identical systems it falls below the customary 0.2
 far more often than 5% at few seeds (at n = 2, every A above every B happens with probability 1/6 and gives
 eps_min = 0). So the report calls A almost stochastically better only when eps_min falls below the `level`
 quantile of its distribution under the null, at the pair's n: the verdict then has a false-positive rate of
@@ -20,17 +20,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from distill_sweep.analysis import aso_null, stats
+from distill_sweep.analysis import aso, aso_null
 
 
 def null_eps(n: int, reps: int, seed: int = 0) -> np.ndarray:
     """eps_min (A better than B, and B better than A: by symmetry both are draws of the same null) of
     `reps` pairs of two independent standard normal samples of n, as the report computes it
-    (stats.aso_both at aso_null.ASO_ALPHA, no Bonferroni, stats.BOOT_SEED): 2 * reps values."""
+    (aso.aso_both at aso_null.ASO_ALPHA, no Bonferroni, aso.ASO_SEED): 2 * reps values."""
     rng = np.random.default_rng(seed)
     out = np.empty(2 * reps)
     for i in range(reps):
-        out[2 * i : 2 * i + 2] = stats.aso_both(rng.standard_normal(n), rng.standard_normal(n), aso_null.ASO_ALPHA)
+        out[2 * i : 2 * i + 2] = aso.aso_both(rng.standard_normal(n), rng.standard_normal(n), aso_null.ASO_ALPHA)
     return out
 
 

@@ -2,7 +2,7 @@
 
 THRESHOLDS[n][level]: the largest t with P(eps_min < t) <= level for two identical normal systems of n seeds
 each (REPS pairs, both directions). A pair is called almost stochastically better when eps_min < min(t,
-stats.ASO_THRESHOLD), t at the largest tabulated level <= the verdict's level (alpha over the family's pairs:
+aso.ASO_THRESHOLD), t at the largest tabulated level <= the verdict's level (alpha over the family's pairs:
 Bonferroni) and at the largest tabulated n <= the pair's n (t grows with n, so a smaller n's t is stricter;
 up to Monte Carlo noise, which makes a few neighbours differ by about 0.005 the other way, e.g. n = 5 and 6
 at 0.05).

@@ -107,8 +107,8 @@ def saved_for_backward_mb(loss_fn: Callable[..., Any], batch: dict[str, Tensor],
 def main(argv: Sequence[str] | None = None) -> int:
     from omegaconf import OmegaConf
 
-    from distill_sweep.procedures.settings import KDSettings
     from distill_sweep.procedures.task_agnostic import KDForm, loss_parts, pretrain_loss
+    from distill_sweep.procedures.task_agnostic_settings import KDSettings
 
     p = argparse.ArgumentParser(prog="python -m distill_sweep.bench.agnostic", description=__doc__.split("\n")[0])
     p.add_argument("--objectives", default=",".join(OBJECTIVES), help="comma-separated names")

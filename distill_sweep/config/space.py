@@ -6,8 +6,9 @@ option is refused before torch or Hydra are loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -19,8 +20,12 @@ CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")  # the repository's
 GROUPS = ("procedure", "teacher", "student", "objective", "task", "optimizer", "logger", "experiment", "corpus")
 BASES = ("base",)  # config files other options extend; not options themselves
 # Options whose defaults are given in code, by group: a part's settings dataclass is their one home
-# (students/base.register_student registers each student type). conf/<group>/ then holds only presets.
+# (students/base.register_student registers each student type, procedures/base.declare each procedure).
+# conf/<group>/ then holds only presets.
 CODE_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {}
+# The options of other groups that an option given in code composes with it, by group and option
+# (procedure=causal_lm: {"corpus": "toy"}); what `option_defaults` reads from a YAML's defaults list.
+CODE_CHOICES: dict[str, dict[str, dict[str, str]]] = {}
 
 
 def hydra_version_base(version: str) -> dict[str, str]:
@@ -35,16 +40,48 @@ def hydra_version_base(version: str) -> dict[str, str]:
 VERSION_BASE = hydra_version_base(metadata.version("hydra-core"))  # read without importing Hydra
 
 
-def register_option(group: str, name: str, defaults: dict[str, Any]) -> None:
+def register_option(group: str, name: str, defaults: dict[str, Any], choose: Mapping[str, str] | None = None) -> None:
     """A config-group option given in code: `group=name` composes `defaults` as if conf/<group>/<name>.yaml held
-    them (Hydra finds it in its ConfigStore, a preset's defaults list too: `- fresh`).
+    them (Hydra finds it in its ConfigStore, a preset's defaults list too: `- fresh`). `choose`: options of other
+    groups it composes first, each at the config's top level, as a YAML's defaults list would
+    (`- /corpus@_global_.corpus: toy`); the command line's `corpus=...` still overrides it.
 
     Stored as a plain mapping, not as the settings dataclass, so the composed config stays untyped: see
     docs/design.md ("A part's defaults: one home")."""
     from hydra.core.config_store import ConfigStore  # here: the early checks read the options without Hydra
 
     CODE_OPTIONS.setdefault(group, {})[name] = defaults
-    ConfigStore.instance().store(group=group, name=name, node=dict(defaults), provider="distill_sweep")
+    node = dict(defaults)
+    CODE_CHOICES.setdefault(group, {}).pop(name, None)
+    if choose:
+        CODE_CHOICES[group][name] = dict(choose)
+        node = {"defaults": [*({f"/{g}@_global_.{g}": option} for g, option in choose.items()), "_self_"], **node}
+    ConfigStore.instance().store(group=group, name=name, node=node, provider="distill_sweep")
+
+
+def config_defaults(settings: type) -> dict[str, Any]:
+    """What a part's option registered in code composes: every field of its settings dataclass at its default, as
+    plain containers (a nested dataclass as its mapping); a required field, without one, is left for the
+    command line (or the registration) to add, and so is one marked `filled_in` (set when the job is prepared)."""
+    out = {}
+    for f in dataclasses.fields(settings):
+        if f.metadata.get("filled_in"):
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            out[f.name] = _plain(f.default_factory())
+        elif f.default is not dataclasses.MISSING:
+            out[f.name] = _plain(f.default)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def group_options(group: str, user_dirs: Sequence[str] = ()) -> list[str]:
@@ -76,12 +113,18 @@ def default_choices() -> dict[str, str]:
             for group, option in entry.items() if group in GROUPS}
 
 
-@cache
 def option_defaults(group: str, option: str) -> dict[str, str]:
-    """The group options that an option's own defaults list chooses, by group (conf/procedure/causal_lm.yaml:
-    `- /corpus@_global_.corpus: toy` -> {"corpus": "toy"})."""
+    """The group options that an option's own defaults list chooses, by group (procedure=causal_lm composes
+    `corpus=toy` -> {"corpus": "toy"}): a YAML's defaults list, or what its registration in code chose."""
+    if option in CODE_CHOICES.get(group, {}):
+        return dict(CODE_CHOICES[group][option])
+    return _file_defaults(group, option)
+
+
+@cache
+def _file_defaults(group: str, option: str) -> dict[str, str]:
     path = Path(CONF_DIR) / group / f"{option}.yaml"
-    if not path.is_file():  # an option registered in code (register_option): no defaults list
+    if not path.is_file():  # an option registered in code that chooses nothing
         return {}
     config = yaml.safe_load(path.read_text()) or {}
     return {key.lstrip("/").split("@")[0]: str(value) for entry in config.get("defaults", [])

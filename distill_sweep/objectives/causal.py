@@ -20,7 +20,7 @@ ids and the teacher's log-probabilities of them at T = 1), one estimator each:
               GOLD rule): any T, but biased: the tail's mass is dropped and the head's share inflated, so the
               student's gradient is not full KD's (zero outside the k; Anshumann et al., ACL 2025), and the student's
               mass outside the k is unconstrained (DistillKit's top-k keeps the student's full softmax instead). At
-              k = 1 both sides are 1 and the loss is 0: refused (procedures/settings.py)
+              k = 1 both sides are 1 and the loss is 0: refused (procedures/causal_lm_settings.py)
   top_k_full  the teacher renormalised over its k tokens, the student's full softmax read at them (DistillKit's
               top-k): forward KL only, loss sum_j p_T,j [log p_T,j - log p_S(x_j)], gradient p_S - p_T with p_T zero
               off the k, so the student's mass outside the k is pushed down; any T. Biased still (the teacher's

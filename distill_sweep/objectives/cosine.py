@@ -17,7 +17,7 @@ from distill_sweep.models.model_info import ModelInfo, require_equal_widths
 
 from .inputs import STUDENT, TEACHER, LossInputs
 from .spec import TermSpec
-from .term_settings import TermSettings
+from .term_base import TermSettings
 
 __all__ = ["HidCos"]
 

@@ -22,8 +22,8 @@ from distill_sweep.models.model_info import ModelInfo, require_equal_widths
 
 from ..errors import ConfigError
 from .inputs import STUDENT, TEACHER, LossInputs
+from .pkd_settings import PKDSettings
 from .spec import TermSpec
-from .term_settings import PKDSettings
 
 __all__ = ["PatienceCLS", "patience_pairs"]
 

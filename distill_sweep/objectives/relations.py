@@ -27,10 +27,10 @@ from torch import Tensor, nn
 from distill_sweep.models.model_info import ModelInfo
 
 from ..errors import ConfigError
-from .attention import kl_attention_loss
+from .attention_kernels import kl_attention_loss
 from .inputs import STUDENT, TEACHER, LossInputs
+from .relations_settings import RelationSettings
 from .spec import TermSpec
-from .term_settings import RelationSettings
 
 __all__ = ["RelationKL", "common_divisors"]
 

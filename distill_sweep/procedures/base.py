@@ -7,14 +7,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from distill_sweep.config import space
 from distill_sweep.config.declared import add, find, load
 from distill_sweep.errors import ConfigError
 
 
 @dataclass
 class ProcedureSettings:
-    """Settings of a procedure that has none but its name; a procedure with settings extends this (in
-    settings.py) and overrides the hooks below where it differs (job/identity.py, job/config.py and sweep/cost.py call them)."""
+    """Settings of a procedure that has none but its name; a procedure with settings extends this (in its
+    procedures/*_settings.py) and overrides the hooks below where it differs (job/identity.py, job/config.py and
+    sweep/cost.py call them)."""
 
     name: str  # the procedure (procedure=NAME sets it)
 
@@ -69,6 +71,9 @@ class Procedure:
     # runs on several processes (torchrun, SLURM tasks) with its student sharded (FSDP2: training/fsdp.py), its
     # checkpoints too
     shards: bool = False
+    # the corpus option `procedure=<name>` composes with it (the top-level `corpus` group: its data when it reads
+    # a corpus; `corpus=...` chooses another); None: none
+    corpus: str | None = None
 
     @property
     def module(self) -> str:
@@ -95,8 +100,13 @@ PROCEDURES: dict[str, Procedure] = {}
 
 
 def declare(procedure: Procedure) -> Procedure:
-    """Add `procedure` to the registry (procedures/__init__.py declares every procedure, its code unloaded)."""
+    """Add `procedure` to the registry (procedures/declarations.py lists the package's own, their code unloaded)
+    and make `procedure=<name>` an option of the config group: its name and its settings at their dataclass
+    defaults, their one home, with the corpus it composes."""
     add(PROCEDURES, procedure.name, procedure, "procedure")
+    space.register_option("procedure", procedure.name,
+                          {"name": procedure.name, **space.config_defaults(procedure.settings)},
+                          choose={"corpus": procedure.corpus} if procedure.corpus is not None else None)
     return procedure
 
 

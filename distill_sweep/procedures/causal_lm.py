@@ -75,12 +75,12 @@ from distill_sweep.training.loop import LossFn, seed_everything
 from distill_sweep.training.prediction_capture import SequenceCapture, dev_sequences_hash
 from distill_sweep.training.stages import Stage, StageDriver
 
+from .causal_lm_settings import CausalLMSettings
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
 from .lm_eval_stage import check_tasks, run_stage, teacher_stage
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
-from .settings import CausalLMSettings
 
 STAGE = "distill"
 STUDENTS = ("truncated", "fresh")  # the student types built for decoders

@@ -21,7 +21,7 @@ from distill_sweep.teachers.finetuned import fine_tuned_teacher
 from distill_sweep.training.context import RunContext
 
 from .common import train_student
-from .settings import FastBERTSettings
+from .fastbert_settings import FastBERTSettings
 
 
 def run(ctx: RunContext) -> None:

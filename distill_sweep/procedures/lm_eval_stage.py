@@ -34,7 +34,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, write_samples
 
-from .settings import LMEvalSettings
+from .causal_lm_settings import LMEvalSettings
 
 WHERE = "procedure.lm_eval"
 SKIPPED = {"alias", "name", "sample_len", "samples"}

@@ -30,7 +30,7 @@ from distill_sweep.records.files import write_json_atomic
 from distill_sweep.training import distributed
 from distill_sweep.training.loop import to_device
 
-from .settings import CausalLMSettings
+from .causal_lm_settings import CausalLMSettings
 
 POSITION = "on_policy_position"  # a batch key: (B, 3) int64, [epoch, step, row of the global batch]
 TRAIN_STREAM, RECORD_STREAM = "on_policy_sample", "record_sample"  # the seeds of the two kinds of draws

@@ -32,7 +32,7 @@ from distill_sweep.training.context import RunContext
 from distill_sweep.training.loop import Batch, LossFn, model_inputs, predict
 
 from .common import build_student, train_student
-from .settings import PTPSettings, Thresholds
+from .ptp_settings import PTPSettings, Thresholds
 from .task_specific import distillation_stages
 
 PTP_CLASSES = ("confidently_correct", "unconfidently_correct", "confidently_wrong", "unconfidently_wrong")

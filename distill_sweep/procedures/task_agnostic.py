@@ -63,7 +63,7 @@ from distill_sweep.training.stages import Stage, StageDriver
 
 from .common import train_student
 from .sequences import accumulated, sequence_driver, stage_plan
-from .settings import MLM_ACCURACY, TaskAgnosticSettings
+from .task_agnostic_settings import MLM_ACCURACY, TaskAgnosticSettings
 
 STAGE = "pretrain"
 # Terms that read the training set's class labels (a memory bank of classes): a corpus has none.

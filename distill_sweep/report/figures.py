@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep.analysis import aso, stats
 from distill_sweep.analysis import curves as dev_curves
-from distill_sweep.analysis import stats
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.report import svg
 from distill_sweep.report.render import fmt_ci, fmt_p
@@ -114,7 +114,7 @@ def test_tip(r: dict[str, Any]) -> str:
     return (f"{r['a']} vs {r['b']}: n = {r['n']} pairs, mean(A-B) {r['mean_diff']:+.2f} "
             f"{fmt_ci(r['ci_low'], r['ci_high'])}, d = {r['d']:.2f}, p = {fmt_p(r['p'])}, "
             f"p (Holm) = {fmt_p(r['p_holm'])}, ASO eps_min A>B {r['aso_ab']:.2f} / B>A {r['aso_ba']:.2f}"
-            f" (verdict below {r.get('aso_limit', stats.ASO_THRESHOLD):.3g}), seeds needed "
+            f" (verdict below {r.get('aso_limit', aso.ASO_THRESHOLD):.3g}), seeds needed "
             f"{fmt_seeds_range(r.get('seeds_low', r['seeds']), r.get('seeds_high', r['seeds']))}"
             + (f"; {r['note']}" if r["note"] else ""))
 

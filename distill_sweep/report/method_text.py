@@ -3,7 +3,8 @@ covers. Printed at the top of the Markdown report and in the HTML page's header,
 
 from __future__ import annotations
 
-from distill_sweep.analysis.stats import ASO_THRESHOLD, CI_TEXT, CONFIDENCE, POWER
+from distill_sweep.analysis.aso import ASO_THRESHOLD
+from distill_sweep.analysis.stats import CI_TEXT, CONFIDENCE, POWER
 
 # run.seed (config/schema.py) drives these; the teacher has its own teacher.finetune.seed, the pilot subsets
 # task.subset_seed, so neither moves with the training seed

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.analysis import aso_null, seed_plan, stats
+from distill_sweep.analysis import aso, aso_null, seed_plan, stats
 
 
 def family_level(testable: int, alpha: float) -> float:
@@ -32,9 +32,9 @@ def tests_legend(tests: pd.DataFrame, alpha: float) -> list[str]:
         "pairs (fewer than 2 matched pairs, or differences of zero variance) get no CI, d, ASO or seeds",
         f"ASO A>B, B>A: eps_min of almost stochastic order (Dror et al. 2019; deepsig's algorithm at confidence "
         f"{1 - aso_null.ASO_ALPHA:g}, on scores centred per task). eps_min is not a p-value: two identical systems give "
-        f"eps_min < {stats.ASO_THRESHOLD} in a third of the pairs at 2 seeds, so the verdict takes eps_min below the "
+        f"eps_min < {aso.ASO_THRESHOLD} in a third of the pairs at 2 seeds, so the verdict takes eps_min below the "
         f"threshold calibrated under the null at the pair's n, at alpha / (2m) = {alpha}/(2 x {m}) per direction "
-        f"(Bonferroni over the {m} testable pairs and both directions; never above {stats.ASO_THRESHOLD})",
+        f"(Bonferroni over the {m} testable pairs and both directions; never above {aso.ASO_THRESHOLD})",
         f"seeds: the seeds per row a two-sided paired t-test needs for {stats.POWER:.0%} power at Holm's first-step "
         f"level alpha/m = {alpha}/{m} = {level:.3g}, over the {100 * (1 - alpha):g}% interval of d (noncentral t): "
         "from the interval's end farthest from 0 to its end nearest 0 (\u221e: d may be 0); not one integer, because "

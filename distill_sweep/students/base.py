@@ -5,7 +5,6 @@ Torch-free: a `StudentType` names the module of its code, which is imported the 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -88,22 +87,8 @@ def register_student(kind: StudentType) -> StudentType:
     """Add a declared student type to `STUDENTS` (students/declarations.py lists the package's own) and make
     `student=<name>` an option of the config group: its settings at their dataclass defaults, their one home."""
     declared.add(STUDENTS, kind.name, kind, "student")
-    space.register_option("student", kind.name, config_defaults(kind.settings))
+    space.register_option("student", kind.name, space.config_defaults(kind.settings))
     return kind
-
-
-def config_defaults(settings: type) -> dict[str, Any]:
-    """What `student=<type>` composes: every field of the settings dataclass at its default (a required field,
-    without one, is left for the command line to add), less those marked FILLED_IN."""
-    out = {}
-    for f in dataclasses.fields(settings):
-        if f.metadata.get("filled_in"):
-            continue
-        if f.default_factory is not dataclasses.MISSING:
-            out[f.name] = f.default_factory()
-        elif f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-    return out
 
 
 def student_type(name: str) -> StudentType:

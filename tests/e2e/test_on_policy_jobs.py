@@ -17,7 +17,7 @@ import pytest
 from helpers import compose_cfg, records
 
 from distill_sweep.cli.run_job import run_job
-from distill_sweep.procedures.settings import CausalLMSettings
+from distill_sweep.procedures.causal_lm_settings import CausalLMSettings
 from distill_sweep.training.checkpoint import load_checkpoint
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 

@@ -10,9 +10,8 @@ import pytest
 from helpers import ROOT
 
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
-# the guides whose part has its settings and defaults in one place (the others still need a YAML and a shared
-# settings module: a procedure, a loss term)
-ONE_PLACE = ["add-student.md"]
+# the guides whose part has its settings and defaults in one place
+ONE_PLACE = ["add-student.md", "add-procedure.md", "add-objective.md"]
 
 
 @pytest.mark.parametrize("page", ONE_PLACE)

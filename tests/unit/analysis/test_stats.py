@@ -12,7 +12,7 @@ import pytest
 from helpers import require_module, write_record
 from scipy import stats as sps
 
-from distill_sweep.analysis import aso_null, frames, grid_status, stats
+from distill_sweep.analysis import aso, aso_null, frames, grid_status, stats
 from distill_sweep.analysis import curves as dev_curves
 from distill_sweep.analysis.paper import GLUE_TASKS
 
@@ -363,9 +363,9 @@ def test_paired_ci_excludes_zero_exactly_when_p_below_alpha() -> None:
 
 
 def test_bonferroni_level_from_statsmodels() -> None:
-    assert stats.bonferroni_alpha(0.05, 1) == 0.05
-    assert stats.bonferroni_alpha(0.05, 6) == pytest.approx(0.05 / 6)
-    assert stats.bonferroni_alpha(0.01, 20) == pytest.approx(0.0005)
+    assert aso.bonferroni_alpha(0.05, 1) == 0.05
+    assert aso.bonferroni_alpha(0.05, 6) == pytest.approx(0.05 / 6)
+    assert aso.bonferroni_alpha(0.01, 20) == pytest.approx(0.0005)
 
 
 def test_cohens_dz_by_hand_and_from_scipy_t() -> None:
@@ -416,9 +416,9 @@ def test_aso_violation_ratio_equals_deepsig() -> None:
     rng = np.random.default_rng(3)
     for n_a, n_b in ((5, 5), (2, 2), (3, 7)):
         a, b = rng.normal(80, 1, n_a), rng.normal(79.5, 1, n_b)
-        ia, ib, total_w, violation_w = stats._segments(n_a, n_b, stats.ASO_DT)
-        ours = stats._violation_ratio(np.sort(a)[ia], np.sort(b)[ib], total_w, violation_w)
-        assert float(ours) == pytest.approx(aso_mod.compute_violation_ratio(a, b, dt=stats.ASO_DT), abs=1e-12)
+        ia, ib, total_w, violation_w = aso._segments(n_a, n_b, aso.ASO_DT)
+        ours = aso._violation_ratio(np.sort(a)[ia], np.sort(b)[ib], total_w, violation_w)
+        assert float(ours) == pytest.approx(aso_mod.compute_violation_ratio(a, b, dt=aso.ASO_DT), abs=1e-12)
 
 
 def test_aso_eps_min_close_to_deepsig_with_bonferroni() -> None:
@@ -429,17 +429,17 @@ def test_aso_eps_min_close_to_deepsig_with_bonferroni() -> None:
         # Bonferroni: confidence 1 - alpha / m (deepsig's own num_comparisons raises it less for m > 2)
         ref = aso_mod.aso(a, b, confidence_level=1 - 0.05 / m, num_bootstrap_iterations=300,
                           show_progress=False, seed=1)
-        ours = np.mean([stats.aso(a, b, 0.05, m, seed=s) for s in range(5)])
+        ours = np.mean([aso.aso(a, b, 0.05, m, seed=s) for s in range(5)])
         assert ours == pytest.approx(ref, abs=0.05), m
-    assert stats.aso(a, b, 0.05, 6) >= stats.aso(a, b, 0.05, 1)  # more comparisons, a more cautious bound
+    assert aso.aso(a, b, 0.05, 6) >= aso.aso(a, b, 0.05, 1)  # more comparisons, a more cautious bound
 
 
 def test_aso_clear_order_n2_and_zero_variance() -> None:
-    assert stats.aso([90.0, 91.0, 92.0], [70.0, 71.0, 72.0]) == 0.0  # A always better: no violation
-    assert stats.aso([70.0, 71.0, 72.0], [90.0, 91.0, 92.0]) > 0.99  # (deepsig leaves the first quantile out)
-    assert stats.aso([90.0, 91.0], [70.0, 71.0]) == 0.0  # n = 2
-    assert stats.aso([3.0, 3.0], [3.0, 3.0]) == 0.5  # identical constants: deepsig's 0.5, no division by 0
-    assert math.isnan(stats.aso([], [1.0]))
+    assert aso.aso([90.0, 91.0, 92.0], [70.0, 71.0, 72.0]) == 0.0  # A always better: no violation
+    assert aso.aso([70.0, 71.0, 72.0], [90.0, 91.0, 92.0]) > 0.99  # (deepsig leaves the first quantile out)
+    assert aso.aso([90.0, 91.0], [70.0, 71.0]) == 0.0  # n = 2
+    assert aso.aso([3.0, 3.0], [3.0, 3.0]) == 0.5  # identical constants: deepsig's 0.5, no division by 0
+    assert math.isnan(aso.aso([], [1.0]))
 
 
 def test_paired_tests_add_ci_effect_aso_and_seeds() -> None:
@@ -460,9 +460,9 @@ def test_paired_tests_add_ci_effect_aso_and_seeds() -> None:
           for i, x in enumerate(a)]
     cb = [y - (np.mean(a[:3]) + np.mean(b[:3])) / 2 if i < 3 else y - (np.mean(a[3:]) + np.mean(b[3:])) / 2
           for i, y in enumerate(b)]
-    assert (row["aso_ab"], row["aso_ba"]) == pytest.approx(stats.aso_both(ca, cb))
+    assert (row["aso_ab"], row["aso_ba"]) == pytest.approx(aso.aso_both(ca, cb))
     # the verdict: below the null's calibrated threshold at 6 pairs and alpha / 2 per direction
-    assert row["aso_limit"] == min(stats.ASO_THRESHOLD, aso_null.THRESHOLDS[6][0.025])
+    assert row["aso_limit"] == min(aso.ASO_THRESHOLD, aso_null.THRESHOLDS[6][0.025])
     assert row["aso_better"] == ("A" if row["aso_ab"] < row["aso_limit"] else "")
 
 

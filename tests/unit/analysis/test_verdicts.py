@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from distill_sweep.analysis import aso_calibration, aso_null, stats
+from distill_sweep.analysis import aso, aso_calibration, aso_null, stats
 from distill_sweep.report import tables
 
 ALPHA = 0.05
@@ -29,11 +29,11 @@ def test_aso_verdict_false_positive_rate_at_most_alpha(n: int) -> None:
     """Two identical systems: the ASO verdict (either direction) in at most alpha of the pairs. Before the
     calibration, eps_min < 0.2 called one better in 33% of them at 2 seeds, 20% at 3, 15% at 4, 10% at 5."""
     rng = np.random.default_rng(100 + n)
-    limit = stats.aso_limit(n, ALPHA / 2.0)  # one pair (m = 1), per direction, as paired_tests asks
+    limit = aso.aso_limit(n, ALPHA / 2.0)  # one pair (m = 1), per direction, as paired_tests asks
     called = 0
     old = 0
     for _ in range(REPS):
-        ab, ba = stats.aso_both(rng.standard_normal(n), rng.standard_normal(n), aso_null.ASO_ALPHA)
+        ab, ba = aso.aso_both(rng.standard_normal(n), rng.standard_normal(n), aso_null.ASO_ALPHA)
         called += (ab < limit) or (ba < limit)
         old += (ab < 0.2) or (ba < 0.2)
     assert called / REPS <= _limit(called / REPS)

@@ -153,7 +153,9 @@ def test_a_temperature_that_overflows_the_scores_stops_the_draw_with_a_clear_err
     with pytest.raises(NonFiniteLossError, match=r"non-finite scores while sampling at temperature 1e-300"):
         generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"),
                            processors=sampler(1e-300, 1.0, generators([1, 2, 3])))
-    from distill_sweep.procedures.settings import MIN_TEMPERATURE  # the floor the settings refuse below
+    from distill_sweep.procedures.causal_lm_settings import (
+        MIN_TEMPERATURE,  # the floor the settings refuse below
+    )
 
     assert torch.isfinite(torch.tensor([20.0, -20.0]) / torch.tensor(MIN_TEMPERATURE, dtype=torch.float32)).all()
     cold = generate_responses(model, rows, max_new_tokens=4, eos=EOS, pad=PAD, device=torch.device("cpu"),

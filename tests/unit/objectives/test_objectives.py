@@ -14,12 +14,12 @@ import torch
 from helpers import ROOT, compose_cfg, plain
 from omegaconf import OmegaConf
 
-import distill_sweep.objectives.attention as attention
+import distill_sweep.objectives.attention_kernels as kernels
 from distill_sweep.analysis.paper import OBJECTIVE_ORDER
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.capture import Features
 from distill_sweep.objectives import TERMS
-from distill_sweep.objectives.attention import kl_attention_loss, mse_scores_sum, reference_kl_rows
+from distill_sweep.objectives.attention_kernels import kl_attention_loss, mse_scores_sum, reference_kl_rows
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.hidden import projected_mse
 from distill_sweep.objectives.prediction import prediction_loss
@@ -422,8 +422,8 @@ def test_fast_attention_paths_match_plain_formulas(
     """The tiled custom-autograd KL/MSE equal the plain autograd formulas, value and gradient: one-tile (GPU)
     path, CPU tiles cropped to the real tokens (right padding), and CPU tiles with the key mask (left
     padding cannot be cropped)."""
-    monkeypatch.setattr(attention, "TILED_DEVICES", ("cpu",) if tiled else ())
-    monkeypatch.setattr(attention, "CPU_TILE_ELEMS", 2 * 5 * 5)  # several tiles even at this size
+    monkeypatch.setattr(kernels, "TILED_DEVICES", ("cpu",) if tiled else ())
+    monkeypatch.setattr(kernels, "CPU_TILE_ELEMS", 2 * 5 * 5)  # several tiles even at this size
     torch.manual_seed(0)
     b, h, s, ds, dt = 3, 3, 5, 2, 3
     valid = mask_of([5, 3, 1], s).bool()
@@ -564,7 +564,7 @@ def test_example_without_real_tokens_same_on_both_attention_paths(
     leaves = [x for xs in s.qkv.values() for x in xs]
     results = []
     for tiled in (("cpu",), ()):
-        monkeypatch.setattr(attention, "TILED_DEVICES", tiled)
+        monkeypatch.setattr(kernels, "TILED_DEVICES", tiled)
         loss = run(obj, s, t, mask)
         grads = torch.autograd.grad(loss, leaves, allow_unused=True)
         grads = [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads, strict=True)]
@@ -592,7 +592,7 @@ def test_reference_compat_matches_reference_formulas_at_large_scores(
     """reference_compat reproduces the reference code's Att-KL (student probabilities clamped to >= 1e-7
     before the log) and Att-MSE (scores <= -100 replaced by 0), value and gradient, on scores large enough
     for both to matter.  The reference formulas are written out below in plain torch."""
-    monkeypatch.setattr(attention, "TILED_DEVICES", ("cpu",) if tiled else ())
+    monkeypatch.setattr(kernels, "TILED_DEVICES", ("cpu",) if tiled else ())
     b, h, s, dh = 2, 2, 4, 2
     g = torch.Generator().manual_seed(4)
     # std 7 entries, head_dim 2: scores of std ~50, the regime where the reference's clamp and cut-off act

@@ -15,8 +15,8 @@ from helpers import compose_cfg
 from distill_sweep.job.identity import identify
 from distill_sweep.models.capture import Features
 from distill_sweep.objectives.config import parse_objective
-from distill_sweep.procedures.settings import KDSettings
 from distill_sweep.procedures.task_agnostic import loss_parts
+from distill_sweep.procedures.task_agnostic_settings import KDSettings
 
 BASE = ["procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1"]
 

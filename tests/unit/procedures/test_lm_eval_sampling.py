@@ -80,8 +80,8 @@ def test_each_seed_is_the_harness_run_with_that_torch_seed_and_the_scores_their_
     from tiny_models import tiny_llama
 
     from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
+    from distill_sweep.procedures.causal_lm_settings import LMEvalSettings
     from distill_sweep.procedures.lm_eval_stage import evaluate, scored
-    from distill_sweep.procedures.settings import LMEvalSettings
 
     tokenizer = build_toy_tokenizer(tmp_path / "tok")
     model = tiny_llama(layers=2)

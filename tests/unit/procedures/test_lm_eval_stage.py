@@ -167,8 +167,8 @@ def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Pat
     from tiny_models import tiny_llama
 
     from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
+    from distill_sweep.procedures.causal_lm_settings import LMEvalSettings
     from distill_sweep.procedures.lm_eval_stage import evaluate
-    from distill_sweep.procedures.settings import LMEvalSettings
 
     tokenizer = build_toy_tokenizer(tmp_path / "tok")
     model = tiny_llama(layers=2)

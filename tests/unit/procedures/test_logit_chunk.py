@@ -13,7 +13,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.procedures.causal_lm import distill_loss
-from distill_sweep.procedures.settings import CausalLMSettings
+from distill_sweep.procedures.causal_lm_settings import CausalLMSettings
 
 IGNORE = -100
 

@@ -24,9 +24,9 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
 from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
+from distill_sweep.procedures.causal_lm_settings import CausalLMSettings
 from distill_sweep.procedures.on_policy import POSITION, OnPolicy, mark_positions
 from distill_sweep.procedures.sequences import rank_slice
-from distill_sweep.procedures.settings import CausalLMSettings
 from distill_sweep.training import distributed
 
 BASE = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "student.num_layers=2"]

@@ -26,7 +26,7 @@ from distill_sweep.procedures.ptp import (
     ptp_loss,
     teacher_ptp_labels,
 )
-from distill_sweep.procedures.settings import Thresholds
+from distill_sweep.procedures.ptp_settings import Thresholds
 from distill_sweep.students import BuildInputs, student_type
 from distill_sweep.students.sps_settings import SPSSettings
 from distill_sweep.training.checkpoint_files import CHECKPOINT

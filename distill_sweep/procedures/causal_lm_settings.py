@@ -1,7 +1,13 @@
-"""The procedures' own settings (conf/procedure/<name>.yaml), with the rules they check from the config alone.
+"""procedure=causal_lm: decoder-LM distillation, a causal-LM teacher (teacher=tiny_llama | tiny_gpt2 offline, or a hub
+id / directory) into a smaller decoder, on a text corpus (`corpus=`, toy unless the command line chooses another)
+or prompt/response pairs, with the next-token terms of the objective (objective=fkl | rkl | gjsd | fkl_hid_seq).
+Its code: procedures/causal_lm.py (docs/methods/decoder.md).
 
-No torch here: job.identify parses and checks these before the training code is imported. The rules that
-need the models' configs are each procedure module's `check_job` (prepare.py calls it).
+    python -m distill_sweep procedure=causal_lm teacher=tiny_llama objective=fkl init=prune
+
+Torch-free: the procedure's settings (their defaults' one home: `procedure=causal_lm` composes them,
+procedures/base.declare) and its declaration, with the rules they check from the config alone; the rules that
+need the models' configs are procedures/causal_lm.py's `check_job`.
 """
 
 from __future__ import annotations
@@ -21,77 +27,15 @@ from distill_sweep.config.parse import (
 )
 from distill_sweep.config.schema import RecipeSettings, TaskSettings
 from distill_sweep.config.seeds import derived_uniform
-from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, sources, text_files
+from distill_sweep.data.corpus_settings import CorpusSettings
 from distill_sweep.data.decoder_settings import CHOICE, InstructionSettings
 from distill_sweep.data.decoder_settings import PRIMARY as TOKEN_ACCURACY
 from distill_sweep.data.instruction_files import check_file as check_instruction_file
 from distill_sweep.errors import ConfigError
-from distill_sweep.objectives.registry import TERMS
 from distill_sweep.training.processes import requested_size
 
-from .base import ProcedureSettings
+from .base import Procedure, ProcedureSettings, declare
 
-MLM_ACCURACY = "mlm_accuracy"  # task_agnostic's primary metric: the student's dev MLM accuracy
-
-
-# ------------------------------------------------------------------------------------------ task_agnostic
-@dataclass
-class KDSettings:
-    kd_weight: float | None = field(default=None, metadata=LOSS_WEIGHT)  # null: objective.alpha
-    mlm_weight: float | None = field(default=None, metadata=LOSS_WEIGHT)  # null: 1 - objective.alpha
-    positions: Literal["masked", "all"] = "masked"  # where the KL is averaged
-
-
-@dataclass
-class TaskAgnosticSettings(ProcedureSettings):
-    map: Any = "top"  # used when the top-level `map` is left at `init`
-    # sequences per update, over all processes (the paper: 1024)
-    global_batch: int = field(default=32, metadata={"ge": 1})
-    # sequences per forward; global_batch / micro_batch are accumulated per update
-    micro_batch: int = field(default=16, metadata={"ge": 1})
-    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the corpus (unless max_steps)
-    max_steps: int | None = field(default=None, metadata={"ge": 1})  # updates in all (null: by epochs)
-    lr: float = field(default=5e-4, metadata=LEARNING_RATE)  # learning rate, unless optimizer.lr is set
-    # warmup share, unless optimizer.warmup_ratio is set
-    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    kd: KDSettings = field(default_factory=KDSettings)  # the KD term on the MLM logits
-    # the hidden-state terms (hid_seq, hid_cls) also pair the embedding outputs, as in task-specific runs;
-    # false: the mapped layers only, as the paper's reference code (its presets paper_table2/4 say false)
-    embeddings_pair: bool = field(default=True, metadata=UNHASHED_AT_DEFAULT)
-
-    reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
-
-    def validate(self, where: str) -> None:
-        ranks = requested_size()
-        if self.global_batch % (self.micro_batch * ranks):
-            raise ConfigError(f"{where}.global_batch={self.global_batch} is not a multiple of {where}.micro_batch="
-                              f"{self.micro_batch} x {ranks} process(es) (global batch = micro-batch x accumulation "
-                              "steps x processes)")
-
-    def sequences_per_step(self) -> int:
-        return self.global_batch
-
-    def unread_keys(self, objective: Any) -> set[str]:
-        # embeddings_pair changes only terms that pair the embeddings: the presets' other rows keep their hash
-        terms = objective.terms if objective is not None else {}
-        return set() if any(TERMS[name].pairs_embeddings for name in terms) else {"embeddings_pair"}
-
-    def own_task(self, corpus: Mapping[str, Any] | None) -> TaskSettings:
-        """The corpus' settings (checked) and the job's task in their terms: `pretrain_<corpus>`, scored by
-        the dev MLM accuracy."""
-        if corpus is None:
-            raise ConfigError("procedure=task_agnostic needs a corpus (corpus=toy|text_files|wikitext103|...)")
-        self.corpus = parse(CorpusSettings, corpus, "corpus")
-        for src in sources(self.corpus):  # an empty folder, no text, no parquet column: refused first
-            if src.source == "text_files":
-                text_files(str(src.path))
-            elif src.source == "parquet":
-                parquet_files(str(src.path), src.text_field)
-        return TaskSettings(name=f"pretrain_{self.corpus.name}", source=self.corpus.source,  # type: ignore[arg-type]
-                            num_labels=2, primary_metric=MLM_ACCURACY, metrics=[MLM_ACCURACY, "mlm_loss"],
-                            max_seq_length=self.corpus.max_seq_length, recipe=RecipeSettings(lr=self.lr))
-
-# ------------------------------------------------------------------------------------------ causal_lm
 # The smallest procedure.generation.temperature. Sampling divides float32 logits by it (HF's generate scores in
 # float32, whose largest value is 3.4e38): at 1e-300 the divisor rounds to 0 and every score is inf or NaN (the
 # draw was then [EOS] alone, silently). From 1e-6 up a logit overflows only beyond 3.4e32, which no model
@@ -318,58 +262,5 @@ class CausalLMSettings(ProcedureSettings):
         return TaskSettings(name=f"causal_{name}", source="toy", num_labels=2, primary_metric=TOKEN_ACCURACY,
                             metrics=metrics, max_seq_length=length, recipe=RecipeSettings(lr=self.lr))
 
-# ------------------------------------------------------------------------------------------- fastbert
-@dataclass
-class FastBERTSettings(ProcedureSettings):
-    branch_width: int = field(default=128, metadata={"ge": 1})  # width of each branch classifier
-    branch_heads: int = field(default=2, metadata={"ge": 1})  # self-attention heads of each branch
-    epochs: int = field(default=10, metadata={"ge": 1})  # of self-distillation (`epochs=` caps it for smoke runs)
-    lr_scale: float = field(default=10.0, metadata={"gt": 0.0})  # x the task's learning rate
-    # the speeds evaluated: entropy thresholds in [0, 1], 0 = the full model
-    speeds: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
-    eval_speed: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # the epochs' dev metrics
-    # the last layer's classifier, which teaches the branches: the model's own (model) or, as in FastBERT, one
-    # like the branches (fastbert), fitted to the labels on the frozen backbone first
-    teacher_head: Literal["model", "fastbert"] = field(default="model", metadata=UNHASHED_AT_DEFAULT)
-    # dropout while the branches learn: off, or as FastBERT's code trains (the frozen backbone in train mode,
-    # the branches' attention weights dropped at the backbone's attention_probs_dropout_prob)
-    dropout: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
 
-    def validate(self, where: str) -> None:
-        if self.branch_width % self.branch_heads:
-            raise ConfigError(f"{where}.branch_width={self.branch_width} is not a multiple of "
-                              f"{where}.branch_heads={self.branch_heads}")
-        bad = [s for s in self.speeds if not 0.0 <= s <= 1.0]
-        if bad or not self.speeds:
-            raise ConfigError(f"{where}.speeds={self.speeds}: every speed must be in [0, 1] (and at least one)")
-
-    def check_task(self, task: Any, where: str) -> None:
-        if task.is_regression:  # one output: no entropy to exit on, nothing for the branches to learn
-            raise ConfigError(f"procedure=fastbert exits on the entropy of class probabilities: task={task.name} "
-                              "is a regression task")
-
-# ------------------------------------------------------------------------------------------------ ptp
-@dataclass
-class Thresholds:
-    correct: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a correct prediction above this is confident
-    wrong: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a wrong prediction above this is confident
-
-
-@dataclass
-class PTPSettings(ProcedureSettings):
-    thresholds: dict[str, Thresholds] = field(default_factory=dict)  # by task name
-    epochs: int | None = field(default=None, metadata={"ge": 1})  # of the ptp stage (null: as every stage)
-
-    def pre_stage_epochs(self, stage_epochs: int) -> int:
-        """Epochs of the ptp stage, given the epochs every other stage runs (the dry run's cost counts them)."""
-        return self.epochs or stage_epochs
-
-    def check_task(self, task: TaskSettings, where: str) -> None:
-        """Rules that involve the job's task (job.identify calls this)."""
-        if task.is_regression:
-            raise ConfigError(f"procedure=ptp labels the teacher's predictions right or wrong: task={task.name} "
-                              "is a regression task")
-        if task.name not in self.thresholds:
-            raise ConfigError(f"{where}.thresholds has no entry for task={task.name} (it has: "
-                              f"{', '.join(sorted(self.thresholds)) or 'none'}); add e.g. "
-                              f"+{where}.thresholds.{task.name}={{correct:0.95,wrong:0.7}}")
+declare(Procedure("causal_lm", distils=True, settings=CausalLMSettings, shards=True, corpus="toy"))
