@@ -17,6 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from distill_sweep.config.schema import ensemble_members
+from distill_sweep.records.blocks import (
+    BLOCKS,
+    PTPInfo,
+    StudentVocab,
+    TuneTrial,
+    block_from_json,
+    block_to_json,
+)
 from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.hashing import digest
 from distill_sweep.records.legacy import objective_from_v1
@@ -256,6 +264,19 @@ class Record:
     started_at: str | None = None  # UTC, ISO 8601
     finished_at: str | None = None  # UTC, ISO 8601
     schema_version: int = SCHEMA_VERSION  # 2 (version 1 records are migrated when read)
+    # the blocks only some jobs have (records/blocks.py; null: the job has none, and result.json leaves it out)
+    tune_trial: TuneTrial | None = None  # a tuning trial's job: its number, holdout, seed and holdout_size
+    tuned: dict[str, Any] | None = None  # a grid job run at its arm's tuned values: the study's choice, as its file
+    augment: dict[str, Any] | None = None  # with task.augment: the augmented split (name, key, path, rows, ...)
+    student_vocab: StudentVocab | None = None  # a student with a tokenizer of its own: its vocabulary
+    ptp: PTPInfo | None = None  # procedure=ptp: the thresholds and the label counts
+    fsdp: dict[str, Any] | None = None  # a job sharded over several processes: how (training/fsdp.py)
+    corpus: dict[str, Any] | None = None  # procedure=task_agnostic: the corpus and its cache
+    task_agnostic: dict[str, Any] | None = None  # procedure=task_agnostic: batch, accumulation, steps, KD form
+    student_dir: str | None = None  # procedure=task_agnostic: where the distilled student is saved
+    causal_lm: dict[str, Any] | None = None  # procedure=causal_lm: its data, teacher, steps and settings
+    lm_eval: dict[str, Any] | None = None  # procedure=causal_lm with lm_eval tasks: the student's and teacher's scores
+    early_exit: list[dict[str, Any]] | None = None  # procedure=fastbert: per speed, dev metrics, exit layer, speed-up
     # keys this reader does not know, kept so that reading and writing back loses nothing
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -277,6 +298,9 @@ class Record:
         })
         for name in _PLAIN_FIELDS:
             out[name] = copy.deepcopy(getattr(self, name))
+        for name in BLOCKS:
+            if getattr(self, name) is not None:
+                out[name] = copy.deepcopy(block_to_json(getattr(self, name)))
         out.update(copy.deepcopy(self.extra))
         return out
 
@@ -313,7 +337,7 @@ class Record:
         data = _mapping(d.get("data"))
         known = {"schema_version", "status", "error", "traceback", "config_hash", "procedure", "task",
                  "objective", "seed", "seeds", "init", "student", "teacher", "data", "primary_metric", "epochs",
-                 "best", "final", *_PLAIN_FIELDS}
+                 "best", "final", *_PLAIN_FIELDS, *(name for name in BLOCKS if d.get(name) is not None)}
         epochs = d.get("epochs")
         return cls(
             task=str(d["task"]), objective=str(d["objective"]), seed=seed, status=str(d["status"]),
@@ -339,6 +363,7 @@ class Record:
             wandb=dict(d["wandb"]) if isinstance(d.get("wandb"), dict) else None,
             config=config, versions=_mapping(d.get("versions")), git_commit=_opt_str(d.get("git_commit")),
             started_at=_opt_str(d.get("started_at")), finished_at=_opt_str(d.get("finished_at")),
+            **{name: block_from_json(name, d[name]) for name in BLOCKS if d.get(name) is not None},
             extra={k: v for k, v in d.items() if k not in known},
         )
 
@@ -411,6 +436,18 @@ def load_json(path: Path) -> Any:
 def load_record(path: Path) -> Record:
     """The record at `path`; raises RecordError saying why it cannot be read."""
     return Record.from_dict(load_json(path))
+
+
+def earlier_record(path: Path) -> Record | None:
+    """The record an earlier attempt of a job left at `path` (killed, requeued or failed), or None where there is
+    none that reads as a record (absent, torn, not a record)."""
+    data = read_record(path)
+    if data is None:
+        return None
+    try:
+        return Record.from_dict(data)
+    except RecordError:
+        return None
 
 
 def write_record(path: Path, record: Record) -> None:
