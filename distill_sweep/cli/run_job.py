@@ -327,7 +327,7 @@ def new_record(job: Job, config: dict[str, Any]) -> Record:
         config["map"] = "init"
     if not job.procedure_settings.reads_task:
         config["task"] = None  # ignored (and not hashed): the job reads a corpus or its own data
-    return Record(
+    record = Record(
         task=job.task, objective=job.objective_name, seed=job.seed, seeds=job.seeds.to_dict(),
         procedure=job.procedure.name,
         config_hash=job.digest,
@@ -342,6 +342,8 @@ def new_record(job: Job, config: dict[str, Any]) -> Record:
         primary_metric=job.settings.task.primary_metric, config=config, versions=environment.package_versions(),
         git_commit=environment.git_commit(), started_at=environment.now_iso(),
     )
+    record.fill_unstated_sizes()
+    return record
 
 
 def _stated(settings: Any) -> dict[str, Any]:

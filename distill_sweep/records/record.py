@@ -280,6 +280,11 @@ class Record:
     # keys this reader does not know, kept so that reading and writing back loses nothing
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def fill_unstated_sizes(self) -> None:
+        """Sizes the student and teacher entries leave unstated (null or 0) from the teacher's inline architecture,
+        as `from_dict` reads them: a job's record says what its reader will read."""
+        _fill_sizes(self.student, self.teacher, self.config)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object written to result.json (key order as in docs/reference/records.md)."""
         out: dict[str, Any] = {"schema_version": self.schema_version, "status": self.status, "error": self.error}
@@ -328,10 +333,10 @@ class Record:
         if version == 1 and isinstance(config.get("objective"), dict):
             config = {**config, "objective": objective_from_v1(config["objective"])}
         teacher_cfg = config.get("teacher") if isinstance(config.get("teacher"), dict) else None
-        arch = _mapping((teacher_cfg or {}).get("config"))  # an inline architecture (e.g. the tiny teacher)
         init = _read_init(d.get("init"))
-        student = _read_student(_mapping(d.get("student")), arch)
-        teacher = _read_teacher(_mapping(d.get("teacher")), teacher_cfg, arch)
+        student = _read_student(_mapping(d.get("student")))
+        teacher = _read_teacher(_mapping(d.get("teacher")), teacher_cfg)
+        _fill_sizes(student, teacher, config)
         if version == 1 and teacher.hidden_size is None:
             teacher.hidden_size = student.hidden_size  # version 1 students always had the teacher's width
         data = _mapping(d.get("data"))
@@ -393,7 +398,18 @@ def _read_init(init: Any) -> InitInfo:
                     layers=[_opt_int(x, "init.layers") for x in layers])  # type: ignore[misc]
 
 
-def _read_student(s: dict[str, Any], arch: dict[str, Any]) -> StudentInfo:
+def _fill_sizes(student: StudentInfo, teacher: TeacherInfo, config: dict[str, Any]) -> None:
+    """A size the record leaves unstated (null or 0) is the one of the teacher's inline architecture, where the
+    config has one (e.g. the tiny teacher): the one rule for a record read and a record a job fills."""
+    teacher_cfg = config.get("teacher") if isinstance(config.get("teacher"), dict) else None
+    arch = _mapping((teacher_cfg or {}).get("config"))
+    student.hidden_size = _opt_int(student.hidden_size or arch.get("hidden_size"), "student.hidden_size")
+    student.num_heads = _opt_int(student.num_heads or arch.get("num_attention_heads"), "student.num_heads")
+    teacher.num_layers = _opt_int(teacher.num_layers or arch.get("num_hidden_layers"), "teacher.num_layers")
+    teacher.hidden_size = _opt_int(teacher.hidden_size or arch.get("hidden_size"), "teacher.hidden_size")
+
+
+def _read_student(s: dict[str, Any]) -> StudentInfo:
     num_layers = _opt_int(s.get("num_layers"), "student.num_layers")
     name = str(s.get("name") or "truncated")  # version 1 students were all truncated teachers
     settings = dict(s["settings"]) if isinstance(s.get("settings"), dict) else {"num_layers": num_layers}
@@ -402,21 +418,21 @@ def _read_student(s: dict[str, Any], arch: dict[str, Any]) -> StudentInfo:
         raise RecordError(f"student.layer_map {layer_map!r} is not a list of pairs")
     return StudentInfo(
         name=name, id=str(s.get("id") or ""), num_layers=num_layers,
-        hidden_size=_opt_int(s.get("hidden_size") or arch.get("hidden_size"), "student.hidden_size"),
-        num_heads=_opt_int(s.get("num_heads") or arch.get("num_attention_heads"), "student.num_heads"),
+        hidden_size=_opt_int(s.get("hidden_size"), "student.hidden_size"),
+        num_heads=_opt_int(s.get("num_heads"), "student.num_heads"),
         layer_map=[[_opt_int(x, "student.layer_map") for x in p] for p in layer_map],  # type: ignore[misc]
         settings=settings,
     )
 
 
-def _read_teacher(t: dict[str, Any], teacher_cfg: dict[str, Any] | None, arch: dict[str, Any]) -> TeacherInfo:
+def _read_teacher(t: dict[str, Any], teacher_cfg: dict[str, Any] | None) -> TeacherInfo:
     # Without a config block (hand-made records) the teacher is known by what the record names.
     settings = teacher_cfg if teacher_cfg is not None else {"name_or_path": t.get("name_or_path")}
     return TeacherInfo(
         name=str(t.get("name") or settings.get("name") or t.get("name_or_path") or "unknown"),
         id=str(t.get("id") or part_id(settings)), name_or_path=_opt_str(t.get("name_or_path")),
-        num_layers=_opt_int(t.get("num_layers") or arch.get("num_hidden_layers"), "teacher.num_layers"),
-        hidden_size=_opt_int(t.get("hidden_size") or arch.get("hidden_size"), "teacher.hidden_size"),
+        num_layers=_opt_int(t.get("num_layers"), "teacher.num_layers"),
+        hidden_size=_opt_int(t.get("hidden_size"), "teacher.hidden_size"),
         source=_opt_str(t.get("source")), path=_opt_str(t.get("path")),
         dev=dict(t["dev"]) if isinstance(t.get("dev"), dict) else None,
         majority_baseline=dict(t["majority_baseline"]) if isinstance(t.get("majority_baseline"), dict) else None,
