@@ -1,8 +1,8 @@
 """A job's record: the one `result.json` in the job's directory (hashing.job_dir), and its type.
 
 The record sits next to the job's checkpoint. The record is the only interface to the report layer. `Record` is its one
-type: jobs write `Record.to_dict()`, and the sweeper and the report read through `Record.from_dict` and
-`is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
+type: a job fills one while it runs (cli/run_job.new_record opens it, the procedures set its fields) and writes
+`Record.to_dict()` (write_record), and the sweeper and the report read through `Record.from_dict` and `is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
 docs/reference/records.md (generated from these classes). Metric values are fractions.
 """
 
@@ -221,7 +221,8 @@ class DataInfo:
 
 @dataclass
 class Record:
-    """One job's result.json. Write `to_dict()`; read with `Record.from_dict`."""
+    """One job's result.json, and the record a job fills while it runs. Write `to_dict()`; read with
+    `Record.from_dict`."""
 
     task: str  # the task's name
     objective: str  # "none" for procedure "finetune"
