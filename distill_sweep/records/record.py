@@ -282,8 +282,8 @@ class Record:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fill_unstated_sizes(self) -> None:
-        """Sizes the student and teacher entries leave unstated (null or 0) from the teacher's inline architecture,
-        as `from_dict` reads them: a job's record says what its reader will read."""
+        """Sizes the student and teacher entries leave unstated (null) from the teacher's inline architecture, as
+        `from_dict` reads them: a job's record says what its reader will read."""
         _fill_sizes(self.student, self.teacher, self.config)
 
     def to_dict(self) -> dict[str, Any]:
@@ -400,14 +400,19 @@ def _read_init(init: Any) -> InitInfo:
 
 
 def _fill_sizes(student: StudentInfo, teacher: TeacherInfo, config: dict[str, Any]) -> None:
-    """A size the record leaves unstated (null or 0) is the one of the teacher's inline architecture, where the
-    config has one (e.g. the tiny teacher): the one rule for a record read and a record a job fills."""
+    """A size the record leaves unstated (null: version 1 records) is the one of the teacher's inline architecture,
+    where the config has one (e.g. the tiny teacher): the one rule for a record read and a record a job fills. A
+    stated 0 stays (a BiLSTM student has no attention heads)."""
     teacher_cfg = config.get("teacher") if isinstance(config.get("teacher"), dict) else None
     arch = _mapping((teacher_cfg or {}).get("config"))
-    student.hidden_size = _opt_int(student.hidden_size or arch.get("hidden_size"), "student.hidden_size")
-    student.num_heads = _opt_int(student.num_heads or arch.get("num_attention_heads"), "student.num_heads")
-    teacher.num_layers = _opt_int(teacher.num_layers or arch.get("num_hidden_layers"), "teacher.num_layers")
-    teacher.hidden_size = _opt_int(teacher.hidden_size or arch.get("hidden_size"), "teacher.hidden_size")
+
+    def size(value: int | None, key: str, where: str) -> int | None:
+        return _opt_int(arch.get(key) if value is None else value, where)
+
+    student.hidden_size = size(student.hidden_size, "hidden_size", "student.hidden_size")
+    student.num_heads = size(student.num_heads, "num_attention_heads", "student.num_heads")
+    teacher.num_layers = size(teacher.num_layers, "num_hidden_layers", "teacher.num_layers")
+    teacher.hidden_size = size(teacher.hidden_size, "hidden_size", "teacher.hidden_size")
 
 
 def _read_student(s: dict[str, Any]) -> StudentInfo:

@@ -44,14 +44,22 @@ def test_a_null_block_in_a_file_is_kept_as_it_was() -> None:
 
 
 def test_a_size_left_unstated_is_the_teachers_inline_architectures_as_when_read() -> None:
-    # a BiLSTM student has no attention heads (0): read back, the record says the tiny teacher's 4
     rec = _running()
-    rec.student = StudentInfo(name="bilstm", num_layers=1, hidden_size=300, num_heads=0)
+    rec.student = StudentInfo(name="fresh", num_layers=1, hidden_size=None, num_heads=None)
     rec.teacher = TeacherInfo.from_settings(TINY_TEACHER, num_layers=None, hidden_size=32)
     rec.fill_unstated_sizes()
-    assert (rec.student.hidden_size, rec.student.num_heads) == (300, 4)
+    assert (rec.student.hidden_size, rec.student.num_heads) == (32, 4)
     assert (rec.teacher.num_layers, rec.teacher.hidden_size) == (2, 32)
     assert Record.from_dict(rec.to_dict()) == rec
+
+
+def test_a_student_without_attention_heads_is_written_and_read_with_none() -> None:
+    # a BiLSTM student states 0 heads: neither the job's record nor its reader takes the tiny teacher's 4
+    rec = _running()
+    rec.student = StudentInfo(name="bilstm", num_layers=1, hidden_size=300, num_heads=0)
+    rec.fill_unstated_sizes()
+    assert rec.student.num_heads == 0
+    assert Record.from_dict(rec.to_dict()).student.num_heads == 0
 
 
 def test_an_earlier_attempts_record_is_read_typed_or_not_at_all(tmp_path: Path) -> None:
