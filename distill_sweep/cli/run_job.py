@@ -97,8 +97,9 @@ _register_hydra_plugins()
 
 
 def run_job(cfg: DictConfig, *, alone: bool = False) -> dict[str, Any]:
-    """Run (or skip, if already completed) one job; returns its record as result.json holds it. `alone`: not one job of a sweep, so
-    a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once)."""
+    """Run (or skip, if already completed) one job; returns its record as result.json holds it. `alone`: not one
+    job of a sweep, so a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a
+    job once)."""
     from distill_sweep.job.prepare import check_machine, prepare
     from distill_sweep.training import distributed
 
@@ -290,7 +291,7 @@ def _at_baseline_line(record: Record, primary: str) -> None:
     from distill_sweep.analysis import collapse  # NumPy: after a job, not at every start (planning, refusals)
 
     level = (record.teacher.majority_baseline or {}).get(primary)
-    score = (record.best or {}).get("dev", {}).get(primary)
+    score = (record.best or {}).get("dev", {}).get(primary)  # (set: the job completed)
     if isinstance(level, (int, float)) and isinstance(score, (int, float)) and collapse.at_baseline(score, level):
         log.warning("the student's best %s %.4f is at or below the dev split's majority-class baseline %.4f: it learned "
                     "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, level)
