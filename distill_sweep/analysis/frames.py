@@ -160,7 +160,7 @@ def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
 
 def _early_exit(row: dict[str, Any], rec: Record) -> list[dict[str, Any]]:
     """The speed-accuracy curve a fastbert record holds (`early_exit`): the primary metric in percent."""
-    curve = rec.extra.get("early_exit")
+    curve = rec.early_exit
     if not isinstance(curve, list):
         return []
     metric = row["primary_metric"]
@@ -185,7 +185,7 @@ def setup_of(rec: Record) -> dict[str, Any]:
         setup["augment"] = task["augment"]
     if rec.procedure != "finetune":  # the no-KD baseline ignores the objective (records say none since)
         setup["objective"] = c.get("objective")
-    if rec.extra.get("tuned"):  # its values chosen by a tuning study: another row than the configured values'
+    if rec.tuned:  # its values chosen by a tuning study: another row than the configured values'
         setup["tuned"] = True
     return setup
 

@@ -230,8 +230,8 @@ def _records(results: Path) -> dict[str, dict[str, Any]]:
     """The records under `results` by config hash."""
     out = {}
     for path in results.rglob("result.json"):
-        record = json.loads(path.read_text())
-        out[record["config_hash"]] = record
+        written = json.loads(path.read_text())  # as written: compared key by key below
+        out[written["config_hash"]] = written
     return out
 
 
@@ -239,9 +239,9 @@ def difference(alone: dict[str, Any], packed: dict[str, Any]) -> str | None:
     """Where a member's record in the pack differs from its job alone (per-epoch losses, dev metrics, best),
     or None when they are identical."""
     name = alone["objective"]
-    for record, side in ((alone, "alone"), (packed, "in the pack")):
-        if record.get("status") != "completed":
-            return f"{name} {side}: status {record.get('status')} ({record.get('error')})"
+    for written, side in ((alone, "alone"), (packed, "in the pack")):
+        if written.get("status") != "completed":
+            return f"{name} {side}: status {written.get('status')} ({written.get('error')})"
     if len(alone["epochs"]) != len(packed["epochs"]):
         return f"{name}: {len(alone['epochs'])} epochs alone, {len(packed['epochs'])} in the pack"
     for a, b in zip(alone["epochs"], packed["epochs"], strict=True):

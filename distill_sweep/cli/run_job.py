@@ -26,9 +26,17 @@ from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_opt
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import JobIdentity, find_completed
 from distill_sweep.job.machine import job_threads
-from distill_sweep.records import environment, files
+from distill_sweep.records import environment
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
-from distill_sweep.records.record import RECORD, InitInfo, Record, StudentInfo, TeacherInfo, write_record
+from distill_sweep.records.record import (
+    RECORD,
+    InitInfo,
+    Record,
+    StudentInfo,
+    TeacherInfo,
+    earlier_record,
+    write_record,
+)
 from distill_sweep.sweep.packs import PackFailed, differing_settings, read_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
 from distill_sweep.training.processes import requested_size
@@ -89,9 +97,9 @@ _register_hydra_plugins()
 
 
 def run_job(cfg: DictConfig, *, alone: bool = False, ident: JobIdentity | None = None) -> dict[str, Any]:
-    """Run (or skip, if already completed) one job; returns its record. `alone`: not one job of a sweep, so
-    a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a job once).
-    `ident`: the job's identity where the command line has already identified `cfg` (it is not parsed again)."""
+    """Run (or skip, if already completed) one job; returns its record as result.json holds it. `alone`: not one
+    job of a sweep, so a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a
+    job once). `ident`: the job's identity where the command line has already identified `cfg` (not parsed again)."""
     from distill_sweep.job.prepare import check_machine, complete, prepare
     from distill_sweep.training import distributed
 
@@ -168,12 +176,13 @@ def run_pack(cfg: DictConfig) -> list[Any]:
     return returns
 
 
-def _return_value(record: dict[str, Any]) -> Any:
-    """A job's return to the sweeper: its best primary dev metric, or LEFT_TO_HOLDER (another process runs it)."""
-    if "left_to_holder" in record:
+def _return_value(written: dict[str, Any]) -> Any:
+    """A job's return to the sweeper (from `run_job`'s: its record as written): its best primary dev metric, or
+    LEFT_TO_HOLDER (another process runs it)."""
+    if "left_to_holder" in written:
         return LEFT_TO_HOLDER  # the sweeper waits for it (sweep/sweeper.py)
-    best = record.get("best") or {}
-    return (best.get("dev") or {}).get(record["primary_metric"])
+    best = written.get("best") or {}
+    return (best.get("dev") or {}).get(written["primary_metric"])
 
 
 def _run_locked(job: Job, config: dict[str, Any], wait: bool, pack: PackMember | None = None) -> dict[str, Any]:
@@ -224,15 +233,13 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
     if migrated is not None:
         log.info("continuing the unfinished job of %s (an earlier version's directory)", migrated)
     record_path = job.out_dir / RECORD
-    earlier = files.read_record(record_path)
+    earlier = earlier_record(record_path)
     record = new_record(job, config)
     if earlier is not None:  # an earlier attempt (killed, requeued or failed): keep its counters
-        record["attempts"] = int(earlier.get("attempts", 1)) + 1
-        for key in ("requeued", "resumed"):
-            if key in earlier:
-                record[key] = earlier[key]
+        record.attempts = earlier.attempts + 1
+        record.requeued, record.resumed = earlier.requeued, earlier.resumed
     if write:
-        write_record(record_path, Record.from_dict(record))
+        write_record(record_path, record)
     try:
         ctx = RunContext.open(job, record, sweep_group())
         ctx.pack = pack
@@ -241,49 +248,50 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
         if write and isinstance(err, ConfigError) and _nothing_trained(job, record):
             _take_back(record_path, earlier)  # bad input (a TSV row, a teacher without its head): one line, no record
             raise
-        record.update(status="failed", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc(),
-                      finished_at=environment.now_iso())
+        record.status, record.error = "failed", f"{type(err).__name__}: {err}"
+        record.traceback, record.finished_at = traceback.format_exc(), environment.now_iso()
         if write:
             try:
-                write_record(record_path, Record.from_dict(record))
+                write_record(record_path, record)
             except DiskWriteError as also:  # e.g. the disk that failed the job: the job's own error is the news
                 log.warning("the failed job's record could not be written either: %s", also)
         raise
-    record.update(status="completed", finished_at=environment.now_iso())
+    record.status, record.finished_at = "completed", environment.now_iso()
     if write:
-        write_record(record_path, Record.from_dict(record))
+        write_record(record_path, record)
         if not job.settings.run.checkpoint.keep:  # only now: a completed record that cannot be written (a full
             # disk) leaves the job to resume from its last checkpoint
             remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
-    best, primary = record["best"], job.settings.task.primary_metric
+    best, final, primary = record.best, record.final, job.settings.task.primary_metric
+    assert best is not None and final is not None  # (the procedure's train_student set them)
     what = job.objective_name if job.objective is not None else job.procedure.name
     log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", job.task,
              what, job.init.spec, job.seed, primary, best["dev"][primary],
-             best["stage"], best["epoch"], record["final"]["dev"][primary], record["wall_time_s"])
+             best["stage"], best["epoch"], final["dev"][primary], record.wall_time_s)
     _at_baseline_line(record, primary)
-    return record
+    return record.to_dict()
 
 
-def _nothing_trained(job: Job, record: dict[str, Any]) -> bool:
+def _nothing_trained(job: Job, record: Record) -> bool:
     """No epoch recorded and no checkpoint: the job failed while reading its inputs, before any training."""
-    return not record.get("epochs") and not (job.out_dir / CHECKPOINT).exists()
+    return not record.epochs and not (job.out_dir / CHECKPOINT).exists()
 
 
-def _take_back(record_path: Path, earlier: dict[str, Any] | None) -> None:
+def _take_back(record_path: Path, earlier: Record | None) -> None:
     """A job refused on bad input leaves the record as it found it: none (a first attempt) or the earlier one."""
     if earlier is None:
         record_path.unlink(missing_ok=True)
     else:
-        write_record(record_path, Record.from_dict(earlier))
+        write_record(record_path, earlier)
 
 
-def _at_baseline_line(record: dict[str, Any], primary: str) -> None:
+def _at_baseline_line(record: Record, primary: str) -> None:
     """Say when the student's best score is at its dev split's majority-class baseline (analysis/collapse.py's
     rule, the report's collapsed runs): a student that learned nothing must not look like one that did."""
     from distill_sweep.analysis import collapse  # NumPy: after a job, not at every start (planning, refusals)
 
-    level = ((record.get("teacher") or {}).get("majority_baseline") or {}).get(primary)
-    score = record["best"]["dev"].get(primary)
+    level = (record.teacher.majority_baseline or {}).get(primary)
+    score = (record.best or {}).get("dev", {}).get(primary)  # (set: the job completed)
     if isinstance(level, (int, float)) and isinstance(score, (int, float)) and collapse.at_baseline(score, level):
         log.warning("the student's best %s %.4f is at or below the dev split's majority-class baseline %.4f: it learned "
                     "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, level)
@@ -303,12 +311,12 @@ def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:
         own(ctx)
     else:
         teacher_view(ctx, fine_tuned_teacher(ctx, guard=False), None)
-    log.info("teacher outputs of %s ready: %s", job.task, record["teacher_outputs"])
-    return record
+    log.info("teacher outputs of %s ready: %s", job.task, record.teacher_outputs)
+    return record.to_dict()
 
 
-def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
-    """The record of a job that starts now (status running), as Record writes it; `config`: the job's
+def new_record(job: Job, config: dict[str, Any]) -> Record:
+    """The record of a job that starts now (status running), filled in while it runs; `config`: the job's
     composed config, resolved (the record keeps it as run)."""
     teacher, student = job.teacher_info, job.student_info
     config = dict(config)
@@ -320,7 +328,7 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
         config["map"] = "init"
     if not job.procedure_settings.reads_task:
         config["task"] = None  # ignored (and not hashed): the job reads a corpus or its own data
-    return Record(
+    record = Record(
         task=job.task, objective=job.objective_name, seed=job.seed, seeds=job.seeds.to_dict(),
         procedure=job.procedure.name,
         config_hash=job.digest,
@@ -334,7 +342,9 @@ def new_record(job: Job, config: dict[str, Any]) -> dict[str, Any]:
                                                   hidden_size=teacher.hidden_size),
         primary_metric=job.settings.task.primary_metric, config=config, versions=environment.package_versions(),
         git_commit=environment.git_commit(), started_at=environment.now_iso(),
-    ).to_dict()
+    )
+    record.fill_unstated_sizes()
+    return record
 
 
 def _stated(settings: Any) -> dict[str, Any]:

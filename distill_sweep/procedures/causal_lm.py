@@ -311,7 +311,7 @@ class CausalContext(RunContext):
                 driver.loader = mark_positions(driver.loader)
             # the student's samples at each epoch's end (the driver has read back a resumed job's history)
             samples = RecordSamples(self.policy, self.tokenizer, self.job.out_dir, driver_args["history"],
-                                    self.record["causal_lm"]["data_source"]["samples"])
+                                    self.record.causal_lm["data_source"]["samples"])
             driver.evaluate = samples.wrap(driver.evaluate)
         return join(driver, self.pack) if sink is not None else driver  # a pack member's own stage only
 
@@ -393,7 +393,7 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
         store_info = {"mode": "store", "top_k": settings.teacher_top_k, "teacher_logits": settings.logits_mode(),
                       **stored.describe(), "engine": engine.describe() if engine is not None else {"name": "hf"},
                       "bytes_per_trained_token": round(stored.bytes_per_trained_token(data.train.targets()), 1)}
-    ctx.record["teacher_outputs"] = store_info
+    ctx.record.teacher_outputs = store_info
     return data, teacher, teacher_info, stored
 
 
@@ -411,11 +411,11 @@ def run(ctx: RunContext) -> None:
     data, teacher, teacher_info, stored = teacher_and_store(ctx)
     evaluate = generation_evaluator(job, data, ctx.tokenizer)
     dev = {"validation": lambda: data.dev_batches(job.settings.run.eval_batch_size)}
-    record["teacher"].update(source=teacher_info["source"], path=teacher_info.get("path"),
-                             dev=evaluate(teacher, dev, None, ctx.device, ctx.precision))
+    record.teacher.source, record.teacher.path = teacher_info["source"], teacher_info.get("path")
+    record.teacher.dev = evaluate(teacher, dev, None, ctx.device, ctx.precision)
     baseline = unigram_baseline(data)
-    record["teacher"]["majority_baseline"] = baseline
-    check_beats_baseline(ctx, record["teacher"]["dev"], baseline, "the unigram baseline (the dev targets' most "
+    record.teacher.majority_baseline = baseline
+    check_beats_baseline(ctx, record.teacher.dev, baseline, "the unigram baseline (the dev targets' most "
                          "frequent token, always)")
     init, layer_map, pruned = student_init(ctx, teacher, data, settings)
     s_data, own = data, None
@@ -442,8 +442,8 @@ def run(ctx: RunContext) -> None:
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     sharded = fsdp.active()
     if sharded:  # several processes: FSDP2 (training/fsdp.py), before the parameters are listed
-        record["fsdp"] = fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device,
-                                        ctx.precision)
+        record.fsdp = fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device,
+                                     ctx.precision)
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     terms = shared_teacher(terms, ctx.pack)  # a pack's members: one teacher forward per batch (decoder_pack.py)
     if shared is not None and terms is not None:  # the loss's view: both sides' next tokens over the shared ids
@@ -463,17 +463,17 @@ def run(ctx: RunContext) -> None:
                                            policy if settings.on_policy > 0 else None, chunk),
                               params,
                               settings.batch_size // world.size), params, max_steps_per_epoch=cap)
-    record["init"].update(layers=list(init.layers))
-    record["data"].update(train_size=batches_per_epoch * settings.batch_size, dev_size=len(s_data.dev),
-                          dev_hash={SequenceCapture.SPLIT: dev_sequences_hash(s_data.dev)})
-    record["causal_lm"] = {
+    record.init.layers = list(init.layers)
+    record.data.train_size, record.data.dev_size = batches_per_epoch * settings.batch_size, len(s_data.dev)
+    record.data.dev_hash = {SequenceCapture.SPLIT: dev_sequences_hash(s_data.dev)}
+    record.causal_lm = {
         "data": s_data.info, "teacher": teacher_info, "family": family_of_model(teacher).name, "layer_map": layer_map,
         "prune": pruned, "ranks": world.size, "epochs": epochs, "steps": epochs * min(batches_per_epoch, cap or batches_per_epoch),
         "student_parameters": sum(p.numel() for p in student.parameters()),
         "teacher_parameters": sum(p.numel() for p in teacher.parameters()), "settings": as_dict(settings)}
     if policy is not None:  # where the responses came from: the steps on the student's samples, a few of them
         steps = min(batches_per_epoch, cap or batches_per_epoch)
-        record["causal_lm"]["data_source"] = {
+        record.causal_lm["data_source"] = {
             "on_policy": settings.on_policy, "seq_kd": settings.seq_kd, "generation": as_dict(settings.generation),
             "on_policy_steps": settings.on_policy_steps(job.seeds.sampling, epochs, steps), "steps_per_epoch": steps,
             "samples": []}  # the teacher's generations (seq_kd): causal_lm.teacher.seq_kd
@@ -481,12 +481,12 @@ def run(ctx: RunContext) -> None:
                          policy=policy)
     if own is not None:
         cctx.tokenizer = own  # the student's padding and dev sequences are in its tokens
-        record["causal_lm"]["vocabularies"] = {"teacher": {"source": tokenizer_source(job.settings.teacher),
-                                                           "size": len(ctx.tokenizer), "data": data.info["key"]},
-                                               "student": {"source": str(job.student.tokenizer), "size": len(own)},
-                                               "alignment": "the first min(n_T, n_S) response targets of each"}
+        record.causal_lm["vocabularies"] = {"teacher": {"source": tokenizer_source(job.settings.teacher),
+                                                        "size": len(ctx.tokenizer), "data": data.info["key"]},
+                                            "student": {"source": str(job.student.tokenizer), "size": len(own)},
+                                            "alignment": "the first min(n_T, n_S) response targets of each"}
     if shared is not None:
-        record["causal_lm"]["vocabularies"] = {
+        record.causal_lm["vocabularies"] = {
             "teacher": {"source": tokenizer_source(job.settings.teacher), "size": len(ctx.tokenizer)},
             "student": {"source": str(job.student.tokenizer), "size": int(arch.vocab_size)}, "shared_ids": shared,
             "alignment": "shared_prefix: the teacher's tokens on both sides, next-token terms over the shared ids",
@@ -495,6 +495,6 @@ def run(ctx: RunContext) -> None:
     train_student(cctx, student, [stage], modules)
     if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
         batch = job.settings.run.eval_batch_size
-        record["lm_eval"] = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)
-        record["lm_eval"]["teacher"] = teacher_stage(teacher, ctx.tokenizer, settings.lm_eval, teacher_info,
-                                                     ctx.cache_dir, record["lm_eval"]["docs"], batch)
+        record.lm_eval = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)
+        record.lm_eval["teacher"] = teacher_stage(teacher, ctx.tokenizer, settings.lm_eval, teacher_info,
+                                                  ctx.cache_dir, record.lm_eval["docs"], batch)

@@ -54,7 +54,7 @@ def teacher_view(ctx: RunContext, teacher: nn.Module, terms: IntermediateObjecti
             depth = 0  # stage 1 reads the stored [CLS] states: the teacher runs no layer
         info = {"mode": "store", "key": store.key, "path": str(store.path), "built": store.built, "depth": depth,
                 "cls_layers": cls_layers}
-    ctx.record["teacher_outputs"] = info
+    ctx.record.teacher_outputs = info
     return TeacherView(teacher, store, depth, forward=ctx.pack.teacher_forward if ctx.pack is not None else None)
 
 
@@ -68,18 +68,18 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     if seeds.separate_streams:  # the training draws from their own stream, whatever the new weights drew
         seed_everything(seeds.dropout)  # (a resumed job then restores the checkpoint's generators)
     driver = ctx.driver(role="student", model=student, state=state, checkpoint=job.out_dir / CHECKPOINT, key=job.digest,
-                        history=record["epochs"], seed=seeds.data_order)
+                        history=record.epochs, seed=seeds.data_order)
     if driver.resumed:
-        record["resumed"] = record.get("resumed", 0) + 1
-    tracker = Tracker(job.settings.logger, record["config"], job.out_dir, group=ctx.sweep_group, name=run_name(job),
+        record.resumed += 1
+    tracker = Tracker(job.settings.logger, record.config, job.out_dir, group=ctx.sweep_group, name=run_name(job),
                       tags=[f"task:{job.task}", f"procedure:{job.procedure.name}", f"objective:{job.objective_name}",
                             f"init:{job.init.spec}", f"seed:{job.seed}"],
                       resume_id=driver.resumed_wandb_id)
     driver.tracker = tracker
-    record["wandb"] = {"id": tracker.run_id, "dir": tracker.run_dir, "mode": job.settings.logger.mode}
+    record.wandb = {"id": tracker.run_id, "dir": tracker.run_dir, "mode": job.settings.logger.mode}
 
     def count_requeue() -> None:
-        record["requeued"] = record.get("requeued", 0) + 1
+        record.requeued += 1
         ctx.save_record()
 
     driver.on_preempt = count_requeue  # type: ignore[method-assign]
@@ -90,8 +90,9 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
         raise
     ctx.finish_record(driver)
     primary = job.settings.task.primary_metric
-    tracker.summary({f"best/{primary}": record["best"]["dev"][primary],
-                     f"final/{primary}": record["final"]["dev"][primary]})
+    assert record.best is not None and record.final is not None  # (finish_record set them)
+    tracker.summary({f"best/{primary}": record.best["dev"][primary],
+                     f"final/{primary}": record.final["dev"][primary]})
     tracker.finish()  # (the checkpoint is removed once the completed record is written: train._run)
 
 

@@ -46,4 +46,4 @@ def run(ctx: RunContext) -> None:
     stages = [dataclasses.replace(s, epochs=epochs, lr=s.lr * settings.lr_scale) for s in stages]
     train_student(ctx, model, stages, state=state)
     first_dev = next(iter(ctx.dev_loaders.values()))
-    ctx.record["early_exit"] = speed_table(model, first_dev, ctx.device, settings.speeds, ctx.metrics)
+    ctx.record.early_exit = speed_table(model, first_dev, ctx.device, settings.speeds, ctx.metrics)

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 
 from distill_sweep.data.batching import make_loader
+from distill_sweep.records.blocks import PTPInfo
 from distill_sweep.teachers.finetuned import fine_tuned_teacher
 from distill_sweep.training.context import RunContext
 from distill_sweep.training.loop import Batch, LossFn, model_inputs, predict
@@ -112,7 +113,7 @@ def run(ctx: RunContext) -> None:
     student = build_student(ctx, teacher)
     labels = teacher_ptp_labels(ctx, teacher, thresholds)
     counts = torch.bincount(labels[labels >= 0], minlength=len(PTP_CLASSES)).tolist()
-    ctx.record["ptp"] = {"thresholds": dataclasses.asdict(thresholds), "labels": dict(zip(PTP_CLASSES, counts))}
+    ctx.record.ptp = PTPInfo(thresholds=dataclasses.asdict(thresholds), labels=dict(zip(PTP_CLASSES, counts)))
     head = ptp_head(task_head(student), float(student.config.initializer_range)).to(ctx.device)
     frozen = {id(p) for p in task_head(student).parameters()}
     body = [p for p in student.parameters() if id(p) not in frozen]

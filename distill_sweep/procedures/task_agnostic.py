@@ -285,12 +285,12 @@ def run(ctx: RunContext) -> None:
     teacher = masked_lm_teacher(ctx)
     run_settings = job.settings.run
     dev = {"validation": lambda: corpus.dev_batches(run_settings.eval_batch_size)}
-    record["teacher"]["dev"] = mlm_evaluate(teacher, dev, None, ctx.device, ctx.precision)
+    record.teacher.dev = mlm_evaluate(teacher, dev, None, ctx.device, ctx.precision)
     baseline = {MLM_ACCURACY: unigram_accuracy(dev)}
-    record["teacher"]["majority_baseline"] = baseline
+    record.teacher.majority_baseline = baseline
     # a teacher no better than always predicting the most frequent token (random weights, a head that was
     # initialised when loaded) teaches nothing: refused before the student is built
-    check_beats_baseline(ctx, record["teacher"]["dev"], baseline, "the unigram baseline (the dev slice's most "
+    check_beats_baseline(ctx, record.teacher.dev, baseline, "the unigram baseline (the dev slice's most "
                          "frequent masked token, always)")
     student, head_source = build_mlm_student(ctx, teacher)
     terms, kd = loss_parts(job.objective, settings.kd, student.config, teacher.config, job.layer_map,
@@ -298,8 +298,8 @@ def run(ctx: RunContext) -> None:
     modules = {"objective": terms.to(ctx.device)} if terms is not None else {}
     sharded = fsdp.active()
     if sharded:  # several processes: FSDP2 (training/fsdp.py), before the parameters are listed
-        record["fsdp"] = fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device,
-                                        ctx.precision, keep_gathered=bool(terms is not None and terms.student_qkv_layers))
+        record.fsdp = fsdp.shard_all(student, modules, teacher, job.settings.run.fsdp.teacher, ctx.device,
+                                     ctx.precision, keep_gathered=bool(terms is not None and terms.student_qkv_layers))
     params = list(student.parameters()) + (list(terms.parameters()) if terms is not None else [])
     opt = job.settings.optimizer
     epochs, cap = stage_plan(settings, batches_per_epoch, run_settings)
@@ -310,9 +310,9 @@ def run(ctx: RunContext) -> None:
     stage = Stage(STAGE, epochs, opt.lr or settings.lr, settings.global_batch,
                   settings.warmup_ratio if opt.warmup_ratio is None else opt.warmup_ratio, loss_fn, params,
                   max_steps_per_epoch=cap)
-    record["corpus"] = corpus.describe()
-    record["data"].update(train_size=batches_per_epoch * settings.global_batch, dev_size=len(corpus.dev))
-    record["task_agnostic"] = {
+    record.corpus = corpus.describe()
+    record.data.train_size, record.data.dev_size = batches_per_epoch * settings.global_batch, len(corpus.dev)
+    record.task_agnostic = {
         "global_batch": settings.global_batch, "micro_batch": settings.micro_batch,
         "accumulation_steps": settings.global_batch // settings.micro_batch // distributed.world().size,
         "ranks": distributed.world().size, "epochs": epochs,
@@ -326,4 +326,4 @@ def run(ctx: RunContext) -> None:
         with writing(out, "the job's checkpoint is kept: the next run resumes from it and saves the student"):
             student.save_pretrained(out, state_dict=whole)
             ctx.tokenizer.save_pretrained(out)
-    record["student_dir"] = str(out)
+    record.student_dir = str(out)

@@ -39,7 +39,7 @@ def distillation_stages(ctx: RunContext, teacher: PreTrainedModel, student: PreT
     with distributed.main_first():  # several ranks: rank 0 builds the teacher-output store, the others read it
         view = teacher_view(ctx, teacher, terms)
     if fsdp.active():  # several ranks: FSDP2 (training/fsdp.py), before the stages list their parameters
-        ctx.record["fsdp"] = fsdp.shard_all(student, objective.modules(), teacher, job.settings.run.fsdp.teacher,
+        ctx.record.fsdp = fsdp.shard_all(student, objective.modules(), teacher, job.settings.run.fsdp.teacher,
                                             ctx.device, ctx.precision,
                                             keep_gathered=bool(terms is not None and terms.student_qkv_layers))
     stages = [ctx.stage(kind, fsdp.on_ranks(objective.loss_fn(kind, student, view), objective.trainable(kind, student),

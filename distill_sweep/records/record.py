@@ -1,8 +1,8 @@
 """A job's record: the one `result.json` in the job's directory (hashing.job_dir), and its type.
 
 The record sits next to the job's checkpoint. The record is the only interface to the report layer. `Record` is its one
-type: jobs write `Record.to_dict()`, and the sweeper and the report read through `Record.from_dict` and
-`is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
+type: a job fills one while it runs (cli/run_job.new_record opens it, the procedures set its fields) and writes
+`Record.to_dict()` (write_record), and the sweeper and the report read through `Record.from_dict` and `is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
 docs/reference/records.md (generated from these classes). Metric values are fractions.
 """
 
@@ -17,6 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from distill_sweep.config.schema import ensemble_members
+from distill_sweep.records.blocks import (
+    BLOCKS,
+    PTPInfo,
+    StudentVocab,
+    TuneTrial,
+    block_from_json,
+    block_to_json,
+)
 from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.hashing import digest
 from distill_sweep.records.legacy import objective_from_v1
@@ -213,7 +221,8 @@ class DataInfo:
 
 @dataclass
 class Record:
-    """One job's result.json. Write `to_dict()`; read with `Record.from_dict`."""
+    """One job's result.json, and the record a job fills while it runs. Write `to_dict()`; read with
+    `Record.from_dict`."""
 
     task: str  # the task's name
     objective: str  # "none" for procedure "finetune"
@@ -256,8 +265,26 @@ class Record:
     started_at: str | None = None  # UTC, ISO 8601
     finished_at: str | None = None  # UTC, ISO 8601
     schema_version: int = SCHEMA_VERSION  # 2 (version 1 records are migrated when read)
+    # the blocks only some jobs have (records/blocks.py; null: the job has none, and result.json leaves it out)
+    tune_trial: TuneTrial | None = None  # a tuning trial's job: its number, holdout, seed and holdout_size
+    tuned: dict[str, Any] | None = None  # a grid job run at its arm's tuned values: the study's choice, as its file
+    augment: dict[str, Any] | None = None  # with task.augment: the augmented split (name, key, path, rows, ...)
+    student_vocab: StudentVocab | None = None  # a student with a tokenizer of its own: its vocabulary
+    ptp: PTPInfo | None = None  # procedure=ptp: the thresholds and the label counts
+    fsdp: dict[str, Any] | None = None  # a job sharded over several processes: how (training/fsdp.py)
+    corpus: dict[str, Any] | None = None  # procedure=task_agnostic: the corpus and its cache
+    task_agnostic: dict[str, Any] | None = None  # procedure=task_agnostic: batch, accumulation, steps, KD form
+    student_dir: str | None = None  # procedure=task_agnostic: where the distilled student is saved
+    causal_lm: dict[str, Any] | None = None  # procedure=causal_lm: its data, teacher, steps and settings
+    lm_eval: dict[str, Any] | None = None  # procedure=causal_lm with lm_eval tasks: the student's and teacher's scores
+    early_exit: list[dict[str, Any]] | None = None  # procedure=fastbert: per speed, dev metrics, exit layer, speed-up
     # keys this reader does not know, kept so that reading and writing back loses nothing
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def fill_unstated_sizes(self) -> None:
+        """Sizes the student and teacher entries leave unstated (null) from the teacher's inline architecture, as
+        `from_dict` reads them: a job's record says what its reader will read."""
+        _fill_sizes(self.student, self.teacher, self.config)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object written to result.json (key order as in docs/reference/records.md)."""
@@ -277,6 +304,9 @@ class Record:
         })
         for name in _PLAIN_FIELDS:
             out[name] = copy.deepcopy(getattr(self, name))
+        for name in BLOCKS:
+            if getattr(self, name) is not None:
+                out[name] = copy.deepcopy(block_to_json(getattr(self, name)))
         out.update(copy.deepcopy(self.extra))
         return out
 
@@ -304,16 +334,16 @@ class Record:
         if version == 1 and isinstance(config.get("objective"), dict):
             config = {**config, "objective": objective_from_v1(config["objective"])}
         teacher_cfg = config.get("teacher") if isinstance(config.get("teacher"), dict) else None
-        arch = _mapping((teacher_cfg or {}).get("config"))  # an inline architecture (e.g. the tiny teacher)
         init = _read_init(d.get("init"))
-        student = _read_student(_mapping(d.get("student")), arch)
-        teacher = _read_teacher(_mapping(d.get("teacher")), teacher_cfg, arch)
+        student = _read_student(_mapping(d.get("student")))
+        teacher = _read_teacher(_mapping(d.get("teacher")), teacher_cfg)
+        _fill_sizes(student, teacher, config)
         if version == 1 and teacher.hidden_size is None:
             teacher.hidden_size = student.hidden_size  # version 1 students always had the teacher's width
         data = _mapping(d.get("data"))
         known = {"schema_version", "status", "error", "traceback", "config_hash", "procedure", "task",
                  "objective", "seed", "seeds", "init", "student", "teacher", "data", "primary_metric", "epochs",
-                 "best", "final", *_PLAIN_FIELDS}
+                 "best", "final", *_PLAIN_FIELDS, *(name for name in BLOCKS if d.get(name) is not None)}
         epochs = d.get("epochs")
         return cls(
             task=str(d["task"]), objective=str(d["objective"]), seed=seed, status=str(d["status"]),
@@ -339,6 +369,7 @@ class Record:
             wandb=dict(d["wandb"]) if isinstance(d.get("wandb"), dict) else None,
             config=config, versions=_mapping(d.get("versions")), git_commit=_opt_str(d.get("git_commit")),
             started_at=_opt_str(d.get("started_at")), finished_at=_opt_str(d.get("finished_at")),
+            **{name: block_from_json(name, d[name]) for name in BLOCKS if d.get(name) is not None},
             extra={k: v for k, v in d.items() if k not in known},
         )
 
@@ -368,7 +399,23 @@ def _read_init(init: Any) -> InitInfo:
                     layers=[_opt_int(x, "init.layers") for x in layers])  # type: ignore[misc]
 
 
-def _read_student(s: dict[str, Any], arch: dict[str, Any]) -> StudentInfo:
+def _fill_sizes(student: StudentInfo, teacher: TeacherInfo, config: dict[str, Any]) -> None:
+    """A size the record leaves unstated (null: version 1 records) is the one of the teacher's inline architecture,
+    where the config has one (e.g. the tiny teacher): the one rule for a record read and a record a job fills. A
+    stated 0 stays (a BiLSTM student has no attention heads)."""
+    teacher_cfg = config.get("teacher") if isinstance(config.get("teacher"), dict) else None
+    arch = _mapping((teacher_cfg or {}).get("config"))
+
+    def size(value: int | None, key: str, where: str) -> int | None:
+        return _opt_int(arch.get(key) if value is None else value, where)
+
+    student.hidden_size = size(student.hidden_size, "hidden_size", "student.hidden_size")
+    student.num_heads = size(student.num_heads, "num_attention_heads", "student.num_heads")
+    teacher.num_layers = size(teacher.num_layers, "num_hidden_layers", "teacher.num_layers")
+    teacher.hidden_size = size(teacher.hidden_size, "hidden_size", "teacher.hidden_size")
+
+
+def _read_student(s: dict[str, Any]) -> StudentInfo:
     num_layers = _opt_int(s.get("num_layers"), "student.num_layers")
     name = str(s.get("name") or "truncated")  # version 1 students were all truncated teachers
     settings = dict(s["settings"]) if isinstance(s.get("settings"), dict) else {"num_layers": num_layers}
@@ -377,21 +424,21 @@ def _read_student(s: dict[str, Any], arch: dict[str, Any]) -> StudentInfo:
         raise RecordError(f"student.layer_map {layer_map!r} is not a list of pairs")
     return StudentInfo(
         name=name, id=str(s.get("id") or ""), num_layers=num_layers,
-        hidden_size=_opt_int(s.get("hidden_size") or arch.get("hidden_size"), "student.hidden_size"),
-        num_heads=_opt_int(s.get("num_heads") or arch.get("num_attention_heads"), "student.num_heads"),
+        hidden_size=_opt_int(s.get("hidden_size"), "student.hidden_size"),
+        num_heads=_opt_int(s.get("num_heads"), "student.num_heads"),
         layer_map=[[_opt_int(x, "student.layer_map") for x in p] for p in layer_map],  # type: ignore[misc]
         settings=settings,
     )
 
 
-def _read_teacher(t: dict[str, Any], teacher_cfg: dict[str, Any] | None, arch: dict[str, Any]) -> TeacherInfo:
+def _read_teacher(t: dict[str, Any], teacher_cfg: dict[str, Any] | None) -> TeacherInfo:
     # Without a config block (hand-made records) the teacher is known by what the record names.
     settings = teacher_cfg if teacher_cfg is not None else {"name_or_path": t.get("name_or_path")}
     return TeacherInfo(
         name=str(t.get("name") or settings.get("name") or t.get("name_or_path") or "unknown"),
         id=str(t.get("id") or part_id(settings)), name_or_path=_opt_str(t.get("name_or_path")),
-        num_layers=_opt_int(t.get("num_layers") or arch.get("num_hidden_layers"), "teacher.num_layers"),
-        hidden_size=_opt_int(t.get("hidden_size") or arch.get("hidden_size"), "teacher.hidden_size"),
+        num_layers=_opt_int(t.get("num_layers"), "teacher.num_layers"),
+        hidden_size=_opt_int(t.get("hidden_size"), "teacher.hidden_size"),
         source=_opt_str(t.get("source")), path=_opt_str(t.get("path")),
         dev=dict(t["dev"]) if isinstance(t.get("dev"), dict) else None,
         majority_baseline=dict(t["majority_baseline"]) if isinstance(t.get("majority_baseline"), dict) else None,
@@ -411,6 +458,18 @@ def load_json(path: Path) -> Any:
 def load_record(path: Path) -> Record:
     """The record at `path`; raises RecordError saying why it cannot be read."""
     return Record.from_dict(load_json(path))
+
+
+def earlier_record(path: Path) -> Record | None:
+    """The record an earlier attempt of a job left at `path` (killed, requeued or failed), or None where there is
+    none that reads as a record (absent, torn, not a record)."""
+    data = read_record(path)
+    if data is None:
+        return None
+    try:
+        return Record.from_dict(data)
+    except RecordError:
+        return None
 
 
 def write_record(path: Path, record: Record) -> None:

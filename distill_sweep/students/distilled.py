@@ -47,13 +47,13 @@ def find_source(source: str, results_dir: Path) -> tuple[Path, record.Record]:
 def locate(settings: DistilledSettings, results_dir: Path) -> DistilledSettings:
     """The settings with the saved student's directory and a summary of the job that distilled it."""
     directory, rec = find_source(str(settings.source), results_dir)
-    saved = rec.extra.get("student_dir")
+    saved = rec.student_dir
     if rec.status != "completed" or not saved:
         raise ConfigError(f"student.source={settings.source}: the distillation in {directory} has not completed "
                           f"(status {rec.status}); its student is not saved yet")
     if not Path(saved).is_dir():
         raise ConfigError(f"student.source={settings.source}: its saved student {saved} is missing")
-    corpus = rec.extra.get("corpus") or {}
+    corpus = rec.corpus or {}
     summary = {
         "config_hash": rec.config_hash, "path": str(directory), "objective": rec.objective,
         "init": {"name": rec.init.name, "spec": rec.init.spec, "layers": list(rec.init.layers)},

@@ -79,25 +79,26 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
     """The frozen, eval-mode teacher (an `EnsembleTeacher` for `teacher.ensemble`); `guard`: refuse one that
     does not beat the majority-class baseline."""
     job, data = ctx.job, ctx.data
+    told = ctx.record.teacher  # what the record says of the teacher
     if not job.members:
         teacher, info = _one_teacher(ctx, job.teacher)
-        ctx.record["teacher"].update(info)
+        told.source, told.path, told.dev = info["source"], info["path"], info["dev"]
         dev = info["dev"]
     else:
         loaded = [_one_teacher(ctx, member) for member in job.members]
         ensemble = EnsembleTeacher([m for m, _ in loaded], regression=bool(data.is_regression))
         dev = evaluate(ensemble, ctx.dev_loaders, ctx.metrics, ctx.device, ctx.precision)
-        described = ctx.record["teacher"].get("members") or [{} for _ in loaded]
+        described = told.members or [{} for _ in loaded]
         for entry, (_, info) in zip(described, loaded, strict=True):
             entry.update(info)
-        ctx.record["teacher"].update(source="ensemble", path=None, dev=dev, members=described)
+        told.source, told.path, told.dev, told.members = "ensemble", None, dev, described
         for i, (_, info) in enumerate(loaded):
             log.info("ensemble member %d (%s) dev: %s", i, info["source"], fmt_metrics(info["dev"]))
         teacher = ensemble
     first_dev = next(iter(data.dev.values()))
     baseline = majority_baseline(job.settings.task, first_dev["labels"])  # the dev split's own majority
-    ctx.record["teacher"].update(majority_baseline=baseline)
-    log.info("teacher (%s) dev: %s | majority-class baseline (dev): %s", ctx.record["teacher"]["source"],
+    told.majority_baseline = baseline
+    log.info("teacher (%s) dev: %s | majority-class baseline (dev): %s", told.source,
              fmt_metrics(dev), fmt_metrics(baseline))
     if guard:
         check_beats_baseline(ctx, dev, baseline, "the majority-class baseline")
@@ -194,7 +195,7 @@ def check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict[
     if dev[key] >= baseline[key] + guards.teacher_margin:
         return
     if guards.allow_weak_teacher:
-        ctx.record["teacher"]["weak_allowed"] = True
+        ctx.record.teacher.weak_allowed = True
         log.warning("the teacher's dev %s %.4f is not clearly above %s %.4f: distilling anyway "
                     "(guards.allow_weak_teacher=true)", key, dev[key], what, baseline[key])
         return
@@ -217,5 +218,5 @@ def masked_lm_teacher(ctx: RunContext) -> PreTrainedModel:
     for p in teacher.parameters():
         p.requires_grad_(False)
     source = "random" if settings.name_or_path is None else "given"
-    ctx.record["teacher"].update(source=source, path=settings.name_or_path)
+    ctx.record.teacher.source, ctx.record.teacher.path = source, settings.name_or_path
     return teacher

@@ -25,7 +25,8 @@ from distill_sweep.data.holdout import HOLDOUT, tuning_data
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import load_tokenizer
 from distill_sweep.records import files
-from distill_sweep.records.record import RECORD, Record, best_epoch, write_record
+from distill_sweep.records.blocks import StudentVocab, TuneTrial
+from distill_sweep.records.record import RECORD, DataInfo, Record, best_epoch, write_record
 from distill_sweep.training import distributed
 from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.distributed import is_main, local_device
@@ -77,7 +78,7 @@ class Job(Protocol):
 @dataclass
 class RunContext:
     job: Job
-    record: dict[str, Any]
+    record: Record  # the job's record while it runs (status running), written by save_record
     device: torch.device
     precision: str
     cache_dir: Path
@@ -91,7 +92,7 @@ class RunContext:
     pack: PackMember | None = None  # the job's pack, when it is trained in one (training/pack.py)
 
     @classmethod
-    def open(cls, job: Job, record: dict[str, Any], sweep_group: str | None = None) -> RunContext:
+    def open(cls, job: Job, record: Record, sweep_group: str | None = None) -> RunContext:
         """Set threads and device, load the tokenizer and the task's data (no model yet)."""
         run = job.settings.run
         if run.threads:
@@ -104,7 +105,7 @@ class RunContext:
             warning = bf16_cpu_warning(bf16_cpu_slowdown())
             if warning:
                 log.warning(warning)
-        record["device"] = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
+        record.device = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
         tokenizer = load_tokenizer(job.settings.teacher, cache_dir)
         if not job.procedure_settings.reads_task:  # its data is not the task's (a corpus)
             return cls(job, record, device, run.precision, cache_dir, tokenizer, None, {}, sweep_group=sweep_group)
@@ -132,24 +133,24 @@ class RunContext:
         tune = job.settings.run.tune
         if run.tune_trial is not None:  # a tuning trial: trains without the holdout, scored on it alone
             data = tuning_data(data, tune.holdout, tune.seed)
-            record["tune_trial"] = {"number": run.tune_trial, "holdout": tune.holdout, "seed": tune.seed,
-                                    "holdout_size": len(data.dev[HOLDOUT])}
+            record.tune_trial = TuneTrial(number=run.tune_trial, holdout=tune.holdout, seed=tune.seed,
+                                          holdout_size=len(data.dev[HOLDOUT]))
         if run.tune_chosen is not None:  # a tuned grid job: its arm's chosen values and a pointer to the study
-            record["tuned"] = files.read_record(Path(run.tune_chosen)) or {"chosen": run.tune_chosen}
+            record.tuned = files.read_record(Path(run.tune_chosen)) or {"chosen": run.tune_chosen}
         if info:
-            record["augment"] = info
+            record.augment = info
         if own:
-            record["student_vocab"] = {"size": len(own["vocab"]), "key": own["vocab"].key}
+            record.student_vocab = StudentVocab(size=len(own["vocab"]), key=own["vocab"].key)
         pad = int(tokenizer.pad_token_id)
         # evaluation in order of length: metrics pair each prediction with its batch's labels, so order is free
         dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad,
                                          by_length=True)
                        for name, ds in data.dev.items()}
-        record["data"] = {"max_train_samples": job.settings.task.max_train_samples,
-                          "max_dev_samples": job.settings.task.max_dev_samples, "train_size": len(data.train),
-                          "dev_size": len(next(iter(data.dev.values()))),  # the primary metric's split
-                          # what the report checks before it pools or compares runs (one dev content)
-                          "dev_hash": dev_hashes(data.dev)}
+        record.data = DataInfo(max_train_samples=job.settings.task.max_train_samples,
+                               max_dev_samples=job.settings.task.max_dev_samples, train_size=len(data.train),
+                               dev_size=len(next(iter(data.dev.values()))),  # the primary metric's split
+                               # what the report checks before it pools or compares runs (one dev content)
+                               dev_hash=dev_hashes(data.dev))
         return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders,
                    student_tokenizer=own.get("vocab"), sweep_group=sweep_group)
 
@@ -195,7 +196,7 @@ class RunContext:
         if role == "student":  # keep its predictions
             self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
                                                     self.job.settings.task.is_regression,
-                                                    (self.record.get("data") or {}).get("dev_hash"))
+                                                    self.record.data.dev_hash)
             extra["evaluate_fn"] = self.predictions.evaluate
         driver = StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
                              dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
@@ -211,22 +212,23 @@ class RunContext:
 
     def save_record(self) -> None:
         if is_main():  # with several ranks only rank 0 writes
-            write_record(self.job.out_dir / RECORD, Record.from_dict(self.record))
+            write_record(self.job.out_dir / RECORD, self.record)
 
     def finish_record(self, driver: StageDriver) -> None:
         """Best and final dev scores, throughput, time and memory into the record."""
         record, primary = self.record, self.job.settings.task.primary_metric
         # an objective of intermediate stages only has no scored epoch: its best epoch is over all
-        best = best_epoch(record["epochs"], primary) or max(record["epochs"], key=lambda e: e["dev"][primary])
-        record["best"] = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
+        epochs = record.epochs
+        best = best_epoch(epochs, primary) or max(epochs, key=lambda e: e["dev"][primary])
+        record.best = {"stage": best["stage"], "epoch": best["epoch"], "dev": best["dev"]}
         if self.predictions is not None:  # the best epoch's per-example predictions beside result.json
-            self.predictions.finish(next(i for i, e in enumerate(record["epochs"]) if e is best), best)
-        record["final"] = {"dev": record["epochs"][-1]["dev"]}
-        record["samples_per_s"] = driver.samples_per_s
-        record["nonfinite_skipped"] = int(sum(e.get("nonfinite_skipped", 0) for e in record["epochs"]))
-        record["padding"] = padding_by_stage(record["epochs"])
-        record["wall_time_s"] = time.perf_counter() - self.started
-        record["peak_memory_mb"], record["peak_memory_kind"] = peak_memory(self.device)
+            self.predictions.finish(next(i for i, e in enumerate(epochs) if e is best), best)
+        record.final = {"dev": epochs[-1]["dev"]}
+        record.samples_per_s = None if driver.samples_per_s is None else float(driver.samples_per_s)
+        record.nonfinite_skipped = int(sum(e.get("nonfinite_skipped", 0) for e in epochs))
+        record.padding = padding_by_stage(epochs)
+        record.wall_time_s = time.perf_counter() - self.started
+        record.peak_memory_mb, record.peak_memory_kind = peak_memory(self.device)
 
 
 def padding_by_stage(epochs: list[dict[str, Any]]) -> dict[str, float]:

@@ -107,7 +107,7 @@ def test_init_is_refused_for_a_student_not_copied_from_teacher_layers() -> None:
 ])
 def test_map_changes_the_recorded_layer_map(spec: str, expected: list, tmp_path: Path) -> None:
     cfg = compose_cfg([*SHORT, "objective=hid_seq", f"map={spec}", f"results_dir={tmp_path}"])
-    record = new_record(prepare(cfg), OmegaConf.to_container(cfg, resolve=True))
+    record = new_record(prepare(cfg), OmegaConf.to_container(cfg, resolve=True)).to_dict()
     assert record["student"]["layer_map"] == expected
     assert record["init"]["layers"] == [2, 4, 6]  # the init is unchanged by the map
 
