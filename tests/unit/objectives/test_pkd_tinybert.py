@@ -241,6 +241,7 @@ def preset_jobs(preset: str, tmp_path: Path) -> tuple[int, dict[str, list[str]]]
     return len(combos), jobs
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 @pytest.mark.parametrize(("preset", "grid", "jobs"), [
     # procedure x objective x map x seed = 16; finetune ignores the objective (4 left out); vanilla_kd and
     # finetune still run once per map: map is part of every job's identity today

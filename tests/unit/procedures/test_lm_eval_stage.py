@@ -30,8 +30,9 @@ def test_off_keeps_every_hash_and_on_makes_another_job(tmp_path: Path):
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["procedure.lm_eval.tasks=[no_such_task_anywhere]"],
-     r"procedure.lm_eval.tasks: 'no_such_task_anywhere' is not an lm-eval task"),
+    pytest.param(["procedure.lm_eval.tasks=[no_such_task_anywhere]"],
+                 r"procedure.lm_eval.tasks: 'no_such_task_anywhere' is not an lm-eval task",
+                 marks=pytest.mark.slow),  # lm-eval's import and task index: over 2 s, `make test-fast` leaves it out
     (["procedure.lm_eval.tasks=[toy_instruct_rouge]", "procedure.lm_eval.include_path=/no/such/dir"],
      r"procedure.lm_eval.include_path=/no/such/dir: not a directory of task YAMLs"),
     (["procedure.lm_eval.limit=4"], r"procedure.lm_eval.tasks is empty, so the lm-eval stage is off"),

@@ -290,6 +290,7 @@ def test_two_teachers_are_two_rows(tmp_path: Path, capsys: pytest.CaptureFixture
     assert f"teacher {tiny}: 6 layers, hidden 32, built from its config" in out and "nan" not in out.split("== ")[0]
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_no_kd_row_in_tables_and_tests(tmp_path: Path) -> None:
     kd = {"1": [0.70, 0.72, 0.75], "3": [0.80, 0.81, 0.85]}
     ft = {"1": [0.60, 0.65, 0.66], "3": [0.70, 0.70, 0.74]}

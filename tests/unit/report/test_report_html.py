@@ -33,6 +33,7 @@ def _table_means(csv: Path) -> list[str]:
     return [f"{m:.1f}" for m in frame.loc[frame["task"] != "avg", "mean"].dropna()]
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_html_written_by_default_and_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     html, page = _page(tmp_path)
     out = capsys.readouterr().out
@@ -50,6 +51,7 @@ def test_html_written_by_default_and_self_contained(tmp_path: Path, capsys: pyte
     assert "ValueError: boom" in html and 'href="../rte/hid_seq/init-1/seed-1/' in html  # the failed job's link
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_html_cells_hold_the_csv_numbers_and_their_ci(tmp_path: Path) -> None:
     html, _ = _page(tmp_path)
     text = unescape(html)
@@ -65,6 +67,7 @@ def test_html_cells_hold_the_csv_numbers_and_their_ci(tmp_path: Path) -> None:
     assert "fixed across seeds: the teacher of each task" in text
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_ci_choice_is_named_in_footnotes_and_header(tmp_path: Path) -> None:
     html, _ = _page(tmp_path, "ci=bootstrap", "table=1")
     text = unescape(html)
@@ -80,6 +83,7 @@ def test_header_keeps_dirty_and_prints_no_nan() -> None:
     assert html_page.short_commit("0123456789abcdef0123") == "0123456789ab"
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_format_html_and_text(tmp_path: Path) -> None:
     _demo_like(tmp_path)
     assert main([str(tmp_path), "format=html", "out=" + str(tmp_path / "h")]) == 0
@@ -97,6 +101,7 @@ def test_format_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert not (tmp_path / "tables").exists()
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
     require(None if CHROMIUM is not None else "no chromium installed (.ci/run installs Debian's)")
     sync_api = require_module("playwright.sync_api", "the HTML report's browser test drives chromium with it")
@@ -151,6 +156,7 @@ def test_html_lists_the_preset_jobs_not_started(tmp_path: Path, monkeypatch: pyt
     assert len(re.findall(r'<tr class="running">', html)) == 1
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_baseline_that_is_no_row_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _demo_like(tmp_path)
     assert main([str(tmp_path), "baseline=vanila_kd"]) == 2

@@ -3,6 +3,7 @@ sweep that launches packs (one process each), with a failing member and a partia
 
 from __future__ import annotations
 
+import pytest
 from helpers import PACK_BASE as BASE
 from helpers import compose_cfg
 
@@ -15,6 +16,7 @@ def _job(*overrides: str):
     return identify(compose_cfg([*BASE, *overrides]))
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_jobs_that_draw_the_same_batches_share_a_key_and_others_do_not() -> None:
     key = pack_key(_job("objective=hid_seq", "init=1"))
     assert key is not None
