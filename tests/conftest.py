@@ -24,8 +24,17 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+# The tests under these folders run jobs, the command line, ranks, sweeps or benches: each is marked `slow`
+# (`make test-fast` runs tests/unit and tests/repo; `-m "not slow"` leaves these out anywhere).
+SLOW_FOLDERS = (Path(__file__).resolve().parent / "integration", Path(__file__).resolve().parent / "e2e")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `cuda` skip, one line each, where torch sees no CUDA device (`make gpu-check` runs them)."""
+    """Tests under tests/integration/ and tests/e2e/ are marked `slow`; tests marked `cuda` skip, one line each,
+    where torch sees no CUDA device (`make gpu-check` runs them)."""
+    for item in items:
+        if any(folder in Path(str(item.path)).resolve().parents for folder in SLOW_FOLDERS):
+            item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")

@@ -424,3 +424,105 @@ def mounted_tmpfs(where: Path, options: str) -> Iterator[Path]:
 CAUSAL_BASE = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "student.num_layers=2"]
 # the config hash of CAUSAL_BASE (sha256 of its settings' JSON, no float results: the same on any machine)
 CAUSAL_BASE_HASH = "4c17a550a1e4d6192a0c2f6beaada3e92b566dd7271433943d9b25cfb7310e74"
+
+
+# What a file under tests/unit and its half under tests/integration (test_<name>_runs.py, the tests that run jobs)
+# both read: one home, imported there under the unit file's own names.
+
+
+def write_seed_pilot(root: Path) -> None:
+    # att_kl - vanilla_kd on toy, seeds 1..3: +1, +2, +3 points -> d_z = mean 2 / sd 1 = 2
+    for seed, diff in zip((1, 2, 3), (0.01, 0.02, 0.03), strict=True):
+        write_record(root, objective="vanilla_kd", seed=seed, score=0.70 + 0.005 * seed)
+        write_record(root, objective="att_kl", seed=seed, score=0.70 + 0.005 * seed + diff)
+
+
+TUNE_SPACE = "tune.space={objective.temperature:{low:1,high:8}}"
+
+
+def tune_ident(*overrides: str):
+    from distill_sweep.job.identity import identify
+
+    return identify(compose_cfg([*FAST, *overrides]))
+
+
+PKD_SHORT = [*FAST, "max_steps_per_epoch=3"]
+PEAKD_SHORT = [*FAST, "max_steps_per_epoch=4", "init=bottom", "map=skip"]
+PACK_BASE = [*FAST, "pack=auto"]
+
+CAUSAL_FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",
+               "procedure.epochs=1", "max_steps_per_epoch=4", "student.num_layers=2"]
+FRESH_STUDENT = ["student=fresh", "student.num_layers=2", "student.hidden_size=32", "student.num_attention_heads=2",
+                 "student.intermediate_size=64"]
+FRESH_STUDENT_FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama",
+                      "procedure.teacher_steps=60", "procedure.epochs=1", "max_steps_per_epoch=4",
+                      "procedure.data=instructions", *FRESH_STUDENT]
+WIDE_VOCAB = ["student.tokenizer=toy_wide", "procedure.vocab=shared_prefix"]
+
+# procedure.epochs x max_steps_per_epoch steps of procedure.batch_size sequences
+DECODER_PACK_EPOCHS, DECODER_PACK_STEPS, DECODER_PACK_BATCH = 2, 3, 8
+DECODER_PACK_BASE = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama",
+                     "procedure.teacher_steps=60", f"procedure.epochs={DECODER_PACK_EPOCHS}",
+                     f"max_steps_per_epoch={DECODER_PACK_STEPS}", f"procedure.batch_size={DECODER_PACK_BATCH}",
+                     "student.num_layers=2", "procedure.data=instructions", "procedure.instructions.num_examples=200",
+                     "pack=auto"]
+# live members: three divergences, one with its own CE weight and lr, one on-policy (its own sampled batches)
+DECODER_PACK_LIVE = [["objective=fkl", "init=1"],
+                     ["objective=rkl", "init=2", "procedure.ce_weight=0.5", "optimizer.lr=3e-3"],
+                     ["objective=gjsd", "procedure.on_policy=0.8"]]
+DECODER_PACK_SPARSE = [["objective=fkl", "procedure.teacher_top_k=4"], ["objective=rkl", "procedure.teacher_top_k=4"]]
+
+LM_EVAL_INSTRUCT = [*CAUSAL_BASE, "procedure.data=instructions", "procedure.teacher_steps=40", "procedure.epochs=1",
+                    "max_steps_per_epoch=3", "objective=fkl", "procedure.instructions.num_examples=96",
+                    "procedure.instructions.dev_examples=16"]
+LOGITS_FAST = [*CAUSAL_BASE, "procedure.teacher_steps=60", "procedure.epochs=1", "max_steps_per_epoch=4"]
+
+AGNOSTIC_BASE = ["procedure=task_agnostic", "teacher=tiny_mlm", "logger=none", "threads=1", "corpus.num_documents=100",
+                 "corpus.dev_documents=20", "procedure.epochs=1", "guards.allow_weak_teacher=true"]  # a random teacher
+
+# the schema-2 records and checkpoint of tests/fixtures/v2 (keys.json: their overrides and hashes)
+V2_FIXTURES = ROOT / "tests" / "fixtures" / "v2"
+V2_KEYS = json.loads((V2_FIXTURES / "keys.json").read_text())
+V2_BASE = V2_KEYS["base"]
+
+
+def causal_lm_settings(**keys) -> Any:
+    from distill_sweep.procedures.causal_lm_settings import CausalLMSettings
+
+    return parse(CausalLMSettings, {"name": "causal_lm", "data": "instructions", **keys}, "procedure")
+
+
+def on_policy_toy(shared_cache: Path) -> tuple[Any, Any, Any]:
+    """The toy instructions' tokenizer, data and a tiny Llama resized to it (a module-scoped fixture where used)."""
+    from tiny_models import tiny_llama
+
+    from distill_sweep.data.decoder import from_instructions
+    from distill_sweep.data.decoder_settings import InstructionSettings
+    from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
+
+    tok = build_toy_tokenizer(shared_cache)
+    data = from_instructions(InstructionSettings(num_examples=80, dev_examples=8), tok, max_seq_length=48)
+    student = tiny_llama()
+    student.resize_token_embeddings(len(tok))
+    return tok, data, student
+
+
+def param_dtypes(model: Any) -> set[Any]:
+    return {p.dtype for p in model.parameters()}
+
+
+def write_demo_like(root: Path) -> None:
+    """The demo grid's shape (make demo): 4 objectives and the no-KD row x inits 1, 3 x seeds 1, 2 on toy, plus
+    RTE for two rows and one failed job."""
+    for t, task in enumerate(("toy", "rte")):
+        for o, objective in enumerate(("vanilla_kd", "hid_seq", "att_mse", "att_kl", "none")):
+            if task == "rte" and objective not in ("vanilla_kd", "att_kl"):
+                continue
+            for init in ("1", "3"):
+                for seed in (1, 2):
+                    score = 0.60 + 0.03 * o + 0.02 * (init == "3") + 0.011 * seed ** 2 * (1 + 0.3 * o) + 0.05 * t
+                    write_record(root, task=task, objective=objective, init=init, seed=seed, score=score,
+                                 final=score - 0.05, teacher="tiny", teacher_layers=6,
+                                 procedure="finetune" if objective == "none" else "task_specific")
+    write_record(root, task="rte", objective="hid_seq", seed=1, status="failed", error="ValueError: boom\ntrace",
+                 teacher="tiny", teacher_layers=6)

@@ -6,7 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import FAST, records, run_cli_preloaded, write_record
+from helpers import write_record
+from helpers import write_seed_pilot as _pilot
 from scipy import stats as sps
 
 from distill_sweep.analysis import seed_plan
@@ -29,13 +30,6 @@ def _dz_end(t_obs: float, df: int, target: float) -> float:
 
 def _fewest(d: float, alpha: float) -> int:
     return next(n for n in range(2, 100_000) if _power(d, n, alpha) >= 0.8)
-
-
-def _pilot(root: Path) -> None:
-    # att_kl - vanilla_kd on toy, seeds 1..3: +1, +2, +3 points -> d_z = mean 2 / sd 1 = 2
-    for seed, diff in zip((1, 2, 3), (0.01, 0.02, 0.03), strict=True):
-        write_record(root, objective="vanilla_kd", seed=seed, score=0.70 + 0.005 * seed)
-        write_record(root, objective="att_kl", seed=seed, score=0.70 + 0.005 * seed + diff)
 
 
 def _planned(objectives: tuple[str, ...], seeds: range, inits: tuple[str, ...] = ("init-1",)) -> list[dict]:
@@ -75,20 +69,6 @@ def test_plan_compares_one_thing_at_a_time_and_pools_tasks(tmp_path: Path) -> No
     level = 0.05 / 4
     far = abs(_dz_end(-2.0 * math.sqrt(3), 2, 0.975) / math.sqrt(3))
     assert row["tasks"] == "rte,toy" and row["seeds_low"] == math.ceil(_fewest(far, level) / 2)  # 2 pairs per seed
-
-
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_plan_seeds_dry_run(tmp_path: Path) -> None:
-    _pilot(tmp_path / "results")
-    before = len(records(tmp_path / "results"))
-    res = run_cli_preloaded([*FAST, "objective=vanilla_kd,att_kl", "seed=1,2,3,4,5", f"results_dir={tmp_path / 'results'}",
-                   f"cache_dir={tmp_path / 'cache'}", "-m", "+plan_seeds=true"], cwd=tmp_path, timeout=300)
-    assert res.returncode == 0, res.stderr
-    assert "would run" in res.stdout  # the dry run's plan
-    line = next(x for x in res.stdout.splitlines() if x.startswith("init-1: vanilla_kd vs att_kl"))
-    assert "–" in line and " 5 " in line  # a range of seeds needed, 5 planned
-    assert "alpha/m = 0.05/1" in res.stdout
-    assert len(records(tmp_path / "results")) == before and not (tmp_path / "cache").exists()  # nothing ran
 
 
 def test_a_pilot_run_on_another_dev_set_is_left_out(tmp_path: Path) -> None:

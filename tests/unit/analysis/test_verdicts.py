@@ -68,6 +68,7 @@ def _rows(means: list[float]) -> list[tables.Row]:
     return [tables.Row((f"r{i}",), "", {"rte": tables.Cell(m, 1.0, 3)}, system=f"r{i}") for i, m in enumerate(means)]
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 @pytest.mark.parametrize("n", [2, 3, 5])
 def test_bold_best_false_positive_rate(n: int) -> None:
     """Two identical rows: the best of a column is bold in at most alpha of the tables (before: always)."""

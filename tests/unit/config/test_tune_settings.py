@@ -4,17 +4,11 @@ its defaults without changing any config hash."""
 from __future__ import annotations
 
 import pytest
-from helpers import FAST, compose_cfg
+from helpers import TUNE_SPACE as SPACE
+from helpers import tune_ident as _ident
 
 from distill_sweep.config.tune import Range
 from distill_sweep.errors import ConfigError
-from distill_sweep.job.identity import identify
-
-SPACE = "tune.space={objective.temperature:{low:1,high:8}}"
-
-
-def _ident(*overrides: str):
-    return identify(compose_cfg([*FAST, *overrides]))
 
 
 @pytest.mark.parametrize(("overrides", "line"), [
@@ -67,15 +61,3 @@ def test_tuning_makes_other_jobs_but_the_budget_does_not() -> None:
     assert _ident("tune.trials=8", SPACE, "+tune_trial=0").digest != eight.digest
     assert _ident("tune.trials=8", SPACE, "+tune_trial=0").digest != _ident("tune.trials=8", SPACE,
                                                                              "+tune_trial=1").digest
-
-
-def test_a_job_on_its_own_is_refused_a_tuning_budget(tmp_path) -> None:
-    """Trials are a sweep's phase: one job with tune.trials > 0 would run untuned under a tuned job's hash."""
-    from helpers import run_cli_preloaded
-
-    proc = run_cli_preloaded([*FAST, "tune.trials=4", SPACE, f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
-    assert proc.returncode == 2 and not (tmp_path / "r").exists()
-    assert proc.stderr.strip().splitlines()[-1].endswith("tune.trials=4 tunes the arms of a sweep: run it with -m (a "
-                                                          "job on its own runs no trials)")
-    _ident("tune.trials=4", SPACE, "+tune_trial=0").check_used()  # the sweeper's trial and grid jobs run
-    _ident("tune.trials=4", SPACE, "+tune_chosen=/x/chosen.json").check_used()

@@ -3,20 +3,16 @@ naming both vocabularies before any work, and objective=uld trained end to end w
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
-from helpers import compose_cfg, records, run_cli_preloaded
+from helpers import FRESH_STUDENT_FAST as FAST
+from helpers import compose_cfg
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.prepare import prepare
 from distill_sweep.models.toy_vocabulary import pieces_vocabulary, vocabulary
 
-STUDENT = ["student=fresh", "student.num_layers=2", "student.hidden_size=32", "student.num_attention_heads=2",
-           "student.intermediate_size=64"]
-FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",
-        "procedure.epochs=1", "max_steps_per_epoch=4", "procedure.data=instructions", *STUDENT]
 BOTH = r"the teacher's tokenizer is toy \(68 tokens\) and the student's toy_pieces \(107 tokens\)"
 
 
@@ -63,19 +59,3 @@ def test_the_student_tokenizer_at_its_default_leaves_the_job_hash(tmp_path: Path
     same = prepare(compose_cfg([*FAST, "objective=uld", *where]))
     assert plain.out_dir == named.out_dir
     assert other.out_dir != same.out_dir  # another tokenizer is another job
-
-
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_uld_trains_a_student_with_its_own_tokenizer_end_to_end(tmp_path: Path):
-    results, cache = tmp_path / "results", tmp_path / "cache"
-    proc = run_cli_preloaded([*FAST, "objective=uld", "student.tokenizer=toy_pieces", "max_steps_per_epoch=30",
-                    f"results_dir={results}", f"cache_dir={cache}"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (rec,) = records(results)
-    assert rec["status"] == "completed"
-    vocabs = rec["causal_lm"]["vocabularies"]
-    assert (vocabs["teacher"]["size"], vocabs["student"]["size"]) == (68, 107)
-    last = rec["epochs"][-1]
-    assert last["loss_uld"] > 0 and math.isfinite(last["loss_uld"]) and math.isfinite(last["loss_nll"])
-    # the student's dev metrics are on its own tokens: it has learnt beyond a uniform guess over its 107 tokens
-    assert rec["final"]["dev"]["nll"] < math.log(107) - 0.5

@@ -4,30 +4,20 @@ the seeded choice of on-policy batches, the student's samples, and on-policy job
 from __future__ import annotations
 
 import math
-import os
-import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from helpers import compose_cfg
-from tiny_models import tiny_llama
+from helpers import causal_lm_settings as settings
+from helpers import compose_cfg, on_policy_toy
 
-from distill_sweep.config.parse import parse
 from distill_sweep.data.corpus import IGNORE
-from distill_sweep.data.decoder import from_instructions, special_tokens
-from distill_sweep.data.decoder_settings import InstructionSettings
+from distill_sweep.data.decoder import special_tokens
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
-from distill_sweep.models.toy_vocabulary import build_toy_tokenizer
-from distill_sweep.procedures.causal_lm_settings import CausalLMSettings
 from distill_sweep.procedures.on_policy import POSITION, OnPolicy, mark_positions
-from distill_sweep.procedures.sequences import rank_slice
-from distill_sweep.training import distributed
 
 BASE = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "student.num_layers=2"]
 INSTRUCT = [*BASE, "procedure.data=instructions", "procedure.teacher_steps=60", "procedure.epochs=1",
@@ -78,12 +68,7 @@ def test_the_axis_is_in_the_job_hash_and_unread_generation_settings_are_not(tmp_
     assert hashed("procedure.on_policy=0.5", "procedure.generation.temperature=1.0") == half  # its default
 
 
-
 # --------------------------------------------------------------------------------------- which steps, which samples
-def settings(**keys) -> CausalLMSettings:
-    return parse(CausalLMSettings, {"name": "causal_lm", "data": "instructions", **keys}, "procedure")
-
-
 @pytest.mark.parametrize("fraction", [0.0, 0.25, 0.5, 0.9, 1.0])
 def test_the_rule_picks_about_lambda_of_the_steps_from_seed_epoch_and_step_alone(fraction: float):
     s = settings(on_policy=fraction)
@@ -100,13 +85,7 @@ def test_the_rule_picks_about_lambda_of_the_steps_from_seed_epoch_and_step_alone
         assert picks[:100] != picks[100:200]  # another epoch, other steps
 
 
-@pytest.fixture(scope="module")
-def toy(shared_cache: Path):
-    tok = build_toy_tokenizer(shared_cache)
-    data = from_instructions(InstructionSettings(num_examples=80, dev_examples=8), tok, max_seq_length=48)
-    student = tiny_llama()
-    student.resize_token_embeddings(len(tok))
-    return tok, data, student
+toy = pytest.fixture(scope="module", name="toy")(on_policy_toy)
 
 
 def marked(data, rows: np.ndarray, epoch: int, step: int) -> dict:
@@ -154,52 +133,3 @@ def test_a_step_the_rule_leaves_off_policy_is_the_fixed_batch(toy):
     out = policy.batch(student, marked(data, rows, 1, step))
     fixed = data.batch(data.train, rows)
     assert out.keys() == fixed.keys() and all(torch.equal(out[k], fixed[k]) for k in fixed) and policy.steps == 0
-
-
-def _rank_worker(rank: int, port: int, cache: str, out: dict) -> None:
-    """Rank `rank` of 2 (gloo): its slice of the global batch, marked and sampled as the job does."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
-    torch.set_num_threads(1)
-    world = distributed.setup(torch.device("cpu"))
-    try:
-        tok = build_toy_tokenizer(Path(cache))
-        data = from_instructions(InstructionSettings(num_examples=80, dev_examples=8), tok, max_seq_length=48)
-        student = tiny_llama()
-        student.resize_token_embeddings(len(tok))
-        policy = OnPolicy(settings(on_policy=1.0), 3, data, special_tokens(tok))
-        loader = mark_positions(lambda stage, epoch: (rank_slice(b, world) for b in data.train_batches(8, 7)))
-        mine = [policy.batch(student, b) for b, _ in zip(loader(None, 1), range(2))]
-        gathered: list = [None, None]
-        dist.all_gather_object(gathered, [(b["idx"].tolist(), b["input_ids"].tolist()) for b in mine])
-        out[rank] = gathered
-    finally:
-        dist.destroy_process_group()
-
-
-@pytest.mark.slow  # two gloo ranks: over 2 s
-def test_two_ranks_each_sample_their_slice_the_tokens_one_process_samples(toy, shared_cache: Path):
-    tok, data, student = toy
-    policy = OnPolicy(settings(on_policy=1.0), 3, data, special_tokens(tok))
-    loader = mark_positions(lambda stage, epoch: data.train_batches(8, 7))
-    whole = [policy.batch(student, b) for b, _ in zip(loader(None, 1), range(2))]
-    with mp.Manager() as manager:
-        out = manager.dict()
-        mp.spawn(_rank_worker, args=(_free_port(), str(shared_cache), out), nprocs=2)
-        assert out[0] == out[1]  # every rank holds the same global view
-        ranks = out[0]
-    for step, batch in enumerate(whole):
-        (idx0, ids0), (idx1, ids1) = ranks[0][step], ranks[1][step]
-        assert idx0 + idx1 == batch["idx"].tolist()
-        fixed = data.batch(data.train, batch["idx"].numpy())
-        assert not torch.equal(fixed["input_ids"], batch["input_ids"])  # sampled, not the data's responses
-        # rank r's rows are the global batch's rows r*4..r*4+3, sampled to the same tokens (widths differ by padding)
-        for r, ids in enumerate((ids0, ids1)):
-            for i, row in enumerate(ids):
-                n = int(batch["attention_mask"][4 * r + i].sum())
-                assert row[:n] == batch["input_ids"][4 * r + i, :n].tolist()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -11,7 +11,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from helpers import compose_cfg, records, run_cli_preloaded
+from helpers import FRESH_STUDENT as STUDENT
+from helpers import FRESH_STUDENT_FAST as FAST
+from helpers import WIDE_VOCAB as WIDE
+from helpers import compose_cfg
 from tiny_models import tiny_llama
 
 from distill_sweep.data.decoder import CausalData, Sequences, from_instructions, special_tokens
@@ -28,12 +31,6 @@ from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
 from distill_sweep.procedures.causal_lm import check_shared_data
 from distill_sweep.teachers.decoder import greedy_responses, lm_evaluator
-
-STUDENT = ["student=fresh", "student.num_layers=2", "student.hidden_size=32", "student.num_attention_heads=2",
-           "student.intermediate_size=64"]
-FAST = ["logger=none", "threads=1", "procedure=causal_lm", "teacher=tiny_llama", "procedure.teacher_steps=60",
-        "procedure.epochs=1", "max_steps_per_epoch=4", "procedure.data=instructions", *STUDENT]
-WIDE = ["student.tokenizer=toy_wide", "procedure.vocab=shared_prefix"]
 
 
 def test_toy_wide_extends_the_toy_vocabulary():
@@ -131,22 +128,6 @@ def test_data_beyond_the_students_ids_is_refused(shared_cache: Path):
     top = int(max(data.train.ids.max(), data.dev.ids.max()))
     with pytest.raises(ConfigError, match=r"the student has ids 0..\d+ but causal_toy_instructions holds id \d+ "):
         check_shared_data(data, top, tok)
-
-
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_a_wider_student_vocabulary_trains_over_the_shared_ids_end_to_end(tmp_path: Path):
-    results, cache = tmp_path / "results", tmp_path / "cache"
-    proc = run_cli_preloaded([*FAST, "objective=fkl", *WIDE, "max_steps_per_epoch=20", f"results_dir={results}",
-                    f"cache_dir={cache}"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (rec,) = records(results)
-    assert rec["status"] == "completed"
-    vocabs = rec["causal_lm"]["vocabularies"]
-    assert (vocabs["teacher"]["size"], vocabs["student"]["size"], vocabs["shared_ids"]) == (68, 128, 68)
-    assert vocabs["metrics"] == {"vocabulary": "shared_ids", "size": 68}  # what its dev metrics read
-    assert math.isfinite(rec["epochs"][-1]["loss_fkl"]) and rec["epochs"][-1]["loss_fkl"] > 0
-    # learnt beyond a uniform guess over its 128 ids
-    assert rec["final"]["dev"]["nll"] < math.log(128) - 0.5
 
 
 class FixedLogits(torch.nn.Module):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from distill_sweep.records.locks import JobLock
@@ -32,10 +30,3 @@ def test_each_job_is_completed_running_interrupted_or_failed(tmp_path: Path) -> 
     interrupted_part = text.split("interrupted (")[1].split("failed (")[0]
     assert "toy/att_mse init-1 seed 2: before its first epoch" in interrupted_part
     assert "toy/hid_seq init-1 seed 1: NonFiniteLossError: non-finite loss at step 2 (" in text
-
-
-def test_a_missing_store_is_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "distill_sweep.status", str(tmp_path / "none")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2 and proc.stderr.strip().endswith("is not a directory")
-    assert proc.stderr.count("\n") == 1

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT, write_record
+from helpers import write_record
 from scipy import stats as sps
 
 from distill_sweep.analysis import frames, stats
@@ -19,7 +18,6 @@ from distill_sweep.report import render, tables
 from distill_sweep.report.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-REPO = ROOT
 
 
 def _table(root: Path, *, by_init: bool = False, metric: str = "header") -> tables.Table:
@@ -267,19 +265,6 @@ def test_cli_empty_results_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert not (tmp_path / "tables").exists()
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_module_entry_point(tmp_path: Path) -> None:
-    """The real `python -m distill_sweep.report` (one subprocess: the rest call main() directly)."""
-    write_record(tmp_path, task="toy", seed=0)
-    ok = subprocess.run([sys.executable, "-m", "distill_sweep.report", str(tmp_path), "table=1"],
-                        cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert ok.returncode == 0, ok.stderr
-    assert (tmp_path / "tables" / "table1.tex").is_file()
-    bad = subprocess.run([sys.executable, "-m", "distill_sweep.report", str(tmp_path), "table=9"],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-
-
 # ----------------------------------------------------------------------------- rows, tests, paper, epochs
 
 
@@ -305,6 +290,7 @@ def test_two_teachers_are_two_rows(tmp_path: Path, capsys: pytest.CaptureFixture
     assert f"teacher {tiny}: 6 layers, hidden 32, built from its config" in out and "nan" not in out.split("== ")[0]
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_no_kd_row_in_tables_and_tests(tmp_path: Path) -> None:
     kd = {"1": [0.70, 0.72, 0.75], "3": [0.80, 0.81, 0.85]}
     ft = {"1": [0.60, 0.65, 0.66], "3": [0.70, 0.70, 0.74]}

@@ -12,29 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import require, require_module, write_record
+from helpers import write_demo_like as _demo_like
 from scipy import stats as sps
 
 from distill_sweep.report import html_page
 from distill_sweep.report.cli import main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _demo_like(root: Path) -> None:
-    """The demo grid's shape (make demo): 4 objectives and the no-KD row x inits 1, 3 x seeds 1, 2 on toy, plus
-    RTE for two rows and one failed job."""
-    for t, task in enumerate(("toy", "rte")):
-        for o, objective in enumerate(("vanilla_kd", "hid_seq", "att_mse", "att_kl", "none")):
-            if task == "rte" and objective not in ("vanilla_kd", "att_kl"):
-                continue
-            for init in ("1", "3"):
-                for seed in (1, 2):
-                    score = 0.60 + 0.03 * o + 0.02 * (init == "3") + 0.011 * seed ** 2 * (1 + 0.3 * o) + 0.05 * t
-                    write_record(root, task=task, objective=objective, init=init, seed=seed, score=score,
-                                 final=score - 0.05, teacher="tiny", teacher_layers=6,
-                                 procedure="finetune" if objective == "none" else "task_specific")
-    write_record(root, task="rte", objective="hid_seq", seed=1, status="failed", error="ValueError: boom\ntrace",
-                 teacher="tiny", teacher_layers=6)
 
 
 def _page(tmp_path: Path, *args: str) -> tuple[str, Path]:
@@ -49,6 +33,7 @@ def _table_means(csv: Path) -> list[str]:
     return [f"{m:.1f}" for m in frame.loc[frame["task"] != "avg", "mean"].dropna()]
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_html_written_by_default_and_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     html, page = _page(tmp_path)
     out = capsys.readouterr().out
@@ -66,6 +51,7 @@ def test_html_written_by_default_and_self_contained(tmp_path: Path, capsys: pyte
     assert "ValueError: boom" in html and 'href="../rte/hid_seq/init-1/seed-1/' in html  # the failed job's link
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_html_cells_hold_the_csv_numbers_and_their_ci(tmp_path: Path) -> None:
     html, _ = _page(tmp_path)
     text = unescape(html)
@@ -81,6 +67,7 @@ def test_html_cells_hold_the_csv_numbers_and_their_ci(tmp_path: Path) -> None:
     assert "fixed across seeds: the teacher of each task" in text
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_ci_choice_is_named_in_footnotes_and_header(tmp_path: Path) -> None:
     html, _ = _page(tmp_path, "ci=bootstrap", "table=1")
     text = unescape(html)
@@ -96,6 +83,7 @@ def test_header_keeps_dirty_and_prints_no_nan() -> None:
     assert html_page.short_commit("0123456789abcdef0123") == "0123456789ab"
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_format_html_and_text(tmp_path: Path) -> None:
     _demo_like(tmp_path)
     assert main([str(tmp_path), "format=html", "out=" + str(tmp_path / "h")]) == 0
@@ -114,20 +102,6 @@ def test_format_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_wandb_summary_run_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    _demo_like(tmp_path)
-    assert main([str(tmp_path), "paper=false", "table=1", "wandb=true", "wandb_group=demo-sweep"]) == 0
-    out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if x.startswith("wandb summary run (offline): "))
-    run_dir = Path(line.split(": ", 1)[1])
-    assert run_dir.is_dir() and run_dir.name.startswith("offline-run-")
-    assert (run_dir / f"run-{run_dir.name.rsplit('-', 1)[1]}.wandb").is_file()  # the run's log, to `wandb sync`
-    media = {p.name.split("_")[0] for p in run_dir.glob("files/media/**/*") if p.is_file()}
-    assert {"table1", "curves", "report"} <= media  # a table, a plot and the page
-
-
 def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
     require(None if CHROMIUM is not None else "no chromium installed (.ci/run installs Debian's)")
     sync_api = require_module("playwright.sync_api", "the HTML report's browser test drives chromium with it")
@@ -163,22 +137,6 @@ def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
     assert (tmp_path / "report.png").stat().st_size > 10_000  # the screenshot, kept in the test's tmp_path
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_bench_report_writes_its_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-
-    from distill_sweep.bench import report
-
-    assert report.synthetic_store(tmp_path / "s", 23) == 23  # stops at the count asked for
-    assert len(list((tmp_path / "s").rglob("result.json"))) == 23
-    out = tmp_path / "report.json"
-    assert report.main(["--jobs", "40", "--repeats", "1", "--json", str(out)]) == 0
-    data = json.loads(out.read_text())
-    rows = next(b["table"]["rows"] for b in data["blocks"] if "table" in b)
-    assert rows[0][0].startswith("the report command") and float(rows[0][1]) > 0
-    assert "synthetic 40-job store" in capsys.readouterr().out
-
-
 def test_html_lists_the_preset_jobs_not_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
     import types
@@ -198,6 +156,7 @@ def test_html_lists_the_preset_jobs_not_started(tmp_path: Path, monkeypatch: pyt
     assert len(re.findall(r'<tr class="running">', html)) == 1
 
 
+@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_baseline_that_is_no_row_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _demo_like(tmp_path)
     assert main([str(tmp_path), "baseline=vanila_kd"]) == 2

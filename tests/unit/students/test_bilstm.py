@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
-from helpers import FAST, compose_cfg, plain, run_cli_preloaded, task_settings
-from omegaconf import OmegaConf
+from helpers import compose_cfg, plain, task_settings
 
 from distill_sweep.data.batching import STUDENT_IDS, make_loader
 from distill_sweep.data.glue import tokenize_splits
@@ -23,11 +22,9 @@ from distill_sweep.objectives.prediction import prediction_loss
 from distill_sweep.students import BuildInputs, student_type
 from distill_sweep.students.bilstm import BiLSTMClassifier, build, describe
 from distill_sweep.students.bilstm_settings import BiLSTMSettings
-from distill_sweep.training.checkpoint_files import CHECKPOINT
-from distill_sweep.training.loop import model_inputs, predict
+from distill_sweep.training.loop import model_inputs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 
 # ------------------------------------------------------------------------------------------------- loss
@@ -225,50 +222,3 @@ def test_the_architecture_offers_the_objectives_no_layer_features() -> None:
         with pytest.raises(ConfigError, match=needs):
             check_compatible(objective, info, teacher, [(1, 6)])
     check_compatible(parse_objective(plain(compose_cfg(["objective=logit_mse"]).objective)), info, teacher, [(1, 6)])
-
-
-# ------------------------------------------------------------------------------------------------- jobs
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_toy_job_end_to_end_and_its_checkpointed_student(tmp_path: Path, shared_cache: Path) -> None:
-    from distill_sweep.cli.run_job import new_record, run_job
-    from distill_sweep.job.prepare import prepare
-    from distill_sweep.procedures.common import build_student
-    from distill_sweep.training.context import RunContext
-
-    overrides = [*FAST, "student=bilstm", "objective=logit_mse", f"results_dir={tmp_path / 'r'}",
-                 f"cache_dir={shared_cache}", "checkpoint.keep=true"]
-    record = run_job(compose_cfg(overrides))
-    assert record["status"] == "completed" and record["student"]["name"] == "bilstm"
-    assert record["config"]["objective"]["kd_loss"] == "mse" and record["objective"] == "logit_mse"
-    assert [e["stage"] for e in record["epochs"]] == ["prediction"]
-    assert record["student_vocab"]["size"] > 2 and record["student"]["num_heads"] == 0
-    assert math.isfinite(record["epochs"][0]["train_loss"])
-    # the kept checkpoint's student, loaded into a fresh one, scores what the record says
-    cfg = compose_cfg(overrides)
-    job = prepare(cfg)
-    ckpt = torch.load(job.out_dir / CHECKPOINT, map_location="cpu", weights_only=False)
-    ctx = RunContext.open(job, new_record(job, OmegaConf.to_container(cfg, resolve=True)))
-    student = build_student(ctx, None)
-    student.load_state_dict(ckpt["student"])
-    logits, labels = predict(student, ctx.dev_loaders["validation"], ctx.device, ctx.precision)
-    accuracy = float((logits.argmax(-1) == labels).mean())
-    assert accuracy == pytest.approx(record["final"]["dev"]["accuracy"], abs=1e-9)
-    # the no-KD baseline with this student (procedure=finetune) runs too, on the same shared vocabulary
-    base = run_job(compose_cfg([*overrides[:-1], "procedure=finetune"]))
-    assert base["status"] == "completed" and base["student_vocab"] == record["student_vocab"]
-    # a word-piece student's KD job reads the teacher-output store the BiLSTM job used: the word ids are not the
-    # teacher's input, so they do not key the store
-    truncated = run_job(compose_cfg([*FAST, "objective=vanilla_kd", f"results_dir={tmp_path / 'r'}",
-                                     f"cache_dir={shared_cache}"]))
-    stored, again = record["teacher_outputs"], truncated["teacher_outputs"]
-    assert stored["mode"] == again["mode"] == "store"
-    assert (again["key"], again["path"], again["built"]) == (stored["key"], stored["path"], False)
-
-
-def test_intermediate_objective_is_refused_in_one_line(tmp_path: Path) -> None:
-    proc = run_cli_preloaded([*FAST, "student=bilstm", "objective=att_kl", f"results_dir={tmp_path / 'r'}",
-                    f"cache_dir={tmp_path / 'c'}"], cwd=tmp_path, timeout=120)
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
-    assert "objective=att_kl" in lines[0] and "student=bilstm" in lines[0]
-    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()

@@ -109,72 +109,6 @@ def test_a_study_continues_to_its_budget_and_reruns_a_killed_trial(tmp_path: Pat
     assert more.number == 3
 
 
-SWEEP = [*FAST, "max_steps_per_epoch=2", "objective=vanilla_kd", "seed=1,2", "tune.holdout=0.25",
-         "tune.space={objective.temperature:{low:1.0,high:4.0}}"]
-
-
-def test_the_dry_run_counts_trials_next_to_the_grid(tmp_path: Path) -> None:
-    from helpers import run_cli_preloaded
-
-    out = tmp_path / "results"
-    proc = run_cli_preloaded([*SWEEP, "objective=vanilla_kd,att_kl", "tune.trials=8", f"results_dir={out}", "+dry_run=true",
-                    "-m"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    # at most: 16 trials x 2 steps x 32 examples (max_steps_per_epoch=2, 1 epoch, batch 32) + att_kl's 8 trials' 2
-    # more steps of its intermediate stage = 1024 + 512
-    assert "tuning first: 2 arm(s) x 8 trial(s) (tpe, seed 0, holdout 0.25 of the training split) = 16 trial jobs, " \
-           "0 already completed, 16 to run (at most 1.54e+03 student sample-passes (no completed record yet to " \
-           "convert it to hours): each trial trains at most as long as its arm's grid job); 2 trial(s) at a time " \
-           "(1 per arm)" in proc.stdout
-    assert "4 jobs in the grid" in proc.stdout and not out.exists()
-
-
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
-def test_a_bad_space_stops_the_sweep_before_anything_runs(tmp_path: Path) -> None:
-    from helpers import run_cli_preloaded
-
-    out = tmp_path / "results"
-    proc = run_cli_preloaded([*SWEEP[:-1], "tune.trials=2", "tune.space={teacher.finetune.lr:{low:1e-5,high:1e-3}}",
-                    f"results_dir={out}", f"cache_dir={tmp_path / 'c'}", "-m"], cwd=tmp_path)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("distill_sweep: error: tune.space.teacher.finetune.lr: "
-                                                           "tuning the teacher is out of scope")
-    assert not out.exists() and not (tmp_path / "c").exists()
-
-
-@pytest.mark.slow  # a real tuned sweep: about a minute
-def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tmp_path: Path) -> None:
-    import optuna
-    from helpers import records, run_cli_preloaded
-
-    out, where = tmp_path / "results", [f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'c'}"]
-    proc = run_cli_preloaded([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = records(out)
-    trials = [r for r in found if r.get("tune_trial") is not None]
-    grid = [r for r in found if r.get("tuned")]
-    assert len(found) == 4 and sorted(r["tune_trial"]["number"] for r in trials) == [0, 1]
-    assert all(r["data"]["dev_size"] == 64 and r["seed"] == 1 for r in trials)  # 256 x 0.25 held out
-    assert sorted(r["seed"] for r in grid) == [1, 2] and all(r["data"]["dev_size"] == 128 for r in grid)
-    (journal,) = (out / "tuning").glob("*.journal")
-    study = optuna.load_study(study_name=grid[0]["tuned"]["study"], storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(journal))))
-    best = max(study.trials, key=lambda t: t.value)
-    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
-    assert {t.value for t in study.trials} == {
-        r["best"]["dev"]["accuracy"] for r in trials}  # each trial told its record's holdout score
-    for r in grid:  # the chosen values, run on the real split, with a pointer to the study
-        assert r["tuned"]["trial"] == best.number and r["tuned"]["journal"] == str(journal)
-        assert r["config"]["objective"]["temperature"] == best.params["objective.temperature"]
-    again = run_cli_preloaded([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
-    assert again.returncode == 0 and "tuning:" not in again.stdout
-    assert "0 job(s) to run" in again.stdout and len(records(out)) == 4
-    more = run_cli_preloaded([*SWEEP, "tune.trials=3", *where, "-m"], cwd=tmp_path)
-    assert more.returncode == 0, more.stderr[-3000:]
-    assert len([r for r in records(out) if r.get("tune_trial") is not None]) == 3
-    assert json.loads(journal.read_text().splitlines()[0])  # still one journal, continued
-
-
 def test_the_tuned_demo_preset_gives_every_objective_the_same_budget() -> None:
     cfg = compose_cfg(["experiment=tuned_demo"])
     settings = tune.settings_of(cfg)
@@ -255,46 +189,6 @@ def test_parallel_is_not_part_of_the_hash() -> None:
     job = [*FAST, "objective=vanilla_kd", "tune.trials=2", "tune.space={objective.temperature:{low:1.0,high:4.0}}",
            "+tune_trial=0"]
     assert identify(compose_cfg(job)).digest == identify(compose_cfg([*job, "tune.parallel=4"])).digest
-
-
-@pytest.mark.slow  # a real sweep killed with SIGKILL mid-trial, then run again: about a minute
-def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, shared_cache: Path) -> None:
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import optuna
-    from helpers import cli_env, records, run_cli_preloaded
-
-    out = tmp_path / "results"
-    args = [*FAST, "objective=vanilla_kd", "seed=1", "epochs=2", "max_steps_per_epoch=4", "checkpoint.every_steps=1",
-            "tune.trials=2", "tune.holdout=0.25", "tune.space={objective.temperature:{low:1.0,high:4.0}}",
-            f"results_dir={out}", f"cache_dir={shared_cache}", "-m"]
-    proc = subprocess.Popen([sys.executable, "-m", "distill_sweep", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, env=cli_env())
-    try:  # killed once the first trial has a checkpoint: mid-trial, its study's trial 0 RUNNING
-        deadline = time.monotonic() + 300
-        while not any(p.parent.joinpath("checkpoint.pt").exists() for p in out.glob("**/result.json")):
-            assert proc.poll() is None, "the sweep ended before it could be killed"
-            assert time.monotonic() < deadline, "no trial checkpoint appeared"
-            time.sleep(0.02)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    (journal,) = (out / "tuning").glob("*.journal")
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
-    (name,) = optuna.get_all_study_names(storage)
-    assert [t.state.name for t in optuna.load_study(study_name=name, storage=storage).trials] == ["RUNNING"]
-    again = run_cli_preloaded(args, cwd=tmp_path, env={"OMP_NUM_THREADS": "1"})
-    assert again.returncode == 0, again.stderr[-3000:]
-    study = optuna.load_study(study_name=name, storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(str(journal))))
-    assert [(t.number, t.state.name) for t in study.trials] == [(0, "COMPLETE"), (1, "COMPLETE")]
-    trials = sorted((r for r in records(out) if r.get("tune_trial")), key=lambda r: r["tune_trial"]["number"])
-    assert [r["tune_trial"]["number"] for r in trials] == [0, 1] and trials[0]["resumed"] == 1
-    assert len([r for r in records(out) if r.get("tuned")]) == 1
 
 
 def test_a_failed_trial_is_asked_again_up_to_a_budget_of_failures(tmp_path: Path) -> None:

@@ -88,7 +88,6 @@ def task_one(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _reference(tmp_path_factory.mktemp("task"), TASK)
 
 
-@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
 @pytest.mark.parametrize("job, reference", [(CAUSAL, "causal_one"), (TASK, "task_one")],
                          ids=["causal_lm", "task_specific"])
 def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, job: list[str], reference: str,
@@ -124,7 +123,6 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert max(float((sa[k] - sb[k]).abs().max()) for k in sa) < 1e-5
 
 
-@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
 def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: Path, causal_one: Path) -> None:
     sharded = _torchrun([*CAUSAL, "fsdp.teacher=shard", f"cache_dir={causal_one / 'cache'}",
                          f"results_dir={tmp_path / 'shard'}"], tmp_path)
@@ -139,7 +137,6 @@ ATTENTION = [*(a for a in TASK if not a.startswith("objective=")), "objective=at
              "max_steps_per_epoch=2"]
 
 
-@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
 def test_an_attention_objective_trains_sharded_with_a_sharded_teacher(tmp_path: Path, task_one: Path) -> None:
     common = [*ATTENTION, f"cache_dir={task_one / 'cache'}"]
     one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
@@ -209,7 +206,6 @@ def _resumed(output: str) -> list[tuple[int, int]]:
     return [(int(e), int(s)) for e, s in re.findall(r"resuming from \S+ at distill epoch (\d+) step (\d+)", output)]
 
 
-@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
 def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path, killable_one: Path) -> None:
     common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
@@ -224,7 +220,6 @@ def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path,
     assert not left, left  # the completed job removed its checkpoint and every shard directory
 
 
-@pytest.mark.slow  # a kill and a torchrun re-run: over 2 s
 def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_path: Path, killable_one: Path) -> None:
     common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
@@ -238,7 +233,6 @@ def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_pat
     _same_within(_record(killable_one / "one"), record)
 
 
-@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
 def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_path: Path, killable_one: Path) -> None:
     common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
@@ -253,7 +247,6 @@ def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_pat
     _same_within(_record(killable_one / "one"), record)
 
 
-@pytest.mark.slow  # torchrun: over 2 s
 def test_what_cannot_shard_is_refused_in_one_line_before_any_work(tmp_path: Path) -> None:
     where = [f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
     cannot = _torchrun(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *where], tmp_path)
@@ -266,31 +259,6 @@ def test_what_cannot_shard_is_refused_in_one_line_before_any_work(tmp_path: Path
     assert not list((tmp_path / "r").rglob("result.json")) and not list((tmp_path / "r").rglob(CHECKPOINT))
 
 
-def test_a_rank_slice_splits_a_partial_batch_and_weighs_rows() -> None:
-    from types import SimpleNamespace
-
-    from distill_sweep.training.fsdp import ROWS, rank_slice
-
-    def slices(n: int, size: int) -> list[tuple[list[int], int]]:
-        batch = {"input_ids": torch.arange(n).unsqueeze(1), "labels": torch.arange(n)}
-        cut = [rank_slice(batch, SimpleNamespace(rank=r, size=size)) for r in range(size)]
-        return [(c["labels"].tolist(), int(c[ROWS])) for c in cut]
-
-    # 7 rows over 3 ranks: 3 + 2 + 2, in order, none twice, each counted
-    assert slices(7, 3) == [([0, 1, 2], 3), ([3, 4], 2), ([5, 6], 2)]
-    # 1 row over 2 ranks: rank 1 runs the same forward on a stand-in (row 0) that counts for nothing
-    assert slices(1, 2) == [([0], 1), ([0], 0)]
-
-
-def test_bf16_all_gathers_and_computes_in_bf16_and_reduces_in_float32() -> None:
-    from distill_sweep.training.fsdp import precision_policy
-
-    bf16, fp32 = precision_policy("bf16"), precision_policy("fp32")
-    assert (bf16.param_dtype, bf16.reduce_dtype) == (torch.bfloat16, torch.float32)
-    assert (fp32.param_dtype, fp32.reduce_dtype) == (None, None)  # no cast
-
-
-@pytest.mark.slow  # two torchrun ranks and one process: over 2 s
 def test_two_sharded_ranks_under_bf16_train_as_one_process_to_bf16_rounding(tmp_path: Path) -> None:
     common = [*CAUSAL, "precision=bf16", f"cache_dir={tmp_path / 'cache'}"]
     one = _one([*common, f"results_dir={tmp_path / 'one'}"], tmp_path)
@@ -308,7 +276,6 @@ def test_two_sharded_ranks_under_bf16_train_as_one_process_to_bf16_rounding(tmp_
     assert {v.dtype for v in _student(tmp_path / "two").values()} == {torch.float32}
 
 
-@pytest.mark.slow  # torchrun: over 2 s
 def test_sharded_ranks_sample_on_policy_responses_of_their_own_lengths(tmp_path: Path) -> None:
     """Each rank samples its rows' responses, which end at other steps than the other rank's: the sharded student
     gathers its weights in every forward, so every rank keeps generating until all are done (without it, the ranks'
@@ -357,7 +324,6 @@ def _step_worker(rank: int, port: int, out: dict) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.slow  # two gloo ranks: over 2 s
 def test_the_sharded_step_is_the_global_batch_mean_and_a_nan_on_one_rank_skips_it_on_every_rank() -> None:
     result = _spawned(_step_worker)
     assert result["bad0"] == result["bad1"] == (True, True)
@@ -374,25 +340,6 @@ def test_the_sharded_step_is_the_global_batch_mean_and_a_nan_on_one_rank_skips_i
         assert value == pytest.approx(expected, rel=1e-6) and sq == pytest.approx(expected, rel=1e-6)
         assert torch.allclose(torch.tensor(gw), grad_w, rtol=1e-5, atol=1e-6)
         assert torch.allclose(torch.tensor(gb), grad_b, rtol=1e-5, atol=1e-6)
-
-
-def test_a_checkpoint_naming_missing_shards_starts_over_and_removal_takes_every_shard_directory(tmp_path: Path) -> None:
-    from distill_sweep.training import sharded_checkpoint
-    from distill_sweep.training.checkpoint import load_checkpoint, save_checkpoint
-    from distill_sweep.training.checkpoint_files import remove_checkpoint
-
-    path = tmp_path / CHECKPOINT
-    save_checkpoint(path, {"config_hash": "k", "position": {}, "shards": "checkpoint.shards-new"})
-    state = load_checkpoint(path, "k")
-    assert state is not None and sharded_checkpoint.check(state, path) is None  # its shards are not there: start over
-    (tmp_path / "checkpoint.shards-new").mkdir()
-    assert sharded_checkpoint.check(state, path) is None  # nor whole (DCP writes .metadata last)
-    (tmp_path / "checkpoint.shards-new" / ".metadata").write_bytes(b"")
-    assert sharded_checkpoint.check(state, path) is state
-    (tmp_path / "checkpoint.shards-cut").mkdir()  # a save a kill cut short: no checkpoint.pt names it
-    (tmp_path / "checkpoint.shards-cut" / "__0_0.distcp").write_bytes(b"x")
-    remove_checkpoint(path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def _chunk_batch() -> dict[str, torch.Tensor]:
@@ -452,7 +399,6 @@ def _chunk_worker(rank: int, port: int, out: dict) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.slow  # two gloo ranks: over 2 s
 def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process() -> None:
     """The chunked losses apply the LM heads outside the models' forwards: the sharded student's root unit (its head)
     stays gathered to the backward, whose gradient FSDP then reduce-scatters with the root's; the sharded teacher's

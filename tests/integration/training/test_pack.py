@@ -24,8 +24,6 @@ from distill_sweep.training.checkpoint_files import CHECKPOINT
 from distill_sweep.training.pack import Lockstep
 from tests.helpers import FAST, compose_cfg, save_diverged_model
 
-pytestmark = pytest.mark.slow  # each test runs a pack of three short jobs
-
 # different objectives, inits and stages: hid_seq reads the hidden states of layers 1-3 (depth 3 of the tiny
 # teacher's 6), att_kl the q/k/v of layers 1, 4, 6 (all 6), vanilla_kd only the stored logits
 MEMBERS = [["objective=hid_seq", "init=3"], ["objective=att_kl", "init=2"], ["objective=vanilla_kd", "init=1"]]
@@ -149,33 +147,3 @@ def test_each_member_of_a_pack_logs_its_own_wandb_run(tmp_path: Path, shared_cac
         data = run_file.read_bytes()
         assert f"-{objective}-".encode() in data  # the run's name: task-objective-init-seed
         assert b"dev/accuracy" in data  # and its metrics
-
-
-def test_a_set_up_line_every_member_logs_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    """Members of a pack load the same teacher and say so in the same words: before its first step a member's line
-    already logged by another is dropped; lines after the first step (epochs, warnings naming the job) all stay."""
-    from distill_sweep.training.pack import SetUpOnce
-
-    lockstep = Lockstep(3)
-    log = logging.getLogger("distill_sweep")
-
-    def member(i: int):
-        def run() -> int:
-            log.info("reusing cached teacher /cache/teachers/toy/tiny")  # the same text in every member
-            log.info("member %d set up", i)  # its own
-            lockstep.turn(i)
-            log.info("epoch 1 loss 0.5")  # the same text, but after training began: kept
-            return i
-        return run
-
-    once = SetUpOnce(lockstep)
-    with caplog.at_level(logging.INFO, logger="distill_sweep"):
-        caplog.handler.addFilter(once)
-        try:
-            assert lockstep.run([member(i) for i in range(3)]) == [0, 1, 2]
-        finally:
-            caplog.handler.removeFilter(once)
-    messages = [r.getMessage() for r in caplog.records]
-    assert messages.count("reusing cached teacher /cache/teachers/toy/tiny") == 1
-    assert sorted(m for m in messages if m.endswith("set up")) == [f"member {i} set up" for i in range(3)]
-    assert messages.count("epoch 1 loss 0.5") == 3

@@ -8,7 +8,6 @@ import pytest
 from distill_sweep.bench.memory import logits_mb, measure
 
 
-@pytest.mark.slow  # two fresh processes, over 2 s: `make test-fast` leaves it out
 def test_the_chunked_step_peaks_below_the_unchunked_one_and_the_measure_sees_the_logits():
     seq, vocab = 1024, 8192  # one model's float32 logits: 32 MB
     assert logits_mb(seq, vocab) == pytest.approx(32.0)

@@ -83,7 +83,6 @@ def _same_student(a: dict, b: dict) -> None:
     assert max(float((sa[k] - sb[k]).abs().max()) for k in sa) < 1e-5
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path) -> None:
     # DistilBERT's loss: a hidden-state term, and the KD on the MLM heads, applied outside the models' forwards to
     # the masked positions (the student's head in its root unit, the sharded teacher's gathered for it)
@@ -217,7 +216,6 @@ def _resumed_to_the_end(again: subprocess.CompletedProcess, at: dict, out: Path,
     _same_student(reference, record)
 
 
-@pytest.mark.slow  # torchrun, a kill and a re-run: over 2 s
 def test_two_sharded_ranks_killed_with_sigkill_resume_in_one_process(tmp_path: Path, killable_one: Path) -> None:
     common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
@@ -227,7 +225,6 @@ def test_two_sharded_ranks_killed_with_sigkill_resume_in_one_process(tmp_path: P
     _resumed_to_the_end(again, state["position"], out, _record(killable_one / "one"), ranks=1)
 
 
-@pytest.mark.slow  # a kill and a torchrun re-run: over 2 s
 def test_a_one_process_checkpoint_as_the_old_data_parallel_path_wrote_resumes_sharded(tmp_path: Path,
                                                                                     killable_one: Path) -> None:
     """Before FSDP2, task_agnostic's ranks each held the whole student and rank 0 wrote one process's checkpoint
@@ -242,7 +239,6 @@ def test_a_one_process_checkpoint_as_the_old_data_parallel_path_wrote_resumes_sh
     _resumed_to_the_end(again, state["position"], out, _record(killable_one / "one"), ranks=2)
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_what_cannot_run_on_several_ranks_is_refused_in_one_line(tmp_path: Path) -> None:
     task = _torchrun(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", f"results_dir={tmp_path / 'r'}",
                       f"cache_dir={tmp_path / 'c'}"], tmp_path)
@@ -255,7 +251,6 @@ def test_what_cannot_run_on_several_ranks_is_refused_in_one_line(tmp_path: Path)
     assert not (tmp_path / "r").exists()  # nothing written
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_sweep_checks_its_jobs_as_the_launcher_will_start_them(tmp_path: Path) -> None:
     from helpers import run_cli_preloaded
 
@@ -273,7 +268,6 @@ def test_a_sweep_checks_its_jobs_as_the_launcher_will_start_them(tmp_path: Path)
     assert not (tmp_path / "r").exists()  # nothing written
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_ranks_that_disagree_on_the_config_stop_before_any_work(tmp_path: Path) -> None:
     port = str(_free_port())
     procs = []
@@ -302,7 +296,6 @@ def _flag_worker(rank: int, port: int, out: dict) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 def test_a_stop_flag_on_one_rank_stops_every_rank_and_sums_are_global() -> None:
     with mp.Manager() as manager:
         out = manager.dict()

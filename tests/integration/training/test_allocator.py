@@ -32,7 +32,6 @@ def _probe(mode: str) -> tuple[str, list[int]]:
     return out[0], [int(x) for x in out[1:]]
 
 
-@pytest.mark.slow  # measured over 2 s: `make test-fast` leaves it out
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc tuning is Linux-only")
 def test_kept_memory_is_reused_with_fewer_page_faults() -> None:
     applied, kept = _probe("keep")

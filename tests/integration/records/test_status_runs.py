@@ -1,0 +1,14 @@
+"""`python -m distill_sweep.status`: a store's jobs by state, read from records and lock files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_a_missing_store_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "distill_sweep.status", str(tmp_path / "none")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("is not a directory")
+    assert proc.stderr.count("\n") == 1

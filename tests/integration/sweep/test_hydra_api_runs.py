@@ -1,0 +1,20 @@
+"""What distill_sweep relies on from Hydra's internals, pinned in one place.
+
+The skip-completed sweeper (sweep/sweeper.py) subclasses Hydra's internal BasicSweeper, sweep/compose.py splits
+a grid with it, and the command line reads Hydra's own argparse parser (__main__.py). None of these is Hydra's
+public API: a Hydra release (1.4 is in development) that moves or changes one fails here, by name, rather than
+somewhere in a sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import run_cli
+
+
+def test_the_installed_hydra_says_nothing_about_version_base(tmp_path: Path) -> None:
+    """The command line's one-line refusal is the only line on stderr under the installed Hydra (1.3 or 1.4)."""
+    proc = run_cli(["epochs=abc", f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "distill_sweep: error: epochs='abc': expected an integer or null"], proc.stderr
