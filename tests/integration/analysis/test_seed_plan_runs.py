@@ -1,4 +1,5 @@
-"""`-m +plan_seeds=true`: the seeds each comparison of a planned grid needs, from a pilot's records."""
+"""`-m +plan_seeds=true`: the tests that run a job, a command or processes (its fast tests:
+tests/unit/analysis/test_seed_plan.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""bench_pack on CPU with two members and two steps per epoch: a row per student and the totals, positive rates,
-the same samples trained alone and in the pack, results unchanged; the MFU arithmetic and the peaks by hand; a
-member whose pack record differs is named."""
+"""bench_pack on CPU with two members and two steps per epoch: the tests that run a job, a command or processes
+(its fast tests: tests/unit/bench/test_bench_pack.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`python -m distill_sweep.bench.gpu_check` (`make gpu-check`) on a machine without CUDA: it runs, skips what needs
-CUDA in one line each, measures the rest at tiny sizes and says in its JSON what it skipped."""
+"""`python -m distill_sweep.bench.gpu_check` (`make gpu-check`) on a machine without CUDA: the tests that run a
+job, a command or processes (its fast tests: tests/unit/bench/test_gpu_check.py)."""
 
 from __future__ import annotations
 

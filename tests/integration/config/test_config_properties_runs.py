@@ -1,18 +1,5 @@
-"""Tests of the whole config surface, generated from the typed schema itself.
-
-Every key of every settings dataclass (the top level, the groups, and each group option's own settings: the
-procedures, the student types, the objective terms, augmentation, the corpus) is found by walking the
-dataclasses, so a new key is covered without touching this file. For each key, plain functions of its type and
-range (`wrong_values`, `boundary_values`; nothing is sampled) give:
-- one wrong value of each kind its type admits (text or a list for a number, a fraction for an integer, an
-  infinity for a float whose range leaves that side open, text or a number for a flag, an unknown option, a
-  single value or a wrong item for a list, a list for text) and the nearest value outside each bound of its
-  range: the job is refused before anything is loaded, with one line naming the key (the CLI prints that line
-  and exits 2: tests/e2e/test_bad_inputs.py);
-- the boundary values the range allows: the job is accepted (`prepare`, which reads model configs only).
-A boundary value that the job then fails on after minutes of work is what `seed=-1` was: those found are
-named cases in tests/e2e/test_bad_inputs.py (round two).
-"""
+"""Tests of the whole config surface, generated from the typed schema itself: the tests that run a job, a command
+or processes (its fast tests: tests/unit/config/test_config_properties.py)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""`seeds: {init, data_order, dropout, sampling}`: one seed per source of variance, each null = the master `seed`.
-
-Each sub-seed changes its own source and leaves the others bit-identical (the student's new weights, the torch
-stream the training draws its dropout masks from, the order of the batches), the default keeps every earlier config
-hash and the numbers of the one stream seeded by `seed`, and every record states the four seeds it used."""
+"""`seeds: the tests that run a job, a command or processes (its fast tests: tests/unit/config/test_seeds.py)."""
 
 from __future__ import annotations
 

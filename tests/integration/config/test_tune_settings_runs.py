@@ -1,5 +1,5 @@
-"""The `tune` block (config/tune.py): typed and range-checked like every key, one line per bad value, and off at
-its defaults without changing any config hash."""
+"""The `tune` block (config/tune.py): the tests that run a job, a command or processes (its fast tests:
+tests/unit/config/test_tune_settings.py)."""
 
 from __future__ import annotations
 

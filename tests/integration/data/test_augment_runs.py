@@ -1,4 +1,5 @@
-"""TinyBERT's data augmentation (task.augment=tinybert): eligible words, samples, the stored split, the key."""
+"""TinyBERT's data augmentation (task.augment=tinybert): the tests that run a job, a command or processes (its fast
+tests: tests/unit/data/test_augment.py)."""
 
 from __future__ import annotations
 

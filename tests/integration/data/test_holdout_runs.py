@@ -1,5 +1,5 @@
-"""The tuning holdout (data/holdout.py): a trial trains on the training split less a seeded share and is scored on
-that share alone, never on a reported dev split."""
+"""The tuning holdout (data/holdout.py): the tests that run a job, a command or processes (its fast tests:
+tests/unit/data/test_holdout.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The threads a job uses by default, and OpenMP's wait policy set by the command line before torch loads."""
+"""The threads a job uses by default, and OpenMP's wait policy set by the command line before torch loads: the
+tests that run a job, a command or processes (its fast tests: tests/unit/job/test_machine.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""PKD (Sun et al. 2019) and TinyBERT's task-specific distillation (Jiao et al. 2020): the PKD term worked by hand,
-its layer pairs, bad inputs refused before any work, a few steps of each system on the toy task, the presets."""
+"""PKD (Sun et al. 2019) and TinyBERT's task-specific distillation (Jiao et al. 2020): the tests that run a job, a
+command or processes (its fast tests: tests/unit/objectives/test_pkd_tinybert.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""MiniLMv2 relations (`rel_kl`): hand-worked values, MiniLMv2's per-example normalisation, other head counts
-and widths, the plain formula's value and gradient, bad relation heads refused before any work, a toy job.
-
-Every expected number is worked from the formula in the test: relation head a of a (S, width) projection X is
-its columns a*d_r .. (a+1)*d_r - 1 (d_r = width / A_r), R = softmax(X_a X_a^T / sqrt(d_r)) over the real keys,
-L = (1/B) sum_b 1/(A_r n_b) sum_{a, real rows} KL(R_T || R_S), summed over relations and layer pairs.
-"""
+"""MiniLMv2 relations (`rel_kl`): the tests that run a job, a command or processes (its fast tests:
+tests/unit/objectives/test_relations.py)."""
 
 from __future__ import annotations
 

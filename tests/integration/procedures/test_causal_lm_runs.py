@@ -1,5 +1,5 @@
-"""procedure=causal_lm: its data layout, block importance, the top-k store, refusals, and a small sweep end to end
-(records, the teacher cache, the store built once, the report's decoder table)."""
+"""procedure=causal_lm: the tests that run a job, a command or processes (its fast tests:
+tests/unit/procedures/test_causal_lm.py)."""
 
 from __future__ import annotations
 

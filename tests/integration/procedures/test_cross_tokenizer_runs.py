@@ -1,5 +1,5 @@
-"""A decoder student with its own tokenizer (student.tokenizer): objectives over one vocabulary refused in one line
-naming both vocabularies before any work, and objective=uld trained end to end with two toy tokenizers."""
+"""A decoder student with its own tokenizer (student.tokenizer): the tests that run a job, a command or processes
+(its fast tests: tests/unit/procedures/test_cross_tokenizer.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Decoder packs (procedure=causal_lm, pack=auto): which decoder jobs share batches, the dry run's line, and a
-pack whose members (fkl, rkl with CE, on-policy gjsd; and sparse top-k members) are each bit-identical to the job
-alone, with one teacher forward per data batch between the live members."""
+"""Decoder packs (procedure=causal_lm, pack=auto): the tests that run a job, a command or processes (its fast
+tests: tests/unit/procedures/test_decoder_packs.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""FastBERT: exits, the self-distillation loss by hand, FLOPs by hand, the procedure on the toy task."""
+"""FastBERT: the tests that run a job, a command or processes (its fast tests:
+tests/unit/procedures/test_fastbert.py)."""
 
 from __future__ import annotations
 

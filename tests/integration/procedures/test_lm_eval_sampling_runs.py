@@ -1,6 +1,5 @@
-"""procedure.lm_eval.sampling_seeds (evaluation-sampling seeds: the generate-until tasks sampled once per seed on one
-trained model): the refusals, the hashes (greedy keeps every hash), the stage's per-seed scores and rows against the
-harness run seed by seed, and the per-example file with seeds."""
+"""procedure.lm_eval.sampling_seeds (evaluation-sampling seeds: the tests that run a job, a command or processes
+(its fast tests: tests/unit/procedures/test_lm_eval_sampling.py)."""
 
 from __future__ import annotations
 

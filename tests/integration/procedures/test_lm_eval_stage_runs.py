@@ -1,5 +1,5 @@
-"""procedure.lm_eval (the lm-eval stage of decoder jobs): its refusals, the hash when off, the shipped task data, the
-stage on a trained student (its scores against lm_eval's own run on the saved model) and the per-example file."""
+"""procedure.lm_eval (the lm-eval stage of decoder jobs): the tests that run a job, a command or processes (its
+fast tests: tests/unit/procedures/test_lm_eval_stage.py)."""
 
 from __future__ import annotations
 

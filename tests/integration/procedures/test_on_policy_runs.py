@@ -1,5 +1,5 @@
-"""procedure.on_policy / seq_kd / generation (the data-source axis of causal_lm): the settings' refusals and hashes,
-the seeded choice of on-policy batches, the student's samples, and on-policy jobs run, resumed and run on 2 ranks."""
+"""procedure.on_policy / seq_kd / generation (the data-source axis of causal_lm): the tests that run a job, a
+command or processes (its fast tests: tests/unit/procedures/test_on_policy.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""PEA-KD: the SPS student (shared and Q/K-swapped layers, capture per application, save/load) and the PTP
-procedure (labels by hand, settings, a toy job that resumes mid-PTP)."""
+"""PEA-KD: the tests that run a job, a command or processes (its fast tests: tests/unit/procedures/test_peakd.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """procedure.vocab=shared_prefix (a student vocabulary that shares ids 0..n-1 with the teacher's), and the decoder
-refusals of item 3: student.tokenizer under an encoder procedure, and objectives whose logit KD a decoder job
-would drop."""
+refusals of item 3: the tests that run a job, a command or processes (its fast tests:
+tests/unit/procedures/test_shared_vocab.py)."""
 
 from __future__ import annotations
 

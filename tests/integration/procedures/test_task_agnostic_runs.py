@@ -1,5 +1,5 @@
-"""procedure=task_agnostic: the KD-on-MLM loss by hand, masking, packing, accumulation, the corpus cache, local
-text files, a kill/resume, and bad inputs refused before any work."""
+"""procedure=task_agnostic: the tests that run a job, a command or processes (its fast tests:
+tests/unit/procedures/test_task_agnostic.py)."""
 
 from __future__ import annotations
 

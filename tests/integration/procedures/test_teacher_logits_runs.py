@@ -1,5 +1,5 @@
-"""procedure.teacher_logits (full | top_k | top_k_tail | sampled) in a causal_lm job: the hashes of jobs from before
-the key, the refusals of what an estimator cannot serve, and a job of each sparse estimator run from its store."""
+"""procedure.teacher_logits (full | top_k | top_k_tail | sampled) in a causal_lm job: the tests that run a job, a
+command or processes (its fast tests: tests/unit/procedures/test_teacher_logits.py)."""
 
 from __future__ import annotations
 

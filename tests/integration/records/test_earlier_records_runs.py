@@ -1,5 +1,6 @@
-"""Records, checkpoints and shared-store keys written by the code before the typed-settings redesign are
-still found, resumed and named the same (tests/fixtures/v2/README.md says how they were written)."""
+"""Records, checkpoints and shared-store keys written by the code before the typed-settings redesign are still
+found, resumed and named the same (tests/fixtures/v2/README.md says how they were written): the tests that run a
+job, a command or processes (its fast tests: tests/unit/records/test_earlier_records.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`python -m distill_sweep.status`: a store's jobs by state, read from records and lock files."""
+"""`python -m distill_sweep.status`: the tests that run a job, a command or processes (its fast tests:
+tests/unit/records/test_status.py)."""
 
 from __future__ import annotations
 

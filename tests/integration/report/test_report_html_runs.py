@@ -1,5 +1,5 @@
-"""The HTML report: one self-contained page (tables with their CIs, heatmaps, test matrices, curves, jobs),
-checked in its text and in a real headless Chromium; format=; the wandb summary run."""
+"""The HTML report: the tests that run a job, a command or processes (its fast tests:
+tests/unit/report/test_report_html.py)."""
 
 from __future__ import annotations
 

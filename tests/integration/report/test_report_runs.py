@@ -1,4 +1,5 @@
-"""distill_sweep.report: table layout, bolding, partial sweeps, the CLI end to end on fabricated records."""
+"""distill_sweep.report: the tests that run a job, a command or processes (its fast tests:
+tests/unit/report/test_report.py)."""
 
 from __future__ import annotations
 

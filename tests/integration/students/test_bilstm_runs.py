@@ -1,6 +1,5 @@
-"""student=bilstm (Tang et al. 2019): the logit-MSE loss worked by hand, the word vocabulary on fixed sentences,
-batches that carry both tokenizers' ids for the same rows, the siamese pair features, a toy job end to end
-(its checkpointed student reloaded gives the recorded dev score), and the one-line refusals."""
+"""student=bilstm (Tang et al. 2019): the tests that run a job, a command or processes (its fast tests:
+tests/unit/students/test_bilstm.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The fine-tune grid after a distillation (finetune_grid, student=distilled) and the report's Tables 2 and 4."""
+"""The fine-tune grid after a distillation (finetune_grid, student=distilled) and the report's Tables 2 and 4: the
+tests that run a job, a command or processes (its fast tests: tests/unit/sweep/test_chain.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""What distill_sweep relies on from Hydra's internals, pinned in one place.
-
-The skip-completed sweeper (sweep/sweeper.py) subclasses Hydra's internal BasicSweeper, sweep/compose.py splits
-a grid with it, and the command line reads Hydra's own argparse parser (__main__.py). None of these is Hydra's
-public API: a Hydra release (1.4 is in development) that moves or changes one fails here, by name, rather than
-somewhere in a sweep.
-"""
+"""What distill_sweep relies on from Hydra's internals, pinned in one place: the tests that run a job, a command or
+processes (its fast tests: tests/unit/sweep/test_hydra_api.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Packs: which jobs share batches (sweep/packs.py's rule), how a grid is cut into packs, the dry run's line, and a
-sweep that launches packs (one process each), with a failing member and a partial re-run."""
+"""Packs: the tests that run a job, a command or processes (its fast tests: tests/unit/sweep/test_packs.py)."""
 
 from __future__ import annotations
 

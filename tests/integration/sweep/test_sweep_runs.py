@@ -1,4 +1,5 @@
-"""The result store and the sweeper: config hash, skip completed, re-run missing/failed, dry run, presets."""
+"""The result store and the sweeper: the tests that run a job, a command or processes (its fast tests:
+tests/unit/sweep/test_sweep.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The tuning phase of a sweep (sweep/tune.py): arms, their checked spaces, studies that reach their budget and
-no further."""
+"""The tuning phase of a sweep (sweep/tune.py): the tests that run a job, a command or processes (its fast tests:
+tests/unit/sweep/test_tune.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The decoder teacher (procedure=causal_lm) and its top-k store recover from damage, interruption, a moved cache
-and concurrent jobs as encoder teachers and their stores do: one cache (teachers/cache.py), one store
-(teachers/output_store.py), one driver (training/stages.py). Tiny teachers, real files, locks and processes."""
+and concurrent jobs as encoder teachers and their stores do: the tests that run a job, a command or processes
+(its fast tests: tests/unit/teachers/test_decoder_teacher.py)."""
 
 from __future__ import annotations
 

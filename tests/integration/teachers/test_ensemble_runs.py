@@ -1,6 +1,5 @@
-"""Ensemble teachers (MT-DNN): members from `teacher.ensemble`, soft targets = the mean of the members'
-probabilities (hand-worked), MT-DNN's loss, bad ensembles refused before any work, a toy job naming every member.
-"""
+"""Ensemble teachers (MT-DNN): the tests that run a job, a command or processes (its fast tests:
+tests/unit/teachers/test_ensemble.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Teachers are held in the dtype the run computes in (models/loading.py `inference_dtype`): bf16 under
-precision=bf16, read from disk in it (no float32 copy on the device), float32 otherwise; the decoder student built
-beside a bf16 teacher still trains in float32."""
+"""Teachers are held in the dtype the run computes in (models/loading.py `inference_dtype`): the tests that run a
+job, a command or processes (its fast tests: tests/unit/teachers/test_teacher_dtype.py)."""
 
 from __future__ import annotations
 

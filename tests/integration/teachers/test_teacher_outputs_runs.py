@@ -1,4 +1,5 @@
-"""The teacher-output store, the truncated teacher and length-grouped batches (teacher work done once per sweep)."""
+"""The teacher-output store, the truncated teacher and length-grouped batches (teacher work done once per sweep):
+the tests that run a job, a command or processes (its fast tests: tests/unit/teachers/test_teacher_outputs.py)."""
 
 from __future__ import annotations
 

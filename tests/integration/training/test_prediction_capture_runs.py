@@ -1,5 +1,5 @@
-"""distill_sweep.training.prediction_capture: the stage driver's evaluate function that also keeps each dev
-example's prediction, in row order, and the best epoch's as the record's file."""
+"""distill_sweep.training.prediction_capture: the tests that run a job, a command or processes (its fast tests:
+tests/unit/training/test_prediction_capture.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A decoder student's per-sequence dev summaries (training/prediction_capture.SequenceCapture, fed by
-teachers/decoder.lm_evaluator's sink): each sequence's sums against that sequence scored alone, their totals
-against the dev metrics, the file against a real job's record, and a changed or damaged file caught."""
+teachers/decoder.lm_evaluator's sink): the tests that run a job, a command or processes (its fast tests:
+tests/unit/training/test_sequence_capture.py)."""
 
 from __future__ import annotations
 
