@@ -36,7 +36,7 @@ def _start(cache: Path, results: Path, *overrides: str, monkeypatch: pytest.Monk
         out = ORIGINAL_DRIVER(self, **kw)
         stage = SimpleNamespace(name="prediction", batch_size=32)
         seen["batches"] = [b["input_ids"].clone() for b in out.loader(stage, 1)]
-        seen["record"] = dict(self.record)
+        seen["record"] = self.record.to_dict()
         raise Stop
 
     monkeypatch.setattr(RunContext, "driver", driver)
@@ -110,7 +110,7 @@ def test_the_sampling_seed_drives_the_on_policy_stream_and_nothing_else(
             out = original(self, **kw)
             stage = SimpleNamespace(name="distill", batch_size=self.job.procedure_settings.batch_size)
             seen["batches"] = [b["input_ids"].clone() for b in out.loader(stage, 1)]
-            seen["policy_seed"], seen["record"] = self.policy.seed, dict(self.record)
+            seen["policy_seed"], seen["record"] = self.policy.seed, self.record.to_dict()
             raise Stop
 
         monkeypatch.setattr(CausalContext, "driver", driver)

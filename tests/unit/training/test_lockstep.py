@@ -62,6 +62,9 @@ def test_ctrl_c_ends_every_member_at_a_turn_before_it_is_raised() -> None:
     abort it (exit 134). Each member ends at its next turn, one after another, and then it is raised."""
     steps = [0, 0, 0]
     lockstep = Lockstep(3)
+    # Python's own Ctrl-C handler, whatever this process inherited: one started in the background by a
+    # non-interactive shell (`make test &`) ignores SIGINT, and the members would then take turns forever
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def member(i: int):
         def run() -> None:
@@ -73,8 +76,11 @@ def test_ctrl_c_ends_every_member_at_a_turn_before_it_is_raised() -> None:
                 lockstep.turn(i)
         return run
 
-    with pytest.raises(KeyboardInterrupt):
-        lockstep.run([member(i) for i in range(3)])
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lockstep.run([member(i) for i in range(3)])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert not [t for t in threading.enumerate() if t.name.startswith("pack-member-") and t.is_alive()]
     assert steps == [3, 2, 2]  # member 0 finished the step it was in; the others ended where they waited
 

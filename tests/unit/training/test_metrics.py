@@ -90,10 +90,14 @@ def test_the_jobs_done_line_says_when_the_best_score_is_at_the_dev_baseline(capl
     import logging
 
     from distill_sweep.cli import run_job
+    from distill_sweep.records.record import Record, TeacherInfo
 
-    record = {"teacher": {"majority_baseline": {"accuracy": 0.54}}, "best": {"dev": {"accuracy": 0.54}}}
+    def record(best: float) -> Record:
+        return Record(task="rte", objective="vanilla_kd", seed=1, best={"dev": {"accuracy": best}},
+                      teacher=TeacherInfo(majority_baseline={"accuracy": 0.54}))
+
     with caplog.at_level(logging.WARNING):
-        run_job._at_baseline_line(record, "accuracy")
-        run_job._at_baseline_line({**record, "best": {"dev": {"accuracy": 0.62}}}, "accuracy")  # clearly above
+        run_job._at_baseline_line(record(0.54), "accuracy")
+        run_job._at_baseline_line(record(0.62), "accuracy")  # clearly above
     (line,) = [r.getMessage() for r in caplog.records]
     assert "best accuracy 0.5400 is at or below the dev split's majority-class baseline 0.5400" in line
