@@ -40,14 +40,14 @@ test: install
 	wait $$slurm; slurm_rc=$$?; echo "--- the SLURM tests ($(SLURM_LOG))"; cat $(SLURM_LOG); \
 	test $$others -eq 0 && test $$slurm_rc -eq 0
 
-# The inner loop: lint, the import contracts, tests/unit (in-process tests that run no job) and tests/repo, leaving
-# out the few marked slow, under a minute and a half on the 2-core machine. tests/integration and tests/e2e (jobs,
-# the command line, ranks, sweeps; all marked slow) are `make test`'s.
+# The inner loop: lint, the import contracts and tests/unit (in-process tests that run no job), leaving out the few
+# marked slow, under a minute and a half on the 2-core machine. tests/integration and tests/e2e (jobs, the command
+# line, ranks, sweeps; all marked slow) and tests/repo (the repository's own rules) are `make test`'s.
 test-fast: install
 	$(BIN)/ruff check distill_sweep tests conf docs
 	$(BIN)/lint-imports
 	$(BIN)/lint-imports importlinter-runtime.toml
-	$(BIN)/python -m pytest -q -m "not slow and not slurm and not vllm" -n 2 tests/unit tests/repo
+	$(BIN)/python -m pytest -q -m "not slow and not slurm and not vllm" -n 2 tests/unit
 
 # The suite against Hydra's 1.4 pre-release (pyproject.toml keeps 1.3.8): a venv inside $(VENV) that holds only
 # hydra-core 1.4 (and the omegaconf it needs) and reads everything else, torch included, from $(VENV); the tools

@@ -12,6 +12,7 @@ from scipy import stats as sps
 from distill_sweep.analysis import example_stats, few_seeds
 
 
+@pytest.mark.slow  # thousands of simulated grids, seconds each
 @pytest.mark.parametrize("seeds", [2, 3])
 def test_type_one_error_at_few_seeds_with_a_large_seed_effect(seeds: int) -> None:
     """Two equal methods whose runs' accuracy varies by seed (sd 6 points) on 300 dev examples: the raw

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from helpers import DECODER_PACK_BASE as BASE
 from helpers import DECODER_PACK_BATCH as BATCH
 from helpers import DECODER_PACK_EPOCHS as EPOCHS
@@ -23,6 +24,7 @@ def _job(*overrides: str) -> Any:
     return identify(compose_cfg([*BASE, *overrides]))
 
 
+@pytest.mark.slow  # identifies dozens of decoder jobs through Hydra, seconds
 def test_decoder_jobs_that_draw_the_same_batches_share_a_key_and_others_do_not() -> None:
     key = pack_key(_job("objective=fkl"))
     assert key is not None  # decoder jobs pack (they did not: task_specific only)

@@ -216,6 +216,7 @@ def test_difference_map_mutes_what_is_not_significant(tmp_path: Path) -> None:
     assert re.search(r">\+10\.\d\*<", delta)
 
 
+@pytest.mark.slow  # starts a browser (chromium), seconds
 def test_a_tiny_non_significant_difference_is_no_saturated_cell_in_chromium(tmp_path: Path) -> None:
     """The picture a reader sees, not only the SVG source: two rows 0.13 points apart at p ~ 0.9 over 3 seeds once
     filled the difference map and the test matrix with their darkest and lightest colours. In the browser's
