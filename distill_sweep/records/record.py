@@ -2,7 +2,8 @@
 
 The record sits next to the job's checkpoint. The record is the only interface to the report layer. `Record` is its one
 type: a job fills one while it runs (cli/run_job.new_record opens it, the procedures set its fields) and writes
-`Record.to_dict()` (write_record), and the sweeper and the report read through `Record.from_dict` and `is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
+`Record.to_dict()` (write_record), and the sweeper and the report read through `Record.from_dict` and
+`is_complete`. The schema (version 2; version 1 records are migrated when read) is documented in
 docs/reference/records.md (generated from these classes). Metric values are fractions.
 """
 

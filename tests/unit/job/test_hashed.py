@@ -98,7 +98,8 @@ def test_the_hash_and_the_teacher_keys_are_the_typed_configs() -> None:
 # Digests and teacher cache directories as the code before typed hashing computed them (from the config as
 # composed), for configs where the typed form differs from the composed one: an integer for a float field, an
 # augmentation named, an ensemble's members, a vLLM engine that does work, a sampling seed, a tuning budget. A
-# job's hash names its result directory and a teacher's key its cache entry: these may never change.
+# job's hash names its result directory and a teacher's key its cache entry: these may never change. Each is the
+# sha256 of settings' JSON (config values, no computed float), so the same on any machine.
 TOY = ("procedure=task_specific", "task=toy", "teacher=tiny", "objective=att_kl", "init=3")
 DECODER = ("procedure=causal_lm", "teacher=tiny_llama", "objective=fkl", "procedure.data=instructions")
 PINNED = {
