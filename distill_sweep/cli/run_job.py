@@ -37,6 +37,7 @@ from distill_sweep.records.record import (
     earlier_record,
     write_record,
 )
+from distill_sweep.sweep import handover
 from distill_sweep.sweep.packs import PackFailed, differing_settings, read_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
 from distill_sweep.training.processes import requested_size
@@ -99,11 +100,13 @@ _register_hydra_plugins()
 def run_job(cfg: DictConfig, *, alone: bool = False, ident: JobIdentity | None = None) -> dict[str, Any]:
     """Run (or skip, if already completed) one job; returns its record as result.json holds it. `alone`: not one
     job of a sweep, so a chosen setting its procedure would ignore is refused (a sweep's cross product runs such a
-    job once). `ident`: the job's identity where the command line has already identified `cfg` (not parsed again)."""
-    from distill_sweep.job.prepare import check_machine, complete, prepare
+    job once). `ident`: the job's identity where the command line has already identified `cfg`, or the prepared
+    job the sweeper handed over (sweep/handover.py): `cfg` is not parsed again."""
+    from distill_sweep.job.prepare import Job, check_machine, complete, prepare
     from distill_sweep.training import distributed
 
-    job = prepare(cfg) if ident is None else complete(ident)  # the config's last stop: below, typed settings
+    # the config's last stop: below, typed settings
+    job = prepare(cfg) if ident is None else ident if isinstance(ident, Job) else complete(ident)
     if alone:
         job.check_used()
     check_machine(job)  # here, on the machine that runs it (a SLURM node, not the host that submitted it)
@@ -134,16 +137,17 @@ def _use_threads(run: RunSettings) -> None:
     torch.set_num_threads(job_threads(run))
 
 
-def run_pack(cfg: DictConfig) -> list[Any]:
+def run_pack(cfg: DictConfig, members: list[Job] | None = None) -> list[Any]:
     """A pack's process (the sweeper's `+pack_file=`): its members trained in lockstep (training/pack.py), each
     holding its own lock and writing its own record, checkpoints and result directory as it would alone. Each
-    member's return as `main` gives it for one job; a member that failed failed alone: PackFailed at the end."""
+    member's return as `main` gives it for one job; a member that failed failed alone: PackFailed at the end.
+    `members`: the prepared jobs the sweeper handed over (its own process), else read from the pack file."""
     from distill_sweep.job.identity import identify_plain
     from distill_sweep.job.prepare import check_machine, complete
     from distill_sweep.training.pack import Lockstep, PackMember, SetUpOnce, SharedForward
 
     # each member's plain config (as the sweeper identified it), typed here once: no round trip through OmegaConf
-    jobs = [complete(identify_plain(member)) for member in read_pack_file(str(cfg.pack_file))]
+    jobs = members or [complete(identify_plain(member)) for member in read_pack_file(str(cfg.pack_file))]
     for job in jobs:
         check_machine(job)
     lockstep, shared = Lockstep(len(jobs)), SharedForward()
@@ -360,7 +364,9 @@ def main(cfg: DictConfig) -> Any:
 
 
 def run_main(cfg: DictConfig, ident: JobIdentity | None = None) -> Any:
-    """The task of a job's process (Hydra's main, or cli/composed_run.py with the command line's `ident`)."""
+    """The task of a job's process (Hydra's main, or cli/composed_run.py with the command line's `ident`); a job
+    of a sweep run in the sweeper's process runs the prepared job the sweeper handed over (sweep/handover.py)."""
+    handed = handover.job_of(_job_num()) if ident is None and _is_multirun() else None
     planning = any(OmegaConf.select(cfg, key, default=False) is True for key in ("dry_run", "plan_seeds"))
     if planning and not _is_multirun():
         # only the sweeper plans; without -m the job itself would run
@@ -372,9 +378,9 @@ def run_main(cfg: DictConfig, ident: JobIdentity | None = None) -> Any:
         log.warning("finetune_grid: the fine-tune jobs after this distillation are launched by a sweep (-m); "
                     "this runs the distillation only")
     if cfg.get("pack_file") is not None:  # a pack of a sweep's jobs (sweep/packs.py): the sweeper reads the returns
-        return run_pack(cfg)  # type: ignore[return-value]
+        return run_pack(cfg, handed)  # type: ignore[return-value]
     try:
-        record = run_job(cfg, alone=not _is_multirun(), ident=ident)
+        record = run_job(cfg, alone=not _is_multirun(), ident=ident or handed)
     except (ConfigError, DiskWriteError, NonFiniteLossError) as err:
         if _is_multirun():
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed
@@ -425,6 +431,13 @@ def sweep_group() -> str | None:
     except ValueError:
         return None
     return str(hc.sweep.dir) if OmegaConf.select(hc, "job.num", default=None) is not None else None
+
+
+def _job_num() -> int:
+    """This job's number in its sweep (Hydra's `hydra.job.num`)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return int(HydraConfig.get().job.num)
 
 
 def _is_multirun() -> bool:

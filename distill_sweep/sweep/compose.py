@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -98,6 +99,7 @@ class JobComposer:
         self.parser = OverridesParser.create()
         self.parsed: dict[str, Override] = {}  # each override string's parse (parse())
         self.cache: dict[tuple[str, ...], DictConfig] = {}
+        self.hydra_nodes: dict[tuple[str, ...], DictConfig] = {}  # each one's hydra node (launch_config())
         self.choices: dict[tuple[str, ...], dict[str, Any]] = {}  # the config-group options each one chose
         self.bases: dict[tuple[str, ...], plain_overrides.PlainBase | None] = {}  # each one made plain (plain())
 
@@ -108,6 +110,8 @@ class JobComposer:
             composed = self.load(groups)
             with open_dict(composed):
                 hydra = composed.pop("hydra", None)  # jobs are identified without it; it is most of a copy's cost
+            if hydra is not None:
+                self.hydra_nodes[groups] = hydra
             choices = OmegaConf.select(hydra, "runtime.choices") if hydra is not None else None
             self.choices[groups] = OmegaConf.to_container(choices) if choices is not None else {}
             self.cache[groups] = composed
@@ -150,6 +154,28 @@ class JobComposer:
                     _delete(cfg, o.key_or_group)
                 else:
                     OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False, force_add=True)
+        return cfg
+
+
+    def launch_config(self, overrides: Sequence[str], master: DictConfig) -> DictConfig:
+        """The config Hydra's launcher composes for a job of the sweep whose config is `master`
+        (`load_sweep_config(master, overrides)`), made from the group set's composition as Hydra makes it: the
+        value overrides applied by Hydra's own code, then the hydra node's two fields that depend on them (the
+        task's overrides and the job's `override_dirname`). The in-process launcher runs a job from it
+        (sweep/launch.py), so the job is composed once, here."""
+        parsed = self.parse(overrides)
+        groups = self._composed(parsed)
+        cfg = copy.deepcopy(self.cache[groups])
+        with open_dict(cfg):
+            cfg.hydra = copy.deepcopy(self.hydra_nodes[groups])
+        ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not _at_composition(o.key_or_group)], cfg)
+        task = [o for o in parsed if not o.is_hydra_override()]
+        cfg.hydra.overrides.task = [o.input_line for o in task]
+        dirname = cfg.hydra.job.config.override_dirname
+        cfg.hydra.job.override_dirname = get_overrides_dirname(overrides=task, kv_sep=dirname.kv_sep,
+                                                               item_sep=dirname.item_sep,
+                                                               exclude_keys=dirname.exclude_keys)
+        OmegaConf.copy_cache(from_config=master, to_config=cfg)
         return cfg
 
 

@@ -1,5 +1,5 @@
-"""Launching: the teacher-output stores to build before the grid, and one process per job under launchers that
-start several."""
+"""Launching: the teacher-output stores to build before the grid, one process per job under launchers that
+start several, and the in-process launcher that runs the jobs from the sweeper's configs (sweep/handover.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
 from distill_sweep.records import files
+from distill_sweep.sweep import handover
 from distill_sweep.teachers.output_plan import StoreRequest, store_request
 
 
@@ -57,3 +62,27 @@ def one_process_per_job(launcher: Any) -> Iterator[None]:
         yield
     finally:
         params.update(saved)
+
+
+class _HandedOverConfigs:
+    """Hydra's config loader, except that a job's config the sweeper handed over is not composed again."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        cfg = handover.config_of(sweep_overrides)
+        return cfg if cfg is not None else self.loader.load_sweep_config(master_config, sweep_overrides)
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the loader's own
+        return getattr(self.loader, name)
+
+
+class InProcessLauncherImpl(BasicLauncher):
+    """Hydra's basic launcher (the sweep's jobs one after the other, in this process), reading each job's config
+    from the sweeper where it handed one over (hydra/launcher=local; plugins/distill_sweep_launcher.py)."""
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        context = HydraContext(config_loader=_HandedOverConfigs(hydra_context.config_loader),  # type: ignore[arg-type]
+                               callbacks=hydra_context.callbacks)
+        super().setup(hydra_context=context, task_function=task_function, config=config)

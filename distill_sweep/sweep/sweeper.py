@@ -28,10 +28,15 @@ from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError
 from distill_sweep.job.identity import find_completed, identify, identify_plain
 from distill_sweep.records import files, locks
 from distill_sweep.records.record import RECORD, completed_record, is_complete
-from distill_sweep.sweep import chain, tune
+from distill_sweep.sweep import chain, handover, tune
 from distill_sweep.sweep.compose import JobComposer, split, sweep_composer
 from distill_sweep.sweep.cost import estimate_cost, pack_cost
-from distill_sweep.sweep.launch import one_process_per_job, processes_per_job, store_builds
+from distill_sweep.sweep.launch import (
+    InProcessLauncherImpl,
+    one_process_per_job,
+    processes_per_job,
+    store_builds,
+)
 from distill_sweep.sweep.packs import PACKS_DIR, PackFailed, plan_packs, write_pack_file
 from distill_sweep.sweep.submission import unreachable_cluster
 from distill_sweep.training import processes
@@ -144,7 +149,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         plan_seeds = bool(OmegaConf.select(self.config, "plan_seeds", default=False))
         dry_run = plan_seeds or bool(OmegaConf.select(self.config, "dry_run", default=False))
         loader = self.hydra_context.config_loader
-        compose = sweep_composer(loader, self.config)
+        compose = self.composer = sweep_composer(loader, self.config)
         plan = self._plan_grid(all_jobs, compose, dry_run)
         tuning = self._plan_tuning(plan, compose)  # tune.trials > 0: the arms and their budget (sweep/tune.py)
         self._plan_chain(plan, compose)
@@ -168,6 +173,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         return returns
 
     trials_run = 0  # trial jobs this sweep launched (failures are counted among all its jobs)
+    composer: JobComposer | None = None  # each job's config (sweep())
 
     def _results_dir(self) -> Path:
         assert self.config is not None
@@ -343,11 +349,22 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if not builds:
             return 0
         print(f"distill_sweep: building the teacher outputs of {len(builds)} task(s) first", flush=True)
-        for ret in self._launch(builds, 0):
+        for ret in self._launch(builds, 0, [self._typed(overrides) for overrides in builds]):
             if ret.status.name == "FAILED":
                 print("distill_sweep: a teacher-output build failed; nothing else launched", file=sys.stderr)
                 _ = ret.return_value  # re-raises: Hydra reports it and exits 1
         return len(builds)
+
+    def _typed(self, overrides: Sequence[str]) -> Any | None:
+        """A job the sweeper did not plan (a build job) typed as the planned ones are; None where it is refused:
+        the job then says why itself."""
+        from distill_sweep.job.prepare import complete  # transformers and torch: only for a sweep that runs
+
+        assert self.composer is not None
+        try:
+            return complete(identify_plain(self.composer.plain(overrides)))
+        except ConfigError:
+            return None
 
     def _launch_chain(self, then: list[Any], initial_job_idx: int) -> list[Any]:
         """The fine-tune jobs whose distillation completed, checked against the saved students, one process each."""
@@ -359,16 +376,17 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if len(ready) < len(then):
             print(f"distill_sweep: {len(then) - len(ready)} fine-tune job(s) not launched: their distillation "
                   "did not complete", file=sys.stderr, flush=True)
+        prepared = []
         for job in ready:
             try:
-                complete(job.ident)
+                prepared.append(complete(job.ident))
             except ConfigError as err:
                 print(f"distill_sweep: error in job [{' '.join(job.overrides)}]: {err}", file=sys.stderr)
                 sys.exit(2)
         if ready:
             print(f"distill_sweep: fine-tuning the distilled students: {len(ready)} job(s)", flush=True)
         with one_process_per_job(self.launcher):
-            more, _ = self._launch_all([job.overrides for job in ready], [job.ident for job in ready],
+            more, _ = self._launch_all([job.overrides for job in ready], prepared,
                                        initial_job_idx, sources=[job.source for job in ready])
         return more
 
@@ -416,11 +434,17 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                   "that this host reaches the cluster (sinfo), or run here with hydra/launcher=local", file=sys.stderr)
             sys.exit(1)
 
-    def _launch(self, batch: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+    def _launch(self, batch: Sequence[Sequence[str]], initial_job_idx: int, typed: Sequence[Any]) -> Any:
         """The launcher's launch; a launcher that cannot submit (SLURM's sbatch failing: no controller to reach)
-        is one line and exit code 1, not the submission tool's traceback."""
+        is one line and exit code 1, not the submission tool's traceback. The in-process launcher runs each job
+        from the config and the typed job (`typed`, a pack's: a list) the sweeper made (sweep/handover.py)."""
         try:
-            return self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            if not isinstance(self.launcher, InProcessLauncherImpl):
+                return self.launcher.launch(batch, initial_job_idx=initial_job_idx)
+            assert self.composer is not None and self.config is not None
+            configs = [self.composer.launch_config(overrides, self.config) for overrides in batch]
+            with handover.handed_over(batch, initial_job_idx, configs, typed):
+                return self.launcher.launch(batch, initial_job_idx=initial_job_idx)
         except Exception as err:
             why = _submission_failure(err)
             if why is None:
@@ -448,12 +472,13 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 launch = [todo[unit[0]] if len(unit) == 1 else
                           [*todo[unit[0]], f"+pack_file='{write_pack_file(self._packs_dir(), [idents[i] for i in unit])}'"]
                           for unit in units]
+                typed = [idents[unit[0]] if len(unit) == 1 else [idents[i] for i in unit] for unit in units]
                 self.overrides = list(self.split_overrides_to_chunks(launch, self.max_batch_size))
                 self.batch_index = 0
                 launched = []
                 while not self.is_done():
                     batch = self.get_job_batch()
-                    job_returns = self._launch(batch, initial_job_idx)
+                    job_returns = self._launch(batch, initial_job_idx, typed[len(launched):len(launched) + len(batch)])
                     # Unlike Hydra's basic sweeper, a failed job does not stop the following batches: its record
                     # says "failed"; the sweep exits 1 at the end if any job failed.
                     returns.append(job_returns)

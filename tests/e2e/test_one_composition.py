@@ -1,8 +1,11 @@
-"""A job from the command line is composed and typed once: the check's composition and identity are the run's.
+"""A job is composed and typed once: from the command line, the check's composition and identity are the run's; in
+a sweep, the sweeper's are the job's.
 
 Counted from the outside: the command runs in an interpreter whose profiler counts the calls of Hydra's config
 loader (`ConfigLoaderImpl.load_configuration`: every composition, whoever asks for it) and of the one function that
-types a composed config (`job.config.parse_plain`), by their code objects, so no caller's binding matters.
+types a composed config (`job.config.parse_plain`), by their code objects, so no caller's binding matters; and of
+those, the ones made while Hydra's launcher launches a job (`BasicLauncher.launch` below in the stack) and while a
+job runs (`cli.run_job.run_main` below in the stack).
 """
 
 from __future__ import annotations
@@ -17,14 +20,24 @@ from helpers import FAST, ROOT, cli_env, run_cli
 COUNTING = r"""
 import json, runpy, sys
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from distill_sweep.cli.run_job import run_main
 from distill_sweep.job.config import parse_plain
 
 watched = {ConfigLoaderImpl.load_configuration.__code__: "compositions", parse_plain.__code__: "parses"}
+within = {BasicLauncher.launch.__code__: "by the launcher", run_main.__code__: "in a job"}
 counts = {"compositions": 0, "parses": 0}
 
 def count(frame, event, arg):
     if event == "call" and frame.f_code in watched:
-        counts[watched[frame.f_code]] += 1
+        what = watched[frame.f_code]
+        counts[what] += 1
+        caller = frame.f_back
+        while caller is not None:
+            if caller.f_code in within:
+                key = f"{what} {within[caller.f_code]}"
+                counts[key] = counts.get(key, 0) + 1
+            caller = caller.f_back
 
 out, sys.argv = sys.argv[1], ["distill_sweep", *sys.argv[2:]]
 sys.setprofile(count)
@@ -69,3 +82,26 @@ def test_a_run_with_a_hydra_flag_still_goes_through_hydras_main(tmp_path: Path) 
     proc = run_cli([*FAST, "--cfg", "job"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "objective:" in proc.stdout and not (tmp_path / "outputs").exists()
+
+
+def test_a_sweeps_jobs_are_composed_and_typed_once_in_the_sweeper(tmp_path: Path) -> None:
+    """Four jobs (two objectives x two seeds) in two packs, and the job that builds their teacher's outputs first."""
+    args = [*FAST, f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'cache'}",
+            f"hydra.sweep.dir={tmp_path / 'multirun'}", "objective=vanilla_kd,att_kl", "seed=1,2", "-m"]
+    proc, counts = _counted(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert "building the teacher outputs of 1 task(s) first" in out and "2 pack(s) trained in lockstep" in out
+    assert out.count("] completed: toy/") == 4
+    # no job is composed by Hydra's launcher or typed in its run: each was, once, by the sweeper
+    assert "compositions by the launcher" not in counts and "parses in a job" not in counts
+    # compositions: the check's (the first job, then one per further swept value: att_kl, seed=2), Hydra's main's
+    # two of the sweep's own config (its mode, then the config), the sweeper's one per set of group choices
+    # (objective=vanilla_kd, objective=att_kl); none per job
+    assert counts["compositions"] == 3 + 2 + 2
+    # parses: the check's three, then the sweeper's: each of the four jobs and the build job, once
+    assert counts["parses"] == 3 + 4 + 1
+    # the jobs' .hydra/ files say what Hydra's launcher would have written: the job's overrides, its number
+    pack = next((tmp_path / "multirun").glob("1_*"))
+    assert (pack / ".hydra" / "overrides.yaml").read_text().count("pack_file=") == 1
+    assert "num: 1" in (pack / ".hydra" / "hydra.yaml").read_text()
