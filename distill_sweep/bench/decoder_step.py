@@ -1,5 +1,5 @@
 """The decoder objectives' distillation steps (`python -m distill_sweep.bench.step --decoder`): each through
-procedures.causal_lm.distill_loss, the job's own loss, against the plain forward-KL step, paired and rotated as
+procedures.causal_lm_loss.distill_loss, the job's own loss, against the plain forward-KL step, paired and rotated as
 the encoder table (bench.timing); the `@` rows read stored teacher entries (teachers.sparse_store's estimators and
 dtypes) instead of running the teacher, and the table says how many bytes a stored token takes."""
 
@@ -18,7 +18,7 @@ from distill_sweep.bench.timing import Step, cycle, paired_repeats
 from distill_sweep.bench.workload import load_objective_cfg, make_batches, objective_conf_dir
 from distill_sweep.models.inits import resolve_init
 from distill_sweep.objectives.core import build_objective
-from distill_sweep.procedures.causal_lm import distill_loss
+from distill_sweep.procedures.causal_lm_loss import distill_loss
 from distill_sweep.students.base import BuildInputs
 from distill_sweep.students.truncated import build as build_truncated
 from distill_sweep.students.truncated_settings import TruncatedSettings

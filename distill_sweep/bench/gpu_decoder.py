@@ -1,5 +1,5 @@
 """The decoder step of `bench.gpu_check`: one training step of a decoder student against a live teacher, through
-the job's own loss (procedures.causal_lm.distill_loss, forward KL at T = 1) and update step (training.loop), under
+the job's own loss (procedures.causal_lm_loss.distill_loss, forward KL at T = 1) and update step (training.loop), under
 the job's autocast: its tokens/s and, on CUDA, its peak memory, per sequence length.
 
 The sizes are a small LM pair of today's vocabularies on a GPU (a Llama teacher of 8 layers x 2048 over a 128,256
@@ -22,7 +22,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from distill_sweep.bench.workload import load_objective_cfg, objective_conf_dir
 from distill_sweep.models.inits import resolve_init
 from distill_sweep.objectives.core import build_objective
-from distill_sweep.procedures.causal_lm import distill_loss
+from distill_sweep.procedures.causal_lm_loss import distill_loss
 from distill_sweep.students.base import BuildInputs
 from distill_sweep.students.truncated import build as build_truncated
 from distill_sweep.students.truncated_settings import TruncatedSettings

@@ -2,7 +2,7 @@
 length and the vocabulary size, with the next-token loss chunked (`procedure.logit_chunk`) and unchunked
 (`make bench`).
 
-The step is causal_lm's own loss (procedures.causal_lm.distill_loss: fkl at T = 1 plus 0.5 x the CE, the teacher
+The step is causal_lm's own loss (procedures.causal_lm_loss.distill_loss: fkl at T = 1 plus 0.5 x the CE, the teacher
 live) on a random Llama teacher and its truncated student (few layers, a narrow width: the logits dominate, as they
 do for real decoders at long sequences), forward and backward, one sequence per batch, every position a target.
 
@@ -49,7 +49,7 @@ def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str) -> dic
     from distill_sweep.models.inits import StudentInit
     from distill_sweep.objectives import parse_objective
     from distill_sweep.objectives.core import build_objective
-    from distill_sweep.procedures.causal_lm import distill_loss
+    from distill_sweep.procedures.causal_lm_loss import distill_loss
     from distill_sweep.students.base import BuildInputs
     from distill_sweep.students.truncated import build as build_truncated
     from distill_sweep.students.truncated_settings import TruncatedSettings

@@ -24,272 +24,67 @@ instruction data, `choice_accuracy` (the next-token choice among the choices' fi
 data, the greedy responses' `exact_match` and `rouge_l` against the references (`generation_evaluator`).
 With `vocab=shared_prefix` every dev metric reads the n shared ids only (the record's
 `causal_lm.vocabularies.metrics`).
+
+This module is the run: its context (`CausalContext`), data, teacher and store, the student's init, `run` and
+`prepare_outputs`. The rest is in siblings: its settings in causal_lm_settings.py, its rules from the configs in
+causal_lm_checks.py (`check_job`, imported here, where the registry looks for it), its loss in causal_lm_loss.py,
+on-policy batches in on_policy.py, packs in decoder_pack.py, lm-eval in lm_eval_stage.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from contextlib import nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import nn
 from transformers import PreTrainedModel
 
 from distill_sweep.config.parse import as_dict
 from distill_sweep.data.decoder import CausalData, from_corpus, from_instructions, special_tokens
 from distill_sweep.errors import ConfigError
-from distill_sweep.models.capture import Features
-from distill_sweep.models.families import FAMILIES, family_of_model, is_causal_type
+from distill_sweep.models.families import family_of_model
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.layer_map import map_spec, resolve_map
 from distill_sweep.models.loading import tokenizer_source
-from distill_sweep.models.toy_vocabulary import vocabulary
-from distill_sweep.models.vocabularies import Vocabulary, load_named, shared_prefix, vocabulary_of
-from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
-from distill_sweep.objectives.causal import SAMPLED, SPARSE_KEYS, TOP_K, TOP_K_FULL, TOP_K_TAIL
-from distill_sweep.objectives.chunked import lm_features, mean_over_targets
+from distill_sweep.models.vocabularies import load_named, vocabulary_of
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
-from distill_sweep.objectives.uld import TEACHER_LABELS
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.prune import block_importance, prune_layers
-from distill_sweep.teachers.decoder import (
-    TeacherRecipe,
-    lm_evaluator,
-    next_token_ce,
-    trained_teacher,
-    unigram_baseline,
-)
-from distill_sweep.teachers.engine import check_engine, check_head_size
+from distill_sweep.teachers.decoder import TeacherRecipe, lm_evaluator, trained_teacher, unigram_baseline
+from distill_sweep.teachers.engine import check_engine
 from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.teachers.generations import open_or_build_generations
 from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.sparse_store import TopKOutputs, open_or_build_topk
 from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.context import Role, RunContext
-from distill_sweep.training.loop import LossFn, seed_everything
+from distill_sweep.training.loop import seed_everything
 from distill_sweep.training.prediction_capture import SequenceCapture, dev_sequences_hash
 from distill_sweep.training.stages import Stage, StageDriver
 
+from .causal_lm_checks import (
+    SHARED_PREFIX,
+    check_job,  # noqa: F401 - the procedure's hook: base.Procedure.check_job finds it here
+    check_shared_data,
+    shared_ids,
+    vocabulary_pair,
+)
+from .causal_lm_loss import distill_loss
 from .causal_lm_settings import CausalLMSettings
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
-from .lm_eval_stage import check_tasks, run_stage, teacher_stage
+from .lm_eval_stage import run_stage, teacher_stage
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 
 STAGE = "distill"
-STUDENTS = ("truncated", "fresh")  # the student types built for decoders
-SHARED_PREFIX = "shared_prefix"  # procedure.vocab: the next-token terms over the ids both vocabularies share
 
 
-# ------------------------------------------------------------------------------------------- the checks
-def check_job(settings: CausalLMSettings, job: Any) -> None:
-    """Rules over the whole job, from configs alone (ConfigError, one line)."""
-    teacher = job.settings.teacher
-    model_type = str(getattr(job.teacher_arch, "model_type", ""))
-    if not is_causal_type(model_type):
-        known = ", ".join(t for f in FAMILIES.values() if f.causal for t in f.model_types)
-        raise ConfigError(f"procedure=causal_lm distils a decoder LM ({known}): teacher={teacher.name} is a "
-                          f"{model_type} model (try teacher=tiny_llama or teacher=tiny_gpt2)")
-    if teacher.finetuned_path or teacher.ensemble:
-        raise ConfigError("procedure=causal_lm takes one decoder teacher: teacher.finetuned_path and "
-                          "teacher.ensemble do not apply")
-    if job.student_kind.name not in STUDENTS:
-        raise ConfigError(f"student={job.student_kind.name} is not built for decoders: procedure=causal_lm takes "
-                          f"student={' or student='.join(STUDENTS)}")
-    if job.settings.optimizer.batch_size is not None:
-        raise ConfigError("procedure=causal_lm takes its batch from procedure.batch_size: leave "
-                          "optimizer.batch_size null")
-    terms = list(job.objective.terms) if job.objective is not None else []
-    if not terms and not settings.ce_weight:
-        stages = set(job.objective.stages) if job.objective is not None else set()
-        why = (f"objective={job.objective_name} distils a classifier's logits in a prediction stage, which "
-               "procedure=causal_lm does not run (its one stage sums the objective's terms)"
-               if stages & {"prediction", "combined"} else f"objective={job.objective_name} has no terms")
-        raise ConfigError(f"{why}: next-token KD is objective=fkl (or rkl, gjsd; hid_seq for hidden states), or "
-                          "set procedure.ce_weight > 0")
-    check_vocabularies(settings, job, terms)
-    first_token = [t for t in terms if TERMS[t].cls_only]
-    if first_token:
-        raise ConfigError(f"term {first_token[0]} of objective={job.objective_name} reads the first token's state "
-                          "([CLS]); a decoder's first token is [BOS], which the causal mask lets see only itself, so "
-                          "its state is the same for every sequence: use hid_seq (every real token)")
-    check_logit_stages(job.objective, terms)
-    # teacher.engine=vllm: its environment is installed, and its build runs the teacher's attention
-    check_head_size(check_engine(teacher.engine, teacher.engine_python), job.teacher_arch)
-    if settings.teacher_top_k is not None:
-        live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
-        if live:
-            raise ConfigError(f"procedure.teacher_top_k stores the teacher's logits so that it need not run, but "
-                              f"term {live[0]} reads its hidden states: use it with fkl/rkl/gjsd terms only")
-        check_sparse_terms(settings.logits_mode(), job.objective.terms if job.objective is not None else {})
-        # a teacher built from its config with the toy tokenizer gets the toy vocabulary (trained_teacher)
-        toy = teacher.name_or_path is None and tokenizer_source(teacher) == "toy"
-        vocab = len(vocabulary()) if toy else int(job.teacher_arch.vocab_size)
-        if settings.teacher_top_k > vocab:
-            raise ConfigError(f"procedure.teacher_top_k={settings.teacher_top_k} is larger than the vocabulary "
-                              f"({vocab})")
-    # last: it imports lm_eval (seconds); a task name the harness does not know is refused before any training
-    check_tasks(settings.lm_eval)
-
-
-def check_logit_stages(objective: Any, terms: list[str]) -> None:
-    """An objective with terms whose stages also distil a classifier's logits (a prediction stage, or a combined
-    stage with alpha > 0): the one stage here sums the terms alone, so that KD term would be dropped unseen."""
-    kd = [s for s in objective.stages if s == "prediction" or (s == "combined" and objective.alpha > 0)]
-    if terms and kd:
-        what = ("a prediction stage" if kd[0] == "prediction" else
-                f"a combined stage that adds alpha={objective.alpha:g} x")
-        raise ConfigError(f"objective={objective.name} has {what} KD on a classifier's logits (T="
-                          f"{objective.temperature:g}), which procedure=causal_lm does not run: its one stage sums the "
-                          f"objective's terms ({', '.join(terms)}) and its next-token KD is the fkl term; use "
-                          "objective=fkl_hid_seq, or objective.stages=[intermediate] for the terms alone")
-
-
-def vocabulary_pair(job: Any) -> tuple[Vocabulary, Vocabulary] | None:
-    """(the teacher's, the student's) vocabularies where the student has its own tokenizer (`student.tokenizer`)
-    and its tokens are not the teacher's; else None. Reads the toy word lists or the tokenizers' files only."""
-    own = getattr(job.student, "tokenizer", None)
-    if own is None:
-        return None
-    trust = bool(job.settings.teacher.trust_remote_code)
-    teacher = vocabulary_of(tokenizer_source(job.settings.teacher), "teacher.tokenizer", trust)
-    student = vocabulary_of(str(own), "student.tokenizer", trust)
-    return None if teacher.tokens == student.tokens else (teacher, student)
-
-
-def check_vocabularies(settings: CausalLMSettings, job: Any, terms: list[str]) -> None:
-    """A teacher/student pair with two vocabularies: only terms that need no shared vocabulary (uld, nll), no
-    stored top-k (its ids are the teacher's), and instruction data (each pair tokenised by both sides)."""
-    if "uld" in terms and settings.teacher_top_k is not None:
-        raise ConfigError("term uld sorts the teacher's whole next-token distribution: leave "
-                          "procedure.teacher_top_k null (a stored top-k drops its tail)")
-    if settings.vocab == SHARED_PREFIX:
-        shared_ids(settings, job)
-        return
-    pair = vocabulary_pair(job)
-    if pair is None:
-        return
-    teacher, student = pair
-    one_vocab = [t for t in terms if t not in ANY_VOCAB_TERMS]
-    if one_vocab or settings.teacher_top_k is not None:
-        what = (f"term {one_vocab[0]} of objective={job.objective_name}" if one_vocab else
-                f"procedure.teacher_logits={settings.logits_mode()}")
-        raise ConfigError(f"{what} needs one vocabulary for the teacher and the student, but the teacher's tokenizer "
-                          f"is {teacher.describe()} and the student's {student.describe()}: use objective=uld "
-                          "(sorted probabilities, any two vocabularies) or leave student.tokenizer null")
-    if settings.data != "instructions":
-        raise ConfigError(f"student.tokenizer={student.source} is not the teacher's ({teacher.source}): "
-                          "procedure.data=corpus packs each tokenizer's tokens into other sequences, so the two "
-                          "sides would read different text; use procedure.data=instructions")
-    if settings.generates():
-        what = f"procedure.on_policy={settings.on_policy:g}" if settings.on_policy > 0 else "procedure.seq_kd=true"
-        raise ConfigError(f"{what} trains on generated tokens, which exist in the generating model's vocabulary "
-                          f"only, but the teacher's tokenizer is {teacher.describe()} and the student's "
-                          f"{student.describe()}: leave student.tokenizer null")
-
-
-def shared_ids(settings: CausalLMSettings, job: Any) -> int:
-    """procedure.vocab=shared_prefix: n, the ids 0..n-1 the two vocabularies share (refused in one line where the
-    student has the teacher's vocabulary, where they differ, or with what needs all the teacher's ids)."""
-    pair = vocabulary_pair(job)
-    if pair is None:
-        raise ConfigError("procedure.vocab=shared_prefix distils over the ids two vocabularies share, but the student "
-                          "has the teacher's (student.tokenizer null or the same tokens): leave procedure.vocab=full")
-    n = shared_prefix(*pair)
-    if settings.teacher_top_k is not None:
-        raise ConfigError(f"procedure.vocab=shared_prefix compares the ids 0..{n - 1} both vocabularies have, but "
-                          "procedure.teacher_top_k stores the teacher's top ids over all of its own: leave it null")
-    if settings.generates():
-        raise ConfigError("procedure.vocab=shared_prefix: the generated responses of procedure.on_policy / seq_kd "
-                          "may hold ids the other side does not have: leave procedure.vocab=full")
-    return n
-
-
-def check_shared_data(data: CausalData, n: int, tokenizer: Any) -> None:
-    """Every token of the data in the ids 0..n-1 the student has (ConfigError, one line, naming the first other)."""
-    for split in (data.train, data.dev):
-        real = np.arange(split.ids.shape[1])[None, :] < split.lengths[:, None]
-        beyond = split.ids[real & (split.ids >= n)]
-        if len(beyond):
-            raise ConfigError(f"procedure.vocab=shared_prefix: the student has ids 0..{n - 1} but {data.name} holds "
-                              f"id {int(beyond[0])} ({tokenizer.convert_ids_to_tokens(int(beyond[0]))!r}), which only "
-                              "the teacher's vocabulary has; use objective=uld")
-
-
-def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:
-    """What each sparse estimator can serve (objectives/causal.py says why): top_k_tail and sampled read the
-    teacher's probabilities at T = 1, and sampled estimates forward KL only."""
-    for name, term in terms.items():
-        temperature = getattr(term, "temperature", 1.0)
-        if mode in (TOP_K_TAIL, SAMPLED) and temperature != 1.0:
-            raise ConfigError(f"procedure.teacher_logits={mode} stores the teacher's probabilities at T = 1 (its "
-                              f"tail or its draws at another T would need the whole vocabulary): term {name} has "
-                              f"temperature {temperature}; set it to 1 or use teacher_logits=top_k")
-        if mode == TOP_K_FULL and name != "fkl":
-            raise ConfigError(f"procedure.teacher_logits=top_k_full compares the teacher's k tokens with the student's "
-                              f"full softmax, a forward KL: term {name} is not fkl; use objective=fkl, or "
-                              "teacher_logits=top_k or top_k_tail")
-        if mode == SAMPLED and name != "fkl":
-            raise ConfigError(f"procedure.teacher_logits=sampled estimates forward KL without bias, and only it: "
-                              f"term {name} is not linear in the teacher's probabilities; use objective=fkl, or "
-                              "teacher_logits=top_k_tail")
-
-
-# ------------------------------------------------------------------------------------------------- loss
-def distill_loss(student: nn.Module, teacher: nn.Module, terms: Any | None, ce_weight: float,
-                 stored: Any | None, estimator: str = TOP_K, teacher_data: CausalData | None = None,
-                 policy: OnPolicy | None = None, chunk: int = 0) -> LossFn:
-    """The objective's terms (teacher features live, or its sparse entries from the store, read by `estimator`:
-    procedure.teacher_logits) + ce_weight x CE. `teacher_data`: the same training pairs in the teacher's tokens,
-    where the student has its own tokenizer (the teacher reads the rows of the batch's `idx` there). `policy`
-    (procedure.on_policy > 0): at its steps the batch becomes the student's samples for its prompts, which the
-    teacher then scores live; the targets are the sampled tokens. `chunk` > 0 (procedure.logit_chunk): the
-    next-token terms and the CE make the logits that many positions at a time (objectives/chunked.py)."""
-
-    def loss_fn(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-        batch = dict(batch)
-        if policy is not None:
-            batch = policy.batch(student, batch)
-        parts: dict[str, float] = {}
-        total: Tensor | None = None
-        if terms is not None:
-            if stored is not None:
-                values, indices = SPARSE_KEYS[estimator]
-                batch[values], batch[indices] = stored.gather(batch)
-                t = Features(logits=None, hidden_states=None)  # the teacher's side is the stored top-k alone
-            else:
-                t_batch = batch
-                if teacher_data is not None:  # the same rows, in the teacher's tokens
-                    device = batch["input_ids"].device
-                    t_batch = {k: v.to(device) for k, v in
-                               teacher_data.batch(teacher_data.train, batch["idx"].cpu().numpy()).items()}
-                    batch[TEACHER_LABELS] = t_batch["labels"]
-                with torch.no_grad():
-                    t = lm_features(terms, teacher, t_batch, "teacher", chunk)
-            s = lm_features(terms, student, batch, "student", chunk)
-            # chunked (t.head set), the terms apply the teacher's head outside its forward: a sharded teacher's root
-            # unit gathered for them (the student's stays gathered from its forward to its backward: fsdp.py)
-            with fsdp.gathered(teacher) if t.head is not None else nullcontext():
-                total, parts = terms(s, t, batch)
-        else:
-            s = lm_features(None, student, batch, "student", chunk)
-        if ce_weight:
-            ce = mean_over_targets(s, batch["labels"], next_token_ce)
-            parts["ce"] = float(ce.detach())
-            total = ce_weight * ce if total is None else total + ce_weight * ce
-        assert total is not None
-        return total, parts
-
-    return loss_fn
-
-
-# ----------------------------------------------------------------------------------------------- the run
 @dataclass
 class CausalContext(RunContext):
     """The run context over decoder data: the driver reads its batches and scores next-token metrics."""

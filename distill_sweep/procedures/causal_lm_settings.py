@@ -7,7 +7,7 @@ Its code: procedures/causal_lm.py (docs/methods/decoder.md).
 
 Torch-free: the procedure's settings (their defaults' one home: `procedure=causal_lm` composes them,
 procedures/base.declare) and its declaration, with the rules they check from the config alone; the rules that
-need the models' configs are procedures/causal_lm.py's `check_job`.
+need the models' configs are procedures/causal_lm_checks.py's `check_job`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ trained student in memory after its last epoch, through its `HFLM` wrapper aroun
 Tasks are found among the shipped offline ones (data/lm_eval_tasks/: toy_instruct_rouge, a generate-until task
 scored by ROUGE-L, and toy_instruct_choice, a multiple-choice task, over the toy instructions), the user's
 `include_path` and, for a name found in neither, the harness's own (whose data come from the hub or its cache). A
-name none of them knows is refused in one line by `check_tasks`, before any training (causal_lm.check_job).
+name none of them knows is refused in one line by `check_tasks`, before any training (causal_lm_checks.check_job).
 
 The record gets `lm_eval`: the scores per task and metric, each task's documents' content hash and count, and the
 settings; the per-example values go to `lm_eval_samples.npz` beside it (records/lm_eval_results.py, checksummed),

@@ -374,7 +374,7 @@ def _chunk_worker(rank: int, port: int, out: dict) -> None:
     student's gradients, whole."""
     import torch.distributed as dist
 
-    from distill_sweep.procedures.causal_lm import distill_loss
+    from distill_sweep.procedures.causal_lm_loss import distill_loss
     from distill_sweep.training import distributed, fsdp
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
@@ -404,7 +404,7 @@ def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process() -> None:
     stays gathered to the backward, whose gradient FSDP then reduce-scatters with the root's; the sharded teacher's
     is gathered for the chunks. Value and every gradient equal whole logits' on 2 ranks, and one process's, with a
     separate and a tied student head."""
-    from distill_sweep.procedures.causal_lm import distill_loss
+    from distill_sweep.procedures.causal_lm_loss import distill_loss
 
     result = _spawned(_chunk_worker)
     assert len(result) == 8  # (untied, tied) x (whole, chunked) x 2 ranks

@@ -1,4 +1,4 @@
-"""procedure.logit_chunk through causal_lm's loss (procedures/causal_lm.py `distill_loss`): the objective's
+"""procedure.logit_chunk through causal_lm's loss (procedures/causal_lm_loss.py `distill_loss`): the objective's
 next-token and hidden-state terms plus ce_weight x CE, made a chunk of positions at a time, equal the loss on whole
 logits in value, parts and every student gradient; and the setting's default and range."""
 
@@ -12,7 +12,7 @@ from distill_sweep.config.parse import parse
 from distill_sweep.errors import ConfigError
 from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.core import build_objective
-from distill_sweep.procedures.causal_lm import distill_loss
+from distill_sweep.procedures.causal_lm_loss import distill_loss
 from distill_sweep.procedures.causal_lm_settings import CausalLMSettings
 
 IGNORE = -100

@@ -29,7 +29,7 @@ from distill_sweep.models.vocabularies import Vocabulary, shared_prefix, vocabul
 from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.shared_ids import SharedIds
-from distill_sweep.procedures.causal_lm import check_shared_data
+from distill_sweep.procedures.causal_lm_checks import check_shared_data
 from distill_sweep.teachers.decoder import greedy_responses, lm_evaluator
 
 

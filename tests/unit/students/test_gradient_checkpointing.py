@@ -12,7 +12,7 @@ from distill_sweep.models.families import family_of_model
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.objectives import parse_objective
 from distill_sweep.objectives.core import build_objective
-from distill_sweep.procedures.causal_lm import distill_loss
+from distill_sweep.procedures.causal_lm_loss import distill_loss
 from distill_sweep.students import BuildInputs
 from distill_sweep.students.base import is_checkpointed, student_type
 from distill_sweep.students.fresh_settings import FreshSettings
