@@ -1,11 +1,13 @@
 """Which jobs of a grid share a pack, worked from sweep/packs.py's rule (same data, teacher, order seed, batching,
 batch size, teacher-output mode; objective, init, learning rate, loss weights and on-policy sampling each member's
-own)."""
+own), and that the rule reads the typed job, not the config as composed."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.job.identity import JobIdentity, identify_plain
 from distill_sweep.sweep.compose import JobComposer
-from distill_sweep.sweep.packs import plan_packs
+from distill_sweep.sweep.packs import pack_key, plan_packs
 
 BIG = "pack_size=100"  # no group is cut: plan_packs' packs are the groups
 ENCODER = [*PACK_BASE, BIG]
@@ -84,3 +86,26 @@ def test_a_grid_is_packed_by_the_rule(jobs: list[dict[str, Any]], groups: int) -
     assert len(expected) == groups  # the count worked by hand in the docstring
     assert sorted(map(sorted, plan_packs(idents))) == sorted(expected.values())
 
+
+def _without_composed(job: JobIdentity, composed: Any) -> JobIdentity:
+    return dataclasses.replace(job, config=dataclasses.replace(job.config, composed=MappingProxyType(composed)))
+
+
+def test_the_key_is_read_from_the_typed_job_not_the_config_as_composed() -> None:
+    """A job whose composed dict is emptied, or is another job's, keeps its key: the key is the typed settings'."""
+    instructions = [*DECODER, "procedure.data=instructions"]
+    jobs = _identify([_overrides(ENCODER_JOBS[0]), _overrides(CORPUS_JOBS[0]), [*instructions, "objective=fkl"],
+                      [*instructions, "objective=rkl", "procedure.seq_kd=true"]])
+    assert len({pack_key(job) for job in jobs}) == 4
+    for job, other in zip(jobs, jobs[1:] + jobs[:1], strict=True):
+        assert pack_key(_without_composed(job, {})) == pack_key(job)
+        assert pack_key(_without_composed(job, other.composed)) == pack_key(job)
+
+
+def test_a_number_written_as_an_integer_packs_with_its_float() -> None:
+    """`procedure.teacher_lr=1` and `=1.0` train the same teacher on the same batches: one pack (their config
+    hashes differ, as the config wrote them)."""
+    a, b = _identify([[*DECODER, "procedure.data=corpus", f"procedure.teacher_lr={lr}", f"objective={o}"]
+                      for lr, o in (("1", "fkl"), ("1.0", "rkl"))])
+    assert a.digest != b.digest
+    assert pack_key(a) == pack_key(b) is not None
