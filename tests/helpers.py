@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from distill_sweep.config.parse import parse
 from distill_sweep.config.schema import TaskSettings
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
+from distill_sweep.procedures import PROCEDURES  # noqa: F401 - declaring them registers their options (procedure=)
 from distill_sweep.records import record
 from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
 from distill_sweep.students import STUDENTS  # noqa: F401 - declaring them registers their options (student=<type>)

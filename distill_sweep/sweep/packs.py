@@ -4,11 +4,13 @@
 same batches in the same order from the same frozen teacher: the same task data, teacher, data-order seed, batching, batch
 size, epochs per stage and step cap, precision, device and threads, and the same teacher-output mode. The order
 of a stage's batches is a function of (seed, stage kind, epoch) only (`training.stages.epoch_seed`), so such
-jobs see the same batch at the same step of the same stage, and one teacher forward serves all of them.
+jobs see the same batch at the same step of the same stage, and one teacher forward serves all of them. The key is
+read from the typed job (its settings, procedure settings and corpus, as parsed), never from the config as composed:
+configs that parse to the same settings share it (an integer written for a float field is that float).
 
-Decoder jobs (`procedure=causal_lm`) pack by the same rule over their own data (the `corpus` group or
-`procedure.instructions`, `procedure.batch_size`, epochs and step budget, the teacher's training recipe, the
-teacher-output mode): a pack of fkl / rkl / gjsd members runs the teacher once per batch; members reading a
+Decoder jobs (`procedure=causal_lm`) pack by the same rule over their own data, not the `task` they do not read
+(the `corpus` group or `procedure.instructions`, `procedure.batch_size`, epochs and step budget, the teacher's
+training recipe, the teacher-output mode): a pack of fkl / rkl / gjsd members runs the teacher once per batch; members reading a
 sparse top-k store (`procedure.teacher_top_k`) run no teacher and share the batches and the process. An
 on-policy member (`procedure.on_policy` > 0) packs too: at its on-policy steps its batch is its own student's
 samples, which no other member has, so the teacher runs for it alone there; at its other steps it shares the
@@ -29,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from distill_sweep.config.parse import as_dict
 from distill_sweep.records import hashing
 from distill_sweep.records.disk import atomic_file
 
@@ -52,9 +55,10 @@ def pack_key(job: Any, processes_per_job: int = 1) -> str | None:
         return None
     if run.prepare_only or run.pack_file is not None or job.members:  # a build job; a pack's own; an ensemble
         return None
-    composed, task = job.composed, job.settings.task
+    task, procedure = job.settings.task, job.procedure_settings
     shared = {
-        "task": composed.get("task"),  # the data: source, sizes, subsets, augmentation, length
+        # the data: source, sizes, subsets, augmentation, length (a procedure that reads no task: its own below)
+        "task": as_dict(task) if procedure.reads_task else None,
         "teacher": job.teacher.key,  # its weights: the teacher cache's key
         "seed": job.seeds.data_order,  # the batches' order (init and dropout are each member's own)
         "batching": run.batching,
@@ -71,11 +75,10 @@ def pack_key(job: Any, processes_per_job: int = 1) -> str | None:
     }
     own = MEMBER_SETTINGS.get(job.procedure.name)
     if own is not None:  # a procedure with its own data: its settings, less each member's own
-        procedure = dict(composed.get("procedure") or {})
-        if procedure.get("seq_kd"):  # the training responses are the teacher's, generated per these settings
+        if getattr(procedure, "seq_kd", False):  # the training responses are the teacher's, made per these settings
             own = tuple(k for k in own if k != "generation")
-        shared["procedure"] = {k: v for k, v in procedure.items() if k not in own}
-        shared["corpus"] = composed.get("corpus")
+        shared["procedure"] = {k: v for k, v in as_dict(procedure).items() if k not in own}
+        shared["corpus"] = as_dict(procedure.corpus) if procedure.reads_corpus() else None  # (typed by own_task)
     return hashing.digest(shared)
 
 
