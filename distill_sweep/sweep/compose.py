@@ -8,12 +8,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hydra import compose, initialize_config_dir
-from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+try:  # Hydra 1.3 writes a job's override_dirname when it composes it; 1.4 resolves it from the task's overrides
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+except ImportError:
+    get_overrides_dirname = None
 
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
 from distill_sweep.errors import ConfigError
@@ -171,10 +176,11 @@ class JobComposer:
         ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not _at_composition(o.key_or_group)], cfg)
         task = [o for o in parsed if not o.is_hydra_override()]
         cfg.hydra.overrides.task = [o.input_line for o in task]
-        dirname = cfg.hydra.job.config.override_dirname
-        cfg.hydra.job.override_dirname = get_overrides_dirname(overrides=task, kv_sep=dirname.kv_sep,
-                                                               item_sep=dirname.item_sep,
-                                                               exclude_keys=dirname.exclude_keys)
+        if get_overrides_dirname is not None:
+            dirname = cfg.hydra.job.config.override_dirname
+            cfg.hydra.job.override_dirname = get_overrides_dirname(overrides=task, kv_sep=dirname.kv_sep,
+                                                                   item_sep=dirname.item_sep,
+                                                                   exclude_keys=dirname.exclude_keys)
         OmegaConf.copy_cache(from_config=master, to_config=cfg)
         return cfg
 

@@ -12,8 +12,8 @@ which became most of planning's time once each job's values were set in plain di
   one (`_interpolation_map_if_read`).
 
 Each replaces a part of Hydra 1.3's loader (pinned in pyproject.toml) for the duration of a compose only, and
-tests/unit/sweep/test_fast_planning.py compares the configs with Hydra's own. The processes that run the jobs
-compose them with Hydra alone.
+tests/unit/sweep/test_fast_planning.py compares the configs with Hydra's own. Under another Hydra (`make
+test-hydra14`) a sweep composes through Hydra's loader as it is (`SHARED` is false): slower, never different.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import hydra
 from hydra._internal import defaults_list
 from hydra._internal.config_repository import ConfigRepository, IConfigRepository
 from hydra.core.config_search_path import ConfigSearchPath
@@ -108,7 +109,10 @@ class SweepComposes:
 @contextmanager
 def shared_loads(loader: Any, shared: SweepComposes) -> Iterator[None]:
     """Hydra's config loader (`ConfigLoaderImpl`) reading and merging through `shared` while inside; as it
-    was after."""
+    was after. Under a Hydra other than 1.3 the loader is left as it is."""
+    if not SHARED:
+        yield
+        return
     repository = loader.repository
     if shared.merges is None or shared.merges.loader is not loader:
         shared.merges = MergedPrefixes(loader)
@@ -124,7 +128,9 @@ def shared_loads(loader: Any, shared: SweepComposes) -> Iterator[None]:
         defaults_list._create_interpolation_map = interpolation_map
 
 
-_HYDRAS_INTERPOLATION_MAP = defaults_list._create_interpolation_map
+# the loader parts replaced here are Hydra 1.3's (1.4 has neither this function nor the same merge)
+_HYDRAS_INTERPOLATION_MAP = getattr(defaults_list, "_create_interpolation_map", None)
+SHARED = hydra.__version__.startswith("1.3.") and _HYDRAS_INTERPOLATION_MAP is not None
 
 
 def _interpolation_map_if_read(overrides: Any, defaults: list[InputDefault], self_added: bool) -> Any:

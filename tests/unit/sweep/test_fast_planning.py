@@ -19,9 +19,9 @@ from omegaconf import OmegaConf
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.job.identity import identify, identify_plain
 from distill_sweep.job.plain_config import plain_config
-from distill_sweep.sweep import plain_overrides
+from distill_sweep.sweep import loads, plain_overrides
 from distill_sweep.sweep.compose import JobComposer, expand
-from distill_sweep.sweep.loads import SweepComposes, shared_loads
+from distill_sweep.sweep.loads import SHARED, SweepComposes, shared_loads
 
 # Config hashes of three Table 3 jobs as the planning before this change computed them (identify of the job
 # composed whole): a job's hash names its result directory, so these may never change. A config hash is the sha256 of
@@ -58,6 +58,10 @@ def _sweep_composer() -> tuple[JobComposer, SweepComposes]:
     return JobComposer(load), shared
 
 
+ONLY_HYDRA_13 = pytest.mark.skipif(not SHARED, reason="the shared loads replace Hydra 1.3's loader parts only")
+
+
+@ONLY_HYDRA_13
 @pytest.mark.slow  # composes every sampled job whole, as the reference
 def test_a_table3_sample_plans_to_the_configs_and_hashes_of_jobs_composed_whole(tmp_path: Any) -> None:
     extra = ["+dry_run=true", f"results_dir={tmp_path / 'r'}", "objective.temperature=2.0", "~task.subset_seed"]
@@ -83,6 +87,7 @@ def test_a_table3_sample_plans_to_the_configs_and_hashes_of_jobs_composed_whole(
             assert identify_plain(composer.plain(["experiment=paper_table3", *choices])).digest == digest
 
 
+@ONLY_HYDRA_13
 def test_composes_through_shared_loads_equal_hydras_own() -> None:
     sets = [["task=rte", "objective=att_kl"], ["task=rte", "objective=hid_seq"], ["task=toy", "objective=att_kl"],
             ["task=toy", "teacher=tiny", "objective=vanilla_kd", "student=fresh"], ["task=rte", "objective=att_kl"]]
@@ -144,3 +149,16 @@ def test_a_typed_node_or_a_resolver_that_may_read_the_config_is_left_to_omegacon
     other = OmegaConf.create({"x": "${oc.select:task.name,none}", "task": {"name": "x"}})
     assert plain_overrides.plain_base(other) is None
     assert plain_overrides.plain_base(OmegaConf.create({"x": "${oc.env:HOME,/}", "task": {"name": "x"}})) is not None
+
+
+def test_under_another_hydra_a_sweep_composes_through_hydras_loader_as_it_is(monkeypatch: Any) -> None:
+    monkeypatch.setattr(loads, "SHARED", False)  # as under Hydra 1.4 (make test-hydra14)
+    with initialize_config_dir(config_dir=CONF_DIR, **VERSION_BASE):
+        loader, shared = GlobalHydra.instance().config_loader(), SweepComposes()
+        repository = loader.repository
+        with shared_loads(loader, shared):
+            assert loader.repository is repository and "_compose_config_from_defaults_list" not in vars(loader)
+            ours = compose("config", overrides=["task=toy", "objective=att_kl"], return_hydra_config=True)
+        hydra = compose("config", overrides=["task=toy", "objective=att_kl"], return_hydra_config=True)
+        assert OmegaConf.to_container(ours, resolve=False) == OmegaConf.to_container(hydra, resolve=False)
+        assert not shared.loads and shared.merges is None

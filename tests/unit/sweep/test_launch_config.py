@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import distill_sweep.cli.run_job  # noqa: F401 - the config's resolvers (pkg_model_dir, config_groups)
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
-from distill_sweep.sweep.compose import JobComposer, sweep_composer
+from distill_sweep.sweep.compose import sweep_composer
 
 JOBS = [
     ["seed=1"],
@@ -31,13 +31,18 @@ JOBS = [
 
 
 @pytest.fixture
-def sweep() -> Iterator[tuple[Any, DictConfig, JobComposer]]:
-    """Hydra's loader, a sweep's own config (composed as Hydra's multirun composes it) and the sweeper's composer."""
+def sweep() -> Iterator[tuple[Any, Any]]:
+    """Hydra's loader, and a sweep's own config composed as Hydra's multirun composes it (with the preset the
+    command line chose: every job of a sweep has it too, and Hydra 1.4 refuses a job that changes the sweeper)."""
     with initialize_config_dir(config_dir=CONF_DIR, job_name="run_job", **VERSION_BASE):
         loader = GlobalHydra.instance().config_loader()
-        master = loader.load_configuration("config", overrides=["hydra.sweep.dir=/tmp/sweep", "seed=1,2"],
-                                           run_mode=RunMode.MULTIRUN)
-        yield loader, master, sweep_composer(loader, master)
+
+        def master(overrides: list[str]) -> DictConfig:
+            preset = [o for o in overrides if o.startswith("experiment=")]
+            return loader.load_configuration("config", overrides=["hydra.sweep.dir=/tmp/sweep", "seed=1,2", *preset],
+                                             run_mode=RunMode.MULTIRUN)
+
+        yield loader, master
 
 
 def _text(cfg: DictConfig) -> tuple[str, str]:
@@ -50,8 +55,10 @@ def _text(cfg: DictConfig) -> tuple[str, str]:
 
 @pytest.mark.parametrize("overrides", JOBS, ids=lambda ov: " ".join(ov)[:40])
 def test_a_launch_config_is_the_config_hydras_launcher_composes(sweep: Any, overrides: list[str]) -> None:
-    loader, master, composer = sweep
-    ours, hydras = composer.launch_config(overrides, master), loader.load_sweep_config(master, overrides)
+    loader, master_of = sweep
+    master = master_of(overrides)
+    ours = sweep_composer(loader, master).launch_config(overrides, master)
+    hydras = loader.load_sweep_config(master, overrides)
     assert _text(ours) == _text(hydras)
     # what a job's .hydra/ files and its directory name are made from
     assert list(ours.hydra.overrides.task) == [o for o in overrides if not o.startswith("hydra.")]
@@ -61,7 +68,9 @@ def test_a_launch_config_is_the_config_hydras_launcher_composes(sweep: Any, over
 
 
 def test_the_jobs_of_one_group_set_are_composed_once_and_do_not_share_nodes(sweep: Any) -> None:
-    loader, master, composer = sweep
+    loader, master_of = sweep
+    master = master_of([])
+    composer = sweep_composer(loader, master)
     first, second = (composer.launch_config(["objective=att_kl", f"seed={s}"], master) for s in (1, 2))
     assert len(composer.cache) == 1  # one composition for both
     first.optimizer.lr = 0.5  # a job that changed its config would not change the next one's
