@@ -4,6 +4,7 @@ start several, and the in-process launcher that runs the jobs from the sweeper's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,6 @@ class InProcessLauncherImpl(BasicLauncher):
     from the sweeper where it handed one over (hydra/launcher=local; plugins/distill_sweep_launcher.py)."""
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        context = HydraContext(config_loader=_HandedOverConfigs(hydra_context.config_loader),  # type: ignore[arg-type]
-                               callbacks=hydra_context.callbacks)
+        # the context as given but for its loader (Hydra 1.4's has more fields than 1.3's)
+        context = dataclasses.replace(hydra_context, config_loader=_HandedOverConfigs(hydra_context.config_loader))
         super().setup(hydra_context=context, task_function=task_function, config=config)

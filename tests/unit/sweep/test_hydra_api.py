@@ -60,6 +60,22 @@ def test_launcher_context_and_job_return_keep_what_the_sweeper_reads() -> None:
     assert done.status.name == "COMPLETED" and done.return_value == "x"
 
 
+def test_what_the_in_process_launcher_takes_from_hydra_keeps_its_shape() -> None:
+    """sweep/launch.py's launcher is Hydra's basic launcher given a context whose loader serves the sweeper's
+    configs; sweep/compose.launch_config applies a job's values with Hydra's own function."""
+    import dataclasses
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+    from hydra.types import HydraContext
+
+    assert _parameters(BasicLauncher.setup) == ["hydra_context", "task_function", "config"]
+    assert {"config_loader", "callbacks"} <= {f.name for f in dataclasses.fields(HydraContext)}  # (replaced: the loader)
+    assert _parameters(ConfigLoaderImpl._apply_overrides_to_config) == ["overrides", "cfg"]
+    # the basic launcher composes each job through its context's loader (the call the in-process one answers)
+    assert "self.hydra_context.config_loader.load_sweep_config(" in inspect.getsource(BasicLauncher.launch)
+
+
 def test_hydras_argument_parser_keeps_its_option_table() -> None:
     from hydra._internal.utils import get_args_parser
 
