@@ -12,36 +12,49 @@ job number. A launcher that runs jobs elsewhere (local_parallel, slurm) composes
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig
 
-# the batch being launched: each job's config (by its overrides) and its typed job (by its Hydra job number)
-_configs: dict[tuple[str, ...], DictConfig] = {}
-_jobs: dict[int, Any] = {}
+
+@dataclass
+class _Batch:
+    """The batch being launched: its jobs' overrides, how to make a job's config, each typed job by job number."""
+
+    overrides: set[tuple[str, ...]] = field(default_factory=set)
+    make_config: Callable[[Sequence[str]], DictConfig] | None = None
+    jobs: dict[int, Any] = field(default_factory=dict)
+
+
+_now = _Batch()  # none outside handed_over
 
 
 @contextlib.contextmanager
-def handed_over(batch: Sequence[Sequence[str]], first_num: int, configs: Sequence[DictConfig],
+def handed_over(batch: Sequence[Sequence[str]], first_num: int, make_config: Callable[[Sequence[str]], DictConfig],
                 jobs: Sequence[Any]) -> Iterator[None]:
-    """While the launcher launches `batch` (its jobs numbered from `first_num`), each job's config and typed job
-    (a prepared Job; a pack's: the list of its members') are there for it to take; whatever was not taken is
-    dropped at the end."""
-    _configs.update({tuple(overrides): cfg for overrides, cfg in zip(batch, configs, strict=True)})
-    _jobs.update({first_num + i: job for i, job in enumerate(jobs)})
+    """While the launcher launches `batch` (its jobs numbered from `first_num`), each job's config (made by
+    `make_config` when the launcher asks for it: one job's at a time) and its typed job (a prepared Job; a pack's:
+    the list of its members') are there for it to take; whatever was not taken is dropped at the end."""
+    global _now
+    _now = _Batch({tuple(overrides) for overrides in batch}, make_config,
+                  {first_num + i: job for i, job in enumerate(jobs) if job is not None})
     try:
         yield
     finally:
-        _configs.clear()
-        _jobs.clear()
+        _now = _Batch()
 
 
 def config_of(overrides: Sequence[str]) -> DictConfig | None:
-    """The config handed over for the job of these overrides (taken: once), or None."""
-    return _configs.pop(tuple(overrides), None)
+    """The config of the job of these overrides, if it is one of the batch being launched (made once), or None."""
+    key = tuple(overrides)
+    if key not in _now.overrides or _now.make_config is None:
+        return None
+    _now.overrides.discard(key)
+    return _now.make_config(overrides)
 
 
 def job_of(num: int) -> Any | None:
     """The typed job handed over for Hydra's job number `num` (taken: once), or None: the job types its config."""
-    return _jobs.pop(num, None)
+    return _now.jobs.pop(num, None)

@@ -441,9 +441,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         try:
             if not isinstance(self.launcher, InProcessLauncherImpl):
                 return self.launcher.launch(batch, initial_job_idx=initial_job_idx)
-            assert self.composer is not None and self.config is not None
-            configs = [self.composer.launch_config(overrides, self.config) for overrides in batch]
-            with handover.handed_over(batch, initial_job_idx, configs, typed):
+            composer, master = self.composer, self.config
+            assert composer is not None and master is not None
+            with handover.handed_over(batch, initial_job_idx, lambda ov: composer.launch_config(ov, master), typed):
                 return self.launcher.launch(batch, initial_job_idx=initial_job_idx)
         except Exception as err:
             why = _submission_failure(err)
