@@ -105,8 +105,10 @@ def run_job(cfg: DictConfig, *, alone: bool = False, ident: JobIdentity | None =
     from distill_sweep.job.prepare import Job, check_machine, complete, prepare
     from distill_sweep.training import distributed
 
-    # the config's last stop: below, typed settings
-    job = prepare(cfg) if ident is None else ident if isinstance(ident, Job) else complete(ident)
+    if ident is None:
+        job = prepare(cfg)  # the config's last stop: below, typed settings
+    else:  # already identified (the command line's check), or prepared too (the sweeper's)
+        job = ident if isinstance(ident, Job) else complete(ident)
     if alone:
         job.check_used()
     check_machine(job)  # here, on the machine that runs it (a SLURM node, not the host that submitted it)

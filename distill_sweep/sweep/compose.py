@@ -161,7 +161,6 @@ class JobComposer:
                     OmegaConf.update(cfg, o.key_or_group, o.value(), merge=False, force_add=True)
         return cfg
 
-
     def launch_config(self, overrides: Sequence[str], master: DictConfig) -> DictConfig:
         """The config Hydra's launcher composes for a job of the sweep whose config is `master`
         (`load_sweep_config(master, overrides)`), made from the group set's composition as Hydra makes it: the
