@@ -34,8 +34,24 @@ SEED_RANGE = {"ge": 0, "lt": 2**32}
 LEARNING_RATE = {"gt": 0.0, "le": 1.0}
 TEMPERATURE = {"ge": 1e-3, "le": 1e3}
 LOSS_WEIGHT = {"ge": 0.0, "le": 1e6}
-UNHASHED_AT_DEFAULT = {"unhashed_at_default": True}  # a field's metadata (merged with its bounds, if any)
-NOT_HASHED = {"hashed": False}  # a field's metadata: never in the config hash
+# What a key is to the job's results: every settings field declares exactly one kind in its metadata (merged with
+# its bounds: `metadata=IDENTITY | {"ge": 1}`). The config hash (`hashed_form`), the fine-tuned teacher's cache key
+# (job/teacher_keys.py) and the checks generated over every key (tests/*/test_key_kinds*.py) read them; nothing else
+# lists keys by kind. docs/design.md shows one of each.
+IDENTITY = {"kind": "identity"}  # makes the job: in its config hash
+TEACHER = {"kind": "teacher"}  # makes the job's teacher too: in the config hash and in the teacher's cache key
+INVARIANT = {"kind": "invariant"}  # where and how a job runs: not hashed, and no number of its record depends on it
+KINDS = ("identity", "teacher", "invariant", "nondeterministic")
+
+
+def nondeterministic(why: str) -> dict[str, Any]:
+    """A field's metadata: not hashed, and the record's numbers agree across its values within a float tolerance,
+    not bit for bit (`why`: the reason, shown in the config reference)."""
+    return {"kind": "nondeterministic", "why": why}
+
+
+NOT_HASHED = INVARIANT  # (the name before the kinds)
+UNHASHED_AT_DEFAULT = {"unhashed_at_default": True}  # with a hashed kind: a key added later, left out at its default
 
 
 def unhashed_at(value: Any) -> dict[str, Any]:
@@ -198,7 +214,7 @@ def hashed_form(settings: Any, written_numbers: bool = True) -> dict[str, Any]:
     out = {}
     for f in dataclasses.fields(settings):
         value, meta = getattr(settings, f.name), f.metadata
-        if meta.get("hashed", True) is False or ("unhashed_at" in meta and value == meta["unhashed_at"]):
+        if not is_hashed(meta) or ("unhashed_at" in meta and value == meta["unhashed_at"]):
             continue
         if meta.get("unhashed_at_default") and value == _default(f):
             continue
@@ -206,6 +222,19 @@ def hashed_form(settings: Any, written_numbers: bool = True) -> dict[str, Any]:
         as_written = f.name in written and written[f.name] == value
         out[f.name] = written[f.name] if as_written else _hashed_value(value, written_numbers)
     return out
+
+
+def key_kind(f: dataclasses.Field) -> str | None:
+    """The kind a settings field declares (`KINDS`), or None where it declares none (tests/*/test_key_kinds*.py
+    fails the suite on such a field)."""
+    kind = f.metadata.get("kind")
+    return kind if kind in KINDS else None
+
+
+def is_hashed(meta: Mapping[str, Any]) -> bool:
+    """Whether a field of this metadata is part of the config hash: identity and teacher-identity keys (a field not
+    yet declared counts as identity, the safe side)."""
+    return meta.get("kind", "identity") in ("identity", "teacher")
 
 
 def _hashed_value(value: Any, written_numbers: bool) -> Any:
