@@ -18,12 +18,15 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
 from distill_sweep.config.parse import (
+    IDENTITY,
+    INVARIANT,
     LEARNING_RATE,
-    NOT_HASHED,
     SEED_RANGE,
+    TEACHER,
     UNHASHED_AT_DEFAULT,
     as_dict,
     check_value,
+    nondeterministic,
     parse,
     unhashed_at,
 )
@@ -38,35 +41,36 @@ OTHER_KEYS = ("hydra",)
 
 @dataclass
 class CheckpointSettings:
-    every_steps: int = field(default=0, metadata={"ge": 0})  # also every N optimiser steps (0: epoch ends)
-    keep: bool = False  # keep checkpoint.pt after the job completes
+    every_steps: int = field(default=0, metadata=INVARIANT | {"ge": 0})  # also every N optimiser steps (0: epoch ends)
+    keep: bool = field(default=False, metadata=INVARIANT)  # keep checkpoint.pt after the job completes
 
 
 @dataclass
 class FsdpSettings:
     # the frozen teacher of a sharded job (several processes, training/fsdp.py): a whole copy on every rank
     # (replicate) or sharded over the ranks for inference only (shard: each block all-gathered for its forward)
-    teacher: Literal["replicate", "shard"] = "replicate"
+    teacher: Literal["replicate", "shard"] = field(default="replicate", metadata=nondeterministic(
+        "a sharded teacher's blocks are gathered for each forward: equal within float tolerance"))
 
 
 @dataclass
 class GuardSettings:
     # the teacher's dev metric must beat the majority-class baseline by this much
-    teacher_margin: float = field(default=0.02, metadata={"ge": 0.0})
+    teacher_margin: float = field(default=0.02, metadata=INVARIANT | {"ge": 0.0})
     # go on with a teacher that does not (plumbing runs); its record says weak_allowed
-    allow_weak_teacher: bool = False
+    allow_weak_teacher: bool = field(default=False, metadata=INVARIANT)
 
 
 @dataclass
 class FinetuneGridSettings:
     """`finetune_grid`: each distilled student fine-tuned on every task x lr x batch size x seed."""
 
-    tasks: list[str] = field(default_factory=list)  # task config names (conf/task)
-    lrs: list[float] = field(default_factory=list)  # learning rates of the grid
-    batch_sizes: list[int] = field(default_factory=list)  # batch sizes of the grid
-    seeds: list[int] = field(default_factory=lambda: [1])  # fine-tuning seeds
-    epochs: int | None = field(default=None, metadata={"ge": 1})  # null: each task's recipe
-    overrides: list[str] = field(default_factory=list)  # more overrides for every fine-tune job
+    tasks: list[str] = field(default_factory=list, metadata=INVARIANT)  # task config names (conf/task)
+    lrs: list[float] = field(default_factory=list, metadata=INVARIANT)  # learning rates of the grid
+    batch_sizes: list[int] = field(default_factory=list, metadata=INVARIANT)  # batch sizes of the grid
+    seeds: list[int] = field(default_factory=lambda: [1], metadata=INVARIANT)  # fine-tuning seeds
+    epochs: int | None = field(default=None, metadata=INVARIANT | {"ge": 1})  # null: each task's recipe
+    overrides: list[str] = field(default_factory=list, metadata=INVARIANT)  # more overrides for every fine-tune job
 
     def validate(self, where: str) -> None:
         for key in ("tasks", "lrs", "batch_sizes", "seeds"):
@@ -105,80 +109,84 @@ class RunSettings:
 
     # which teacher layers initialise the student: 1, 2, 3 (the paper's skip, mixed, bottom), a rule (skip,
     # mixed, bottom/first, random) or a list of 1-based layers
-    init: Any = 1
+    init: Any = field(default=1, metadata=IDENTITY)
     # which teacher layer each student layer learns from: init (the layers it was copied from), skip, last,
     # uniform, top, a list of teacher layers or of [student, teacher] pairs
-    map: Any = "init"
+    map: Any = field(default="init", metadata=IDENTITY)
     # the job's training seed, the master of every source of variance left null in `seeds` (data order, new
     # weights, dropout, sampling)
-    seed: int = field(default=1, metadata=SEED_RANGE)
+    seed: int = field(default=1, metadata=IDENTITY | SEED_RANGE)
     # a seed per source of variance (init, data_order, dropout, sampling), each null = `seed`: set one to fix
     # that source while `seed` sweeps the others (config/seeds.py)
-    seeds: SeedSettings = field(default_factory=SeedSettings)
-    device: str = field(default="auto", metadata=NOT_HASHED)  # auto (CUDA when there is one, else CPU), cpu, cuda or cuda:N
+    seeds: SeedSettings = field(default_factory=SeedSettings, metadata=IDENTITY)
+    # auto (CUDA when there is one, else CPU), cpu, cuda or cuda:N
+    device: str = field(default="auto", metadata=nondeterministic(
+        "CPU and GPU kernels round differently: the same job within float tolerance"))
     # fp32, or bf16 autocast for the forwards (the losses stay float32)
-    precision: Literal["fp32", "bf16"] = "fp32"
+    precision: Literal["fp32", "bf16"] = field(default="fp32", metadata=TEACHER)
     # epochs of every stage (null: the task recipe's)
-    epochs: int | None = field(default=None, metadata={"ge": 1})
+    epochs: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})
     # caps every epoch at this many steps (demos, smoke runs; null: whole epochs)
-    max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
-    eval_batch_size: int = field(default=64, metadata={"ge": 1, **NOT_HASHED})  # batch size of dev evaluation
-    num_workers: int = field(default=0, metadata={"ge": 0, **NOT_HASHED})  # DataLoader worker processes
+    max_steps_per_epoch: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})
+    eval_batch_size: int = field(default=64, metadata={"ge": 1, **INVARIANT})  # batch size of dev evaluation
+    num_workers: int = field(default=0, metadata={"ge": 0, **INVARIANT})  # DataLoader worker processes
     # torch threads of the job (null: the CPUs this process may use: its affinity mask or SLURM allocation)
-    threads: int | None = field(default=None, metadata={"ge": 1, **NOT_HASHED})
+    threads: int | None = field(default=None, metadata={"ge": 1, **INVARIANT})
     # steps between progress lines where there is no terminal (SLURM logs)
-    log_every: int = field(default=50, metadata={"ge": 1, **NOT_HASHED})
+    log_every: int = field(default=50, metadata={"ge": 1, **INVARIANT})
     # skip (and count) a step whose loss or gradient is NaN/inf instead of failing the job
-    skip_nonfinite: bool = False
+    skip_nonfinite: bool = field(default=False, metadata=IDENTITY)
     # training batches: of similar lengths (less padding), or drawn uniformly (the first versions' order: left out of
     # the hash, so the jobs from before the key keep theirs)
-    batching: Literal["length", "random"] = field(default="length", metadata=unhashed_at("random"))
+    batching: Literal["length", "random"] = field(default="length", metadata=IDENTITY | unhashed_at("random"))
     # the frozen teacher's logits: from the teacher-output store where that is exact (auto), always from it
     # (store: a job where it would be wrong is refused), or from the teacher at every step (live); the same numbers
     # (to float tolerance, tested), so not hashed: the record says which
-    teacher_outputs: Literal["auto", "store", "live"] = field(default="auto", metadata=NOT_HASHED)
+    teacher_outputs: Literal["auto", "store", "live"] = field(default="auto", metadata=nondeterministic(
+        "the stored logits or the teacher's forward at each step: equal within float tolerance (tested)"))
     # when the job checkpoints, and whether the checkpoint is kept
-    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings, metadata=NOT_HASHED)
+    checkpoint: CheckpointSettings = field(default_factory=CheckpointSettings, metadata=INVARIANT)
     # several processes: how a sharded job (FSDP2) holds its teacher (the same numbers: the teacher's forward,
     # gathered or not)
-    fsdp: FsdpSettings = field(default_factory=FsdpSettings, metadata=NOT_HASHED)
+    fsdp: FsdpSettings = field(default_factory=FsdpSettings, metadata=nondeterministic(
+        "how several processes hold the teacher: its forward, gathered or not"))
     # checks of the teacher before it is distilled
-    guards: GuardSettings = field(default_factory=GuardSettings, metadata=NOT_HASHED)
+    guards: GuardSettings = field(default_factory=GuardSettings, metadata=INVARIANT)
     # the result store: records, checkpoints, tables (relative: to the launch directory)
-    results_dir: str = field(default="results", metadata=NOT_HASHED)
+    results_dir: str = field(default="results", metadata=INVARIANT)
     # fine-tuned teachers, teacher-output stores, corpora, augmented splits, vocabularies ($DISTILL_SWEEP_CACHE,
     # else ~/.cache/distill_sweep: conf/config.yaml's value, resolved)
     cache_dir: str = field(default_factory=lambda: os.environ.get("DISTILL_SWEEP_CACHE",
                                                                   str(Path.home() / ".cache" / "distill_sweep")),
                            metadata={"shown_default": "$DISTILL_SWEEP_CACHE, else ~/.cache/distill_sweep",
-                                     **NOT_HASHED})
-    dry_run: bool = field(default=False, metadata=NOT_HASHED)  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (sweep/sweeper.py)
+                                     **INVARIANT})
+    dry_run: bool = field(default=False, metadata=INVARIANT)  # `-m +dry_run=true`: the sweeper prints the plan and runs nothing (sweep/sweeper.py)
     # `-m +dry_run=true +dry_run_list=true`: the dry run lists every job it would run, not the first 20
-    dry_run_list: bool = field(default=False, metadata=NOT_HASHED)
+    dry_run_list: bool = field(default=False, metadata=INVARIANT)
     # `-m +plan_seeds=true`: the dry run, plus the seeds each comparison needs from a pilot (analysis/seed_plan.py)
-    plan_seeds: bool = field(default=False, metadata=NOT_HASHED)
+    plan_seeds: bool = field(default=False, metadata=INVARIANT)
     # set by the sweeper on its build jobs: fine-tune the job's teacher and build its teacher-output store,
     # then stop (no record), so the grid's jobs find both ready instead of queueing on one lock
-    prepare_only: bool = field(default=False, metadata=NOT_HASHED)
+    prepare_only: bool = field(default=False, metadata=INVARIANT)
     # the fine-tune grid that follows a distillation in the same sweep (distill_sweep/sweep/chain.py): the jobs a
     # sweep runs after this one, not this job
-    finetune_grid: FinetuneGridSettings | None = field(default=None, metadata=NOT_HASHED)
+    finetune_grid: FinetuneGridSettings | None = field(default=None, metadata=INVARIANT)
     # a sweep's jobs that share batches (sweep/packs.py's rule) trained in lockstep in one process, one teacher
     # forward per batch for all of them (auto), or one process per job (off); a pack's members compute what they
     # would alone (bit-identical, tested)
-    pack: Literal["auto", "off"] = field(default="auto", metadata=NOT_HASHED)
+    pack: Literal["auto", "off"] = field(default="auto", metadata=INVARIANT)
     # at most this many jobs in one pack (they share one process's memory: each holds its student and optimizer)
-    pack_size: int = field(default=10, metadata={"ge": 1, **NOT_HASHED})
+    pack_size: int = field(default=10, metadata={"ge": 1, **INVARIANT})
     # set by the sweeper on a pack's process: the file that lists its members' configs (sweep/packs.py)
-    pack_file: str | None = field(default=None, metadata=NOT_HASHED)
+    pack_file: str | None = field(default=None, metadata=INVARIANT)
     # a tuning budget per arm of a sweep, its search space and holdout (config/tune.py; trials 0: off)
-    tune: TuneSettings = field(default_factory=TuneSettings)
+    tune: TuneSettings = field(default_factory=TuneSettings, metadata=IDENTITY)
     # set by the sweeper on a tuning trial's job: its trial number; it trains without tune.holdout's share of the
     # training split and is scored on that share, never on a dev split (sweep/tune.py)
-    tune_trial: int | None = field(default=None, metadata={"ge": 0, **UNHASHED_AT_DEFAULT})
+    tune_trial: int | None = field(default=None, metadata=IDENTITY | {"ge": 0, **UNHASHED_AT_DEFAULT})
     # set by the sweeper on a tuned grid job: the file of its arm's chosen values and study (sweep/tune.py), which
     # its record copies as `tuned` (where the values came from: the values themselves are in the config)
-    tune_chosen: str | None = field(default=None, metadata=NOT_HASHED)
+    tune_chosen: str | None = field(default=None, metadata=INVARIANT)
 
     def validate(self, where: str) -> None:
         dev = self.device
@@ -193,17 +201,17 @@ class RunSettings:
 
 @dataclass
 class OptimizerSettings:
-    name: Literal["adamw"] = "adamw"  # AdamW with linear warmup and decay (the only one)
-    lr: float | None = field(default=None, metadata=LEARNING_RATE)  # null = task.recipe.lr
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])  # AdamW's (beta1, beta2)
+    name: Literal["adamw"] = field(default="adamw", metadata=IDENTITY)  # AdamW with linear warmup and decay (the only one)
+    lr: float | None = field(default=None, metadata=IDENTITY | LEARNING_RATE)  # null = task.recipe.lr
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98], metadata=IDENTITY)  # AdamW's (beta1, beta2)
     # Adam's epsilon: below ~1e-38 it is 0 in float32, and a parameter without gradient then gets 0/0
-    eps: float = field(default=1e-6, metadata={"ge": 1e-12})
-    weight_decay: float = field(default=0.1, metadata={"ge": 0.0})  # AdamW's decoupled weight decay
+    eps: float = field(default=1e-6, metadata=IDENTITY | {"ge": 1e-12})
+    weight_decay: float = field(default=0.1, metadata=IDENTITY | {"ge": 0.0})  # AdamW's decoupled weight decay
     # share of a stage's updates spent warming up (null: task.recipe.warmup_ratio)
-    warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
+    warmup_ratio: float | None = field(default=None, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
     # training batch size (null: task.recipe.batch_size)
-    batch_size: int | None = field(default=None, metadata={"ge": 1})
-    max_grad_norm: float = field(default=0.0, metadata={"ge": 0.0})  # 0 = no clipping
+    batch_size: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})
+    max_grad_norm: float = field(default=0.0, metadata=IDENTITY | {"ge": 0.0})  # 0 = no clipping
 
     def validate(self, where: str) -> None:
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
@@ -212,16 +220,16 @@ class OptimizerSettings:
 
 @dataclass
 class RecipeSettings:
-    lr: float = field(default=2e-5, metadata=LEARNING_RATE)  # learning rate
-    batch_size: int = field(default=32, metadata={"ge": 1})  # training batch size
-    epochs: int = field(default=10, metadata={"ge": 1})  # epochs per stage
+    lr: float = field(default=2e-5, metadata=IDENTITY | LEARNING_RATE)  # learning rate
+    batch_size: int = field(default=32, metadata=IDENTITY | {"ge": 1})  # training batch size
+    epochs: int = field(default=10, metadata=IDENTITY | {"ge": 1})  # epochs per stage
     # share of the updates spent warming up
-    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
+    warmup_ratio: float = field(default=0.06, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
     # toy only: training examples (the GLUE tasks do not write these three: at null, left out of the hash)
-    num_train: int | None = field(default=None, metadata={"ge": 2, **UNHASHED_AT_DEFAULT})
-    num_dev: int | None = field(default=None, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})  # toy only: dev examples
+    num_train: int | None = field(default=None, metadata=TEACHER | {"ge": 2, **UNHASHED_AT_DEFAULT})
+    num_dev: int | None = field(default=None, metadata=TEACHER | {"ge": 1, **UNHASHED_AT_DEFAULT})  # toy only: dev examples
     # toy only: the data generator's seed
-    seed: int | None = field(default=None, metadata={**SEED_RANGE, **UNHASHED_AT_DEFAULT})
+    seed: int | None = field(default=None, metadata=TEACHER | {**SEED_RANGE, **UNHASHED_AT_DEFAULT})
 
 
 METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
@@ -231,45 +239,45 @@ METRICS = ("accuracy", "f1", "mcc", "pearson", "spearman")
 class TsvSettings:
     """The layout of a task's original GLUE TSV files under task.data_dir."""
 
-    subdir: str | None = None  # the task's folder under data_dir (null: the task's name in capitals)
-    files: dict[str, str] = field(default_factory=dict)  # each split's file name: train and every dev split
-    header: bool = True  # the first row names the columns
+    subdir: str | None = field(default=None, metadata=TEACHER)  # the task's folder under data_dir (null: the task's name in capitals)
+    files: dict[str, str] = field(default_factory=dict, metadata=TEACHER)  # each split's file name: train and every dev split
+    header: bool = field(default=True, metadata=TEACHER)  # the first row names the columns
     # our field (each text field and label) -> the file's column: its name, or its 0-based position
-    columns: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, Any] = field(default_factory=dict, metadata=TEACHER)
     # how labels are written: str (mapped through label_names), int (label ids) or float (regression scores)
-    label_type: Literal["str", "int", "float"] = "int"
+    label_type: Literal["str", "int", "float"] = field(default="int", metadata=TEACHER)
 
 
 @dataclass
 class TaskSettings:
-    name: str  # the task's name (records, result directories)
+    name: str = field(metadata=TEACHER)  # the task's name (records, result directories)
     # glue: GLUE-format data from the hub or local TSVs; toy: the synthetic task, generated offline
-    source: Literal["glue", "toy"]
-    num_labels: int = field(metadata={"ge": 1})  # classes (1 for regression)
-    primary_metric: str  # the metric that picks the best epoch (one of metrics)
-    metrics: list[str]  # dev metrics recorded: accuracy, f1, mcc, pearson, spearman
-    max_seq_length: int = field(metadata={"ge": 2})  # tokens per example after truncation
-    recipe: RecipeSettings  # the task's training recipe
-    hub_id: str | None = None  # hub dataset id (nyu-mll/glue)
-    hub_config: str | None = None  # the dataset's config (rte, mrpc, ...)
-    data_dir: str | None = None  # a folder of the original GLUE TSVs, read instead of the hub (layout: tsv)
+    source: Literal["glue", "toy"] = field(metadata=TEACHER)
+    num_labels: int = field(metadata=TEACHER | {"ge": 1})  # classes (1 for regression)
+    primary_metric: str = field(metadata=TEACHER)  # the metric that picks the best epoch (one of metrics)
+    metrics: list[str] = field(metadata=TEACHER)  # dev metrics recorded: accuracy, f1, mcc, pearson, spearman
+    max_seq_length: int = field(metadata=TEACHER | {"ge": 2})  # tokens per example after truncation
+    recipe: RecipeSettings = field(metadata=IDENTITY)  # the task's training recipe
+    hub_id: str | None = field(default=None, metadata=TEACHER)  # hub dataset id (nyu-mll/glue)
+    hub_config: str | None = field(default=None, metadata=TEACHER)  # the dataset's config (rte, mrpc, ...)
+    data_dir: str | None = field(default=None, metadata=TEACHER)  # a folder of the original GLUE TSVs, read instead of the hub (layout: tsv)
     # the text columns: one, or two for sentence pairs
-    text_fields: list[str] = field(default_factory=lambda: ["sentence"])
-    label_names: list[str] = field(default_factory=list)  # class names in label-id order
-    is_regression: bool = False  # a regression task (STS-B): MSE on one output
+    text_fields: list[str] = field(default_factory=lambda: ["sentence"], metadata=TEACHER)
+    label_names: list[str] = field(default_factory=list, metadata=TEACHER)  # class names in label-id order
+    is_regression: bool = field(default=False, metadata=TEACHER)  # a regression task (STS-B): MSE on one output
     # the dev splits evaluated: our name -> the dataset's split
-    dev_splits: dict[str, str] = field(default_factory=lambda: {"validation": "validation"})
+    dev_splits: dict[str, str] = field(default_factory=lambda: {"validation": "validation"}, metadata=TEACHER)
     # for the dry run's cost estimate (the toy task does not write it, nor `tsv`: at null, left out of the hash)
-    train_size: int | None = field(default=None, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})
-    max_train_samples: int | None = field(default=None, metadata={"ge": 1})  # seeded subset for pilot runs
-    max_dev_samples: int | None = field(default=None, metadata={"ge": 1})  # the same for every dev split
+    train_size: int | None = field(default=None, metadata=TEACHER | {"ge": 1, **UNHASHED_AT_DEFAULT})
+    max_train_samples: int | None = field(default=None, metadata=TEACHER | {"ge": 1})  # seeded subset for pilot runs
+    max_dev_samples: int | None = field(default=None, metadata=TEACHER | {"ge": 1})  # the same for every dev split
     # picks those subsets; fixed, so every training seed sees the same data
-    subset_seed: int = field(default=0, metadata=SEED_RANGE)
+    subset_seed: int = field(default=0, metadata=TEACHER | SEED_RANGE)
     # the TSV layout under data_dir (null: the task has no TSV layout, so data_dir cannot be read)
-    tsv: TsvSettings | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
+    tsv: TsvSettings | None = field(default=None, metadata=TEACHER | UNHASHED_AT_DEFAULT)
     # offline augmentation of the training split: a name or a mapping; the augment part owns and checks its
     # settings (augment.parse_augment, called by job.identify)
-    augment: Any = "none"
+    augment: Any = field(default="none", metadata=IDENTITY)
 
     def validate(self, where: str) -> None:
         for metric in self.metrics:
@@ -290,42 +298,42 @@ class TaskSettings:
 @dataclass
 class FinetuneSettings:
     # fine-tuning epochs (null: the task recipe's)
-    epochs: int | None = field(default=None, metadata={"ge": 1})
+    epochs: int | None = field(default=None, metadata=TEACHER | {"ge": 1})
     # fine-tuning learning rate (null: the task recipe's)
-    lr: float | None = field(default=None, metadata=LEARNING_RATE)
+    lr: float | None = field(default=None, metadata=TEACHER | LEARNING_RATE)
     # fine-tuning batch size (null: the task recipe's)
-    batch_size: int | None = field(default=None, metadata={"ge": 1})
+    batch_size: int | None = field(default=None, metadata=TEACHER | {"ge": 1})
     # fine-tuning warmup share (null: the task recipe's)
-    warmup_ratio: float | None = field(default=None, metadata={"ge": 0.0, "le": 1.0})
+    warmup_ratio: float | None = field(default=None, metadata=TEACHER | {"ge": 0.0, "le": 1.0})
     # fine-tuning seed (each seed is its own cached teacher)
-    seed: int = field(default=1, metadata=SEED_RANGE)
+    seed: int = field(default=1, metadata=TEACHER | SEED_RANGE)
     # caps every fine-tuning epoch (null: whole epochs)
-    max_steps_per_epoch: int | None = field(default=None, metadata={"ge": 1})
+    max_steps_per_epoch: int | None = field(default=None, metadata=TEACHER | {"ge": 1})
 
 
 @dataclass
 class TeacherSettings:
-    name: str  # the teacher's config name (records, report rows)
-    name_or_path: str | None = None  # hub id or local directory of the backbone (null: built from config)
+    name: str = field(metadata=IDENTITY)  # the teacher's config name (records, report rows)
+    name_or_path: str | None = field(default=None, metadata=TEACHER)  # hub id or local directory of the backbone (null: built from config)
     # a directory holding a teacher already fine-tuned on the task: used as it is
-    finetuned_path: str | None = None
-    tokenizer: str | None = None  # hub id or directory of the tokenizer (null: name_or_path's)
+    finetuned_path: str | None = field(default=None, metadata=IDENTITY)
+    tokenizer: str | None = field(default=None, metadata=TEACHER)  # hub id or directory of the tokenizer (null: name_or_path's)
     # the architecture of a teacher built with random weights when name_or_path is null (teacher=tiny)
-    config: dict[str, Any] = field(default_factory=dict)
-    trust_remote_code: bool = False  # let transformers run code from the model's repository
-    attn_implementation: str = "sdpa"  # transformers' attention implementation (sdpa, eager)
+    config: dict[str, Any] = field(default_factory=dict, metadata=TEACHER)
+    trust_remote_code: bool = field(default=False, metadata=TEACHER)  # let transformers run code from the model's repository
+    attn_implementation: str = field(default="sdpa", metadata=TEACHER)  # transformers' attention implementation (sdpa, eager)
     # what does a decoder teacher's bulk work (its seq_kd responses, its top-k / sampled store): hf (transformers, in
     # the job's process) or vllm (a vLLM engine in its own process and environment: teachers/engine.py)
-    engine: Literal["hf", "vllm"] = "hf"
+    engine: Literal["hf", "vllm"] = field(default="hf", metadata=IDENTITY)
     # the vLLM engine's python (null: $DISTILL_SWEEP_VLLM_PYTHON, else the checkout's .venv-vllm/bin/python)
-    engine_python: str | None = field(default=None, metadata=NOT_HASHED)
+    engine_python: str | None = field(default=None, metadata=INVARIANT)
     # how the teacher is fine-tuned on the task (cached once per setting)
-    finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
+    finetune: FinetuneSettings = field(default_factory=FinetuneSettings, metadata=TEACHER)
     # An ensemble teacher (MT-DNN): its members, each this block overridden by an entry, an integer being the
     # fine-tuning seed (`[1, 2, 3]`) and a mapping any teacher keys (`{finetune: {seed: 2}}`, another
     # backbone); null = one teacher. Left out of the teacher presets and of the hash at null, so their ids and
     # hashes stay as they were.
-    ensemble: list[Any] | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
+    ensemble: list[Any] | None = field(default=None, metadata=TEACHER | UNHASHED_AT_DEFAULT)
 
     def validate(self, where: str) -> None:
         if self.name_or_path is None and not self.config:
@@ -381,12 +389,12 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class LoggerSettings:
-    name: Literal["wandb", "none"] = "wandb"  # wandb, or none for no tracking
+    name: Literal["wandb", "none"] = field(default="wandb", metadata=INVARIANT)  # wandb, or none for no tracking
     # wandb's mode: offline (nothing leaves the machine), online or disabled
-    mode: Literal["offline", "online", "disabled"] = "offline"
-    project: str = "distill_sweep"  # wandb project
-    entity: str | None = None  # wandb entity, a team or user (null: wandb's default)
-    dir: str | None = None  # where wandb writes its files (null: wandb's default)
+    mode: Literal["offline", "online", "disabled"] = field(default="offline", metadata=INVARIANT)
+    project: str = field(default="distill_sweep", metadata=INVARIANT)  # wandb project
+    entity: str | None = field(default=None, metadata=INVARIANT)  # wandb entity, a team or user (null: wandb's default)
+    dir: str | None = field(default=None, metadata=INVARIANT)  # where wandb writes its files (null: wandb's default)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from distill_sweep.config.parse import SEED_RANGE
+from distill_sweep.config.parse import IDENTITY, SEED_RANGE
 
 SOURCES = ("init", "data_order", "dropout", "sampling")
 
@@ -25,13 +25,13 @@ class SeedSettings:
     """`seeds`: a seed per source of variance (null: the job's `seed`)."""
 
     # the student's new weights (and the objective's new projections): null = seed
-    init: int | None = field(default=None, metadata=SEED_RANGE)
+    init: int | None = field(default=None, metadata=IDENTITY | SEED_RANGE)
     # the order of the training batches (each stage's epochs shuffled from it): null = seed
-    data_order: int | None = field(default=None, metadata=SEED_RANGE)
+    data_order: int | None = field(default=None, metadata=IDENTITY | SEED_RANGE)
     # the random numbers drawn while training (dropout masks): null = seed
-    dropout: int | None = field(default=None, metadata=SEED_RANGE)
+    dropout: int | None = field(default=None, metadata=IDENTITY | SEED_RANGE)
     # the decoders' on-policy and generation streams (procedure=causal_lm): null = seed
-    sampling: int | None = field(default=None, metadata=SEED_RANGE)
+    sampling: int | None = field(default=None, metadata=IDENTITY | SEED_RANGE)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import NOT_HASHED, SEED_RANGE
+from distill_sweep.config.parse import IDENTITY, INVARIANT, SEED_RANGE
 from distill_sweep.errors import ConfigError
 
 
@@ -36,22 +36,22 @@ class TuneSettings:
     # trials per arm (0: no tuning, the default: the grid runs at its configured values). Not hashed: a larger budget
     # continues the same studies (the trials' jobs, and a grid job whose chosen values did not change, stay the same
     # jobs); the block is hashed only while tuning is on (job/hashed.py)
-    trials: int = field(default=0, metadata={"ge": 0, **NOT_HASHED})
+    trials: int = field(default=0, metadata={"ge": 0, **INVARIANT})
     # the keys tuned: a job-config key (objective.temperature, optimizer.lr) -> {low, high, log} or a list of choices
     # (null: none)
-    space: dict[str, Any] | None = None
+    space: dict[str, Any] | None = field(default=None, metadata=IDENTITY)
     # the share of the training split held out as the tuning dev set (trials train on the rest)
-    holdout: float = field(default=0.1, metadata={"gt": 0.0, "lt": 1.0})
+    holdout: float = field(default=0.1, metadata=IDENTITY | {"gt": 0.0, "lt": 1.0})
     # how trials are drawn: tpe (Optuna's TPE) or random
-    sampler: Literal["tpe", "random"] = "tpe"
+    sampler: Literal["tpe", "random"] = field(default="tpe", metadata=IDENTITY)
     # the holdout metric maximised (null: the task's primary metric)
-    metric: str | None = None
+    metric: str | None = field(default=None, metadata=IDENTITY)
     # trials of one arm asked together and launched side by side (a SLURM array of that many workers per arm);
     # each is drawn without the others' scores, so the same seed and the same value give the same trials (how they are
     # scheduled, not what a trial computes: not hashed)
-    parallel: int = field(default=1, metadata={"ge": 1, **NOT_HASHED})
+    parallel: int = field(default=1, metadata={"ge": 1, **INVARIANT})
     # the sampler's seed and the holdout's: the same seed gives the same trials and the same holdout
-    seed: int = field(default=0, metadata=SEED_RANGE)
+    seed: int = field(default=0, metadata=IDENTITY | SEED_RANGE)
 
     def validate(self, where: str) -> None:
         self._parsed = {key: parse_domain(value, f"{where}.space.{key}") for key, value in (self.space or {}).items()}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import SEED_RANGE, parse
+from distill_sweep.config.parse import IDENTITY, SEED_RANGE, parse
 from distill_sweep.errors import ConfigError
 
 # TinyBERT's code: N per task (the paper: 20).
@@ -20,25 +20,25 @@ DEFAULT_SAMPLES = 20
 class AugmentSettings:
     # none, tinybert (TinyBERT's word replacement) or tang (Tang et al.'s mask, part-of-speech and n-gram
     # sampling)
-    name: Literal["none", "tinybert", "tang"] = "none"
+    name: Literal["none", "tinybert", "tang"] = field(default="none", metadata=IDENTITY)
     # samples N per example (null: TinyBERT's per-task value, 20 for other tasks; tang: 20)
-    samples: int | None = field(default=None, metadata={"ge": 1})
-    p: float = field(default=0.4, metadata={"gt": 0.0, "le": 1.0})  # tinybert: replace probability per position
-    candidates: int = field(default=15, metadata={"ge": 1})  # tinybert: K candidate words per position
-    mlm: str | None = None  # hub id or directory of a masked LM (null: the teacher's backbone)
-    embeddings: str | None = None  # word-embedding text file (GloVe) for multi-piece words
+    samples: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})
+    p: float = field(default=0.4, metadata=IDENTITY | {"gt": 0.0, "le": 1.0})  # tinybert: replace probability per position
+    candidates: int = field(default=15, metadata=IDENTITY | {"ge": 1})  # tinybert: K candidate words per position
+    mlm: str | None = field(default=None, metadata=IDENTITY)  # hub id or directory of a masked LM (null: the teacher's backbone)
+    embeddings: str | None = field(default=None, metadata=IDENTITY)  # word-embedding text file (GloVe) for multi-piece words
     # tinybert: the embedding file's first words read (TinyBERT's code: 100k)
-    max_embedding_words: int = field(default=100_000, metadata={"ge": 1})
-    seed: int = field(default=0, metadata=SEED_RANGE)  # seed of the augmentation's draws
-    batch_size: int = field(default=64, metadata={"ge": 1})  # MLM forward batch (not in the key)
+    max_embedding_words: int = field(default=100_000, metadata=IDENTITY | {"ge": 1})
+    seed: int = field(default=0, metadata=IDENTITY | SEED_RANGE)  # seed of the augmentation's draws
+    batch_size: int = field(default=64, metadata=IDENTITY | {"ge": 1})  # MLM forward batch (not in the key)
     # tang (Tang et al. 2019): per word, mask with p_mask, else a random word of its part of speech with p_pos;
     # then with p_ngram keep one random n-gram of the sample, n in 1..max_ngram
-    p_mask: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
+    p_mask: float = field(default=0.1, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
     # tang: probability of a random word of the same part of speech
-    p_pos: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
+    p_pos: float = field(default=0.1, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
     # tang: probability of keeping one random n-gram of a sample
-    p_ngram: float = field(default=0.25, metadata={"ge": 0.0, "le": 1.0})
-    max_ngram: int = field(default=5, metadata={"ge": 1})  # tang: the longest n-gram kept
+    p_ngram: float = field(default=0.25, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
+    max_ngram: int = field(default=5, metadata=IDENTITY | {"ge": 1})  # tang: the longest n-gram kept
 
     def validate(self, where: str) -> None:
         if self.p_mask + self.p_pos > 1.0:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from distill_sweep.config.parse import SEED_RANGE, UNHASHED_AT_DEFAULT
+from distill_sweep.config.parse import SEED_RANGE, TEACHER, UNHASHED_AT_DEFAULT
 from distill_sweep.errors import ConfigError
 
 BINARY_PROBE = 8192  # bytes read from the start of a text file to tell it is not binary
@@ -20,17 +20,17 @@ BINARY_PROBE = 8192  # bytes read from the start of a text file to tell it is no
 class SourceSettings:
     """Where documents come from: a local folder of text files, local parquet files, or a hub dataset."""
 
-    source: Literal["text_files", "parquet", "hub"]  # text_files, parquet or hub
-    path: str | None = None  # text_files: the folder; parquet: a file or a folder of .parquet files
-    hub_id: str | None = None  # hub dataset id (source=hub)
-    hub_config: str | None = None  # the hub dataset's config
-    split: str = "train"  # the split read
-    text_field: str = "text"  # the column that holds the text (parquet, hub)
+    source: Literal["text_files", "parquet", "hub"] = field(metadata=TEACHER)  # text_files, parquet or hub
+    path: str | None = field(default=None, metadata=TEACHER)  # text_files: the folder; parquet: a file or a folder of .parquet files
+    hub_id: str | None = field(default=None, metadata=TEACHER)  # hub dataset id (source=hub)
+    hub_config: str | None = field(default=None, metadata=TEACHER)  # the hub dataset's config
+    split: str = field(default="train", metadata=TEACHER)  # the split read
+    text_field: str = field(default="text", metadata=TEACHER)  # the column that holds the text (parquet, hub)
     # hub: a commit, tag or branch (part of the cache key)
-    revision: str | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
+    revision: str | None = field(default=None, metadata=TEACHER | UNHASHED_AT_DEFAULT)
     # consecutive rows joined into one document: 1 for a document per row (Wikipedia); a sentence-per-row corpus
     # (BookCorpus) needs more, or every sequence would be one short sentence
-    rows_per_document: int = field(default=1, metadata={"ge": 1, **UNHASHED_AT_DEFAULT})
+    rows_per_document: int = field(default=1, metadata=TEACHER | {"ge": 1, **UNHASHED_AT_DEFAULT})
 
     def validate(self, where: str) -> None:
         if self.source in ("text_files", "parquet") and not self.path:
@@ -44,30 +44,30 @@ class SourceSettings:
 class CorpusSettings(SourceSettings):
     """A corpus: its own source (the fields of SourceSettings), more sources after it, packing and masking."""
 
-    name: str  # the corpus' name (the record's task is pretrain_NAME)
+    name: str = field(metadata=TEACHER)  # the corpus' name (the record's task is pretrain_NAME)
     # where its own documents come from: toy (generated), text_files, parquet or hub
-    source: Literal["toy", "text_files", "parquet", "hub"]  # type: ignore[assignment]  (the toy one too)
+    source: Literal["toy", "text_files", "parquet", "hub"] = field(metadata=TEACHER)  # type: ignore[assignment]  (the toy one too)
     # more sources, read after this one (in order)
-    also: list[SourceSettings] = field(default_factory=list, metadata=UNHASHED_AT_DEFAULT)
-    num_documents: int | None = field(default=None, metadata={"ge": 2})  # toy only: documents generated
-    seed: int = field(default=0, metadata=SEED_RANGE)  # toy only: the generator's seed
+    also: list[SourceSettings] = field(default_factory=list, metadata=TEACHER | UNHASHED_AT_DEFAULT)
+    num_documents: int | None = field(default=None, metadata=TEACHER | {"ge": 2})  # toy only: documents generated
+    seed: int = field(default=0, metadata=TEACHER | SEED_RANGE)  # toy only: the generator's seed
     # read at most this many documents (null: all)
-    max_documents: int | None = field(default=None, metadata={"ge": 2})
+    max_documents: int | None = field(default=None, metadata=TEACHER | {"ge": 2})
     # the first documents, held out as the dev slice
-    dev_documents: int = field(default=30, metadata={"ge": 1})
+    dev_documents: int = field(default=30, metadata=TEACHER | {"ge": 1})
     # tokens per packed segment, [CLS] and [SEP] included
-    max_seq_length: int = field(default=128, metadata={"ge": 3})
+    max_seq_length: int = field(default=128, metadata=TEACHER | {"ge": 3})
     # static: masked once, when the cache is built (the paper's reference); dynamic: anew per batch
     # (DistilBERT)
-    masking: Literal["static", "dynamic"] = "static"
+    masking: Literal["static", "dynamic"] = field(default="static", metadata=TEACHER)
     # share of the word pieces masked
-    mlm_probability: float = field(default=0.15, metadata={"gt": 0.0, "lt": 1.0})
-    max_predictions: int = field(default=20, metadata={"ge": 1})  # masked positions per segment, at most
+    mlm_probability: float = field(default=0.15, metadata=TEACHER | {"gt": 0.0, "lt": 1.0})
+    max_predictions: int = field(default=20, metadata=TEACHER | {"ge": 1})  # masked positions per segment, at most
     # share of the masked positions replaced by the mask token
-    mask_ratio: float = field(default=0.8, metadata={"ge": 0.0, "le": 1.0})
+    mask_ratio: float = field(default=0.8, metadata=TEACHER | {"ge": 0.0, "le": 1.0})
     # share replaced by a random token (the rest keep theirs)
-    random_ratio: float = field(default=0.1, metadata={"ge": 0.0, "le": 1.0})
-    mask_seed: int = field(default=0, metadata=SEED_RANGE)  # seed of the masking
+    random_ratio: float = field(default=0.1, metadata=TEACHER | {"ge": 0.0, "le": 1.0})
+    mask_seed: int = field(default=0, metadata=TEACHER | SEED_RANGE)  # seed of the masking
 
     def validate(self, where: str) -> None:
         super().validate(where)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from distill_sweep.config.parse import SEED_RANGE
+from distill_sweep.config.parse import SEED_RANGE, TEACHER
 from distill_sweep.errors import ConfigError
 
 PRIMARY = "token_accuracy"  # next-token top-1 accuracy on the dev targets: higher is better, as the driver picks
@@ -22,24 +22,24 @@ TOY_RESPONSES = {"positive": "good", "mixed": "but", "negative": "bad"}
 class InstructionSettings:
     """Prompt/response pairs (procedure.instructions)."""
 
-    name: str = "toy_instructions"  # the data's name (the record's task is causal_NAME)
+    name: str = field(default="toy_instructions", metadata=TEACHER)  # the data's name (the record's task is causal_NAME)
     # toy: generated from the toy task; jsonl or parquet: a local file; hub: a hub dataset id
-    source: Literal["toy", "jsonl", "parquet", "hub"] = "toy"
+    source: Literal["toy", "jsonl", "parquet", "hub"] = field(default="toy", metadata=TEACHER)
     # jsonl: the .jsonl file, one {prompt, response} object per line; parquet: the .parquet file with those columns
-    path: str | None = None
-    hub_id: str | None = None  # hub: the dataset id
-    hub_config: str | None = None  # hub: the dataset's config
-    split: str = "train"  # hub: the split read
-    prompt_field: str = "prompt"  # the prompt's key / column
-    response_field: str = "response"  # the response's key / column
+    path: str | None = field(default=None, metadata=TEACHER)
+    hub_id: str | None = field(default=None, metadata=TEACHER)  # hub: the dataset id
+    hub_config: str | None = field(default=None, metadata=TEACHER)  # hub: the dataset's config
+    split: str = field(default="train", metadata=TEACHER)  # hub: the split read
+    prompt_field: str = field(default="prompt", metadata=TEACHER)  # the prompt's key / column
+    response_field: str = field(default="response", metadata=TEACHER)  # the response's key / column
     # the first examples, held out for the dev metrics
-    dev_examples: int = field(default=64, metadata={"ge": 1})
-    max_examples: int | None = field(default=None, metadata={"ge": 2})  # read at most this many (null: all)
+    dev_examples: int = field(default=64, metadata=TEACHER | {"ge": 1})
+    max_examples: int | None = field(default=None, metadata=TEACHER | {"ge": 2})  # read at most this many (null: all)
     # classification-style data: the possible responses; the dev slice is also scored by the next-token choice
     # among their first tokens (choice_accuracy). toy: null means its three label words
-    choices: list[str] | None = None
-    num_examples: int = field(default=600, metadata={"ge": 2})  # toy only: examples generated
-    seed: int = field(default=0, metadata=SEED_RANGE)  # toy only: the generator's seed
+    choices: list[str] | None = field(default=None, metadata=TEACHER)
+    num_examples: int = field(default=600, metadata=TEACHER | {"ge": 2})  # toy only: examples generated
+    seed: int = field(default=0, metadata=TEACHER | SEED_RANGE)  # toy only: the generator's seed
 
     def validate(self, where: str) -> None:
         if self.source in ("jsonl", "parquet") and not self.path:

@@ -7,20 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distill_sweep.config.parse import TEMPERATURE
+from distill_sweep.config.parse import IDENTITY, TEMPERATURE
 
 from .term_base import TermInfo, TermSettings, declare
 
 
 @dataclass
 class CausalKDSettings(TermSettings):
-    temperature: float = field(default=1.0, metadata=TEMPERATURE)  # softmax temperature T (the loss is x T^2)
+    temperature: float = field(default=1.0, metadata=IDENTITY | TEMPERATURE)  # softmax temperature T (the loss is x T^2)
 
 
 @dataclass
 class GJSDSettings(CausalKDSettings):
     # interpolation: 0 = forward KL, 1 = reverse KL, between: the mixture's JSD (0.5: symmetric JSD)
-    beta: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})
+    beta: float = field(default=0.5, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
 
 
 declare(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import TEMPERATURE, UNHASHED_AT_DEFAULT, hashed_form, parse
+from distill_sweep.config.parse import IDENTITY, TEMPERATURE, UNHASHED_AT_DEFAULT, hashed_form, parse
 from distill_sweep.models.model_info import ModelInfo
 
 from ..errors import ConfigError
@@ -25,16 +25,16 @@ STAGE_KINDS = ("intermediate", "prediction", "combined")
 
 @dataclass
 class ObjectiveSettings:
-    name: str  # the objective's name (records, result directories)
-    stages: list[str]  # the stage kinds it runs, in order: intermediate, prediction, combined
-    terms: dict[str, Any] = field(default_factory=dict)  # term name -> its settings (parsed per term)
-    alpha: float = field(default=0.5, metadata={"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
-    temperature: float = field(default=2.0, metadata=TEMPERATURE)  # KD softmax temperature T (loss x T^2)
+    name: str = field(metadata=IDENTITY)  # the objective's name (records, result directories)
+    stages: list[str] = field(metadata=IDENTITY)  # the stage kinds it runs, in order: intermediate, prediction, combined
+    terms: dict[str, Any] = field(default_factory=dict, metadata=IDENTITY)  # term name -> its settings (parsed per term)
+    alpha: float = field(default=0.5, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})  # KD weight; 1 - alpha on the labels
+    temperature: float = field(default=2.0, metadata=IDENTITY | TEMPERATURE)  # KD softmax temperature T (loss x T^2)
     # the KD term: "kl" (softened KL, x T^2) or "mse" (squared logit distance, Tang et al. 2019; no T)
-    kd_loss: Literal["kl", "mse"] = field(default="kl", metadata=UNHASHED_AT_DEFAULT)
-    reference_compat: bool = False  # average over pad positions like the reference code
+    kd_loss: Literal["kl", "mse"] = field(default="kl", metadata=IDENTITY | UNHASHED_AT_DEFAULT)
+    reference_compat: bool = field(default=False, metadata=IDENTITY)  # average over pad positions like the reference code
     # per stage kind: "constant" lr instead of linear warmup and decay (TinyBERT's intermediate stage)
-    schedules: dict[str, Literal["linear", "constant"]] = field(default_factory=dict, metadata=UNHASHED_AT_DEFAULT)
+    schedules: dict[str, Literal["linear", "constant"]] = field(default_factory=dict, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
 
     def validate(self, where: str) -> None:
         if not self.stages:

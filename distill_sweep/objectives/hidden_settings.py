@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from distill_sweep.config.parse import UNHASHED_AT_DEFAULT
+from distill_sweep.config.parse import IDENTITY, UNHASHED_AT_DEFAULT
 from distill_sweep.errors import ConfigError
 
 from .term_base import TermInfo, TermSettings, declare
@@ -17,11 +17,11 @@ from .term_base import TermInfo, TermSettings, declare
 
 @dataclass
 class HiddenSettings(TermSettings):
-    projection: Literal["linear", "none"] = "linear"  # learnable W_h, or none (equal widths only)
-    shared_projection: bool = False  # one W_h for all hidden pairs instead of one per pair
+    projection: Literal["linear", "none"] = field(default="linear", metadata=IDENTITY)  # learnable W_h, or none (equal widths only)
+    shared_projection: bool = field(default=False, metadata=IDENTITY)  # one W_h for all hidden pairs instead of one per pair
     # W_h's start: identity (at equal widths; nn.Linear's default init otherwise) or random (TinyBERT's code:
     # normal with std = the student's initializer_range, at any widths)
-    projection_init: Literal["identity", "random"] = field(default="identity", metadata=UNHASHED_AT_DEFAULT)
+    projection_init: Literal["identity", "random"] = field(default="identity", metadata=IDENTITY | UNHASHED_AT_DEFAULT)
 
     def validate(self, where: str) -> None:
         if self.projection == "none" and self.projection_init != "identity":

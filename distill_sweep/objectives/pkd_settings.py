@@ -5,14 +5,16 @@ Torch-free: the term's settings (their defaults' one home) and its declaration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from distill_sweep.config.parse import IDENTITY
 
 from .term_base import TermInfo, TermSettings, declare
 
 
 @dataclass
 class PKDSettings(TermSettings):
-    normalize: bool = True  # L2-normalise each [CLS] vector first (PKD's --normalize_patience)
+    normalize: bool = field(default=True, metadata=IDENTITY)  # L2-normalise each [CLS] vector first (PKD's --normalize_patience)
 
 
 declare(

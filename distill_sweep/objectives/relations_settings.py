@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from distill_sweep.config.parse import IDENTITY
 from distill_sweep.errors import ConfigError
 
 from .term_base import TermInfo, TermSettings, declare
@@ -18,9 +19,9 @@ RELATIONS: tuple[str, ...] = ("qq", "kk", "vv", "qk", "kq", "qv", "vq", "kv", "v
 
 @dataclass
 class RelationSettings(TermSettings):
-    relation_heads: int = field(default=48, metadata={"ge": 1})  # A_r: 48 for base teachers (MiniLMv2)
+    relation_heads: int = field(default=48, metadata=IDENTITY | {"ge": 1})  # A_r: 48 for base teachers (MiniLMv2)
     # the relations distilled, pairs of q, k, v (qk: the attention map)
-    relations: list[Relation] = field(default_factory=lambda: ["qq", "kk", "vv"])
+    relations: list[Relation] = field(default_factory=lambda: ["qq", "kk", "vv"], metadata=IDENTITY)
 
     def validate(self, where: str) -> None:
         if not self.relations:

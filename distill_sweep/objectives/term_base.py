@@ -12,7 +12,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
 from distill_sweep.config.declared import add, load
-from distill_sweep.config.parse import LOSS_WEIGHT
+from distill_sweep.config.parse import IDENTITY, LOSS_WEIGHT
 
 if TYPE_CHECKING:
     from torch import nn
@@ -26,7 +26,7 @@ FACTORY_OF = "distill_sweep.objectives.spec:factory_of"  # torch: loaded with a 
 class TermSettings:
     """Settings every term has; a term with more extends this class."""
 
-    weight: float = field(default=1.0, metadata=LOSS_WEIGHT)  # the term's weight in its stage's loss
+    weight: float = field(default=1.0, metadata=IDENTITY | LOSS_WEIGHT)  # the term's weight in its stage's loss
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from distill_sweep.config import space
 from distill_sweep.config.declared import add, find, load
+from distill_sweep.config.parse import IDENTITY
 from distill_sweep.errors import ConfigError
 
 
@@ -18,7 +19,7 @@ class ProcedureSettings:
     procedures/*_settings.py) and overrides the hooks below where it differs (job/identity.py, job/config.py and
     sweep/cost.py call them)."""
 
-    name: str  # the procedure (procedure=NAME sets it)
+    name: str = field(metadata=IDENTITY)  # the procedure (procedure=NAME sets it)
 
     reads_task: ClassVar[bool] = True  # its data is the task's (False: task_agnostic reads a corpus)
     prunes_layers: ClassVar[bool] = False  # resolves init=prune when it runs (causal_lm: block importance)

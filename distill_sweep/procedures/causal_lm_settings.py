@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distill_sweep.config.parse import (
+    IDENTITY,
     LEARNING_RATE,
     LOSS_WEIGHT,
     SEED_RANGE,
+    TEACHER,
     TEMPERATURE,
     UNHASHED_AT_DEFAULT,
     parse,
@@ -50,11 +52,11 @@ class GenerationSettings:
     teacher's greedy responses of procedure.seq_kd read max_new_tokens only)."""
 
     # the sampling temperature: tokens drawn from softmax(logits / temperature)
-    temperature: float = field(default=1.0, metadata={"gt": 0.0})
+    temperature: float = field(default=1.0, metadata=IDENTITY | {"gt": 0.0})
     # nucleus sampling: draw from the most likely tokens whose probabilities first reach top_p (1: all tokens)
-    top_p: float = field(default=1.0, metadata={"gt": 0.0, "le": 1.0})
+    top_p: float = field(default=1.0, metadata=IDENTITY | {"gt": 0.0, "le": 1.0})
     # tokens generated per response at most, its [EOS] included ([BOS] + a prompt token + these fit max_seq_length)
-    max_new_tokens: int = field(default=16, metadata={"ge": 1})
+    max_new_tokens: int = field(default=16, metadata=IDENTITY | {"ge": 1})
 
 
 @dataclass
@@ -64,16 +66,16 @@ class LMEvalSettings:
 
     # task names: the shipped offline ones (toy_instruct_rouge, toy_instruct_choice), the harness's own (their data
     # from the hub or its cache) or the ones in include_path; empty: the stage is off
-    tasks: list[str] = field(default_factory=list)
-    include_path: str | None = None  # a directory of the user's own task YAMLs (searched with the shipped ones)
-    limit: int | None = field(default=None, metadata={"ge": 1})  # documents per task at most (null: all)
-    num_fewshot: int | None = field(default=None, metadata={"ge": 0})  # few-shot examples (null: each task's own)
+    tasks: list[str] = field(default_factory=list, metadata=IDENTITY)
+    include_path: str | None = field(default=None, metadata=IDENTITY)  # a directory of the user's own task YAMLs (searched with the shipped ones)
+    limit: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})  # documents per task at most (null: all)
+    num_fewshot: int | None = field(default=None, metadata=IDENTITY | {"ge": 0})  # few-shot examples (null: each task's own)
     # the generate-until tasks sampled once per seed (torch's seed for the harness's run; MiniLLM's and DistiLLM's
     # "5 seeds"), the other tasks scored once; empty: greedy, each task's own generation settings. Added after
     # jobs with tasks were hashed, so out of the hash at their defaults (as are temperature and top_p)
-    sampling_seeds: list[int] = field(default_factory=list, metadata=UNHASHED_AT_DEFAULT)
-    temperature: float = field(default=1.0, metadata={**UNHASHED_AT_DEFAULT, **TEMPERATURE})  # with sampling_seeds
-    top_p: float = field(default=1.0, metadata={**UNHASHED_AT_DEFAULT, "gt": 0.0, "le": 1.0})  # with sampling_seeds
+    sampling_seeds: list[int] = field(default_factory=list, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
+    temperature: float = field(default=1.0, metadata=IDENTITY | {**UNHASHED_AT_DEFAULT, **TEMPERATURE})  # with sampling_seeds
+    top_p: float = field(default=1.0, metadata=IDENTITY | {**UNHASHED_AT_DEFAULT, "gt": 0.0, "le": 1.0})  # with sampling_seeds
 
     def gen_kwargs(self) -> dict[str, Any] | None:
         """lm-eval's `gen_kwargs` (laid over each generate-until task's own): sampling, or None (greedy)."""
@@ -109,22 +111,22 @@ class LMEvalSettings:
 
 @dataclass
 class CausalLMSettings(ProcedureSettings):
-    data: Literal["corpus", "instructions"] = "corpus"  # what it distils on: the corpus group or instructions
+    data: Literal["corpus", "instructions"] = field(default="corpus", metadata=TEACHER)  # what it distils on: the corpus group or instructions
     # prompt/response pairs (data=instructions): toy, a local JSONL file or a hub dataset
-    instructions: InstructionSettings = field(default_factory=InstructionSettings)
+    instructions: InstructionSettings = field(default_factory=InstructionSettings, metadata=TEACHER)
     # data=instructions: tokens per sequence, [BOS] and [EOS] included (the corpus has its own max_seq_length)
-    max_seq_length: int = field(default=64, metadata={"ge": 4})
-    batch_size: int = field(default=16, metadata={"ge": 1})  # sequences per step
-    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the training sequences (unless max_steps)
-    max_steps: int | None = field(default=None, metadata={"ge": 1})  # steps in all (null: by epochs)
-    lr: float = field(default=1e-3, metadata=LEARNING_RATE)  # learning rate, unless optimizer.lr is set
+    max_seq_length: int = field(default=64, metadata=TEACHER | {"ge": 4})
+    batch_size: int = field(default=16, metadata=TEACHER | {"ge": 1})  # sequences per step
+    epochs: int = field(default=2, metadata=IDENTITY | {"ge": 1})  # passes over the training sequences (unless max_steps)
+    max_steps: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})  # steps in all (null: by epochs)
+    lr: float = field(default=1e-3, metadata=IDENTITY | LEARNING_RATE)  # learning rate, unless optimizer.lr is set
     # warmup share, unless optimizer.warmup_ratio is set
-    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
+    warmup_ratio: float = field(default=0.06, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
     # weight of the next-token cross-entropy on the data's targets, added to the objective's terms
-    ce_weight: float = field(default=0.0, metadata=LOSS_WEIGHT)
+    ce_weight: float = field(default=0.0, metadata=IDENTITY | LOSS_WEIGHT)
     # a teacher built from teacher.config is first trained this many steps on the training sequences (0: random)
-    teacher_steps: int = field(default=400, metadata={"ge": 0})
-    teacher_lr: float = field(default=3e-3, metadata=LEARNING_RATE)  # its learning rate
+    teacher_steps: int = field(default=400, metadata=TEACHER | {"ge": 0})
+    teacher_lr: float = field(default=3e-3, metadata=TEACHER | LEARNING_RATE)  # its learning rate
     # what the next-token terms read of the teacher: full (all its logits, the teacher running live); top_k (its
     # k most likely tokens, stored; both distributions renormalised over them: biased, the tail's mass is
     # dropped, the student's mass off the k unconstrained; k = 1 refused: it trains nothing); top_k_full (the same
@@ -133,29 +135,29 @@ class CausalLMSettings(ProcedureSettings):
     # sampled (k tokens drawn from its distribution, stored: forward KL unbiased in expectation; fkl terms at
     # T = 1). null: top_k when teacher_top_k is set, else full
     teacher_logits: Literal["full", "top_k", "top_k_full", "top_k_tail", "sampled"] | None = field(
-        default=None, metadata=UNHASHED_AT_DEFAULT)
+        default=None, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
     # k: the tokens stored per position for a sparse teacher_logits (null: the full logits)
-    teacher_top_k: int | None = field(default=None, metadata={"ge": 1})
+    teacher_top_k: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})
     # a student with its own tokenizer (student.tokenizer): full (one vocabulary for both sides) or shared_prefix
     # (a same-family pair whose vocabularies differ in size but share ids 0..n-1, n the smaller size, refused unless
     # those decode identically: the student reads the teacher's tokens, the next-token terms over the n ids)
-    vocab: Literal["full", "shared_prefix"] = field(default="full", metadata=UNHASHED_AT_DEFAULT)
+    vocab: Literal["full", "shared_prefix"] = field(default="full", metadata=IDENTITY | UNHASHED_AT_DEFAULT)
     # the next-token terms and the CE make the logits this many predicting positions at a time, from the last
     # hidden states and the LM head, so a batch's full-vocabulary logits never exist at once (0: all at once). 1024
     # rows of a 128k vocabulary are 0.5 GB of float32 logits per model, whatever the sequence length
-    logit_chunk: int = field(default=1024, metadata={"ge": 0, **UNHASHED_AT_DEFAULT})
+    logit_chunk: int = field(default=1024, metadata=IDENTITY | {"ge": 0, **UNHASHED_AT_DEFAULT})
     # init=prune: training sequences the block importance is computed on
-    calibration: int = field(default=64, metadata={"ge": 1})
+    calibration: int = field(default=64, metadata=IDENTITY | {"ge": 1})
     # data=instructions: the share of training batches (GKD's lambda, drawn per step from the seed) whose responses
     # are the student's own samples for the batch's prompts, scored by the teacher live; 0: the fixed responses
-    on_policy: float = field(default=0.0, metadata={"ge": 0.0, "le": 1.0, **UNHASHED_AT_DEFAULT})
+    on_policy: float = field(default=0.0, metadata=IDENTITY | {"ge": 0.0, "le": 1.0, **UNHASHED_AT_DEFAULT})
     # data=instructions: sequence-level KD, the training responses are the teacher's greedy generations for the
     # prompts (made once per teacher, data and max_new_tokens, stored), not the data's responses
-    seq_kd: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
+    seq_kd: bool = field(default=False, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
     # how on_policy samples and seq_kd generates (read only when one of them is on)
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    generation: GenerationSettings = field(default_factory=GenerationSettings, metadata=IDENTITY)
     # the lm-eval stage after the last epoch (off: no tasks; then out of the job's hash, as before the key)
-    lm_eval: LMEvalSettings = field(default_factory=LMEvalSettings, metadata=UNHASHED_AT_DEFAULT)
+    lm_eval: LMEvalSettings = field(default_factory=LMEvalSettings, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
 
     reads_task = False  # its data is the corpus or `instructions`, not `task` (left out of the job's hash)
 

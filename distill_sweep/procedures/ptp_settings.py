@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from distill_sweep.config.parse import IDENTITY
 from distill_sweep.config.schema import TaskSettings
 from distill_sweep.errors import ConfigError
 
@@ -22,8 +23,8 @@ from .base import Procedure, ProcedureSettings, declare
 
 @dataclass
 class Thresholds:
-    correct: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a correct prediction above this is confident
-    wrong: float = field(metadata={"gt": 0.5, "lt": 1.0})  # a wrong prediction above this is confident
+    correct: float = field(metadata=IDENTITY | {"gt": 0.5, "lt": 1.0})  # a correct prediction above this is confident
+    wrong: float = field(metadata=IDENTITY | {"gt": 0.5, "lt": 1.0})  # a wrong prediction above this is confident
 
 
 # Per task: confident above `correct` (right predictions) / `wrong` (wrong ones), in (0.5, 1): the paper's code
@@ -41,8 +42,8 @@ THRESHOLDS = {
 
 @dataclass
 class PTPSettings(ProcedureSettings):
-    thresholds: dict[str, Thresholds] = field(default_factory=lambda: copy.deepcopy(THRESHOLDS))  # by task name
-    epochs: int | None = field(default=None, metadata={"ge": 1})  # of the ptp stage (null: as every stage)
+    thresholds: dict[str, Thresholds] = field(default_factory=lambda: copy.deepcopy(THRESHOLDS), metadata=IDENTITY)  # by task name
+    epochs: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})  # of the ptp stage (null: as every stage)
 
     def pre_stage_epochs(self, stage_epochs: int) -> int:
         """Epochs of the ptp stage, given the epochs every other stage runs (the dry run's cost counts them)."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import LEARNING_RATE, LOSS_WEIGHT, UNHASHED_AT_DEFAULT, parse
+from distill_sweep.config.parse import IDENTITY, LEARNING_RATE, LOSS_WEIGHT, UNHASHED_AT_DEFAULT, parse
 from distill_sweep.config.schema import RecipeSettings, TaskSettings
 from distill_sweep.data.corpus_settings import CorpusSettings, parquet_files, sources, text_files
 from distill_sweep.errors import ConfigError
@@ -29,27 +29,27 @@ MLM_ACCURACY = "mlm_accuracy"  # task_agnostic's primary metric: the student's d
 
 @dataclass
 class KDSettings:
-    kd_weight: float | None = field(default=None, metadata=LOSS_WEIGHT)  # null: objective.alpha
-    mlm_weight: float | None = field(default=None, metadata=LOSS_WEIGHT)  # null: 1 - objective.alpha
-    positions: Literal["masked", "all"] = "masked"  # where the KL is averaged
+    kd_weight: float | None = field(default=None, metadata=IDENTITY | LOSS_WEIGHT)  # null: objective.alpha
+    mlm_weight: float | None = field(default=None, metadata=IDENTITY | LOSS_WEIGHT)  # null: 1 - objective.alpha
+    positions: Literal["masked", "all"] = field(default="masked", metadata=IDENTITY)  # where the KL is averaged
 
 
 @dataclass
 class TaskAgnosticSettings(ProcedureSettings):
-    map: Any = "top"  # used when the top-level `map` is left at `init`
+    map: Any = field(default="top", metadata=IDENTITY)  # used when the top-level `map` is left at `init`
     # sequences per update, over all processes (the paper: 1024)
-    global_batch: int = field(default=32, metadata={"ge": 1})
+    global_batch: int = field(default=32, metadata=IDENTITY | {"ge": 1})
     # sequences per forward; global_batch / micro_batch are accumulated per update
-    micro_batch: int = field(default=16, metadata={"ge": 1})
-    epochs: int = field(default=2, metadata={"ge": 1})  # passes over the corpus (unless max_steps)
-    max_steps: int | None = field(default=None, metadata={"ge": 1})  # updates in all (null: by epochs)
-    lr: float = field(default=5e-4, metadata=LEARNING_RATE)  # learning rate, unless optimizer.lr is set
+    micro_batch: int = field(default=16, metadata=IDENTITY | {"ge": 1})
+    epochs: int = field(default=2, metadata=IDENTITY | {"ge": 1})  # passes over the corpus (unless max_steps)
+    max_steps: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})  # updates in all (null: by epochs)
+    lr: float = field(default=5e-4, metadata=IDENTITY | LEARNING_RATE)  # learning rate, unless optimizer.lr is set
     # warmup share, unless optimizer.warmup_ratio is set
-    warmup_ratio: float = field(default=0.06, metadata={"ge": 0.0, "le": 1.0})
-    kd: KDSettings = field(default_factory=KDSettings)  # the KD term on the MLM logits
+    warmup_ratio: float = field(default=0.06, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
+    kd: KDSettings = field(default_factory=KDSettings, metadata=IDENTITY)  # the KD term on the MLM logits
     # the hidden-state terms (hid_seq, hid_cls) also pair the embedding outputs, as in task-specific runs;
     # false: the mapped layers only, as the paper's reference code (its presets paper_table2/4 say false)
-    embeddings_pair: bool = field(default=True, metadata=UNHASHED_AT_DEFAULT)
+    embeddings_pair: bool = field(default=True, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
 
     reads_task = False  # its data is `corpus`, not `task` (the task is left out of the job's hash)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distill_sweep.config.parse import LEARNING_RATE
+from distill_sweep.config.parse import IDENTITY, LEARNING_RATE
 from distill_sweep.errors import ConfigError
 
 from .base import StudentType, register_student
@@ -21,18 +21,18 @@ from .base import StudentType, register_student
 
 @dataclass
 class BiLSTMSettings:
-    name: str = "bilstm"  # the student type
-    embedding_dim: int = field(default=300, metadata={"ge": 1})  # Tang: 300-d word2vec
-    hidden_size: int = field(default=300, metadata={"ge": 1})  # per direction (Tang: 150 or 300, by dev score)
-    mlp_hidden: int = field(default=400, metadata={"ge": 1})  # the ReLU layer (Tang: 200 or 400, by dev score)
-    dropout: float = field(default=0.1, metadata={"ge": 0.0, "lt": 1.0})  # on the embeddings and the ReLU layer
-    min_count: int = field(default=1, metadata={"ge": 1})  # a training-set word needs this many occurrences
-    max_vocab: int | None = field(default=None, metadata={"ge": 3})  # most frequent words kept ([PAD], [UNK] incl.)
-    lowercase: bool = True  # lower-case the text before it is split into words
-    embeddings: str | None = None  # a local word2vec/GloVe text file of embedding_dim vectors (None: random)
+    name: str = field(default="bilstm", metadata=IDENTITY)  # the student type
+    embedding_dim: int = field(default=300, metadata=IDENTITY | {"ge": 1})  # Tang: 300-d word2vec
+    hidden_size: int = field(default=300, metadata=IDENTITY | {"ge": 1})  # per direction (Tang: 150 or 300, by dev score)
+    mlp_hidden: int = field(default=400, metadata=IDENTITY | {"ge": 1})  # the ReLU layer (Tang: 200 or 400, by dev score)
+    dropout: float = field(default=0.1, metadata=IDENTITY | {"ge": 0.0, "lt": 1.0})  # on the embeddings and the ReLU layer
+    min_count: int = field(default=1, metadata=IDENTITY | {"ge": 1})  # a training-set word needs this many occurrences
+    max_vocab: int | None = field(default=None, metadata=IDENTITY | {"ge": 3})  # most frequent words kept ([PAD], [UNK] incl.)
+    lowercase: bool = field(default=True, metadata=IDENTITY)  # lower-case the text before it is split into words
+    embeddings: str | None = field(default=None, metadata=IDENTITY)  # a local word2vec/GloVe text file of embedding_dim vectors (None: random)
     # its learning rate when `optimizer.lr` is not set: a BiLSTM from random weights needs far more than the
     # 1e-5..2e-5 of the GLUE recipes, which are for fine-tuning a pre-trained BERT
-    lr: float | None = field(default=1.0e-3, metadata=LEARNING_RATE)
+    lr: float | None = field(default=1.0e-3, metadata=IDENTITY | LEARNING_RATE)
 
     def validate(self, where: str) -> None:
         if self.embeddings is not None and not Path(self.embeddings).expanduser().is_file():

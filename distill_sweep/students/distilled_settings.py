@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from distill_sweep.config.parse import IDENTITY
 from distill_sweep.errors import ConfigError
 from distill_sweep.records import hashing
 
@@ -23,13 +24,13 @@ MIN_HASH_CHARS = hashing.HASH_CHARS  # student.source: as many as a result direc
 
 @dataclass
 class DistilledSettings:
-    name: str = "distilled"  # the student type
-    source: str | None = None  # config hash of a completed task_agnostic job (its first >= 10 characters do)
-    attn_implementation: str = "sdpa"  # transformers' attention implementation
+    name: str = field(default="distilled", metadata=IDENTITY)  # the student type
+    source: str | None = field(default=None, metadata=IDENTITY)  # config hash of a completed task_agnostic job (its first >= 10 characters do)
+    attn_implementation: str = field(default="sdpa", metadata=IDENTITY)  # transformers' attention implementation
     # filled in from `source` when the job is prepared (not settings: the config hash covers `source`)
-    student_dir: str | None = field(default=None, metadata=FILLED_IN)
+    student_dir: str | None = field(default=None, metadata=IDENTITY | FILLED_IN)
     # filled in: the distillation's objective, init, teacher, corpus and result directory
-    distilled_from: dict[str, Any] | None = field(default=None, metadata=FILLED_IN)
+    distilled_from: dict[str, Any] | None = field(default=None, metadata=IDENTITY | FILLED_IN)
 
     def validate(self, where: str) -> None:
         if not self.source or not re.fullmatch(f"[0-9a-f]{{{MIN_HASH_CHARS},64}}", str(self.source)):

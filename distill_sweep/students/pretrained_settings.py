@@ -8,8 +8,9 @@ Torch-free: the type's settings (their defaults' one home) and its declaration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from distill_sweep.config.parse import IDENTITY
 from distill_sweep.errors import ConfigError
 
 from .base import StudentType, register_student
@@ -17,10 +18,10 @@ from .base import StudentType, register_student
 
 @dataclass
 class PretrainedSettings:
-    name: str = "pretrained"  # the student type
-    name_or_path: str | None = None  # hub id or local directory (required)
-    trust_remote_code: bool = False  # let transformers run code from the model's repository
-    attn_implementation: str = "sdpa"  # transformers' attention implementation
+    name: str = field(default="pretrained", metadata=IDENTITY)  # the student type
+    name_or_path: str | None = field(default=None, metadata=IDENTITY)  # hub id or local directory (required)
+    trust_remote_code: bool = field(default=False, metadata=IDENTITY)  # let transformers run code from the model's repository
+    attn_implementation: str = field(default="sdpa", metadata=IDENTITY)  # transformers' attention implementation
 
     def validate(self, where: str) -> None:
         if not self.name_or_path:

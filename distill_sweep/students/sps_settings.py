@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from distill_sweep.config.parse import IDENTITY
 from distill_sweep.errors import ConfigError
 
 from .base import StudentType, register_student
@@ -19,10 +20,10 @@ from .base import StudentType, register_student
 
 @dataclass
 class SPSSettings:
-    name: str = "sps"  # the student type
-    num_layers: int = field(default=3, metadata={"ge": 1})  # parameter layers k
-    shared_layers: int | None = 3  # s: the top s layers run again after all k (null: all k, 2k positions)
-    swap_qk: bool = False  # SPS-2: the upper copies swap their Query and Key parameters
+    name: str = field(default="sps", metadata=IDENTITY)  # the student type
+    num_layers: int = field(default=3, metadata=IDENTITY | {"ge": 1})  # parameter layers k
+    shared_layers: int | None = field(default=3, metadata=IDENTITY)  # s: the top s layers run again after all k (null: all k, 2k positions)
+    swap_qk: bool = field(default=False, metadata=IDENTITY)  # SPS-2: the upper copies swap their Query and Key parameters
 
     @property
     def shared(self) -> int:

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distill_sweep.config.parse import UNHASHED_AT_DEFAULT
+from distill_sweep.config.parse import IDENTITY, UNHASHED_AT_DEFAULT
 
 from .base import StudentType, register_student
 
 
 @dataclass
 class TruncatedSettings:
-    name: str = "truncated"  # the student type
+    name: str = field(default="truncated", metadata=IDENTITY)  # the student type
     # layers, copied from the teacher layers that init names
-    num_layers: int = field(default=3, metadata={"ge": 1})
+    num_layers: int = field(default=3, metadata=IDENTITY | {"ge": 1})
     # recompute each layer's activations in the backward instead of keeping them (transformers'
     # gradient_checkpointing_enable, non-reentrant): the same gradients, about a third more compute, activation
     # memory of one layer instead of all
-    gradient_checkpointing: bool = field(default=False, metadata=UNHASHED_AT_DEFAULT)
+    gradient_checkpointing: bool = field(default=False, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
 
     def stated_depth(self) -> int:
         """The student's layers, as describe() makes them (job.identify checks the init with it, before torch)."""

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from helpers import FAST, compose_cfg
 
-from distill_sweep.config.parse import NOT_HASHED, UNHASHED_AT_DEFAULT, hashed_form, parse, unhashed_at
+from distill_sweep.config.parse import (
+    INVARIANT,
+    UNHASHED_AT_DEFAULT,
+    hashed_form,
+    is_hashed,
+    parse,
+    unhashed_at,
+)
 from distill_sweep.config.schema import RunSettings
 from distill_sweep.job.config import parse_plain
 from distill_sweep.job.hashed import hashed_config
@@ -39,7 +46,7 @@ OTHER_VALUES: dict[str, Any] = {
 
 def test_a_top_level_setting_changes_the_digest_exactly_when_its_field_is_hashed() -> None:
     """Each top-level setting set to another value: the job's digest changes where the field is hashed and stays where
-    its metadata says NOT_HASHED (where a job runs, how it is logged or scheduled, not what it computes)."""
+    its metadata says INVARIANT or nondeterministic (where a job runs, how it is logged or scheduled, not what it computes)."""
     assert set(OTHER_VALUES) == {f.name for f in dataclasses.fields(RunSettings)}  # a new key is classified here
     base = plain_config(compose_cfg(BASE))
     digest = identify_plain(copy.deepcopy(base)).digest
@@ -48,7 +55,7 @@ def test_a_top_level_setting_changes_the_digest_exactly_when_its_field_is_hashed
         config = copy.deepcopy(base)
         config[key] = value
         (changed if identify_plain(config).digest != digest else kept).add(key)
-    not_hashed = {f.name for f in dataclasses.fields(RunSettings) if f.metadata.get("hashed", True) is False}
+    not_hashed = {f.name for f in dataclasses.fields(RunSettings) if not is_hashed(f.metadata)}
     assert kept == not_hashed
     assert {"device", "threads", "results_dir", "cache_dir", "teacher_outputs", "pack", "tune_chosen"} <= kept
     assert {"init", "map", "seed", "seeds", "precision", "epochs", "batching", "tune", "tune_trial"} <= changed
@@ -64,7 +71,7 @@ class _Inner:
 class _Part:
     name: str
     rate: float = 1.0
-    where: str = field(default="here", metadata=NOT_HASHED)
+    where: str = field(default="here", metadata=INVARIANT)
     added: int | None = field(default=None, metadata=UNHASHED_AT_DEFAULT)
     order: str = field(default="length", metadata=unhashed_at("random"))
     inner: _Inner = field(default_factory=_Inner)
