@@ -18,6 +18,7 @@ from typing import Any, Literal, Union
 
 from helpers import FAST
 
+from distill_sweep.config.parse import key_kind
 from distill_sweep.config.schema import (
     LoggerSettings,
     OptimizerSettings,
@@ -53,25 +54,27 @@ class Key:
     bounds: dict[str, float]
     base: tuple[str, ...]
     default: Any = None  # the field's own default (None: it has none, or a factory)
+    kind: str | None = None  # the kind its field declares (config/parse.py's KINDS; None: none, which fails)
 
     def __str__(self) -> str:
         return self.path
 
 
-def _leaves(cls: type, prefix: str, base: tuple[str, ...]) -> list[Key]:
+def _leaves(cls: type, prefix: str, base: tuple[str, ...], free: bool = False) -> list[Key]:
+    """The settable keys of `cls` under `prefix` (a nested block's keys, not the block); `free`: the FREE ones too."""
     hints = typing.get_type_hints(cls)
     out: list[Key] = []
     for f in dataclasses.fields(cls):
-        if f.name in FREE or not f.init:
+        if (f.name in FREE and not free) or not f.init:
             continue
         tp = hints[f.name]
         inner = _dataclass_in(tp)
         path = f"{prefix}.{f.name}" if prefix else f.name
-        if inner is not None:
-            out += _leaves(inner, path, base)
+        if inner is not None and not (f.name in FREE and free):
+            out += _leaves(inner, path, base, free)
         else:
             out.append(Key(path, tp, {k: v for k, v in f.metadata.items() if k in ("ge", "gt", "le", "lt")}, base,
-                           None if f.default is dataclasses.MISSING else f.default))
+                           None if f.default is dataclasses.MISSING else f.default, key_kind(f)))
     return out
 
 
@@ -96,31 +99,32 @@ def _objective_with(term: str) -> str:
     raise LookupError(term)
 
 
-def all_keys() -> list[Key]:
-    keys = _leaves(RunSettings, "", ())
+def all_keys(free: bool = False) -> list[Key]:
+    """Every key of the typed config with the overrides that choose its part; `free`: the FREE keys too."""
+    keys = _leaves(RunSettings, "", (), free)
     for prefix, cls in (("optimizer", OptimizerSettings), ("task", TaskSettings), ("teacher", TeacherSettings),
                         ("logger", LoggerSettings)):
-        keys += _leaves(cls, prefix, ())
-    keys += _leaves(AugmentSettings, "task.augment", ("task.augment={name: tang}",))
-    keys += _leaves(CorpusSettings, "corpus", tuple(AGNOSTIC))
+        keys += _leaves(cls, prefix, (), free)
+    keys += _leaves(AugmentSettings, "task.augment", ("task.augment={name: tang}",), free)
+    keys += _leaves(CorpusSettings, "corpus", tuple(AGNOSTIC), free)
     for name, procedure in sorted(PROCEDURES.items()):
         base = tuple(AGNOSTIC) if name == "task_agnostic" else (f"procedure={name}",)
         if name == "causal_lm":
             base = tuple(DECODER) + ("objective=fkl",)
         if name == "ptp":
             base += ("+procedure.thresholds.toy={correct: 0.9, wrong: 0.65}", "objective=pkd", "student=sps2")
-        keys += _leaves(procedure.settings, "procedure", base)
+        keys += _leaves(procedure.settings, "procedure", base, free)
     for name, kind in sorted(STUDENTS.items()):
         if name in ("pretrained", "distilled"):  # read a saved model: their keys are paths (test_models.py)
             continue
         base = (f"student={name}", *(("objective=logit_mse",) if not kind.has_layers else ()))
-        keys += _leaves(kind.settings, "student", base)
+        keys += _leaves(kind.settings, "student", base, free)
     for name, spec in sorted(TERMS.items()):
         # relation heads that divide the tiny teacher's width (64), as the preset for tiny models sets them
         fit = ("objective.terms.rel_kl.relation_heads=16",) if name == "rel_kl" else ()
         decoder = tuple(DECODER) if name in NEXT_TOKEN_TERMS else ()  # next-token terms: decoder LMs only
         keys += _leaves(spec.settings, f"objective.terms.{name}", (*decoder, f"objective={_objective_with(name)}",
-                                                                    *fit))
+                                                                    *fit), free)
     return keys
 
 

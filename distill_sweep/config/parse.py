@@ -224,6 +224,23 @@ def hashed_form(settings: Any, written_numbers: bool = True) -> dict[str, Any]:
     return out
 
 
+def teacher_form(settings: Any, written_numbers: bool = True) -> dict[str, Any]:
+    """What of a settings dataclass the teacher reads (its part of the teacher's cache key, job/teacher_keys.py): the
+    fields declared `TEACHER`, in their hashed form; a hashed block holding teacher keys among others (task.recipe:
+    the toy data's size and seed) in its own teacher form, where it has any."""
+    hashed = hashed_form(settings, written_numbers)
+    out = {}
+    for f in dataclasses.fields(settings):
+        if f.name not in hashed:
+            continue
+        value = getattr(settings, f.name)
+        if key_kind(f) == "teacher":
+            out[f.name] = hashed[f.name]
+        elif dataclasses.is_dataclass(value) and (inner := teacher_form(value, written_numbers)):
+            out[f.name] = inner
+    return out
+
+
 def key_kind(f: dataclasses.Field) -> str | None:
     """The kind a settings field declares (`KINDS`), or None where it declares none (tests/*/test_key_kinds*.py
     fails the suite on such a field)."""

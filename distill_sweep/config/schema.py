@@ -214,17 +214,25 @@ class OptimizerSettings:
     max_grad_norm: float = field(default=0.0, metadata=IDENTITY | {"ge": 0.0})  # 0 = no clipping
 
     def validate(self, where: str) -> None:
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise ConfigError(f"{where}.betas={self.betas}: expected two numbers in [0, 1)")
+        check_betas(self.betas, f"{where}.betas")
+
+
+def check_betas(betas: list[float], where: str) -> None:
+    """AdamW's (beta1, beta2): two numbers in [0, 1) (ConfigError, one line)."""
+    if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+        raise ConfigError(f"{where}={betas}: expected two numbers in [0, 1)")
 
 
 @dataclass
 class RecipeSettings:
-    lr: float = field(default=2e-5, metadata=IDENTITY | LEARNING_RATE)  # learning rate
-    batch_size: int = field(default=32, metadata=IDENTITY | {"ge": 1})  # training batch size
-    epochs: int = field(default=10, metadata=IDENTITY | {"ge": 1})  # epochs per stage
+    """A task's training recipe: the student's, and the teacher's fine-tuning's where teacher.finetune leaves a key null
+    (so the teacher's key holds these four as that fine-tuning resolves them: job/teacher_keys.py)."""
+
+    lr: float = field(default=2e-5, metadata=TEACHER | LEARNING_RATE)  # learning rate
+    batch_size: int = field(default=32, metadata=TEACHER | {"ge": 1})  # training batch size
+    epochs: int = field(default=10, metadata=TEACHER | {"ge": 1})  # epochs per stage
     # share of the updates spent warming up
-    warmup_ratio: float = field(default=0.06, metadata=IDENTITY | {"ge": 0.0, "le": 1.0})
+    warmup_ratio: float = field(default=0.06, metadata=TEACHER | {"ge": 0.0, "le": 1.0})
     # toy only: training examples (the GLUE tasks do not write these three: at null, left out of the hash)
     num_train: int | None = field(default=None, metadata=TEACHER | {"ge": 2, **UNHASHED_AT_DEFAULT})
     num_dev: int | None = field(default=None, metadata=TEACHER | {"ge": 1, **UNHASHED_AT_DEFAULT})  # toy only: dev examples
@@ -309,6 +317,21 @@ class FinetuneSettings:
     seed: int = field(default=1, metadata=TEACHER | SEED_RANGE)
     # caps every fine-tuning epoch (null: whole epochs)
     max_steps_per_epoch: int | None = field(default=None, metadata=TEACHER | {"ge": 1})
+    # The teacher's own AdamW: the student's `optimizer` keys are not the teacher's, so a grid over them distils every
+    # cell from one teacher. The defaults are the optimizer preset's, with which every teacher was fine-tuned before
+    # these keys (left out of the hash at them: the config hashes and teacher keys of before stay).
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98], metadata=TEACHER | UNHASHED_AT_DEFAULT)
+    eps: float = field(default=1e-6, metadata=TEACHER | UNHASHED_AT_DEFAULT | {"ge": 1e-12})
+    weight_decay: float = field(default=0.1, metadata=TEACHER | UNHASHED_AT_DEFAULT | {"ge": 0.0})
+    max_grad_norm: float = field(default=0.0, metadata=TEACHER | UNHASHED_AT_DEFAULT | {"ge": 0.0})  # 0: no clipping
+
+    def validate(self, where: str) -> None:
+        check_betas(self.betas, f"{where}.betas")
+
+    def optimizer(self) -> OptimizerSettings:
+        """The teacher's fine-tuning optimizer (its rate, batch size and warmup: `teachers.cache.finetune_settings`)."""
+        return OptimizerSettings(betas=list(self.betas), eps=self.eps, weight_decay=self.weight_decay,
+                                 max_grad_norm=self.max_grad_norm)
 
 
 @dataclass

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from distill_sweep.config.parse import hashed_form
-from distill_sweep.config.schema import TeacherSettings, ensemble_members
+from distill_sweep.config.parse import hashed_form, teacher_form
+from distill_sweep.config.schema import TeacherSettings
 from distill_sweep.job.config import JobConfig
-from distill_sweep.teachers.cache import CACHE_VERSION, TeacherSpec, finetune_settings
-from distill_sweep.teachers.engine import ENGINE_KEYS
+from distill_sweep.teachers.cache import CACHE_VERSION, RECIPE_KEYS, TeacherSpec, finetune_settings
 
 # Task keys that only exist for pilot runs: left out of the key while unset, so teachers cached before
 # these keys existed keep their key (and are not fine-tuned again). (The config hash has them from the task
@@ -23,28 +22,31 @@ from distill_sweep.teachers.engine import ENGINE_KEYS
 _OPTIONAL_TASK_KEYS = ("max_train_samples", "max_dev_samples")
 
 
-def finetuned_teacher_key(job: JobConfig, block: dict[str, Any], teacher: TeacherSettings) -> dict[str, Any]:
-    """Everything that determines an encoder's fine-tuned teacher (and nothing about the student): its cache key.
-    `block`: the hashed form of this teacher's block (one member of an ensemble, or the whole block), `teacher`
-    its settings. Keyed by the task as configured, not the one a procedure that reads no task describes (its
-    corpus'). A decoder's trained teacher has its own key, teachers/decoder.teacher_key."""
+def finetuned_teacher_key(job: JobConfig, teacher: TeacherSettings) -> dict[str, Any]:
+    """Everything that determines an encoder's fine-tuned teacher (and nothing about the student): its cache key, from
+    the keys declared `TEACHER` (config/parse.py's `teacher_form`) of the teacher block (`teacher`: one member of an
+    ensemble, or the whole block), the task as configured (not the one a procedure that reads no task describes: its
+    corpus') and the run; the fine-tuning recipe resolved against the task's. A decoder's trained teacher has its own
+    key, teachers/decoder.teacher_key."""
     task = job.configured_task
-    # (the engine that does a decoder teacher's bulk work does not change the teacher)
-    teacher_block = {k: v for k, v in block.items() if k not in ("name", "finetuned_path", *ENGINE_KEYS)}
-    task_block = {k: v for k, v in hashed_form(task).items() if k not in ("recipe", "augment")}  # the original data
+    task_block = teacher_form(task)
+    finetune = finetune_settings(teacher.finetune, task.recipe)
+    recipe = {k: v for k, v in task_block.pop("recipe", {}).items() if k not in RECIPE_KEYS}  # those: as resolved
+    if recipe:
+        task_block["recipe"] = recipe  # the toy data's size and seed
     for key in _OPTIONAL_TASK_KEYS:
         if task_block.get(key) is None:
             task_block.pop(key, None)
     if not any(key in task_block for key in _OPTIONAL_TASK_KEYS):
         task_block.pop("subset_seed", None)  # picks a subset only when there is one to pick
-    optimizer = hashed_form(job.settings.optimizer)
+    optimizer = hashed_form(teacher.finetune.optimizer())  # the teacher's own, at its defaults the preset's
     return {
         "version": CACHE_VERSION,
-        "teacher": teacher_block,
+        "teacher": teacher_form(teacher),
         "task": task_block,
-        "optimizer": {k: optimizer.get(k) for k in ("betas", "eps", "weight_decay", "max_grad_norm")},
-        "finetune": finetune_settings(teacher.finetune, task.recipe),
-        "precision": job.settings.run.precision,
+        "optimizer": {k: optimizer[k] for k in ("betas", "eps", "weight_decay", "max_grad_norm")},
+        "finetune": finetune,
+        **teacher_form(job.settings.run),  # precision
     }
 
 
@@ -52,7 +54,5 @@ def teacher_specs(job: JobConfig) -> tuple[TeacherSpec, list[TeacherSpec]]:
     """The job's teacher and, for an ensemble, each member (`job.members`, parsed with the job) as a single teacher
     would be (same key, so a member shares the cache entry of that teacher); [] members for one teacher."""
     teacher = job.settings.teacher
-    block = hashed_form(teacher)
-    whole = TeacherSpec(teacher, finetuned_teacher_key(job, block, teacher))
-    return whole, [TeacherSpec(settings, finetuned_teacher_key(job, member, settings))
-                   for settings, member in zip(job.members, ensemble_members(block), strict=True)]
+    return (TeacherSpec(teacher, finetuned_teacher_key(job, teacher)),
+            [TeacherSpec(settings, finetuned_teacher_key(job, settings)) for settings in job.members])

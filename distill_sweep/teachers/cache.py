@@ -45,6 +45,9 @@ class TeacherSpec:
         return Path(cache_dir) / "teachers" / task / f"{self.settings.name}-{digest}"
 
 
+RECIPE_KEYS = ("epochs", "lr", "batch_size", "warmup_ratio")  # the task recipe's keys a teacher.finetune key may set
+
+
 def finetune_settings(finetune: FinetuneSettings, recipe: RecipeSettings) -> dict[str, Any]:
     """The teacher's fine-tuning recipe: teacher.finetune overrides, else the task recipe."""
     return {

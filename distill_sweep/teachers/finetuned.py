@@ -176,8 +176,9 @@ def _finetune(ctx: RunContext, out_dir: Path, settings: TeacherSettings) -> dict
     history: list[dict[str, Any]] = []
     log.info("fine-tuning the teacher %s (seed %d) on %s: %d epochs", settings.name, ft["seed"], ctx.job.task,
              stage.epochs)
-    driver = ctx.driver(role="teacher", model=model, state={"model": model}, checkpoint=out_dir / CHECKPOINT, key=out_dir.name,
-                        history=history, seed=ft["seed"], label="teacher ", train=data.teacher_train)
+    driver = ctx.driver(role="teacher", model=model, state={"model": model}, checkpoint=out_dir / CHECKPOINT,
+                        key=out_dir.name, history=history, seed=ft["seed"], label="teacher ", train=data.teacher_train,
+                        teacher_optimizer=settings.finetune.optimizer())
     with distributed.alone():  # several ranks: rank 0 alone fine-tunes (main_first), the others wait for the cache
         driver.run([stage])
     with writing(out_dir, f"its {CHECKPOINT} is kept: the next run saves the teacher from it"):

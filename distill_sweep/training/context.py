@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distill_sweep.config.schema import ConfigSettings
+from distill_sweep.config.schema import ConfigSettings, OptimizerSettings, RunSettings
 from distill_sweep.data.augment import augmented_train
 from distill_sweep.data.batching import make_loader
 from distill_sweep.data.glue import load_task_data
@@ -37,6 +37,7 @@ from distill_sweep.training.pack import PackMember
 from distill_sweep.training.prediction_capture import DevPredictionCapture, dev_hashes
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
 
+RUN_DEFAULTS = RunSettings()  # the batching a teacher's fine-tuning uses, whatever the student's
 log = logging.getLogger("distill_sweep")
 
 
@@ -157,16 +158,17 @@ class RunContext:
     def metrics(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         return compute_metrics(self.job.settings.task, logits, labels)
 
-    def loader(self, seed: int, train: Any = None) -> Any:
+    def loader(self, seed: int, train: Any = None, batching: str | None = None) -> Any:
         """stage, epoch -> that epoch's shuffled training batches (seeded by seed, stage kind, epoch) of `train`
-        (default: the student's training split)."""
+        (default: the student's training split), drawn as `batching` says (default: the job's `batching`)."""
         pad, run = int(self.tokenizer.pad_token_id), self.job.settings.run
         train = self.data.train if train is None else train
+        by_length = (batching or run.batching) == "length"
 
         def batches(stage: Stage, epoch: int) -> Any:
             loader = make_loader(train, stage.batch_size, shuffle=True,
                                  seed=epoch_seed(seed, stage.name, epoch), pad_token_id=pad,
-                                 num_workers=run.num_workers, by_length=run.batching == "length")
+                                 num_workers=run.num_workers, by_length=by_length)
             world = distributed.world()  # (at each epoch: a teacher fine-tuned by rank 0 alone reads whole batches)
             return loader if world.size == 1 else (rank_slice(b, world) for b in loader)
 
@@ -183,27 +185,34 @@ class RunContext:
                      max_steps_per_epoch=run.max_steps_per_epoch)
 
     def driver(self, *, role: Role, model: nn.Module, state: dict[str, nn.Module], checkpoint: Path, key: str,
-               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "", train: Any = None
-               ) -> StageDriver:
+               history: list[dict[str, Any]], seed: int, tracker: Any = None, label: str = "", train: Any = None,
+               teacher_optimizer: OptimizerSettings | None = None) -> StageDriver:
         """The stage driver over `train` (default: the student's training split). `role`: whose stages these are:
         the student's (its epochs are the record's; a pack member's take turns; its predictions are kept) or
-        a teacher's (fine-tuned on the way, under the teacher cache's lock)."""
+        a teacher's (fine-tuned on the way, under the teacher cache's lock). A teacher reads only what its cache key
+        holds (the keys declared TEACHER): its own optimizer (`teacher_optimizer`), the default batching, no skipped
+        steps; not the student's `optimizer`, `batching` or `skip_nonfinite`."""
         run = self.job.settings.run
         train = self.data.train if train is None else train
+        student = role == "student"
+        if not student and teacher_optimizer is None:
+            raise ValueError("a teacher's stages need its own optimizer (teacher.finetune.optimizer())")
         extra: dict[str, Any] = {}
-        pack = self.pack if role == "student" else None  # a pack member's own stages
+        pack = self.pack if student else None  # a pack member's own stages
         label = label or (pack.label if pack is not None else "")
-        if role == "student":  # keep its predictions
+        if student:  # keep its predictions
             self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
                                                     self.job.settings.task.is_regression,
                                                     self.record.data.dev_hash)
             extra["evaluate_fn"] = self.predictions.evaluate
-        driver = StageDriver(model=model, state=state, train_size=len(train), loader=self.loader(seed, train),
+        loader = self.loader(seed, train, None if student else RUN_DEFAULTS.batching)
+        driver = StageDriver(model=model, state=state, train_size=len(train), loader=loader,
                              dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
-                             precision=self.precision, optimizer_cfg=self.job.settings.optimizer,
+                             precision=self.precision,
+                             optimizer_cfg=self.job.settings.optimizer if student else teacher_optimizer,
                              checkpoint=checkpoint, key=key, history=history, every_steps=run.checkpoint.every_steps,
-                             log_every=run.log_every, skip_nonfinite=run.skip_nonfinite, tracker=tracker, label=label,
-                             **extra)
+                             log_every=run.log_every, skip_nonfinite=run.skip_nonfinite and student, tracker=tracker,
+                             label=label, **extra)
         if pack is not None:
             # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
             # another member would wait for while holding the turn
