@@ -3,13 +3,12 @@
 A wrong key, type or range is one `ConfigError` line naming the key, the value and what is allowed, raised
 when the job is validated (before anything is loaded or written), for every job of a sweep.
 
-Ranges live in the field's metadata: `field(default=3, metadata={"ge": 1})` (also `gt`, `le`, `lt`), and so does
-what of a field makes a job what it is, read by `hashed_form` (the settings' part of a config hash):
-- `NOT_HASHED`: never in the hash (where and how a job runs, not what it computes: directories, logging, device);
-- `UNHASHED_AT_DEFAULT`: a key added after configs were hashed, left out at its default (`new_keys_at_default`),
-  so the jobs hashed before it keep their hash; `unhashed_at(value)` the same at another value (the one every job
-  had before the key existed);
-- nothing: always hashed.
+Ranges live in the field's metadata: `field(default=3, metadata=IDENTITY | {"ge": 1})` (also `gt`, `le`, `lt`), and
+so does the key's kind, what of it makes a job what it is (`IDENTITY`, `TEACHER`, `INVARIANT`, `nondeterministic`:
+below), read by `hashed_form` (the settings' part of a config hash) and `teacher_form` (the teacher's cache key).
+Besides its kind, a hashed key added after configs were hashed says `UNHASHED_AT_DEFAULT`: left out at its default
+(`new_keys_at_default`), so the jobs hashed before it keep their hash; `unhashed_at(value)` the same at another value
+(the one every job had before the key existed).
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ def nondeterministic(why: str) -> dict[str, Any]:
     return {"kind": "nondeterministic", "why": why}
 
 
-NOT_HASHED = INVARIANT  # (the name before the kinds)
 UNHASHED_AT_DEFAULT = {"unhashed_at_default": True}  # with a hashed kind: a key added later, left out at its default
 
 

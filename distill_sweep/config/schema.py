@@ -104,8 +104,8 @@ class FinetuneGridSettings:
 
 @dataclass
 class RunSettings:
-    """Top-level keys of conf/config.yaml. Their metadata says what of them makes a job (config/parse.py's
-    `hashed_form`): those that say where or how a job runs, not what it computes, are `NOT_HASHED`."""
+    """Top-level keys of conf/config.yaml. Each declares its kind (config/parse.py): those that say where or how a job
+    runs, not what it computes, are `INVARIANT` (or `nondeterministic`, equal within a float tolerance)."""
 
     # which teacher layers initialise the student: 1, 2, 3 (the paper's skip, mixed, bottom), a rule (skip,
     # mixed, bottom/first, random) or a list of 1-based layers

@@ -1,6 +1,6 @@
 """What of a job's typed config makes it the job it is: its hashed config, whose digest names its record's directory.
 
-Each part says what of it is hashed in its fields' metadata (config/parse.py's `hashed_form`: `NOT_HASHED`,
+Each part says what of it is hashed in its fields' metadata (config/parse.py's `hashed_form`: each key's kind,
 `UNHASHED_AT_DEFAULT`, `unhashed_at`). The rules that metadata cannot say, because whether a setting counts
 depends on another part or on the rest of its block, are here and nowhere else:
 

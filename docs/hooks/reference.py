@@ -287,14 +287,20 @@ def _prose(text: str) -> str:
     return _cell(text).replace("<", "&lt;")
 
 
+def describe_kind(f: dataclasses.Field) -> str:
+    """What the key is to the job's results (config/parse.py's kinds; design.md's "What a job's results depend on")."""
+    kind = f.metadata.get("kind", "")
+    return f"{kind}: {f.metadata['why']}" if kind == "nondeterministic" else kind
+
+
 def _table(keys: list[Key], *, ranges: bool = True) -> str:
-    head = "| key | type | range | default | meaning |\n|---|---|---|---|---|" if ranges else \
+    head = "| key | type | range | default | kind | meaning |\n|---|---|---|---|---|---|" if ranges else \
         "| key | type | meaning |\n|---|---|---|"
     rows = []
     for key in keys:
         cells = [f"`{key.path}`", describe_type(key.tp)]
         if ranges:
-            cells += [describe_range(key.field.metadata), describe_default(key.field)]
+            cells += [describe_range(key.field.metadata), describe_default(key.field), describe_kind(key.field)]
         rows.append("| " + " | ".join([*(_cell(c) for c in cells), _prose(key.doc)]) + " |")
     return "\n".join([head, *rows])
 
