@@ -321,7 +321,8 @@ class FinetuneSettings:
     # cell from one teacher. The defaults are the optimizer preset's, with which every teacher was fine-tuned before
     # these keys (left out of the hash at them: the config hashes and teacher keys of before stay).
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98], metadata=TEACHER | UNHASHED_AT_DEFAULT)
-    eps: float = field(default=1e-6, metadata=TEACHER | UNHASHED_AT_DEFAULT | {"ge": 1e-12})
+    eps: float = field(default=1e-6, metadata=TEACHER | UNHASHED_AT_DEFAULT | {"ge": 1e-12})  # the teacher's Adam epsilon
+    # the teacher's decoupled weight decay
     weight_decay: float = field(default=0.1, metadata=TEACHER | UNHASHED_AT_DEFAULT | {"ge": 0.0})
     max_grad_norm: float = field(default=0.0, metadata=TEACHER | UNHASHED_AT_DEFAULT | {"ge": 0.0})  # 0: no clipping
 
