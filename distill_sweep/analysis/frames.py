@@ -30,6 +30,7 @@ import pandas as pd
 
 from distill_sweep.analysis import prediction_checks
 from distill_sweep.analysis.paper import INIT_NAME_ORDER, as_float, column_metric, norm_task, objective_rank
+from distill_sweep.records.labels import NO_KD, distillation
 from distill_sweep.records.predictions import PredictionsError, read_predictions
 from distill_sweep.records.record import (
     SCORED_STAGES,
@@ -51,7 +52,7 @@ WHICH_TEXT: dict[str, str] = {
                "(the record's `best`)",
     "final": "every metric at the run's last epoch",
 }
-NO_KD_LABEL = "no KD (fine-tuning)"
+NO_KD_LABEL = NO_KD  # the row of procedure finetune (records/labels.py: its one name)
 # What makes two runs rows of their own (Table 3 adds init_label).
 SYSTEM_KEY: tuple[str, ...] = ("procedure", "objective", "teacher_id", "student_id", "setup_id")
 MAX_SETUP_TAGS = 3  # differing setup keys named in a row label before "..."
@@ -231,12 +232,9 @@ def system_labels(records: pd.DataFrame) -> pd.Series:
     many_students = records["student_id"].nunique() > 1
 
     def label(row: pd.Series) -> tuple[str, list[str]]:
-        if row["procedure"] == "finetune":
-            base = NO_KD_LABEL
-        elif row["procedure"] == "task_specific":
-            base = str(row["objective"])
-        else:
-            base = f"{row['objective']} ({row['procedure']})"
+        base = distillation(str(row["procedure"]), str(row["objective"]))  # the name job labels give it
+        if row["procedure"] not in ("finetune", "task_specific") and base != row["procedure"]:
+            base = f"{base} ({row['procedure']})"
         tags = []
         if many_teachers:
             tags.append(f"teacher {row['teacher_name']}#{row['teacher_id']}")

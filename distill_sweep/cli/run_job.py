@@ -27,6 +27,7 @@ from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError
 from distill_sweep.job.identity import JobIdentity, find_completed
 from distill_sweep.job.machine import job_threads
 from distill_sweep.records import environment
+from distill_sweep.records.labels import distillation, seed_text
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
 from distill_sweep.records.record import (
     RECORD,
@@ -154,7 +155,8 @@ def run_pack(cfg: DictConfig, members: list[Job] | None = None) -> list[Any]:
         check_machine(job)
     lockstep, shared = Lockstep(len(jobs)), SharedForward()
 
-    labels = [" ".join([f"[{job.objective_name} {job.init_label} seed {job.seed}", *filter(None, [differs])]) + "]"
+    labels = [" ".join([f"[{distillation(job.procedure.name, job.objective.name if job.objective else None)} "
+                        f"{job.init_label} {seed_text(job.seed, job.seeds)}", *filter(None, [differs])]) + "]"
               for job, differs in zip(jobs, differing_settings([job.composed for job in jobs]), strict=True)]
 
     def member(i: int, job: Job) -> Callable[[], dict[str, Any]]:
