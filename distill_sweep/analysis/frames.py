@@ -356,17 +356,21 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
             if why is not None:
                 skipped.append(f"{path}: status completed but incomplete ({why}); the sweeper runs it again")
                 continue
-            if isinstance(raw, dict) and raw.get("tune_trial") is not None:
-                continue  # a tuning trial (sweep/tune.py): scored on a holdout of the training split, not a result
             rec = Record.from_dict(raw)
+            if rec.tune_trial is not None:
+                continue  # a tuning trial (sweep/tune.py): scored on a holdout of the training split, not a result
+            row = _row(path, rec, which)
+            done = (_curve(row, rec), _early_exit(row, rec)) if rec.status == "completed" else ([], [])
         except RecordError as exc:
             skipped.append(f"{path}: {exc}")
             continue
-        row = _row(path, rec, which)
+        except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as exc:
+            # a field Record.from_dict does not check, damaged: this record left out, named, not the report
+            skipped.append(f"{path}: cannot be read as a record ({type(exc).__name__}: {exc})")
+            continue
         rows.append(row)
-        if rec.status == "completed":
-            curves.extend(_curve(row, rec))
-            exits.extend(_early_exit(row, rec))
+        curves.extend(done[0])
+        exits.extend(done[1])
     records = pd.DataFrame(rows)
     for col in RECORD_COLUMNS:
         if col not in records.columns:

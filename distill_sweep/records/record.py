@@ -379,6 +379,9 @@ class Record:
             raise RecordError(f"seed {seed!r} is not an integer")
         if why := _seed_problem(seed, "seed"):
             raise RecordError(why)
+        for name in ("tune_trial", "tuned"):  # what the report selects records by: a damaged one is not guessed at
+            if d.get(name) is not None and not isinstance(d[name], dict):
+                raise RecordError(f"{name} {d[name]!r} is not an object (its block)")
         config = _mapping(d.get("config"))
         if version == 1 and isinstance(config.get("objective"), dict):
             config = {**config, "objective": objective_from_v1(config["objective"])}
