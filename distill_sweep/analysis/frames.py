@@ -30,7 +30,7 @@ import pandas as pd
 
 from distill_sweep.analysis import prediction_checks
 from distill_sweep.analysis.paper import INIT_NAME_ORDER, as_float, column_metric, norm_task, objective_rank
-from distill_sweep.records.labels import NO_KD, distillation
+from distill_sweep.records.labels import NO_KD, distillation, recorded_seeds, seed_text
 from distill_sweep.records.predictions import PredictionsError, read_predictions
 from distill_sweep.records.record import (
     SCORED_STAGES,
@@ -64,7 +64,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "path", "status", "error", "procedure", "task", "objective", "system", "teacher_id", "teacher_name",
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "teacher_dev", "student_id", "student_name",
     "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
-    "init_label", "seed", "seeds", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
+    "init_label", "seed", "seeds", "seed_label", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
     "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch", "dev_hash",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
@@ -147,6 +147,8 @@ def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
         "init_spec": norm_spec(init.spec), "init_name": init.name or norm_spec(init.spec),
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
         "seed": rec.seed, "seeds": run_seeds(rec), "config_hash": rec.config_hash,
+        # "seed 1 (seeds.data_order=2)": how every line naming a job says its seeds (records/labels.py)
+        "seed_label": seed_text(rec.seed, recorded_seeds(rec.seed, rec.seeds)),
         "primary_metric": rec.primary_metric or "accuracy", "started_at": rec.started_at, "finished_at": rec.finished_at,
         # for the HTML report's job list: the code's commit, cost, and "stage epoch" of the run's best epoch
         "git_commit": rec.git_commit, "wall_time_s": rec.wall_time_s, "peak_memory_mb": rec.peak_memory_mb,
@@ -454,7 +456,7 @@ def one_dev_set(records: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             if isinstance(h, str) and h and h != most:
                 drop.add(r["path"])
                 notes.append(f"left out of every statistic: {task} / {r['system']} / init {r['init_label']} / "
-                             f"seed {r['seed']} ({r['path']}): scored on another dev set (content {h[:10]}) than "
+                             f"{r['seed_label']} ({r['path']}): scored on another dev set (content {h[:10]}) than "
                              f"the other {int(counts[most])} run(s) of {task} ({most[:10]})")
         unknown = len(group) - len(hashes)
         if unknown:

@@ -80,3 +80,18 @@ def test_each_reader_leaves_the_damaged_record_out_and_names_it(
     unpaired = pd.read_csv(tmp_path / "cmp" / "compare_unpaired.csv")
     assert len(pairs) == 6 and list(unpaired["side"]) == ["A", "B"]
     assert set(unpaired["path"]) == {str(victim.parent)} and all(why in d for d in unpaired["detail"])
+
+
+def test_the_reports_job_lists_name_every_seed_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two failed jobs that differ only in seeds.data_order were listed as one job twice."""
+    for seed in range(2):
+        write_record(tmp_path, objective="att_kl", seed=seed)
+    for order in (1, 2):
+        path = write_record(tmp_path / f"order{order}", objective="att_mse", seed=1, status="failed", error="E")
+        d = json.loads(path.read_text())
+        d["seeds"] = {"init": 1, "data_order": order, "dropout": 1, "sampling": 1, "own": ["data_order"]}
+        path.write_text(json.dumps(d))
+    assert report([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "toy / att_mse / init 1 / seed 1: E" in out
+    assert "toy / att_mse / init 1 / seed 1 (seeds.data_order=2): E" in out
