@@ -84,7 +84,7 @@ def _error_line(record: dict[str, Any]) -> str:
 
 def status_text(results_dir: Path) -> str:
     now = time.time()
-    found = [read_job(path) for path in sorted(results_dir.rglob(RECORD)) if path.is_file()]
+    found = [read_job(path) for path in sorted(results_dir.rglob(RECORD))]
     if not found:
         return f"{results_dir}: no records"
     counts = Counter(job.state for job in found)

@@ -70,14 +70,18 @@ def test_a_damaged_record_is_counted_damaged_and_named(tmp_path: Path, damage: s
 
 def test_a_failed_record_without_an_error_and_a_lock_that_is_a_directory(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """Both were tracebacks (IndexError on an empty `error`, IsADirectoryError trying the lock)."""
+    """Both were tracebacks (IndexError on an empty `error`, IsADirectoryError trying the lock); a record that is a
+    directory was left out of the count."""
     _record(tmp_path, "att_kl", 1, "failed", error="")
     _record(tmp_path, "att_kl", 2, "failed", error=None)
     locked = _record(tmp_path, "att_mse", 1, "running")
     (locked / LOCK).mkdir()
+    folder = tmp_path / "toy" / "att_mse" / "init-1" / "seed-2" / "0123456789" / "result.json"
+    folder.mkdir(parents=True)  # was left out of the count
     main([str(tmp_path)])
     text = capsys.readouterr().out
-    assert text.splitlines()[0] == f"{tmp_path}: 3 jobs: 2 failed, 1 damaged"
+    assert text.splitlines()[0] == f"{tmp_path}: 4 jobs: 2 failed, 2 damaged"
+    assert f"  {folder}: unreadable (IsADirectoryError" in text
     assert text.count(": (the record holds no error message) (") == 2
     assert f"  {locked / 'result.json'}: record 'running' and its {LOCK} is a directory, not a lock file" in text
 
