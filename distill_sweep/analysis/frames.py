@@ -30,6 +30,7 @@ import pandas as pd
 
 from distill_sweep.analysis import prediction_checks
 from distill_sweep.analysis.paper import INIT_NAME_ORDER, as_float, column_metric, norm_task, objective_rank
+from distill_sweep.records.labels import NO_KD, distillation, recorded_seeds, seed_text
 from distill_sweep.records.predictions import PredictionsError, read_predictions
 from distill_sweep.records.record import (
     SCORED_STAGES,
@@ -51,7 +52,7 @@ WHICH_TEXT: dict[str, str] = {
                "(the record's `best`)",
     "final": "every metric at the run's last epoch",
 }
-NO_KD_LABEL = "no KD (fine-tuning)"
+NO_KD_LABEL = NO_KD  # the row of procedure finetune (records/labels.py: its one name)
 # What makes two runs rows of their own (Table 3 adds init_label).
 SYSTEM_KEY: tuple[str, ...] = ("procedure", "objective", "teacher_id", "student_id", "setup_id")
 MAX_SETUP_TAGS = 3  # differing setup keys named in a row label before "..."
@@ -63,7 +64,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "path", "status", "error", "procedure", "task", "objective", "system", "teacher_id", "teacher_name",
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "teacher_dev", "student_id", "student_name",
     "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
-    "init_label", "seed", "seeds", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
+    "init_label", "seed", "seeds", "seed_label", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
     "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch", "dev_hash",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
@@ -146,6 +147,8 @@ def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
         "init_spec": norm_spec(init.spec), "init_name": init.name or norm_spec(init.spec),
         "init_layers": layers, "init_label": layers or init.name or norm_spec(init.spec),
         "seed": rec.seed, "seeds": run_seeds(rec), "config_hash": rec.config_hash,
+        # "seed 1 (seeds.data_order=2)": how every line naming a job says its seeds (records/labels.py)
+        "seed_label": seed_text(rec.seed, recorded_seeds(rec.seed, rec.seeds)),
         "primary_metric": rec.primary_metric or "accuracy", "started_at": rec.started_at, "finished_at": rec.finished_at,
         # for the HTML report's job list: the code's commit, cost, and "stage epoch" of the run's best epoch
         "git_commit": rec.git_commit, "wall_time_s": rec.wall_time_s, "peak_memory_mb": rec.peak_memory_mb,
@@ -231,12 +234,9 @@ def system_labels(records: pd.DataFrame) -> pd.Series:
     many_students = records["student_id"].nunique() > 1
 
     def label(row: pd.Series) -> tuple[str, list[str]]:
-        if row["procedure"] == "finetune":
-            base = NO_KD_LABEL
-        elif row["procedure"] == "task_specific":
-            base = str(row["objective"])
-        else:
-            base = f"{row['objective']} ({row['procedure']})"
+        base = distillation(str(row["procedure"]), str(row["objective"]))  # the name job labels give it
+        if row["procedure"] not in ("finetune", "task_specific") and base != row["procedure"]:
+            base = f"{base} ({row['procedure']})"
         tags = []
         if many_teachers:
             tags.append(f"teacher {row['teacher_name']}#{row['teacher_id']}")
@@ -358,17 +358,21 @@ def load_store(results_dir: str | Path, which: str = "best") -> Store:
             if why is not None:
                 skipped.append(f"{path}: status completed but incomplete ({why}); the sweeper runs it again")
                 continue
-            if isinstance(raw, dict) and raw.get("tune_trial") is not None:
-                continue  # a tuning trial (sweep/tune.py): scored on a holdout of the training split, not a result
             rec = Record.from_dict(raw)
+            if rec.tune_trial is not None:
+                continue  # a tuning trial (sweep/tune.py): scored on a holdout of the training split, not a result
+            row = _row(path, rec, which)
+            done = (_curve(row, rec), _early_exit(row, rec)) if rec.status == "completed" else ([], [])
         except RecordError as exc:
             skipped.append(f"{path}: {exc}")
             continue
-        row = _row(path, rec, which)
+        except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as exc:
+            # a field Record.from_dict does not check, damaged: this record left out, named, not the report
+            skipped.append(f"{path}: cannot be read as a record ({type(exc).__name__}: {exc})")
+            continue
         rows.append(row)
-        if rec.status == "completed":
-            curves.extend(_curve(row, rec))
-            exits.extend(_early_exit(row, rec))
+        curves.extend(done[0])
+        exits.extend(done[1])
     records = pd.DataFrame(rows)
     for col in RECORD_COLUMNS:
         if col not in records.columns:
@@ -452,7 +456,7 @@ def one_dev_set(records: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             if isinstance(h, str) and h and h != most:
                 drop.add(r["path"])
                 notes.append(f"left out of every statistic: {task} / {r['system']} / init {r['init_label']} / "
-                             f"seed {r['seed']} ({r['path']}): scored on another dev set (content {h[:10]}) than "
+                             f"{r['seed_label']} ({r['path']}): scored on another dev set (content {h[:10]}) than "
                              f"the other {int(counts[most])} run(s) of {task} ({most[:10]})")
         unknown = len(group) - len(hashes)
         if unknown:

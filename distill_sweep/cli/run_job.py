@@ -27,6 +27,7 @@ from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError
 from distill_sweep.job.identity import JobIdentity, find_completed
 from distill_sweep.job.machine import job_threads
 from distill_sweep.records import environment
+from distill_sweep.records.labels import distillation, job_label, seed_text
 from distill_sweep.records.locks import LEFT_TO_HOLDER, JobLock, holder
 from distill_sweep.records.record import (
     RECORD,
@@ -114,8 +115,7 @@ def run_job(cfg: DictConfig, *, alone: bool = False, ident: JobIdentity | None =
     check_machine(job)  # here, on the machine that runs it (a SLURM node, not the host that submitted it)
     _use_threads(job.settings.run)
     # the first line as soon as the job is checked: the teacher, the data and the stores take a while next
-    log.info("job %s/%s %s seed %d: checked; its record, checkpoints and predictions go to %s", job.task,
-             job.objective_name, job.init_label, job.seed, job.out_dir)
+    log.info("job %s: checked; its record, checkpoints and predictions go to %s", _label(job), job.out_dir)
     config = dict(job.composed)  # the record keeps the config as run
     if job.settings.run.prepare_only:
         return prepare_teacher_outputs(job, config)
@@ -139,6 +139,12 @@ def _use_threads(run: RunSettings) -> None:
     torch.set_num_threads(job_threads(run))
 
 
+def _label(job: JobIdentity) -> str:
+    """The job as every line names it (records/labels.py): `toy/vanilla_kd init-1 seed 1 (seeds.data_order=2)`."""
+    return job_label(job.task, job.procedure.name, job.objective.name if job.objective else None, job.init_label,
+                     job.seed, job.seeds, job.student_kind.name)
+
+
 def run_pack(cfg: DictConfig, members: list[Job] | None = None) -> list[Any]:
     """A pack's process (the sweeper's `+pack_file=`): its members trained in lockstep (training/pack.py), each
     holding its own lock and writing its own record, checkpoints and result directory as it would alone. Each
@@ -154,7 +160,8 @@ def run_pack(cfg: DictConfig, members: list[Job] | None = None) -> list[Any]:
         check_machine(job)
     lockstep, shared = Lockstep(len(jobs)), SharedForward()
 
-    labels = [" ".join([f"[{job.objective_name} {job.init_label} seed {job.seed}", *filter(None, [differs])]) + "]"
+    labels = [" ".join([f"[{distillation(job.procedure.name, job.objective.name if job.objective else None)} "
+                        f"{job.init_label} {seed_text(job.seed, job.seeds)}", *filter(None, [differs])]) + "]"
               for job, differs in zip(jobs, differing_settings([job.composed for job in jobs]), strict=True)]
 
     def member(i: int, job: Job) -> Callable[[], dict[str, Any]]:
@@ -270,9 +277,7 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
             remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
     best, final, primary = record.best, record.final, job.settings.task.primary_metric
     assert best is not None and final is not None  # (the procedure's train_student set them)
-    what = job.objective_name if job.objective is not None else job.procedure.name
-    log.info("done %s/%s init=%s seed=%s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", job.task,
-             what, job.init.spec, job.seed, primary, best["dev"][primary],
+    log.info("done %s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", _label(job), primary, best["dev"][primary],
              best["stage"], best["epoch"], final["dev"][primary], record.wall_time_s)
     _at_baseline_line(record, primary)
     return record.to_dict()

@@ -131,6 +131,32 @@ def _file_defaults(group: str, option: str) -> dict[str, str]:
             if isinstance(entry, dict) for key, value in entry.items()}
 
 
+def shadowed_file(user_dir: Path) -> str | None:
+    """One line for a config file of the user's that Hydra would never read: conf/ comes first on the search path,
+    so a file of the user's directory at the path of one of conf/'s (`objective/vanilla_kd.yaml`, `config.yaml`)
+    is shadowed by it, silently. A copy with the same content loses nothing and passes."""
+    for mine in sorted(user_dir.rglob("*.yaml")):
+        ours = Path(CONF_DIR) / mine.relative_to(user_dir)
+        if not ours.is_file() or _same_text(mine, ours):
+            continue
+        where = mine.relative_to(user_dir)
+        if where == Path("config.yaml"):
+            return (f"config file {mine}: the tool's primary config (conf/config.yaml) is read instead, so yours "
+                    f"would be ignored; put your settings in a preset of your own, {user_dir}/experiment/<name>.yaml with "
+                    "`# @package _global_` as its first line, and run it with experiment=<name>")
+        option = f"{where.parent.as_posix()}={where.stem}" if where.parent != Path(".") else str(where)
+        return (f"config file {mine}: conf/{where.as_posix()} has its name and is read instead ({option} picks the "
+                "tool's), so yours would be ignored; give yours a name of its own")
+    return None
+
+
+def _same_text(a: Path, b: Path) -> bool:
+    try:
+        return a.read_bytes() == b.read_bytes()
+    except OSError:  # unreadable: Hydra's own error says so when it loads the file
+        return True
+
+
 def check_group_choices(argv: list[str]) -> str | None:
     """One line naming an unknown config-group option (`task=nosuch`), checked before Hydra starts.
 
@@ -141,6 +167,8 @@ def check_group_choices(argv: list[str]) -> str | None:
     for path in user_dirs:
         if not Path(path).is_dir():
             return f"config directory {path} (--config-dir or hydra.searchpath): not a directory"
+        if (shadowed := shadowed_file(Path(path))) is not None:
+            return shadowed
     for arg in argv:
         key, sep, value = arg.partition("=")
         if not sep or key.lstrip("+~") not in GROUPS or any(c in value for c in "()[]{}*$"):

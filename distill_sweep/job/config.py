@@ -27,6 +27,7 @@ from distill_sweep.config.schema import (
     check_config,
 )
 from distill_sweep.data.augment_settings import parse_augment
+from distill_sweep.errors import ConfigError
 from distill_sweep.job.plain_config import plain_config
 from distill_sweep.objectives import ObjectiveSettings, parse_objective
 from distill_sweep.procedures import Procedure, procedure_named
@@ -55,9 +56,23 @@ def parse_job(cfg: DictConfig) -> JobConfig:
     return parse_plain(plain_config(cfg))
 
 
+def _check_preset_package(composed: Mapping[str, Any]) -> None:
+    """An experiment preset's keys are the whole config's: a preset file (one of the user's, `--config-dir`)
+    without `# @package _global_` as its first line is composed under `experiment.` instead, where nothing reads
+    it (`seed: 5` ran at seed 1, silently). One line, before any work."""
+    node = composed.get("experiment")
+    if isinstance(node, Mapping) and node:
+        keys = sorted(str(k) for k in node)
+        shown = ", ".join(f"experiment.{k}" for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+        raise ConfigError(f"the experiment preset's keys were composed as {shown}, where nothing reads them: its "
+                          "file's first line must be `# @package _global_` (as in every preset of conf/experiment/), "
+                          "else the preset is ignored")
+
+
 def parse_plain(composed: dict[str, Any]) -> JobConfig:
     """`parse_job` of a config already made plain (job.plain_config's form: the sweeper makes a grid's configs
     that way, sweep/plain_overrides.py); the dict becomes the job's, read-only."""
+    _check_preset_package(composed)
     settings = check_config(composed)
     members = settings.teacher.member_settings()  # parsed when the teacher block was
     procedure = procedure_named(str(composed["procedure"]["name"]))

@@ -17,7 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from distill_sweep.config.parse import SEED_RANGE
 from distill_sweep.config.schema import ensemble_members
+from distill_sweep.config.seeds import SOURCES
 from distill_sweep.records.blocks import (
     BLOCKS,
     PTPInfo,
@@ -92,6 +94,10 @@ def incomplete_reason(d: Any) -> str | None:
     epochs = d.get("epochs")
     if not isinstance(epochs, list) or not epochs or not all(isinstance(e, dict) for e in epochs):
         return "no epochs"
+    try:  # and readable as a record: what the report cannot read, the sweeper runs again (one rule for both)
+        Record.from_dict(d)
+    except RecordError as exc:
+        return str(exc)
     return None
 
 
@@ -108,6 +114,46 @@ def best_epoch(epochs: list[dict[str, Any]], metric: str) -> dict[str, Any] | No
         if epoch.get("stage") in SCORED_STAGES and _number(value) and math.isfinite(value) and value > best_value:
             best, best_value = epoch, value
     return best
+
+
+def _seed_problem(value: Any, where: str) -> str | None:
+    """Why `value` is not a seed (None if it is): an integer in the config's range, the one every job's seeds are
+    checked against, so anything else in a record is damage (and 10**30 would overflow the report's arrays)."""
+    low, high = SEED_RANGE["ge"], SEED_RANGE["lt"]
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value < high:
+        return f"{where} {value!r} is not a seed (an integer in [{low}, 2**{high.bit_length() - 1}))"
+    return None
+
+
+def _read_seeds(block: Any) -> dict[str, Any] | None:
+    """The record's `seeds` block, checked: null (records from before it), or each source null or a seed, and
+    `own` a list of the sources set on their own."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise RecordError(f"seeds {block!r} is not an object of seeds")
+    for source in SOURCES:
+        if block.get(source) is not None and (why := _seed_problem(block[source], f"seeds.{source}")):
+            raise RecordError(why)
+    own = block.get("own", [])
+    if not isinstance(own, list) or not set(map(str, own)) <= set(SOURCES):
+        raise RecordError(f"seeds.own {own!r} is not a list of seed sources ({', '.join(SOURCES)})")
+    return dict(block)
+
+
+def _read_epochs(epochs: Any) -> list[dict[str, Any]]:
+    """The record's epochs (entries that are not objects dropped, as ever), each one's number an integer and its
+    dev metrics an object where given: the curves and the best-epoch choice read them."""
+    if not isinstance(epochs, list):
+        return []
+    out = [dict(e) for e in epochs if isinstance(e, dict)]
+    for i, epoch in enumerate(out):
+        number = epoch.get("epoch")
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+            raise RecordError(f"epochs[{i}].epoch {number!r} is not an integer")
+        if epoch.get("dev") is not None and not isinstance(epoch["dev"], dict):
+            raise RecordError(f"epochs[{i}].dev {epoch['dev']!r} is not an object of metrics")
+    return out
 
 
 def _opt_int(value: Any, where: str) -> int | None:
@@ -331,6 +377,11 @@ class Record:
         seed = d["seed"]
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise RecordError(f"seed {seed!r} is not an integer")
+        if why := _seed_problem(seed, "seed"):
+            raise RecordError(why)
+        for name in ("tune_trial", "tuned"):  # what the report selects records by: a damaged one is not guessed at
+            if d.get(name) is not None and not isinstance(d[name], dict):
+                raise RecordError(f"{name} {d[name]!r} is not an object (its block)")
         config = _mapping(d.get("config"))
         if version == 1 and isinstance(config.get("objective"), dict):
             config = {**config, "objective": objective_from_v1(config["objective"])}
@@ -348,13 +399,13 @@ class Record:
         epochs = d.get("epochs")
         return cls(
             task=str(d["task"]), objective=str(d["objective"]), seed=seed, status=str(d["status"]),
-            seeds=dict(d["seeds"]) if isinstance(d.get("seeds"), dict) else None,
+            seeds=_read_seeds(d.get("seeds")),
             procedure=str(d.get("procedure") or "task_specific"), error=_opt_str(d.get("error")),
             traceback=_opt_str(d.get("traceback")), config_hash=str(d.get("config_hash") or ""),
             init=init, student=student, teacher=teacher,
             data=_read_data(data),
             primary_metric=_opt_str(d.get("primary_metric")),
-            epochs=[dict(e) for e in epochs if isinstance(e, dict)] if isinstance(epochs, list) else [],
+            epochs=_read_epochs(epochs),
             best=dict(d["best"]) if isinstance(d.get("best"), dict) else None,
             final=dict(d["final"]) if isinstance(d.get("final"), dict) else None,
             wall_time_s=_opt_float(d.get("wall_time_s"), "wall_time_s"),

@@ -429,7 +429,9 @@ def fmt_mean_std(mean: float, std: float, n: int) -> str:
 
 
 def _job_line(rec: dict[str, Any]) -> str:
-    return f"{rec['task']} / {rec.get('system') or rec['objective']} / init {rec['init_spec']} / seed {rec['seed']}"
+    """A job of the records or of a preset's grid: task / row / init / its seeds (every source that tells it apart)."""
+    seeds = rec.get("seed_label") or f"seed {rec['seed']}"
+    return f"{rec['task']} / {rec.get('system') or rec['objective']} / init {rec['init_spec']} / {seeds}"
 
 
 def _listing(doc: Doc, items: list[str]) -> None:

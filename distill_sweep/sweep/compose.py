@@ -25,6 +25,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify, identify_plain
 from distill_sweep.job.plain_config import plain_config
 from distill_sweep.models.inits import init_spec
+from distill_sweep.records.labels import seed_text
 from distill_sweep.sweep import chain, plain_overrides
 from distill_sweep.sweep.loads import SweepComposes, shared_loads
 
@@ -73,6 +74,7 @@ def expected_jobs(preset: str, extra_overrides: Sequence[str] = ()) -> list[dict
         idents += [(job.ident, job.overrides) for job in chained]
     return [{"task": ident.task, "procedure": ident.procedure.name, "objective": ident.objective_name,
              "init_spec": init_spec(ident.settings.run.init), "seed": ident.seed,
+             "seed_label": seed_text(ident.seed, ident.seeds),
              "hashes": [ident.out_dir.name, *(d.name for d in ident.legacy_dirs)]} for ident, _ in idents]
 
 

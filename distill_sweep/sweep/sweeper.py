@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import find_completed, identify, identify_plain
 from distill_sweep.records import files, locks
+from distill_sweep.records.labels import distillation, seed_text
 from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.sweep import chain, handover, tune
 from distill_sweep.sweep.compose import JobComposer, split, sweep_composer
@@ -88,13 +89,15 @@ class FinishedJobs:
             status = record.get("status")
             if status == "failed" or (status == "completed" and is_complete(record)):
                 self.reported.add(i)
-                what = ident.objective_name if ident.objective is not None else ident.procedure.name
                 source = self.sources[i]
+                what = distillation(ident.procedure.name, ident.objective.name if ident.objective else None,
+                                    ident.student_kind.name)
                 if source is not None:  # a fine-tune job after a distillation: which student, which grid point
                     opt = ident.settings.optimizer
-                    what += f" of the {source.objective_name} student, lr {opt.lr}, batch {opt.batch_size},"
+                    what = (f"finetune of the {source.objective_name} student, lr {opt.lr}, batch "
+                            f"{opt.batch_size},")
                 print(f"distill_sweep: [{len(self.reported)}/{len(self.jobs)}] {status}: {ident.task}/{what} "
-                      f"{ident.init_label} seed {ident.seed}", flush=True)
+                      f"{ident.init_label} {seed_text(ident.seed, ident.seeds)}", flush=True)
 
 
 def _submission_failure(err: BaseException) -> str | None:

@@ -539,6 +539,12 @@ def test_killed_job_with_a_corrupted_checkpoint_completes_on_rerun(tmp_path: Pat
     ({"experiment/broken.yaml": "# @package _global_\nepochs: [1\n"},
      ["broken.yaml, line 3, column 1: not valid YAML", "expected ',' or ']'"]),
     ({}, ["config directory", "not a directory"]),
+    # no package line: the preset's keys were composed under `experiment.` and ignored (seed: 5 ran at seed 1)
+    ({"experiment/broken.yaml": "seed: 5\nepochs: 2\n"},
+     ["composed as experiment.epochs, experiment.seed", "`# @package _global_`"]),
+    # a file at the path of one of conf/'s: conf/ is read first, and yours was ignored
+    ({"experiment/broken.yaml": "# @package _global_\nepochs: 2\n", "optimizer/adamw.yaml": "lr: 0.5\n"},
+     ["optimizer/adamw.yaml: conf/optimizer/adamw.yaml has its name and is read instead", "would be ignored"]),
 ])
 def test_the_users_config_dir_is_checked_in_one_line(files: dict[str, str], names: list[str], tmp_path: Path) -> None:
     """A YAML syntax error in the user's own config file was a 95-line traceback; a missing --config-dir was

@@ -101,7 +101,7 @@ def test_the_same_sweep_started_twice_at_once_runs_every_job_once(tmp_path: Path
     assert all(r["status"] == "completed" and is_complete(r) for r in recs)
     # each job ran in one process only: one "done" line over both commands, and one start in its record
     for seed in seeds:
-        done = sum(o.count(f"- done toy/vanilla_kd init=1 seed={seed}:") for o in outputs)
+        done = sum(o.count(f"- done toy/vanilla_kd init-1 seed {seed}:") for o in outputs)
         assert done == 1, f"seed {seed} ran {done} times"
     assert [r["attempts"] for r in recs] == [1] * len(seeds)
     assert reads >= 2 and statuses <= {"running", "completed"}

@@ -173,7 +173,7 @@ def test_progress_lines_in_non_tty_logs(tmp_path: Path, shared_cache: Path) -> N
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = proc.stdout + proc.stderr
     assert "prediction epoch 1 step 2/" in text  # periodic one-line progress instead of a bar
-    assert "done toy/vanilla_kd init=1 seed=1: best accuracy" in text  # final one-line summary
+    assert "done toy/vanilla_kd init-1 seed 1: best accuracy" in text  # final one-line summary
 
 
 def test_killed_teacher_fine_tuning_resumes_to_the_same_teacher(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from helpers import FAST, compose_cfg
 
 import distill_sweep.config.parse as parse_module
 from distill_sweep.data.augment_settings import AugmentSettings
+from distill_sweep.errors import ConfigError
 from distill_sweep.job.config import parse_job
 from distill_sweep.job.identity import identify
 
@@ -54,3 +56,15 @@ def _members(block: dict[str, Any]) -> list[dict[str, Any]]:
     from distill_sweep.config.schema import ensemble_members
 
     return ensemble_members(block)
+
+
+def test_a_preset_without_its_package_line_is_refused(tmp_path: Path) -> None:
+    """A user's preset (--config-dir) without `# @package _global_` is composed under `experiment.`: its `seed: 5`
+    ran at seed 1, silently. The package line given, the same file sets the seed."""
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text("seed: 5\n")
+    own = [*FAST, "experiment=mine", f"hydra.searchpath=[file://{tmp_path}]"]
+    with pytest.raises(ConfigError, match=r"composed as experiment\.seed, where nothing reads them: .*@package _global_"):
+        identify(compose_cfg(own))
+    (tmp_path / "experiment" / "mine.yaml").write_text("# @package _global_\nseed: 5\n")
+    assert identify(compose_cfg(own)).seed == 5
