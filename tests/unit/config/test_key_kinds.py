@@ -116,6 +116,7 @@ def test_the_kinds_are_the_fields_declarations() -> None:
 
     kinds = {c.path: c.kind for c in CASES}
     fields = {f.name: f for f in dataclasses.fields(RunSettings)}
-    assert kinds["threads"] == fields["threads"].metadata["kind"] == "invariant"
+    assert kinds["log_every"] == fields["log_every"].metadata["kind"] == "invariant"
+    assert kinds["threads"] == fields["threads"].metadata["kind"] == "nondeterministic"
     assert kinds["precision"] == "teacher" and kinds["optimizer.weight_decay"] == "identity"
     assert kinds["teacher.finetune.weight_decay"] == "teacher" and FinetuneSettings().weight_decay == 0.1
