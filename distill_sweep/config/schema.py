@@ -381,7 +381,7 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class LoggerSettings:
-    name: Literal["wandb", "none"] = "wandb"  # wandb, or none for no tracking
+    name: Literal["wandb", "mlflow", "trackio", "none"] = "wandb"  # the tracker (wandb, mlflow, trackio), or none
     # wandb's mode: offline (nothing leaves the machine), online or disabled
     mode: Literal["offline", "online", "disabled"] = "offline"
     project: str = "distill_sweep"  # wandb project
