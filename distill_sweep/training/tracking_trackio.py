@@ -62,6 +62,16 @@ class TrackioRun:
         metrics = self.logged.new(numbers(data), step)
         if metrics:
             self.run.log(metrics, step=step)
+            self._flush()
+
+    def _flush(self) -> None:
+        """Written now: Trackio's own thread writes every half second, and what it still held when the job was
+        killed would be lost for good where it came before the checkpoint the job resumes from. (Its private
+        flush, under its own lock; a Trackio without them is left to its thread.)"""
+        flush, lock = getattr(self.run, "_flush_queues_inline", None), getattr(self.run, "_client_lock", None)
+        if flush is not None and lock is not None:
+            with lock:
+                flush()
 
     def summary(self, data: dict[str, Any]) -> None:
         """The job's summary (its best and final primary metric): logged at its last step."""
