@@ -43,12 +43,12 @@ class MlflowRun:
 
     def __init__(self, *, experiment: str, record: Record, job_dir: Path, results_dir: Path, group: str | None,
                  name: str) -> None:
-        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline: no usage reports
-        from mlflow.entities import Param, RunStatus, RunTag
-
         self.uri = tracking_uri(results_dir)
         store = results_dir / STORE
         store.mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline: no usage reports
+        from mlflow.entities import Param, RunStatus, RunTag
+
         with _GUARD, FileLock(str(store / "store.lock")):
             self.client = _client(self.uri)
             default_store = self.uri.startswith("sqlite:///") and ENV not in os.environ
