@@ -5,7 +5,7 @@
   `config_hash`, `seeds.<source>` (every source, also for records from before the `seeds` block), `pack`,
   `tune_trial.*` and `tuned.*`, `best.dev.<metric>` and `final.dev.<metric>`, `wall_time_s`, `peak_memory_mb`,
   `git_commit`, `versions.<package>`, and `config.<key>` for every key of the job's config (`config.optimizer.lr`).
-  Two columns are the report's: `report.system` and `report.init_label`, the row and the init a job is in the
+  Two columns are the report's: `system` and `init_label`, the row and the init a job is in the
   report's tables (analysis/frames.py; empty for a tuning trial, which the report leaves out). The epochs are
   the `metrics` table's; a failed job's traceback stays in its record.
 - `metrics`: one row per job x epoch x metric: `job`, `config_hash`, `stage`, `epoch` (in its stage),
@@ -64,7 +64,7 @@ def read(results_dir: Path) -> Export:
     where = {Path(p).parent.relative_to(results_dir).as_posix(): (s, i) for p, s, i in
              zip(report["path"], report["system"], report["init_label"], strict=True)}
     for row in runs:
-        row["report.system"], row["report.init_label"] = where.get(row["job"], (None, None))
+        row["system"], row["init_label"] = where.get(row["job"], (None, None))
     return Export(runs=table(runs), metrics=table(metrics, METRIC_COLUMNS), left_out=left_out)
 
 

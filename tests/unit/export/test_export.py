@@ -73,7 +73,7 @@ def test_the_reports_table_3_recomputed_from_the_parquet(demo: dict[str, Any]) -
     dev = metrics[(metrics["metric"] == "dev.accuracy") & metrics["stage"].isin(SCORED_STAGES)]
     best = dev.groupby("job")["value"].max().rename("score") * 100
     done = runs[runs["status"] == "completed"].join(best, on="job")
-    cells = done.groupby(["report.system", "report.init_label", "task"])["score"].agg(["mean", "std", "count"])
+    cells = done.groupby(["system", "init_label", "task"])["score"].agg(["mean", "std", "count"])
     table3 = pd.read_csv(demo["root"] / "tables" / "table3.csv", dtype={"init": str})
     shown = table3[table3["n"].fillna(0) > 0]
     assert len(shown) == len(cells) == 14
@@ -159,4 +159,4 @@ def test_tuning_fields_and_the_pack_are_columns(tmp_path: Path) -> None:
     (row,) = pd.read_parquet(tmp_path / "x" / "runs.parquet").to_dict("records")
     assert row["pack"] == "pack-0123" and row["tune_trial.number"] == 4 and row["tune_trial.holdout"] == 0.1
     assert row["seeds.data_order"] == 7 and row["seeds.init"] == 3 and row["seeds.own"] == '["data_order"]'
-    assert row["report.system"] is None  # a tuning trial: the report leaves it out
+    assert row["system"] is None  # a tuning trial: the report leaves it out
