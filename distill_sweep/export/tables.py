@@ -73,7 +73,7 @@ def run_row(job: str, record: Record) -> dict[str, Any]:
     whole = record.to_dict()
     for key in ("epochs", "traceback"):
         whole.pop(key, None)
-    row = {"job": job, **flatten(whole)}
+    row = {"job": job, **{k: v for k, v in flatten(whole).items() if k != "job"}}  # (an unknown key "job")
     row.update({f"seeds.{source}": seed for source, seed in seed_sources(record).items()})
     return row
 

@@ -5,7 +5,9 @@ The store is MLFLOW_TRACKING_URI where it is set, else an SQLite database in `<r
 3 keeps its file store, `./mlruns` of old, in maintenance mode and refuses it unless told otherwise; SQLite is what
 it asks for instead). Runs are found by tags, not by anything a checkpoint must carry: a job's run by a digest of its
 directory (`run_log.JOB_TAG`), a sweep's by a digest of the sweep's directory (`run_log.SWEEP_TAG`), looked up and
-created under a file lock in the results directory, so that the processes of one sweep make one run each.
+created under a file lock in the results directory, so that the processes of one sweep make one run each. A job's
+first attempt (its record's `attempts` is 1) starts a run of its own: a run of its directory from before is one of
+a results directory since deleted, in a store kept elsewhere.
 A run holds the params (the job's config, flat: `optimizer.lr`), a metric per step (what the stage driver logs),
 and tags: the config hash, the job's coordinates, the seed of every source, the pack, the tuning
 (records/flat.run_labels).
@@ -55,7 +57,7 @@ class MlflowRun:
             experiment_id = _experiment(self.client, experiment, store / "artifacts" if default_store else None)
             job = key_of(job_dir)
             found = self.client.search_runs([experiment_id], filter_string=f"tags.`{JOB_TAG}` = '{job}'",
-                                            max_results=1)
+                                            max_results=1) if record.attempts > 1 else []
             self.parent: str | None = None
             if found:
                 run = found[0]

@@ -4,8 +4,9 @@ local and offline (Trackio's SQLite database, one per project).
 Trackio reads its directory once, when it is first imported: TRACKIO_DIR where it is set, else this module points
 it at `<results_dir>/trackio` for that import. A process whose Trackio was imported for another directory refuses
 a job of this one (a warning, no tracking) rather than log it elsewhere. A job's run is named after the job and a
-digest of its directory, and found again by that name (`resume="allow"`). Its config holds the params (the job's
-config, flat: `optimizer.lr`) and the labels MLflow's tags hold, as `tags.<name>` (records/flat.run_labels).
+digest of its directory, and found again by that name when the job runs again (`resume="allow"`). Its config holds
+the params (the job's config, flat: `optimizer.lr`) and the labels MLflow's tags hold, as `tags.<name>`
+(records/flat.run_labels).
 """
 
 from __future__ import annotations
@@ -46,15 +47,17 @@ class TrackioRun:
         from trackio.sqlite_storage import SQLiteStorage
 
         self.project, self.name = project, run_name(name, job_dir)
+        again = record.attempts > 1  # a first attempt starts a run of its own (tracking_mlflow.py says why)
         last: dict[str, int] = {}
-        for row in SQLiteStorage.get_logs(project, self.name):  # an earlier attempt's steps ([] for a new run)
+        for row in SQLiteStorage.get_logs(project, self.name) if again else []:  # an earlier attempt's steps
             for key in row.keys() - {"step", "timestamp"}:
                 last[key] = max(last.get(key, row["step"]), row["step"])
         self.logged = Logged(last)
         config = {**params_of(record), **{f"tags.{k}": v for k, v in run_labels(record).items()}}
         with contextlib.redirect_stdout(io.StringIO()):  # its banner and dashboard hints, at every run
-            self.run = trackio.init(project=project, name=self.name, group=group, config=config, resume="allow",
-                                    auto_log_cpu=False, auto_log_gpu=False, embed=False)
+            self.run = trackio.init(project=project, name=self.name, group=group, config=config,
+                                    resume="allow" if again else "never", auto_log_cpu=False, auto_log_gpu=False,
+                                    embed=False)
         self.run_id: str | None = self.name
         self.run_dir: str | None = str(trackio.utils.TRACKIO_DIR)
 
