@@ -94,8 +94,10 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     ctx.finish_record(driver)
     primary = job.settings.task.primary_metric
     assert record.best is not None and record.final is not None  # (finish_record set them)
-    tracker.summary({f"best/{primary}": record.best["dev"][primary],
-                     f"final/{primary}": record.final["dev"][primary]})
+    tracker.summary({f"best/{primary}": record.best["dev"][primary], f"final/{primary}": record.final["dev"][primary],
+                     # the job's cost (the record's; None where unknown: left out)
+                     **{f"system/{k}": v for k in ("wall_time_s", "samples_per_s", "peak_memory_mb")
+                        if (v := getattr(record, k)) is not None}})
     tracker.finish()  # (the checkpoint is removed once the completed record is written: train._run)
 
 

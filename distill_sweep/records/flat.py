@@ -43,9 +43,12 @@ def seed_sources(record: Record) -> dict[str, int]:
 
 def run_labels(record: Record) -> dict[str, str]:
     """What a job's tracker run is labelled with (MLflow's tags; in Trackio's config): the config hash, the job's
-    coordinates, the seed of every source, its pack and its tuning (a trial, or the study's choice it ran at)."""
+    coordinates, the seed of every source, its pack and its tuning (a trial, or the study's choice it ran at), the
+    code's commit and the versions of the main packages."""
     labels = {"config_hash": record.config_hash, "task": record.task, "procedure": record.procedure,
-              "objective": record.objective, "init": record.init.spec, "seed": str(record.seed)}
+              "objective": record.objective, "init": record.init.spec, "seed": str(record.seed),
+              "git_commit": as_text(record.git_commit)}
+    labels.update({f"versions.{k}": as_text(v) for k, v in record.versions.items()})
     labels.update({f"seeds.{source}": str(seed) for source, seed in seed_sources(record).items()})
     if record.pack is not None:
         labels["pack"] = as_text(record.pack)

@@ -124,6 +124,9 @@ def test_mlflow_holds_one_child_run_per_job_with_the_records_params_and_metrics(
         primary = record["primary_metric"]
         assert logged[(f"best/{primary}", total)] == record["best"]["dev"][primary]
         assert logged[(f"final/{primary}", total)] == record["final"]["dev"][primary]
+        assert logged[("system/peak_memory_mb", total)] == record["peak_memory_mb"]
+        assert logged[("system/wall_time_s", total)] == record["wall_time_s"]
+        assert tags["git_commit"] == record["git_commit"] and tags["versions.torch"] == record["versions"]["torch"]
 
 
 def test_trackio_holds_one_run_per_job_with_the_records_params_and_metrics(trackio_grid: Path) -> None:
