@@ -31,6 +31,7 @@ from distill_sweep.training.run_log import JOB_TAG, SWEEP_TAG, Logged, key_of, n
 ENV = "MLFLOW_TRACKING_URI"
 STORE = "mlruns"  # under the results directory: the default store, the artifacts and the lock
 BATCH = 100  # MLflow's limit of params (and tags) per log_batch call
+CUT = "...[cut]"  # ends a param or tag value cut to MLflow's limit
 _CLIENTS: dict[str, Any] = {}  # one client per store and process: the SQLite store migrates its schema once
 _GUARD = threading.Lock()  # the members of a pack are threads of one process
 
@@ -50,6 +51,7 @@ class MlflowRun:
         store.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline: no usage reports
         from mlflow.entities import Param, RunStatus, RunTag
+        from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
         with _GUARD, FileLock(str(store / "store.lock")):
             self.client = _client(self.uri)
@@ -75,8 +77,9 @@ class MlflowRun:
             self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
             self.logged = Logged({key: max(m.step for m in self.client.get_metric_history(self.run_id, key))
                                   for key in run.data.metrics})
-        params = [Param(k, v) for k, v in text_params(record).items() if k not in run.data.params]
-        tags = [RunTag(k, v) for k, v in run_labels(record).items()]
+        params = [Param(k, _cut(v, MAX_PARAM_VAL_LENGTH)) for k, v in text_params(record).items()
+                  if k not in run.data.params]
+        tags = [RunTag(k, _cut(v, MAX_TAG_VAL_LENGTH)) for k, v in run_labels(record).items()]
         for start in range(0, max(len(params), len(tags)), BATCH):
             self.client.log_batch(self.run_id, params=params[start:start + BATCH], tags=tags[start:start + BATCH])
 
@@ -97,6 +100,11 @@ class MlflowRun:
         self.client.set_terminated(self.run_id, status)
         if self.parent is not None:  # the sweep's run ends with its last job
             self.client.set_terminated(self.parent, "FINISHED")
+
+
+def _cut(text: str, limit: int) -> str:
+    """A param or tag within MLflow's length limit (a longer one would refuse the whole batch): cut, and said so."""
+    return text if len(text) <= limit else text[:limit - len(CUT)] + CUT
 
 
 def _client(uri: str) -> Any:

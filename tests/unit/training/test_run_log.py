@@ -36,3 +36,11 @@ def test_a_tracker_that_cannot_open_its_store_warns_and_the_job_goes_on(tmp_path
     tracker.log({"prediction/loss": 0.5}, step=1)  # nothing, and no error
     tracker.summary({"best/accuracy": 0.5})
     tracker.finish(exit_code=0)
+
+
+def test_a_param_longer_than_mlflow_keeps_is_cut_and_says_so() -> None:
+    from distill_sweep.training.tracking_mlflow import CUT, _cut
+
+    assert _cut("abc", 6000) == "abc"
+    cut = _cut("x" * 7000, 6000)
+    assert len(cut) == 6000 and cut.endswith(CUT) and cut.startswith("x" * 5000)
