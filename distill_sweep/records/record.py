@@ -267,9 +267,7 @@ class Record:
     finished_at: str | None = None  # UTC, ISO 8601
     schema_version: int = SCHEMA_VERSION  # 2 (version 1 records are migrated when read)
     # the blocks only some jobs have (records/blocks.py; null: the job has none, and result.json leaves it out)
-    # a job trained in a pack, with other jobs of its sweep in one process (sweep/packs.py): the pack's id (its pack
-    # file's name, from its members' config hashes)
-    pack: str | None = None
+    pack: str | None = None  # a job trained in a pack (sweep/packs.py): the pack's id, its pack file's name
     tune_trial: TuneTrial | None = None  # a tuning trial's job: its number, holdout, seed and holdout_size
     tuned: dict[str, Any] | None = None  # a grid job run at its arm's tuned values: the study's choice, as its file
     augment: dict[str, Any] | None = None  # with task.augment: the augmented split (name, key, path, rows, ...)
