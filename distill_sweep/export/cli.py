@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{runs_path}: {export.runs.num_rows} runs ({counts or 'none'})")
     print(f"{metrics_path}: {export.metrics.num_rows} metric values")
     if export.left_out:
-        print(f"{len(export.left_out)} record(s) left out (listed above)")
+        print(f"{len(export.left_out)} left out (listed above on stderr)")
     return 0
 
 

@@ -58,11 +58,21 @@ def read(results_dir: Path) -> Export:
             left_out.append(f"{path}: {err}")
             continue
         job = path.parent.relative_to(results_dir).as_posix()
+        try:
+            rows = metric_rows(job, record)
+        except RecordError as err:
+            left_out.append(f"{path}: {err}")
+            continue
         runs.append(run_row(job, record))
-        metrics.extend(metric_rows(job, record))
-    report = load_store(results_dir).records  # the report's rows, by the path of each record it reads
-    where = {Path(p).parent.relative_to(results_dir).as_posix(): (s, i) for p, s, i in
-             zip(report["path"], report["system"], report["init_label"], strict=True)}
+        metrics.extend(rows)
+    try:  # the report's rows, by the path of each record it reads
+        report = load_store(results_dir).records
+        where = {Path(p).parent.relative_to(results_dir).as_posix(): (s, i) for p, s, i in
+                 zip(report["path"], report["system"], report["init_label"], strict=True)}
+    except Exception as err:  # its reader's trouble with a record costs these two columns, not the export
+        left_out.append(f"{results_dir}: the report's rows (columns system, init_label) could not be read: "
+                        f"{type(err).__name__}: {err}")
+        where = {}
     for row in runs:
         row["system"], row["init_label"] = where.get(row["job"], (None, None))
     return Export(runs=table(runs), metrics=table(metrics, METRIC_COLUMNS), left_out=left_out)
@@ -82,6 +92,10 @@ def metric_rows(job: str, record: Record) -> list[dict[str, Any]]:
     """One job's rows of `metrics`: every number of every epoch entry but its coordinates."""
     rows = []
     for i, entry in enumerate(record.epochs, 1):
+        for key in ("epoch", "step"):  # the table's integer coordinates: anything else is damage
+            value = entry.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise RecordError(f"epochs[{i - 1}].{key} {value!r} is not an integer")
         at = {"job": job, "config_hash": record.config_hash, "stage": str(entry.get("stage", "")),
               "epoch": entry.get("epoch"), "global_epoch": i, "step": entry.get("step")}
         values = flatten({k: v for k, v in entry.items() if k not in EPOCH_KEYS})
@@ -108,7 +122,10 @@ def _column(values: list[Any]) -> pa.Array:
         values = [float(v) if v is not None else None for v in values]
     elif len(kinds) > 1:  # e.g. an init given as 1 in one config and "[1,2,3]" in another: one text column
         values = [v if isinstance(v, str) or v is None else _json(v) for v in values]
-    return pa.array(values)
+    try:
+        return pa.array(values)
+    except (pa.ArrowException, OverflowError):  # e.g. an integer past int64: the column as text
+        return pa.array([v if isinstance(v, str) or v is None else _json(v) for v in values])
 
 
 def _json(value: Any) -> str:

@@ -62,7 +62,7 @@ def test_one_runs_row_per_record_and_the_damaged_left_out_by_name(demo: dict[str
     assert len(lines) == 2
     assert any(str(demo["root"] / TORN) in line and "unreadable" in line for line in lines)
     assert any(str(demo["root"] / HOLLOW) in line and "incomplete (no best.dev)" in line for line in lines)
-    assert "29 runs (28 completed, 1 failed)" in demo["out"] and "2 record(s) left out" in demo["out"]
+    assert "29 runs (28 completed, 1 failed)" in demo["out"] and "2 left out (listed above on stderr)" in demo["out"]
 
 
 @SLOW
@@ -160,3 +160,26 @@ def test_tuning_fields_and_the_pack_are_columns(tmp_path: Path) -> None:
     assert row["pack"] == "pack-0123" and row["tune_trial.number"] == 4 and row["tune_trial.holdout"] == 0.1
     assert row["seeds.data_order"] == 7 and row["seeds.init"] == 3 and row["seeds.own"] == '["data_order"]'
     assert row["system"] is None  # a tuning trial: the report leaves it out
+
+
+def test_records_damaged_in_their_numbers_are_left_out_by_name_not_a_traceback(tmp_path: Path) -> None:
+    good = write_record(tmp_path, objective="att_kl", seed=0, score=0.7)
+    damaged = {}
+    for seed, change in ((1, {"seeds": {"init": 10**30, "own": ["init"]}}), (2, "epoch"), (3, "step")):
+        path = write_record(tmp_path, objective="att_kl", seed=seed, score=0.7)
+        d = json.loads(path.read_text())
+        if isinstance(change, dict):
+            d.update(change)
+        else:
+            d["epochs"][0][change] = "first"
+        path.write_text(json.dumps(d))
+        damaged[seed] = path
+    code, out, err = _export(str(tmp_path), "--out", str(tmp_path / "x"))
+    assert code == 0 and "Traceback" not in err
+    runs = pd.read_parquet(tmp_path / "x" / "runs.parquet")
+    for seed in (2, 3):  # an epoch's coordinates that are no integers: the record is left out, named
+        assert f"{damaged[seed]}: epochs[0]" in err and "'first' is not an integer" in err
+    assert str(good.parent.relative_to(tmp_path)) in set(runs["job"])
+    assert not {str(damaged[s].parent.relative_to(tmp_path)) for s in (2, 3)} & set(runs["job"])
+    # a seed past int64 (left out by the record's reader where it checks seeds; else its column is text)
+    assert str(damaged[1]) in err or runs["seeds.init"].dtype != "int64"
