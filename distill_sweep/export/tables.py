@@ -54,11 +54,7 @@ def read(results_dir: Path) -> Export:
             if why is not None:
                 raise RecordError(f"status completed but incomplete ({why})")
             record = Record.from_dict(raw)
-        except RecordError as err:
-            left_out.append(f"{path}: {err}")
-            continue
-        job = path.parent.relative_to(results_dir).as_posix()
-        try:
+            job = path.parent.relative_to(results_dir).as_posix()
             rows = metric_rows(job, record)
         except RecordError as err:
             left_out.append(f"{path}: {err}")
