@@ -169,7 +169,7 @@ def run_pack(cfg: DictConfig, members: list[Job] | None = None) -> list[Any]:
             _use_threads(job.settings.run)  # (per thread: torch's intra-op threads are set for the calling thread)
             return _run_locked(job, dict(job.composed), wait=False,
                                pack=PackMember(functools.partial(lockstep.turn, i), shared,
-                                               label=f"{labels[i]} "))
+                                               label=f"{labels[i]} ", pack=Path(str(cfg.pack_file)).stem))
         return run
 
     log.info("a pack of %d jobs trained in lockstep: %s", len(jobs),
@@ -248,6 +248,7 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
     record_path = job.out_dir / RECORD
     earlier = earlier_record(record_path)
     record = new_record(job, config)
+    record.pack = pack.pack if pack is not None else None
     if earlier is not None:  # an earlier attempt (killed, requeued or failed): keep its counters
         record.attempts = earlier.attempts + 1
         record.requeued, record.resumed = earlier.requeued, earlier.resumed

@@ -414,10 +414,12 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class LoggerSettings:
-    name: Literal["wandb", "none"] = field(default="wandb", metadata=INVARIANT)  # wandb, or none for no tracking
-    # wandb's mode: offline (nothing leaves the machine), online or disabled
+    # the tracker: wandb, mlflow (a local store under the results dir), trackio (local SQLite), or none
+    name: Literal["wandb", "mlflow", "trackio", "none"] = field(default="wandb", metadata=INVARIANT)
+    # offline (nothing leaves the machine), online (wandb only) or disabled (no tracking, any tracker)
     mode: Literal["offline", "online", "disabled"] = field(default="offline", metadata=INVARIANT)
-    project: str = field(default="distill_sweep", metadata=INVARIANT)  # wandb project
+    # the project (wandb, trackio) or experiment (mlflow) the runs go to
+    project: str = field(default="distill_sweep", metadata=INVARIANT)
     entity: str | None = field(default=None, metadata=INVARIANT)  # wandb entity, a team or user (null: wandb's default)
     dir: str | None = field(default=None, metadata=INVARIANT)  # where wandb writes its files (null: wandb's default)
 

@@ -10,6 +10,7 @@ from transformers import PreTrainedModel
 
 from distill_sweep.objectives.core import IntermediateObjective
 from distill_sweep.objectives.teacher import TeacherView
+from distill_sweep.records.files import absolute
 from distill_sweep.students import BuildInputs
 from distill_sweep.teachers import output_plan, output_store
 from distill_sweep.teachers.finetuned import student_source
@@ -71,7 +72,8 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
                         history=record.epochs, seed=seeds.data_order)
     if driver.resumed:
         record.resumed += 1
-    tracker = Tracker(job.settings.logger, record.config, job.out_dir, group=ctx.sweep_group, name=run_name(job),
+    tracker = Tracker(job.settings.logger, record, job.out_dir, results_dir=absolute(job.settings.run.results_dir),
+                      group=ctx.sweep_group, name=run_name(job),
                       tags=[f"task:{job.task}", f"procedure:{job.procedure.name}", f"objective:{job.objective_name}",
                             f"init:{job.init.spec}", f"seed:{job.seed}"],
                       resume_id=driver.resumed_wandb_id)
@@ -86,13 +88,16 @@ def train_student(ctx: RunContext, student: nn.Module, stages: list[Stage],
     try:
         driver.run(stages)
     except BaseException as err:
-        tracker.finish(exit_code=0 if isinstance(err, SystemExit) else 1)
+        stopped = isinstance(err, (SystemExit, KeyboardInterrupt))  # preempted or interrupted: resumed later
+        tracker.finish(exit_code=0 if isinstance(err, SystemExit) else 1, stopped=stopped)
         raise
     ctx.finish_record(driver)
     primary = job.settings.task.primary_metric
     assert record.best is not None and record.final is not None  # (finish_record set them)
-    tracker.summary({f"best/{primary}": record.best["dev"][primary],
-                     f"final/{primary}": record.final["dev"][primary]})
+    tracker.summary({f"best/{primary}": record.best["dev"][primary], f"final/{primary}": record.final["dev"][primary],
+                     # the job's cost (the record's; None where unknown: left out)
+                     **{f"system/{k}": v for k in ("wall_time_s", "samples_per_s", "peak_memory_mb")
+                        if (v := getattr(record, k)) is not None}})
     tracker.finish()  # (the checkpoint is removed once the completed record is written: train._run)
 
 

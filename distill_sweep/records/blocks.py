@@ -39,8 +39,8 @@ class PTPInfo:
 
 TYPED = {"tune_trial": TuneTrial, "student_vocab": StudentVocab, "ptp": PTPInfo}
 # every block, in the order result.json holds them (the order a job adds them in: its data, then its procedure's)
-BLOCKS = ("tune_trial", "tuned", "augment", "student_vocab", "ptp", "fsdp", "corpus", "task_agnostic", "student_dir",
-          "causal_lm", "lm_eval", "early_exit")
+BLOCKS = ("tune_trial", "pack", "tuned", "augment", "student_vocab", "ptp", "fsdp", "corpus", "task_agnostic",
+          "student_dir", "causal_lm", "lm_eval", "early_exit")
 
 
 def block_to_json(value: Any) -> Any:

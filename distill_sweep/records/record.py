@@ -314,6 +314,7 @@ class Record:
     schema_version: int = SCHEMA_VERSION  # 2 (version 1 records are migrated when read)
     # the blocks only some jobs have (records/blocks.py; null: the job has none, and result.json leaves it out)
     tune_trial: TuneTrial | None = None  # a tuning trial's job: its number, holdout, seed and holdout_size
+    pack: str | None = None  # a job trained in a pack (sweep/packs.py): the pack's id, its pack file's name
     tuned: dict[str, Any] | None = None  # a grid job run at its arm's tuned values: the study's choice, as its file
     augment: dict[str, Any] | None = None  # with task.augment: the augmented split (name, key, path, rows, ...)
     student_vocab: StudentVocab | None = None  # a student with a tokenizer of its own: its vocabulary

@@ -41,6 +41,7 @@ class PackMember:
     turn: Callable[[], bool]
     teacher_forward: Callable[..., Features]
     label: str = ""  # before its log lines: which member says it
+    pack: str | None = None  # the pack's id (its pack file's name): the member's record and tracker run say it
 
 
 class Lockstep:

@@ -9,8 +9,8 @@ run through `python -m` with the written argv, two at a time, forked from a prel
 - anything that needs the hub, a GPU cluster, or a preset's grid is run up to its plan with `+dry_run=true`
   (and `-m`), an experiment preset's grid narrowed to its first job (planning reads no model config);
 - `--cfg`/`--help` commands run exactly as written;
-- report commands run on the store the toy commands wrote; the report's synopsis runs with the first value
-  of every bracket, and every other value it lists is parsed in-process;
+- report commands (and the status and the export) run on the store the toy commands wrote; the report's synopsis
+  runs with the first value of every bracket, and every other value it lists is parsed in-process;
 - bench commands run on the tiny bench configuration of tests/unit/bench/test_bench.py (bench_cli: one repeat, the demo
   grid, without its busy-machine rows).
 A command whose group option (or report table) is created by a worked example of the same page runs
@@ -209,7 +209,8 @@ def plan(command: Command, work: Path) -> Run:
         return Run(command, "print", [*python, *args, "--ns", "2", "3", "--reps", "20"])
     if module == "distill_sweep.report.compare":  # the toy commands' store against itself (a second one is
         return Run(command, "report", [*python, args[0], *args[:1], *args[2:]])  # the user's own)
-    if module in ("distill_sweep.status", "distill_sweep.report.checklist"):  # on the toy commands' store, after
+    if module in ("distill_sweep.status", "distill_sweep.report.checklist", "distill_sweep.export"):
+        # on the toy commands' store, after they ran
         return Run(command, "report", [*python, *args])
     if module == "distill_sweep.bench.step":
         # one thread: torch's default threads stall on a machine the other tests keep busy (2x slower here)

@@ -1,0 +1,5 @@
+import sys
+
+from distill_sweep.export.cli import main
+
+sys.exit(main())
