@@ -37,6 +37,8 @@ ROOTS: tuple[type, ...] = (RunSettings, OptimizerSettings, TaskSettings, Teacher
                            CorpusSettings, ObjectiveSettings, *(p.settings for p in PROCEDURES.values()),
                            *(s.settings for s in STUDENTS.values()), *(t.settings for t in TERMS.values()))
 HASHED = ("identity", "teacher")
+# What a record measures of the machine, not of the job: left out where records are compared.
+TIMING = ("wall_time_s", "samples_per_s", "peak_memory_mb")
 
 
 def settings_classes(roots: tuple[type, ...] = ROOTS) -> list[type]:

@@ -11,14 +11,12 @@ from typing import Any
 
 import pytest
 from helpers import CAUSAL_FAST, FAST, compose_cfg
-from key_kinds import KindCase, kind_cases
+from key_kinds import TIMING, KindCase, kind_cases
 
 from distill_sweep.errors import ConfigError
 
 CASES = [c for c in kind_cases() if c.kind in ("invariant", "nondeterministic")]
 FAMILIES = {"encoder": [*FAST, "max_steps_per_epoch=6"], "decoder": [*CAUSAL_FAST, "objective=fkl", "procedure.data=instructions"]}
-# What a record measures of the machine, not of the job: left out of the comparison.
-TIMING = ("wall_time_s", "samples_per_s", "peak_memory_mb")
 # Keys whose value is a place: the case's value is made a place under the test's own directory.
 PLACES = ("results_dir", "cache_dir", "logger.dir", "pack_file", "tune_chosen")
 
