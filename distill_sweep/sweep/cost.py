@@ -97,7 +97,7 @@ def estimate_cost(jobs: list[Any], done_records: list[dict[str, Any]], cache_dir
     work = _Work()
     for ident in jobs:
         _count_job(work, ident, Path(cache_dir or files.absolute(ident.settings.run.cache_dir)))
-    return (_passes_text(work, done_records) + _teacher_forwards_text(work) + _corpus_text(work)
+    return (_passes_text(work, done_records, jobs) + _teacher_forwards_text(work) + _corpus_text(work)
             + _decoder_text(work) + _on_policy_text(work) + _seq_kd_text(work) + _unsized_text(work))
 
 
@@ -201,21 +201,50 @@ def _count_teacher_to_finetune(work: _Work, ident: Any, size: int, cache: Path) 
     work.teacher += _passes(size, ft["epochs"], ft["batch_size"], ft["max_steps_per_epoch"])
 
 
-def _passes_text(work: _Work, done_records: list[dict[str, Any]]) -> str:
-    """The line's start: the sample-passes, in job-hours at the median throughput of the completed records."""
+def _passes_text(work: _Work, done_records: list[dict[str, Any]], jobs: list[Any]) -> str:
+    """The line's start: the sample-passes, in job-hours at the median throughput of the grid's completed records,
+    else of the results dir's completed records of its tasks and teachers."""
     passes = work.student + work.teacher
     line = (f"estimated cost: {passes:.3g} training sample-passes ({work.student:.3g} students, {work.teacher:.3g} "
             f"for {len(work.teachers)} teacher(s) to fine-tune)")
-    return line + hours_text(passes, done_records)
+    if any(_speed(r) for r in done_records) or not jobs:
+        return line + hours_text(passes, done_records)
+    similar = similar_records(files.absolute(jobs[0].settings.run.results_dir), jobs)
+    return line + hours_text(passes, similar, f"{len(similar)} completed job(s) of the same task and teacher")
 
 
-def hours_text(passes: float, done_records: list[dict[str, Any]]) -> str:
-    """`passes` in job-hours at the median throughput of the completed records (or why there are none)."""
-    speeds = sorted(r["samples_per_s"] for r in done_records if r.get("samples_per_s"))
+def hours_text(passes: float, done_records: list[dict[str, Any]], of: str = "completed jobs") -> str:
+    """`passes` in job-hours at the median throughput of the completed records (or why there are none); `of`: what
+    those records are."""
+    speeds = sorted(r["samples_per_s"] for r in done_records if _speed(r))
     if not speeds:
         return " (no completed record yet to convert it to hours)"
     speed = speeds[len(speeds) // 2]
-    return f", ~{passes / speed / 3600:.3g} job-hours at the median {speed:.0f} samples/s of completed jobs"
+    return f", ~{passes / speed / 3600:.3g} job-hours at the median {speed:.0f} samples/s of {of}"
+
+
+def _speed(record: Any) -> bool:
+    speed = record.get("samples_per_s") if isinstance(record, dict) else None
+    return isinstance(speed, (int, float)) and not isinstance(speed, bool) and 0 < speed < math.inf
+
+
+SIMILAR_RECORDS = 2000  # result.json files read at most for a speed when the grid has no completed job
+
+
+def similar_records(results_dir: Path, jobs: list[Any]) -> list[dict[str, Any]]:
+    """Completed records under `results_dir` of the grid's tasks and teachers (its shape: another objective, init or
+    seed trains at a similar speed), for the estimate where none of the grid's own jobs is completed yet; a record
+    that cannot be read is left out (the report names those)."""
+    shapes = {(ident.task, ident.settings.teacher.name) for ident in jobs}
+    out = []
+    for i, path in enumerate(sorted(Path(results_dir).glob("*/*/*/*/*/result.json"))):
+        if i >= SIMILAR_RECORDS:
+            break
+        record = files.read_record(path)
+        if (isinstance(record, dict) and record.get("status") == "completed" and _speed(record)
+                and (record.get("task"), (record.get("teacher") or {}).get("name")) in shapes):
+            out.append(record)
+    return out
 
 
 def _teacher_forwards_text(work: _Work) -> str:

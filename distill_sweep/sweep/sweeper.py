@@ -163,6 +163,8 @@ class SkipCompletedSweeperImpl(BasicSweeper):
             return []
         if plan.todo or plan.then or tuning is not None:
             self._check_cluster()
+        if plan.todo or plan.then:  # how long, before it runs (the dry run prints the same line)
+            print(estimate_cost([*plan.configs, *(job.ident for job in plan.then)], plan.skipped), flush=True)
         initial_job_idx = self._build_stores(store_builds(plan.configs, plan.todo))
         returns: list[Any] = []
         if tuning is not None:  # the trials first; then the grid runs each arm's chosen values
