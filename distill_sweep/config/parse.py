@@ -35,7 +35,7 @@ TEMPERATURE = {"ge": 1e-3, "le": 1e3}
 LOSS_WEIGHT = {"ge": 0.0, "le": 1e6}
 # What a key is to the job's results: every settings field declares exactly one kind in its metadata (merged with
 # its bounds: `metadata=IDENTITY | {"ge": 1}`). The config hash (`hashed_form`), the fine-tuned teacher's cache key
-# (job/teacher_keys.py) and the checks generated over every key (tests/*/test_key_kinds*.py) read them; nothing else
+# (job/teacher_keys.py) and the checks generated over every key (tests/key_kinds.py) read them; nothing else
 # lists keys by kind. docs/design.md shows one of each.
 IDENTITY = {"kind": "identity"}  # makes the job: in its config hash
 TEACHER = {"kind": "teacher"}  # makes the job's teacher too: in the config hash and in the teacher's cache key
@@ -240,8 +240,8 @@ def teacher_form(settings: Any, written_numbers: bool = True) -> dict[str, Any]:
 
 
 def key_kind(f: dataclasses.Field) -> str | None:
-    """The kind a settings field declares (`KINDS`), or None where it declares none (tests/*/test_key_kinds*.py
-    fails the suite on such a field)."""
+    """The kind a settings field declares (`KINDS`), or None where it declares none (tests/unit/config/
+    test_key_kinds.py fails the suite on such a field)."""
     kind = f.metadata.get("kind")
     return kind if kind in KINDS else None
 

@@ -265,6 +265,10 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if dry_run:  # a plan reads no model config: identify is every check it can make, without torch
             check: Callable[[dict[str, Any]], Any] = identify_plain
         else:
+            # the first line within a second: importing torch and transformers below takes seconds (minutes on a
+            # loaded box) before the grid's own lines
+            print(f"distill_sweep: checking the grid's {len(all_jobs)} job(s) before anything runs", file=sys.stderr,
+                  flush=True)
             from distill_sweep.job.prepare import (
                 complete,  # transformers and torch: only for a sweep that runs
             )
