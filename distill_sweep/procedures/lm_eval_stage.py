@@ -8,7 +8,10 @@ name none of them knows is refused in one line by `check_tasks`, before any trai
 
 The record gets `lm_eval`: the scores per task and metric, each task's documents' content hash and count, and the
 settings; the per-example values go to `lm_eval_samples.npz` beside it (records/lm_eval_results.py, checksummed),
-keyed by that hash. Greedy generation and the harness's fixed seeds: the same student gives the same scores.
+keyed by that hash. Greedy generation and the harness's fixed seeds: the same student gives the same scores. With
+evaluation-sampling seeds each sampled request draws from a generator of its own (`row_seed`), and every row of a
+batch ends at EOS, so no score depends on `eval_batch_size` (not in the job's hash). A task whose per-document
+values are not numbers (`loglikelihood_rolling`, corpus-level metrics: `unscorable`) is refused before training.
 The teacher is scored once (`teacher_stage`, cached under cache_dir/lm_eval by its path and the settings, reused
 while its documents hash equals the student's) and its scores go into the block as `teacher`.
 """
