@@ -95,7 +95,7 @@ bench: install
 
 # A GPU box checked in one command (docs/guide/gpus.md#gpu-check), under 8 minutes on one H200: the tests marked
 # cuda, bench.pack at the paper's size in bf16, a decoder step; without CUDA it skips those in one line each and
-# runs the rest at tiny sizes.
+# runs the rest at tiny sizes, fixed by steps, with no time limit (a loaded CPU box takes longer, and is not failed).
 gpu-check: install
 	$(BIN)/python -m distill_sweep.bench.gpu_check --json $(BENCH_DATA)/gpu_check.json
 

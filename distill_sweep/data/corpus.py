@@ -30,7 +30,6 @@ import logging
 import os
 import random
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,7 +50,7 @@ from distill_sweep.data.toy import _part
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.hub import go_offline_if_hub_unreachable, honour_offline_env
 from distill_sweep.models.toy_vocabulary import NOUNS, vocab_hash
-from distill_sweep.records.disk import reserve, writing
+from distill_sweep.records.disk import new_dir, reserve, writing
 
 log = logging.getLogger("distill_sweep")
 
@@ -293,7 +292,7 @@ def _build(settings: CorpusSettings, tokenizer: Any, special: dict[str, Any], pa
              path)
     with writing(path, BUILD_KEPT):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+        tmp = new_dir(path.parent, f".{path.name}-")  # the umask's mode, not mkdtemp's 0700
     try:
         rows = {name: _RowWriter(tmp / f"{name}.raw", settings.max_seq_length, int(special["pad"]))
                 for name in ("dev", "train")}

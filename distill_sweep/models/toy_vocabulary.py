@@ -9,8 +9,8 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,7 +86,10 @@ def saved_tokenizer(cache_dir: str | os.PathLike, name: str, words: list[str], b
             log.warning("the cached tokenizer %s cannot be loaded (%s): moved it to %s, building it again", target,
                         str(err).splitlines()[0][:160] if str(err) else type(err).__name__, aside)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    # a fresh directory of the umask's mode (records.disk.new_dir's way; mkdtemp's 0700 would keep a shared cache's
+    # tokenizer from the lab's other users; this module is below records)
+    tmp = target.parent / f".{name}-{os.getpid()}-{secrets.token_hex(6)}"
+    tmp.mkdir()
     PreTrainedTokenizerFast(tokenizer_object=backend(), **SPECIAL_TOKEN_NAMES, **fast).save_pretrained(str(tmp))
     try:
         os.replace(tmp, target)

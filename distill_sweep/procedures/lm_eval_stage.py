@@ -8,18 +8,24 @@ name none of them knows is refused in one line by `check_tasks`, before any trai
 
 The record gets `lm_eval`: the scores per task and metric, each task's documents' content hash and count, and the
 settings; the per-example values go to `lm_eval_samples.npz` beside it (records/lm_eval_results.py, checksummed),
-keyed by that hash. Greedy generation and the harness's fixed seeds: the same student gives the same scores.
+keyed by that hash. Greedy generation and the harness's fixed seeds: the same student gives the same scores. With
+evaluation-sampling seeds each sampled request draws from a generator of its own (`row_seed`), and every row of a
+batch ends at EOS, so no score depends on `eval_batch_size` (not in the job's hash). A task whose per-document
+values are not numbers (`loglikelihood_rolling`, corpus-level metrics: `unscorable`) is refused before training.
 The teacher is scored once (`teacher_stage`, cached under cache_dir/lm_eval by its path and the settings, reused
 while its documents hash equals the student's) and its scores go into the block as `teacher`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
 import json
+import logging
 import random
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -37,8 +43,11 @@ from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, write_sa
 from .causal_lm_settings import LMEvalSettings
 
 WHERE = "procedure.lm_eval"
-SKIPPED = {"alias", "name", "sample_len", "samples"}
-GENERATE = "generate_until"  # the output type whose responses are sampled with procedure.lm_eval.sampling_seeds  # the harness's per-task entries that are not scores
+SKIPPED = {"alias", "name", "sample_len", "samples"}  # the harness's per-task entries that are not scores
+GENERATE = "generate_until"  # the output type whose responses are sampled with procedure.lm_eval.sampling_seeds
+# how responses are drawn, in the teacher's cache key and the record's sampling block: scores cached before rows
+# ended at EOS and sampled requests drew from generators of their own (both batch-dependent before) are not reused
+DRAWS = "per-request generators, rows end at EOS"
 
 
 @functools.lru_cache(maxsize=4)
@@ -75,14 +84,66 @@ def check_tasks(settings: LMEvalSettings) -> None:
     at least one task that generates (a list of tasks the index says are all scored by likelihood is refused)."""
     if not settings.tasks:
         return
-    manager = manager_for(settings)
-    load_local(settings)
+    with quiet_harness():
+        manager = manager_for(settings)
+        for task in settings.tasks:
+            why = unscorable(manager, task)
+            if why:
+                raise ConfigError(f"{WHERE}.tasks: {task!r} cannot be scored by the stage: {why}; it keeps each "
+                                  "document's score, so name tasks whose metrics are per-document numbers (mean, "
+                                  "median or perplexity), or evaluate the saved student with lm_eval afterwards")
+        load_local(settings)
     if settings.sampling_seeds:
         kinds = {t: output_type(manager, t) for t in settings.tasks}
         if all(k is not None and k != GENERATE for k in kinds.values()):
             listed = ", ".join(f"{t} ({k})" for t, k in kinds.items())
             raise ConfigError(f"{WHERE}.sampling_seeds samples the generate-until tasks, and none of {WHERE}.tasks "
                               f"generates: {listed}; name a {GENERATE} task or leave the seeds empty")
+
+
+# the aggregations over per-document numbers: any other (f1, bleu, chrf, ter, weighted_perplexity, bits_per_byte,
+# matthews_corrcoef, brier_score, ...) aggregates per-document tuples, which the per-example file cannot hold
+NUMERIC_AGGREGATIONS = ("mean", "nanmean", "median", "perplexity")
+ROLLING = "loglikelihood_rolling"  # per document a (loglikelihood, length) pair: perplexities over the corpus
+
+
+def unscorable(manager: Any, task: str, depth: int = 0) -> str | None:
+    """Why the stage cannot keep `task`'s per-document scores (None when it can, or when the index cannot tell: a
+    tag or a Python task, known only once loaded), from its YAML as the index reads it; a group: each of its tasks."""
+    entry = manager.task_index.get(task)
+    if entry is None or entry.cfg is None or depth > 8:
+        return None
+    kind = str(getattr(entry.kind, "name", ""))
+    if kind == "GROUP":
+        members = entry.cfg.get("task") or []
+        for member in members if isinstance(members, list) else [members]:
+            why = unscorable(manager, member, depth + 1) if isinstance(member, str) else None
+            if why:
+                return why if member == task else f"its task {member!r}: {why}"
+        return None
+    if kind != "TASK":
+        return None
+    output = str(entry.cfg.get("output_type", GENERATE))
+    if output == ROLLING:
+        return (f"its output type {ROLLING} gives each document a (log-likelihood, length) pair, aggregated into "
+                "perplexities over the whole corpus")
+    from lm_eval.api.registry import AGGREGATION_REGISTRY, DEFAULT_METRIC_REGISTRY, get_metric_aggregation
+
+    listed = entry.cfg.get("metric_list") or [{"metric": m} for m in DEFAULT_METRIC_REGISTRY.get(output, [])]
+    for item in listed:
+        if not isinstance(item, dict) or not isinstance(item.get("metric"), str):
+            continue  # a metric given as a function: known only once loaded
+        metric, aggregation = item["metric"], item.get("aggregation")
+        if aggregation is None:  # the metric's own, named as the registry names it
+            try:
+                own = get_metric_aggregation(metric)
+            except Exception:  # noqa: BLE001 - a metric the registry does not know (an hf-evaluate one)
+                own = None
+            aggregation = next((name for name, fn in AGGREGATION_REGISTRY.items() if fn is own), None)
+        if isinstance(aggregation, str) and aggregation not in NUMERIC_AGGREGATIONS:
+            return (f"its metric {metric!r} is aggregated over the corpus ({aggregation}) from per-document values "
+                    "that are not numbers")
+    return None
 
 
 def load_local(settings: LMEvalSettings) -> None:
@@ -126,13 +187,106 @@ def harness_tokenizer(tokenizer: Any) -> tuple[Any, bool | None]:
     return own, True
 
 
+def row_seed(seed: int, prompt: list[int], occurrence: int) -> int:
+    """The seed of one generate-until request's own generator: a function of the sampling seed, the request's
+    prompt tokens and how many requests with that same prompt came before it (in the harness's order, which sorts
+    all requests before cutting them into batches), never of the batch it lands in."""
+    text = json.dumps([int(seed), [int(t) for t in prompt], int(occurrence)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") & (2**63 - 1)
+
+
+@functools.lru_cache(maxsize=1)
+def _row_seeded_lm() -> type:
+    """HFLM whose sampled generation draws each request from its own generator (`row_seed`).
+
+    The harness samples a batch with torch's global generator, so a document's response depended on which documents
+    shared its batch: the scores changed with eval_batch_size (0.3375 against 0.3038 ROUGE-L at 8 and 64), a key
+    that is not in the job's hash. Here each row's tokens are drawn with models/generation.py's `RowSampler` (the
+    Gumbel-max draw the on-policy samples use) from a generator seeded by the sampling seed and the request, the
+    same at any batch size. Greedy requests are the harness's own. The progress bars are left out (the job's
+    log is the job's)."""
+    from lm_eval.models.huggingface import HFLM
+
+    from distill_sweep.models.generation import sampler
+
+    class RowSeededLM(HFLM):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, sampling_seed: int | None = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.sampling_seed = sampling_seed
+            self.seen: dict[tuple[int, ...], int] = {}  # prompt -> requests with it drawn so far
+
+        def loglikelihood(self, requests: Any, disable_tqdm: bool = False) -> Any:
+            return super().loglikelihood(requests, disable_tqdm=True)
+
+        def generate_until(self, requests: Any, disable_tqdm: bool = False) -> Any:
+            return super().generate_until(requests, disable_tqdm=True)
+
+        def _model_generate(self, context: torch.Tensor, max_length: int, stop: list[str],
+                            **generation_kwargs: Any) -> torch.Tensor:
+            # a row ends at the tokenizer's EOS whatever its batch: the harness stops a batch only once every row has
+            # met a stop sequence, and a row that went on past its EOS decoded without it (a special token, skipped)
+            # so the stop sequence no longer cut it: its response depended on the rows beside it
+            generation_kwargs.setdefault("eos_token_id", self.tokenizer.eos_token_id)
+            if not generation_kwargs.get("do_sample"):
+                return super()._model_generate(context, max_length, stop, **generation_kwargs)
+            if self.sampling_seed is None:
+                raise RuntimeError("a sampled generate-until request without an evaluation-sampling seed")
+            kwargs = dict(generation_kwargs)
+            kwargs.pop("do_sample")
+            temperature = float(kwargs.pop("temperature", 1.0) or 1.0)
+            top_p = float(kwargs.pop("top_p", 1.0) or 1.0)
+            top_k = kwargs.pop("top_k", None)
+            mask = kwargs.get("attention_mask")
+            generators = []
+            for n, row in enumerate(context.tolist()):
+                prompt = [t for t, m in zip(row, mask[n].tolist()) if m] if mask is not None else row
+                key = tuple(prompt)
+                occurrence = self.seen.get(key, 0)
+                self.seen[key] = occurrence + 1
+                g = torch.Generator(device=context.device)
+                g.manual_seed(row_seed(self.sampling_seed, prompt, occurrence))
+                generators.append(g)
+            processors = sampler(temperature, top_p, generators)
+            if top_k:
+                from transformers import TopKLogitsWarper
+
+                processors.insert(0, TopKLogitsWarper(int(top_k)))
+            stopping = stop_criteria(self.tokenizer, stop, context)
+            return self.model.generate(input_ids=context, max_length=max_length, stopping_criteria=stopping,
+                                       pad_token_id=self.tokenizer.pad_token_id, use_cache=True, do_sample=False,
+                                       num_beams=1, logits_processor=processors, **kwargs)
+
+    return RowSeededLM
+
+
+def stop_criteria(tokenizer: Any, stop: list[str], context: torch.Tensor) -> Any:
+    """The harness's stop-sequence criteria for a batch of `context` (as its own `_model_generate` builds them)."""
+    from lm_eval.models.huggingface import stop_sequences_criteria  # the one HFLM itself uses
+
+    return stop_sequences_criteria(tokenizer, stop, context.shape[1], context.shape[0])
+
+
+@contextlib.contextmanager
+def quiet_harness() -> Iterator[None]:
+    """lm_eval's own warnings kept out of the job's log while it runs: they are addressed to its command-line users
+    ("Please do not launch via accelerate ...", "Ensure 'do_sample=True' ...") and say nothing about this job. Its
+    errors still reach the log."""
+    logger = logging.getLogger("lm_eval")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_size: int,
              tasks: list[str] | None = None, seed: int | None = None) -> dict[str, Any]:
     """lm_eval's `simple_evaluate` on `model` in memory, with per-example records (log_samples), on `tasks` (all of
-    the settings' by default); `seed`: a sampling seed, the harness's torch seed (the one its sampled generation
-    draws with; its Python, NumPy and few-shot seeds stay the harness's, so only the samples change with it)."""
+    the settings' by default); `seed`: a sampling seed, from which each sampled request draws with a generator of
+    its own (`row_seed`: the same responses at any batch size); it is also the harness's torch seed, its Python,
+    NumPy and few-shot seeds staying the harness's, so only the samples change with it."""
     from lm_eval import simple_evaluate
-    from lm_eval.models.huggingface import HFLM
 
     tok, bos = harness_tokenizer(tokenizer)
     training = model.training
@@ -142,8 +296,9 @@ def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_s
     py_state, np_state = random.getstate(), np.random.get_state()
     devices = [model.device] if model.device.type == "cuda" else []
     try:
-        with torch.random.fork_rng(devices=devices):
-            lm = HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size, add_bos_token=bos)
+        with torch.random.fork_rng(devices=devices), quiet_harness():
+            lm = _row_seeded_lm()(pretrained=model, tokenizer=tok, batch_size=batch_size, add_bos_token=bos,
+                                  sampling_seed=seed)
             seeded = {} if seed is None else {"torch_random_seed": seed}
             out = simple_evaluate(model=lm, tasks=list(tasks or settings.tasks), task_manager=manager_for(settings),
                                   limit=settings.limit, num_fewshot=settings.num_fewshot, log_samples=True,
@@ -177,7 +332,13 @@ def samples_of(samples: list[dict[str, Any]]) -> TaskSamples:
         docs[doc_id] = s["doc"]
         filt = s.get("filter", "none")
         for m in s["metrics"]:
-            rows.setdefault(doc_id, {})[m if filt == "none" else f"{m},{filt}"] = float(s[m])
+            value = s[m]
+            if not isinstance(value, (int, float, np.number)):  # (a bool, 0 or 1, is a number)
+                # what check_tasks refuses before training (unscorable); a task it could not tell (a tag, a
+                # Python task) ends here, in one line rather than float()'s TypeError
+                raise RuntimeError(f"lm-eval metric {m!r} gives each document a {type(value).__name__}, not a "
+                                   "number: the stage cannot keep its per-document scores (leave the task out)")
+            rows.setdefault(doc_id, {})[m if filt == "none" else f"{m},{filt}"] = float(value)
     ids = sorted(rows)
     names = sorted({m for r in rows.values() for m in r})
     return TaskSamples(docs_hash(docs[i] for i in ids), np.asarray(ids, dtype=np.int64),
@@ -221,7 +382,8 @@ def scored(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_siz
         block["scores"][task] = {m: float(np.mean(v)) for m, v in per_seed[task].items()}
         samples[task] = TaskSamples(rows[0].docs_hash, rows[0].doc_id,
                                     {m: np.stack([r.metrics[m] for r in rows]) for m in rows[0].metrics}, seeds)
-    block["sampling"] = {"seeds": seeds, "gen_kwargs": settings.gen_kwargs(), "tasks": sampled, "scores": per_seed}
+    block["sampling"] = {"seeds": seeds, "gen_kwargs": settings.gen_kwargs(), "tasks": sampled, "scores": per_seed,
+                         "draws": DRAWS}
     return block, samples
 
 
@@ -239,7 +401,7 @@ def teacher_stage(teacher: nn.Module, tokenizer: Any, settings: LMEvalSettings, 
     where = teacher_info.get("path")
     file = None
     if where:
-        key = hashlib.sha256(json.dumps({"teacher": str(where), "settings": stated(settings)},
+        key = hashlib.sha256(json.dumps({"teacher": str(where), "settings": stated(settings), "draws": DRAWS},
                                         sort_keys=True).encode()).hexdigest()[:20]
         file = Path(cache_dir) / "lm_eval" / f"{key}.json"
         cached = read_record(file)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,7 +46,8 @@ def writing(path: Path | str, kept: str) -> Iterator[None]:
 def atomic_file(path: Path, kept: str | None = None, *, binary: bool = False,
                 before_replace: Callable[[], None] | None = None) -> Iterator[IO[Any]]:
     """The one temp-file-and-rename write: the block writes to `.<name>.<random>.tmp` beside `path`, which is
-    flushed, fsynced and renamed over `path` when the block ends, so readers never see half a file.
+    flushed, fsynced and renamed over `path` when the block ends, so readers never see half a file. The file's mode
+    is the umask's (0644 under 022, 0600 under 077), as `open` makes it.
 
     A block that fails leaves `path` as it was and no temp file; an OSError (a full disk) becomes a DiskWriteError
     naming `path` and `kept` (default: its previous content is intact, or nothing was written).
@@ -56,7 +57,7 @@ def atomic_file(path: Path, kept: str | None = None, *, binary: bool = False,
         kept = "its previous content is intact" if path.exists() else "nothing was written"
     with writing(path, kept):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = _new_file(path.parent, f".{path.name}.", ".tmp")
         try:
             with os.fdopen(fd, "wb" if binary else "w") as f:
                 yield f
@@ -68,6 +69,32 @@ def atomic_file(path: Path, kept: str | None = None, *, binary: bool = False,
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _new_file(parent: Path, prefix: str, suffix: str) -> tuple[int, str]:
+    """A new, empty file of a random name in `parent`, open for writing: mkstemp's exclusive creation, with the
+    mode the umask gives (0666 less the umask), where mkstemp's is always 0600: a lab sharing a results dir or a
+    cache, group-readable by its umask, must read each other's records, stores and teachers."""
+    for _ in range(100):
+        name = str(parent / f"{prefix}{secrets.token_hex(6)}{suffix}")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name in {parent}")
+
+
+def new_dir(parent: Path, prefix: str) -> Path:
+    """A new directory of a random name in `parent` (created), with the mode the umask gives (0777 less it), where
+    mkdtemp's is always 0700: a store or a cached tokenizer built in it and renamed into place is read by others."""
+    for _ in range(100):
+        path = Path(parent) / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name in {parent}")
 
 
 def reserve(path: Path | str) -> None:

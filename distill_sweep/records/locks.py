@@ -44,7 +44,7 @@ class JobLock:
         """Take the lock: at once, or else (with `wait`) once its holder ends, saying once what it waits for.
         False when it is held elsewhere and `wait` is False."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask's: a group taking it too
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

