@@ -15,7 +15,9 @@ depends on another part or on the rest of its block, are here and nowhere else:
 - `task.augment`: none is left out (the jobs from before the key); a method alone is its name, otherwise its method
   and the settings not at their default (as configs wrote it);
 - `teacher.engine`: only where a vLLM engine does some of the job's work (its numbers differ from transformers'
-  within a tolerance: another job).
+  within a tolerance: another job);
+- `procedure.lm_eval`: with its tasks, how the stage draws its responses (`LM_EVAL_DRAWS`: the jobs scored before
+  the draws stopped depending on the eval batch size are other jobs).
 
 The parts hashed from their config as composed before they were typed (run, optimizer, task, teacher, procedure,
 corpus) keep their numbers as written (`hashed_form`'s `written_numbers`), the student and the objective their typed
@@ -32,6 +34,7 @@ from distill_sweep.config.seeds import hashed_seeds
 from distill_sweep.data.augment_settings import AugmentSettings
 from distill_sweep.job.config import JobConfig
 from distill_sweep.models.layer_map import map_spec
+from distill_sweep.procedures.causal_lm_settings import LM_EVAL_DRAWS
 from distill_sweep.teachers.engine import HF, unused_reason
 
 
@@ -43,6 +46,8 @@ def hashed_config(job: JobConfig) -> dict[str, Any]:
     hashed["teacher"] = teacher_form(job)
     unread = procedure_settings.unread_keys(job.objective)
     hashed["procedure"] = {k: v for k, v in hashed_form(procedure_settings).items() if k not in unread}
+    if isinstance(hashed["procedure"].get("lm_eval"), dict):  # an lm-eval stage: how its responses are drawn
+        hashed["procedure"]["lm_eval"]["draws"] = LM_EVAL_DRAWS
     if procedure_settings.reads_task:
         hashed["task"] = task_form(job)
     if procedure_settings.reads_corpus():

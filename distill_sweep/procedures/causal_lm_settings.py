@@ -59,6 +59,13 @@ class GenerationSettings:
     max_new_tokens: int = field(default=16, metadata=IDENTITY | {"ge": 1})
 
 
+# How the lm-eval stage draws its responses (procedures/lm_eval_stage.py), in the teacher's cache key, the record's
+# sampling block and, for a job with lm-eval tasks, its config hash (job/hashed.py): records and cached teacher scores
+# from before rows ended at EOS and sampled requests drew from generators of their own (both depended on the eval batch
+# size) are another job, not reused.
+LM_EVAL_DRAWS = "per-request generators, rows end at EOS"
+
+
 @dataclass
 class LMEvalSettings:
     """The lm-eval stage (procedure.lm_eval): EleutherAI's lm-evaluation-harness run on the trained student in memory

@@ -40,14 +40,12 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.records.files import read_record, write_json_atomic
 from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, write_samples
 
+from .causal_lm_settings import LM_EVAL_DRAWS as DRAWS
 from .causal_lm_settings import LMEvalSettings
 
 WHERE = "procedure.lm_eval"
 SKIPPED = {"alias", "name", "sample_len", "samples"}  # the harness's per-task entries that are not scores
 GENERATE = "generate_until"  # the output type whose responses are sampled with procedure.lm_eval.sampling_seeds
-# how responses are drawn, in the teacher's cache key and the record's sampling block: scores cached before rows
-# ended at EOS and sampled requests drew from generators of their own (both batch-dependent before) are not reused
-DRAWS = "per-request generators, rows end at EOS"
 
 
 @functools.lru_cache(maxsize=4)

@@ -141,3 +141,14 @@ def test_the_digest_and_the_teacher_key_of_before_are_kept(overrides: tuple[str,
     digest, teacher_dir = PINNED[overrides]
     assert ident.digest == digest
     assert ident.teacher.directory("/c", ident.task).as_posix() == f"/c/teachers/{teacher_dir}"
+
+
+def test_a_job_with_lm_eval_tasks_is_hashed_with_how_its_responses_are_drawn() -> None:
+    """The stage's draws stopped depending on the eval batch size (issue 48): the jobs scored before are other jobs,
+    so their records (batch-dependent) are not taken as this version's; a job without lm-eval tasks keeps its hash."""
+    from distill_sweep.procedures.causal_lm_settings import LM_EVAL_DRAWS
+
+    base = ["procedure=causal_lm", "teacher=tiny_llama", "objective=fkl", "procedure.data=instructions"]
+    with_tasks = parse_plain(plain_config(compose_cfg([*base, "procedure.lm_eval.tasks=[toy_instruct_rouge]"])))
+    assert hashed_config(with_tasks)["procedure"]["lm_eval"]["draws"] == LM_EVAL_DRAWS
+    assert "lm_eval" not in hashed_config(parse_plain(plain_config(compose_cfg(base))))["procedure"]
