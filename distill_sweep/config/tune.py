@@ -54,6 +54,10 @@ class TuneSettings:
     seed: int = field(default=0, metadata=IDENTITY | SEED_RANGE)
 
     def validate(self, where: str) -> None:
+        for key in self.space or {}:
+            why = refused_key(str(key))
+            if why:
+                raise ConfigError(f"{where}.space.{key}: {why}")
         self._parsed = {key: parse_domain(value, f"{where}.space.{key}") for key, value in (self.space or {}).items()}
         if self.trials > 0 and not self.space:
             raise ConfigError(f"{where}.trials={self.trials} with an empty {where}.space: name the keys to tune "
@@ -62,6 +66,36 @@ class TuneSettings:
     def domains(self) -> dict[str, Range | list[Any]]:
         """The space as `validate` parsed it: each key's Range or its list of choices."""
         return dict(getattr(self, "_parsed", {}))
+
+
+# The parts of a job's config whose keys change how the student trains: the space may name their keys and the
+# top-level training keys (epochs, map, ...); sweep/tune.py then checks each key's declared kind against the job.
+TUNABLE_GROUPS = ("student", "objective", "optimizer", "procedure")
+# Groups that are never tuned, and why (a top-level key that is not a group is the run's: checked by its kind).
+_NOT_TUNED = {
+    "teacher": "tuning the teacher is out of scope (every arm distils the same teacher); tune the student's keys",
+    "task": "a task key changes the data every arm is compared on (and the teacher fine-tuned on it): the arms of "
+            "a comparison share their task; tune the student's keys",
+    "corpus": "the corpus is the data every arm is compared on, not a setting of the student's training",
+    "logger": "the logger records a job, it does not change what it trains",
+    "hydra": "Hydra's settings say where and how jobs launch, not what they train",
+}
+
+
+def refused_key(key: str) -> str | None:
+    """Why `tune.space` may not name `key` from its name alone (None: the sweep checks it against each arm's
+    config). A seed is the variance the grid's seeds measure, not a setting: a study would pick the luckiest
+    draw; the tune block's own keys would change the holdout or the budget the trials are compared on."""
+    parts = key.split(".")
+    if parts[0] in ("tune", "tune_trial", "tune_chosen"):
+        return ("the tune block's own keys (the holdout, the sampler, the budget) say how every trial is scored "
+                "and compared: they cannot vary between trials")
+    if any("seed" in part for part in parts):
+        return ("a seed is not a setting to tune: the grid's seeds measure the variance the comparison reports, "
+                "and a study over seeds would pick the luckiest draw")
+    if parts[0] in _NOT_TUNED:
+        return _NOT_TUNED[parts[0]]
+    return None
 
 
 def parse_domain(value: Any, where: str) -> Range | list[Any]:
@@ -92,4 +126,4 @@ def parse_domain(value: Any, where: str) -> Range | list[Any]:
     return Range(float(low), float(high), log, isinstance(low, int) and isinstance(high, int))
 
 
-__all__ = ["Range", "TuneSettings", "parse_domain"]
+__all__ = ["TUNABLE_GROUPS", "Range", "TuneSettings", "parse_domain", "refused_key"]

@@ -17,7 +17,8 @@ the arm's jobs) are one line each; a key that some arms lack or do not read is l
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,50 @@ def _reads(cfg: DictConfig, ident: JobIdentity, key: str, domain: Range | list[A
     return len(digests) > 1
 
 
+def _declared_kind(ident: JobIdentity, key: str) -> str:
+    """The kind `key` declares in the job's typed settings (config/parse.py's kinds): the first kind other than
+    identity on its path (a field inside an invariant block is invariant), identity where nothing else is
+    declared (the hash's own rule for an undeclared field)."""
+    from distill_sweep.config.parse import key_kind
+
+    parts = key.split(".")
+    roots = {"student": ident.student, "objective": ident.objective, "optimizer": ident.settings.optimizer,
+             "procedure": ident.procedure_settings}
+    node: Any = roots[parts[0]] if parts[0] in roots else ident.settings.run
+    path = parts[1:] if parts[0] in roots else parts
+    for part in path:
+        if dataclasses.is_dataclass(node) and not isinstance(node, type):
+            fields = {f.name: f for f in dataclasses.fields(node)}
+            if part not in fields:
+                break
+            kind = key_kind(fields[part]) or "identity"
+            if kind != "identity":
+                return kind
+            node = getattr(node, part)
+        elif isinstance(node, Mapping):
+            node = node.get(part)
+        else:
+            break
+    return "identity"
+
+
+_KIND_REFUSED = {
+    "teacher": "it changes the teacher (its fine-tuning or outputs): tuning the teacher is out of scope, every arm "
+               "distils the same teacher; tune the student's keys",
+    "invariant": "it says where or how a job runs, not what it trains (no number of a record depends on it): "
+                 "there is nothing to tune",
+    "nondeterministic": "no score depends on it beyond run-to-run noise (declared non-deterministic): a study "
+                        "would fit that noise",
+}
+
+
+def _check_kind(ident: JobIdentity, key: str) -> None:
+    """Only identity keys that change how the student trains may be tuned (config/tune.py refuses the rest by name)."""
+    kind = _declared_kind(ident, key)
+    if kind != "identity":
+        raise ConfigError(f"tune.space.{key}: {_KIND_REFUSED.get(kind, f'a key of kind {kind} is not tuned')}")
+
+
 def _check_holdout(tune: TuneSettings, ident: JobIdentity) -> None:
     """The holdout must leave the trials at least one training batch, and hold at least one example."""
     settings = ident.settings
@@ -136,9 +181,7 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
                               "from the original training split, which augmentation would leak into training")
         space, left_out = {}, []
         for key, domain in domains.items():
-            if key.split(".")[0] == "teacher":
-                raise ConfigError(f"tune.space.{key}: tuning the teacher is out of scope (every arm distils the same "
-                                  "teacher); tune the student's keys")
+            _check_kind(ident, key)
             if _select(cfg, key) is not _MISSING and _reads(cfg, ident, key, domain):
                 space[key] = domain
             else:  # not in this arm's config (another objective's term), or no value of it changes its jobs

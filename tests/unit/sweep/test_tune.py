@@ -46,7 +46,20 @@ def test_a_key_an_arm_does_not_read_is_left_out_of_its_space() -> None:
     (["objective=vanilla_kd"], {"teacher.finetune.lr": {"low": 1e-5, "high": 1e-3, "log": True}},
      r"^tune\.space\.teacher\.finetune\.lr: tuning the teacher is out of scope"),
     (["objective=vanilla_kd"], {"task.max_seq_length": [16, 24]},
-     r"^tune\.space\.task\.max_seq_length changes the teacher .*tuning the teacher is out of scope"),
+     r"^tune\.space\.task\.max_seq_length: a task key changes the data every arm is compared on"),
+    # only keys that change how the student trains: never a seed, the tune block itself, or where a job runs
+    (["objective=vanilla_kd"], {"seed": [1, 2, 3]}, r"^tune\.space\.seed: a seed is not a setting to tune"),
+    (["objective=vanilla_kd"], {"seeds.init": [1, 2]}, r"^tune\.space\.seeds\.init: a seed is not a setting"),
+    (["objective=vanilla_kd"], {"teacher.finetune.seed": [1, 2]}, r"^tune\.space\.teacher\.finetune\.seed: a seed"),
+    (["objective=vanilla_kd"], {"tune.holdout": {"low": 0.1, "high": 0.4}},
+     r"^tune\.space\.tune\.holdout: the tune block's own keys .* cannot vary between trials$"),
+    (["objective=vanilla_kd"], {"eval_batch_size": [8, 64]},
+     r"^tune\.space\.eval_batch_size: it says where or how a job runs, not what it trains"),
+    (["objective=vanilla_kd"], {"threads": [1, 2]}, r"^tune\.space\.threads: it says where or how a job runs"),
+    (["objective=vanilla_kd"], {"results_dir": ["a", "b"]}, r"^tune\.space\.results_dir: it says where or how"),
+    (["objective=vanilla_kd"], {"checkpoint.every_steps": [0, 5]},
+     r"^tune\.space\.checkpoint\.every_steps: it says where or how a job runs"),
+    (["objective=vanilla_kd"], {"logger.name": ["none", "wandb"]}, r"^tune\.space\.logger\.name: the logger"),
     (["objective=vanilla_kd"], {"objective.alpha": {"low": 0.1, "high": 2.0}},
      r"^tune\.space\.objective\.alpha: the value 2\.0 is refused: objective\.alpha=2\.0: must be <= 1\.0$"),
 ])
@@ -207,3 +220,10 @@ def test_a_failed_trial_is_asked_again_up_to_a_budget_of_failures(tmp_path: Path
         (p,) = tune.next_trials(arm, other, 2)
         tune.tell(other, p, None)
     assert tune.next_trials(arm, other, 2) == [] and tune.completed(other) == 0
+
+
+def test_the_students_training_keys_may_be_tuned() -> None:
+    """Top-level training keys (epochs) and the student's groups are identity keys the study may vary."""
+    (arm,) = _arms(["objective=vanilla_kd"], {"epochs": [1, 2], "optimizer.lr": [1e-4, 1e-3],
+                                              "objective.alpha": {"low": 0.1, "high": 0.9}})
+    assert sorted(arm.space) == ["epochs", "objective.alpha", "optimizer.lr"] and arm.left_out == []
