@@ -227,7 +227,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 returns += more
                 self.trials_run += len(todo)
             for p, ident in zip(pending, idents, strict=True):  # a failed one (its record says why) is asked again
-                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir)
+                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir, results)
         for arm in arms:
             study = studies[arm.digest]
             if tune.completed(study) >= settings.trials:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +27,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from distill_sweep.config.seeds import derived_seed
 from distill_sweep.config.tune import Range, TuneSettings
 from distill_sweep.data.holdout import holdout_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, identify
 from distill_sweep.records import files
+from distill_sweep.records.disk import atomic_file, set_aside
 from distill_sweep.records.record import best_epoch, completed_record
 from distill_sweep.sweep.cost import hours_text, student_passes, task_rows
 
@@ -202,21 +206,64 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
 
 # ------------------------------------------------------------------------------------------- studies
 def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
-    """The arm's study in its journal (created on first use); every arm's sampler draws from tune.seed."""
+    """The arm's study in its journal (created on first use; a damaged journal mended first, `mend_journal`), its
+    trials drawn by `trial_sampler`: each from tune.seed and its own number."""
     import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = arm.journal(results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    storage = JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
-    # constant liar: a trial asked while others are still running (tune.parallel > 1, two sweeps at once) is
-    # drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other
-    sampler = (optuna.samplers.TPESampler(seed=tune.seed, constant_liar=True) if tune.sampler == "tpe"
-               else optuna.samplers.RandomSampler(seed=tune.seed))
-    return optuna.create_study(study_name=arm.name, storage=storage, sampler=sampler, direction="maximize",
-                               load_if_exists=True)
+    mend_journal(path)
+    return optuna.create_study(study_name=arm.name, storage=read_storage(path), sampler=trial_sampler(tune),
+                               direction="maximize", load_if_exists=True)
+
+
+def trial_sampler(tune: TuneSettings) -> Any:
+    """The study's sampler: each trial drawn by a sampler of its own, seeded from (tune.seed, the trial's number),
+    from the study's trials before it. One sampler seeded once would draw trial k from the k-th state of its
+    random stream, which a re-run sweep (a new process) starts again from tune.seed: a study resumed after a
+    kill repeated its first values. Seeded per trial, a resumed study draws what the uninterrupted one drew.
+    TPE's constant liar: a trial asked while others are still running (tune.parallel > 1, two sweeps at once) is
+    drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other."""
+    import optuna
+
+    def make(seed: int) -> Any:
+        if tune.sampler == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+        return optuna.samplers.RandomSampler(seed=seed)
+
+    class TrialSeeded(optuna.samplers.BaseSampler):
+        def __init__(self) -> None:
+            self._own: dict[int, Any] = {}  # trial number -> its sampler (a few: the trials of one round)
+
+        def _of(self, trial: Any) -> Any:
+            number = int(trial.number)
+            if number not in self._own:
+                if len(self._own) > 64:
+                    self._own.clear()
+                # (NumPy's RandomState, under Optuna's samplers, takes seeds below 2**32)
+                self._own[number] = make(derived_seed("tune-trial", tune.seed, number) % 2**32)
+            return self._own[number]
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+            return self._of(trial).infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+            return self._of(trial).sample_relative(study, trial, search_space)
+
+        def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+            return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
+
+        def before_trial(self, study: Any, trial: Any) -> None:
+            self._of(trial).before_trial(study, trial)
+
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            self._of(trial).after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:  # (Optuna's parallel optimize: never used here; the seeds are the trials')
+            pass
+
+    return TrialSeeded()
 
 
 def completed_trials(arm: Arm, results_dir: Path) -> int:
@@ -235,9 +282,85 @@ def _completed(arm: Arm, results_dir: Path) -> list[Any]:
 
 def _trial_records(arm: Arm, results_dir: Path) -> list[dict[str, Any]]:
     """The completed records of the arm's COMPLETE trials (their throughput prices the trials still to run)."""
-    found = (completed_record(Path(t.user_attrs["record"])) for t in _completed(arm, results_dir)
+    found = (completed_record(stored_at(str(t.user_attrs["record"]), results_dir)) for t in _completed(arm, results_dir)
              if "record" in t.user_attrs)
     return [r for r in found if r]
+
+
+def _complete_lines(data: bytes) -> tuple[int, int, int]:
+    """(bytes, lines) of the journal's longest prefix of whole entries (a JSON object each, ended by a newline),
+    and its line count."""
+    kept = good = 0
+    lines = data.splitlines(keepends=True)
+    for line in lines:
+        try:
+            entry = json.loads(line) if line.endswith(b"\n") else None
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            entry = None
+        if not isinstance(entry, dict) or "op_code" not in entry:
+            break
+        kept, good = kept + len(line), good + 1
+    return kept, good, len(lines)
+
+
+def mend_journal(path: Path) -> str | None:
+    """Keep a study's journal readable (None: it was whole): Optuna appends each change as one line, so a kill
+    during a write leaves a torn last line, which the next append would run into the next entry, making the
+    journal unreadable for every run after. The damaged file is set aside (`records.disk.set_aside`) and its
+    entries before the first damaged line kept, a consistent state of the study (each entry is one change of it);
+    the trials after it are asked and run again. Entries that Optuna cannot replay: the whole journal is set aside
+    and the study starts again. Done under the journal's lock (the one Optuna's writers take); says what it did in
+    one line on stderr, and returns that line."""
+    from optuna.storages.journal import JournalFileOpenLock
+
+    if not path.is_file():
+        return None
+    lock = JournalFileOpenLock(str(path))
+    lock.acquire()
+    try:
+        data = path.read_bytes()
+        kept, good, total = _complete_lines(data)
+        what = None
+        if kept < len(data):
+            where = "its last line is torn (a write cut short)" if good == total - 1 else \
+                f"line {good + 1} of {total} is not a journal entry"
+            aside: list[Path] = []
+            with atomic_file(path, binary=True, before_replace=lambda: aside.append(set_aside(path))) as f:
+                f.write(data[:kept])
+            what = f"{where}: the file is set aside as {aside[0].name}, its {good} whole entries before it kept"
+        if not _replays(path):
+            moved = set_aside(path)
+            what = f"{what + '; ' if what else ''}its entries do not replay as a study: set aside as {moved.name}, " \
+                   "the study starts again"
+    finally:
+        lock.release()
+    if what is None:
+        return None
+    line = f"distill_sweep: warning: the tuning journal {path} was damaged: {what}"
+    print(line, file=sys.stderr, flush=True)
+    return line
+
+
+def _replays(path: Path) -> bool:
+    """Whether Optuna reads the journal's entries as studies (it replays them all when it opens the file)."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    try:
+        JournalStorage(JournalFileBackend(str(path), lock_obj=_NoLock()))
+    except Exception:  # noqa: BLE001 - any error of the replay is a journal this run cannot use
+        return False
+    return True
+
+
+class _NoLock:
+    """A lock object for a backend opened while `mend_journal` holds the journal's own lock (it only reads)."""
+
+    def acquire(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
 
 
 def read_storage(path: Path) -> Any:
@@ -338,21 +461,45 @@ def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
     return None if best is None else float(best["dev"][metric])
 
 
-def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None) -> None:
-    """The trial's result into the study, with where its record is (the checklist sums its compute); a trial
-    another process already told is left as it is."""
+def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None,
+         results_dir: Path | None = None) -> None:
+    """The trial's result into the study, with where its record is (relative to `results_dir`: the checklist sums
+    its compute, in this results directory or a copy of it). A trial another process already told (two sweeps
+    on one study run its job once, both tell it) is left as it is, also when that process tells it between this
+    one's look and its write."""
     import optuna
 
     states = optuna.trial.TrialState
     frozen = study.get_trials(deepcopy=False)[pending.number]
     if frozen.state != states.RUNNING:
         return
-    if record_dir is not None:
-        study._storage.set_trial_user_attr(frozen._trial_id, "record", str(record_dir))  # Optuna has no public setter
-    if score is None:
-        study.tell(pending.number, state=states.FAIL)
-    else:
-        study.tell(pending.number, score)
+    try:
+        if record_dir is not None:  # (Optuna has no public setter for it)
+            study._storage.set_trial_user_attr(frozen._trial_id, "record", stored_path(record_dir, results_dir))
+        if score is None:
+            study.tell(pending.number, state=states.FAIL, skip_if_finished=True)
+        else:
+            study.tell(pending.number, score, skip_if_finished=True)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        pass  # told by the other sweep in between: the same job's record, the same score
+
+
+def stored_path(path: Path, results_dir: Path | None) -> str:
+    """A path as a study or chosen.json stores it: relative to the results directory where it lies inside it, so
+    that a results directory copied or moved elsewhere reads its own files (`stored_at` reads it back)."""
+    if results_dir is not None:
+        try:
+            return str(Path(path).resolve().relative_to(Path(results_dir).resolve()))
+        except ValueError:
+            pass
+    return str(path)
+
+
+def stored_at(text: str, results_dir: Path) -> Path:
+    """A stored path read back: relative ones from the results directory (absolute ones, from journals written
+    before paths were stored relative, as they are)."""
+    path = Path(text)
+    return path if path.is_absolute() else results_dir / path
 
 
 def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
@@ -361,7 +508,7 @@ def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
     best = study.best_trial
     arm.best, arm.best_trial = dict(best.params), best.number
     metric = tune.metric or arm.ident.settings.task.primary_metric
-    chosen = {"study": arm.name, "journal": str(arm.journal(results_dir)), "trial": best.number,
+    chosen = {"study": arm.name, "journal": stored_path(arm.journal(results_dir), results_dir), "trial": best.number,
               "score": best.value, "values": arm.best, "left_out": arm.left_out,
               "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
               "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
@@ -374,9 +521,10 @@ def chosen_path(arm: Arm, results_dir: Path) -> Path:
 
 
 def tuned_grid(arm: Arm, results_dir: Path) -> list[list[str]]:
-    """The arm's grid jobs with its chosen values, each pointing at the arm's choice (`+tune_chosen`)."""
+    """The arm's grid jobs with its chosen values, each pointing at the arm's choice (`+tune_chosen`, relative to
+    the results directory)."""
     assert arm.best is not None
-    pointer = f"+tune_chosen='{chosen_path(arm, results_dir)}'"
+    pointer = f"+tune_chosen='{stored_path(chosen_path(arm, results_dir), results_dir)}'"
     return [[*overrides, *(override(k, v) for k, v in arm.best.items()), pointer] for overrides in arm.grid]
 
 

@@ -137,7 +137,9 @@ class RunContext:
             record.tune_trial = TuneTrial(number=run.tune_trial, holdout=tune.holdout, seed=tune.seed,
                                           holdout_size=len(data.dev[HOLDOUT]))
         if run.tune_chosen is not None:  # a tuned grid job: its arm's chosen values and a pointer to the study
-            record.tuned = files.read_record(Path(run.tune_chosen)) or {"chosen": run.tune_chosen}
+            # (relative to the results directory, as sweep/tune.py stores every path: a copied store reads its own)
+            chosen = files.absolute(run.results_dir) / run.tune_chosen
+            record.tuned = files.read_record(chosen) or {"chosen": run.tune_chosen}
         if info:
             record.augment = info
         if own:

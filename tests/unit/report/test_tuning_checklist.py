@@ -30,8 +30,8 @@ def _tuned_store(results: Path) -> None:
         (pending,) = tune.next_trials(arm, study, 3)
         where = results / f"trial-{i}"
         files.write_json_atomic(where / "result.json", {"status": "completed", "tune_trial": {"number": i},
-                                                        "wall_time_s": 1800.0, "device": "cpu"})
-        tune.tell(study, pending, score, where)
+                                                        "seed": 1, "wall_time_s": 1800.0, "device": "cpu"})
+        tune.tell(study, pending, score, where, results)
     tune.choose(arm, study, results, settings)
     for seed in (1, 2):
         files.write_json_atomic(results / f"grid-{seed}" / "result.json", {
@@ -54,7 +54,8 @@ def test_the_checklist_states_bounds_trials_choice_seeds_and_compute(tmp_path: P
     assert "- trials: 3 completed of a budget of 3 (tpe sampler, seed 2)" in text
     assert "the trial with the best accuracy on a holdout of 0.1 of the training split" in text
     assert "- chosen values: objective.temperature=" in text and "(trial 1, holdout accuracy 0.8000)" in text
-    assert "- seeds: 1, 2" in text and "trials 1.500 CPU-h + 0.000 GPU-h; grid 0.000 CPU-h + 2.000 GPU-h" in text
+    assert "- seeds: 1, 2" in text and "trials 1.500 wall-hours on CPU + 0.000 on GPU; grid 0.000 wall-hours on CPU " \
+                                       "+ 2.000 on GPU" in text
     table = checklist.expected_best_markdown([arm])
     assert f"| 2 | {6.7 / 9:.4f} ± {math.sqrt(5.03 / 9 - (6.7 / 9) ** 2):.4f} |" in table
 
