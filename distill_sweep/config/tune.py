@@ -98,6 +98,13 @@ def refused_key(key: str) -> str | None:
     return None
 
 
+def trial_label(number: int, budget: int) -> str:
+    """How a tuning trial's lines name it: `trial k of N` (k from 1; past the budget where failed trials were asked
+    again in their place)."""
+    k = number + 1
+    return f"trial {k} of {budget}" if k <= budget else f"trial {k} (a budget of {budget}: failed ones asked again)"
+
+
 def parse_domain(value: Any, where: str) -> Range | list[Any]:
     """One entry of `tune.space`: a list of choices, or a mapping {low, high, log} (ConfigError, one line)."""
     if isinstance(value, (list, tuple)):
@@ -126,4 +133,4 @@ def parse_domain(value: Any, where: str) -> Range | list[Any]:
     return Range(float(low), float(high), log, isinstance(low, int) and isinstance(high, int))
 
 
-__all__ = ["TUNABLE_GROUPS", "Range", "TuneSettings", "parse_domain", "refused_key"]
+__all__ = ["TUNABLE_GROUPS", "Range", "TuneSettings", "parse_domain", "refused_key", "trial_label"]

@@ -223,7 +223,7 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
             f"- selection rule: the trial with the best {arm['metric']} on a holdout of {arm['holdout']} of the "
             "training split (the reported dev split is never used for tuning)",
             "- chosen values: " + ", ".join(f"{k}={v}" for k, v in arm["values"].items())
-            + f" (trial {arm['trial']}, holdout {arm['metric']} {arm['score']:.4f})",
+            + f" (trial {arm['trial'] + 1}, holdout {arm['metric']} {arm['score']:.4f})",
             f"- seeds: {', '.join(map(str, arm['seeds'])) or '(the grid has not run yet)'}",
             f"- compute: trials {_hours_text(hours['trials'])}; grid {_hours_text(hours['grid'])} (wall-clock hours "
             "of the records; a pack's time split over its members)",
@@ -344,7 +344,7 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
         rows.append([_label(arm), _bounds(arm.get("space") or {}) + left,
                      f"{arm['completed_trials']}/{arm['trials']} {arm['sampler']}, seed {arm['seed']}",
                      ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in arm["values"].items())
-                     + f" (trial {arm['trial']})",
+                     + f" (trial {arm['trial'] + 1})",
                      f"{arm['metric']} {arm['score']:.4f}",
                      f"{hours['trials']['cpu'] + hours['trials']['gpu']:.3f} / "
                      f"{hours['grid']['cpu'] + hours['grid']['gpu']:.3f}",

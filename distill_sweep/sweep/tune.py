@@ -437,6 +437,17 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
     return asked or next_trials(arm, study, budget, parallel)
 
 
+def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: TuneSettings, before: int) -> str:
+    """The line before a round of trials: `round k of N` (N: the budget in rounds of tune.parallel; k from the
+    trials the arms have completed), the trials and the arms, and how many completed before (found on disk)."""
+    rounds = -(-tune.trials // tune.parallel)
+    k = min(completed(studies[p.arm.digest]) for p in pending) // tune.parallel + 1
+    which = f"round {k} of {rounds}" if k <= rounds else f"round {k} ({rounds} planned: failed trials asked again)"
+    numbers = ", ".join(str(p.number + 1) for p in pending)
+    return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(pending) == 1 else 'trials'} "
+            f"{numbers}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them completed before")
+
+
 def failed_trials(study: Any) -> int:
     """Trials whose job failed (a diverging learning rate: a non-finite loss), not those that gave way."""
     import optuna

@@ -53,7 +53,7 @@ def test_the_checklist_states_bounds_trials_choice_seeds_and_compute(tmp_path: P
     assert "- search bounds: objective.temperature in [1.0, 4.0], log scale" in text
     assert "- trials: 3 completed of a budget of 3 (tpe sampler, seed 2)" in text
     assert "the trial with the best accuracy on a holdout of 0.1 of the training split" in text
-    assert "- chosen values: objective.temperature=" in text and "(trial 1, holdout accuracy 0.8000)" in text
+    assert "- chosen values: objective.temperature=" in text and "(trial 2, holdout accuracy 0.8000)" in text  # (numbered from 1)
     assert "- seeds: 1, 2" in text and "trials 1.500 wall-hours on CPU + 0.000 on GPU; grid 0.000 wall-hours on CPU " \
                                        "+ 2.000 on GPU" in text
     table = checklist.expected_best_markdown([arm])
@@ -86,8 +86,8 @@ def test_the_report_has_a_tuning_section_with_the_curve(tmp_path: Path) -> None:
     assert "## Tuning (1 arm(s))" in text
     assert "objective.temperature in [1.0, 4.0], log scale" in text and "3/3 tpe, seed 2" in text
     (chosen,) = (json.loads(p.read_text()) for p in (tmp_path / "tuning").glob("*.chosen.json"))
-    assert f"objective.temperature={chosen['values']['objective.temperature']:.4g} (trial 1)" in text
-    assert "(trial 1)" in text and "accuracy 0.8000" in text and "1.500 / 2.000" in text and "1, 2" in text
+    assert f"objective.temperature={chosen['values']['objective.temperature']:.4g} (trial 2)" in text
+    assert "accuracy 0.8000" in text and "1.500 / 2.000" in text and "1, 2" in text
     assert "| 2   | 74.44 ± 6.85" in text
     page = render_html(doc, "report", [])
     assert page.count("<polyline") == 1 and "n = 3: " in page

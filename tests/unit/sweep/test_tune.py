@@ -362,3 +362,23 @@ def test_stored_paths_are_relative_to_the_results_directory(tmp_path: Path) -> N
     assert all(job[-1] == f"+tune_chosen='tuning/{arm.digest[:10]}.chosen.json'" for job in tune.tuned_grid(arm, tmp_path))
     assert tune.stored_at("toy/trial-0", tmp_path / "copy") == tmp_path / "copy" / "toy" / "trial-0"
     assert tune.stored_at("/elsewhere/x", tmp_path) == Path("/elsewhere/x")  # (journals from before: as written)
+
+
+def test_trial_and_round_lines_say_which_of_how_many(tmp_path: Path) -> None:
+    """A trial's lines name it `trial k of N` (from 1); the sweep says `round k of N` before each round."""
+    from distill_sweep.config.tune import trial_label
+
+    assert trial_label(0, 8) == "trial 1 of 8" and trial_label(7, 8) == "trial 8 of 8"
+    assert trial_label(8, 8) == "trial 9 (a budget of 8: failed ones asked again)"
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 4, "space": space, "parallel": 2}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    studies = {arm.digest: tune.open_study(arm, settings, tmp_path)}
+    first = tune.next_trials(arm, studies[arm.digest], 4, 2)
+    assert tune.round_line(first, studies, settings, 1) == (
+        "distill_sweep: tuning, round 1 of 2: 2 trial(s) (trials 1, 2) of 1 arm(s), 1 of them completed before")
+    for p in first:
+        tune.tell(studies[arm.digest], p, 0.5)
+    second = tune.next_trials(arm, studies[arm.digest], 4, 2)
+    assert tune.round_line(second, studies, settings, 0).startswith("distill_sweep: tuning, round 2 of 2: 2 trial(s) "
+                                                                    "(trials 3, 4)")
