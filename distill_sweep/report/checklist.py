@@ -156,7 +156,7 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
         if record is None:
             continue  # (not this section's to report: the report's own readers name unreadable records)
         tuned = record.get("tuned")
-        problem = _record_problem(record) if isinstance(tuned, dict) or record.get("tune_trial") else None
+        problem = _record_problem(record) if isinstance(tuned, dict) else None  # (trials': _trial_scores)
         if problem:
             notes.append(f"{path}: {problem}; left out of the tuning checklist")
             continue
