@@ -173,3 +173,23 @@ def test_two_tuned_sweeps_on_one_study_at_once_both_finish(tmp_path: Path, share
     assert sum(t.state.name == "COMPLETE" for t in trials) == 2
     assert all(t.state.name == "COMPLETE" or "abandoned" in t.user_attrs for t in trials)
     assert len([r for r in records(out) if r.get("tuned")]) == 1
+
+
+def test_packed_trials_share_their_packs_time(tmp_path: Path, shared_cache: Path) -> None:
+    """tune.parallel=2: the round's two trials share batches and train in one pack; each record says so, and the
+    checklist charges the two together the pack's time (the longer member's wall time), not each of them all of
+    it."""
+    from helpers import records, run_cli_preloaded
+
+    from distill_sweep.report import checklist
+
+    out = tmp_path / "results"
+    proc = run_cli_preloaded([*SWEEP[:-3], "seed=1", "tune.holdout=0.25", SWEEP[-1], "tune.trials=2",
+                              "tune.parallel=2", f"results_dir={out}", f"cache_dir={shared_cache}", "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = [r for r in records(out) if r.get("tune_trial") is not None]
+    assert len(trials) == 2 and trials[0]["pack"] == trials[1]["pack"]
+    assert trials[0]["pack"]["members"] == 2 and trials[0]["pack"]["id"].startswith("pack-")
+    (arm,) = checklist.tuning_arms(out)
+    walls = sorted(r["wall_time_s"] for r in trials)
+    assert abs(arm["compute_hours"]["trials"]["cpu"] * 3600 - walls[1]) < 1e-9  # walls[0]/2 + (walls[0]/2 + rest)
