@@ -276,13 +276,19 @@ def _completed(arm: Arm, results_dir: Path) -> list[Any]:
         return []
     import optuna
 
-    study = optuna.load_study(study_name=arm.name, storage=read_storage(arm.journal(results_dir)))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:  # (read only, as the dry run is: a damaged journal is mended by the sweep that runs, open_study)
+        study = optuna.load_study(study_name=arm.name, storage=read_storage(arm.journal(results_dir)))
+    except Exception:  # noqa: BLE001 - a journal Optuna cannot replay, or without this study: nothing completed
+        print(f"distill_sweep: warning: the tuning journal {arm.journal(results_dir)} cannot be read: the sweep will "
+              "set it aside and ask its trials again", file=sys.stderr, flush=True)
+        return []
     return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
 
-def _trial_records(arm: Arm, results_dir: Path) -> list[dict[str, Any]]:
-    """The completed records of the arm's COMPLETE trials (their throughput prices the trials still to run)."""
-    found = (completed_record(stored_at(str(t.user_attrs["record"]), results_dir)) for t in _completed(arm, results_dir)
+def _trial_records(trials: Sequence[Any], results_dir: Path) -> list[dict[str, Any]]:
+    """The completed records of an arm's COMPLETE trials (their throughput prices the trials still to run)."""
+    found = (completed_record(stored_at(str(t.user_attrs["record"]), results_dir)) for t in trials
              if "record" in t.user_attrs)
     return [r for r in found if r]
 
@@ -543,8 +549,9 @@ def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path,
                  done_records: Sequence[dict[str, Any]] = ()) -> str:
     """What the tuning phase will run: trials per arm, those its studies already hold, what is left, and its
     cost in hours at the throughput of `done_records` (the grid's completed records)."""
-    done = [min(completed_trials(arm, results_dir), tune.trials) for arm in arms]
-    done_records = [*done_records, *(r for arm in arms for r in _trial_records(arm, results_dir))]
+    trials = [_completed(arm, results_dir) for arm in arms]
+    done = [min(len(t), tune.trials) for t in trials]
+    done_records = [*done_records, *(r for t in trials for r in _trial_records(t, results_dir))]
     passes = sum(student_passes(arm.ident) * (tune.trials - n) for arm, n in zip(arms, done, strict=True))
     lines = [f"distill_sweep: tuning first: {len(arms)} arm(s) x {tune.trials} trial(s) ({tune.sampler}, seed "
              f"{tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial jobs, "

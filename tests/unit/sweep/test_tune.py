@@ -382,3 +382,20 @@ def test_trial_and_round_lines_say_which_of_how_many(tmp_path: Path) -> None:
     second = tune.next_trials(arm, studies[arm.digest], 4, 2)
     assert tune.round_line(second, studies, settings, 0).startswith("distill_sweep: tuning, round 2 of 2: 2 trial(s) "
                                                                     "(trials 3, 4)")
+
+
+def test_the_dry_run_reads_a_damaged_journal_as_nothing_completed(tmp_path: Path, capsys) -> None:
+    """The dry run writes nothing: a journal Optuna cannot read is counted as no trial completed, said in one
+    line, and left for the sweep that runs to set aside."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 3, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    _told(arm, settings, tmp_path, 2)
+    journal = arm.journal(tmp_path)
+    damaged = b"\x00garbage\n" + journal.read_bytes()
+    journal.write_bytes(damaged)
+    assert "0 already completed, 3 to run" in tune.dry_run_line([arm], settings, tmp_path)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"distill_sweep: warning: the tuning journal {journal} cannot be read: the sweep will set it " \
+                   "aside and ask its trials again"
+    assert journal.read_bytes() == damaged and list(tmp_path.glob("tuning/*.corrupt-*")) == []
