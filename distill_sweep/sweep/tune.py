@@ -421,6 +421,11 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
 
     states = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
+    half = [t for t in trials if t.state == states.RUNNING and set(t.params) != set(arm.space)]
+    for t in half:  # asked, then stopped (a kill, or a journal mended back to before its values): run as it is,
+        # its job would train other values than the study holds
+        _abandon(study, t, "asked, but its values were not all drawn (its sweep stopped in between)")
+    trials = study.get_trials(deepcopy=False) if half else trials
     done = sum(t.state == states.COMPLETE for t in trials)
     if done >= budget or failed_trials(study) >= budget:  # (a failed trial is asked again, up to a budget of them)
         return []
@@ -434,10 +439,12 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
         ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
                     if t.number < trial.number)
         if ahead >= budget:  # another sweep on this study asked at the same moment: its trials fill the budget
-            trial.set_user_attr("abandoned", "another sweep's trial fills the budget")
-            study.tell(trial, state=states.FAIL)
+            _abandon(study, study.get_trials(deepcopy=False)[trial.number], "another sweep's trial fills the budget")
             break
-        values = _suggest(trial, arm.space)
+        try:
+            values = _suggest(trial, arm.space)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            break  # another sweep, seeing it without all its values, gave it up in between: ask again
         asked.append(PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values)))
     # nothing asked here: the other sweep's trials, run here too (their locks make this sweep wait for them)
     return asked or next_trials(arm, study, budget, parallel)
@@ -452,6 +459,18 @@ def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: T
     numbers = ", ".join(str(p.number + 1) for p in pending)
     return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(pending) == 1 else 'trials'} "
             f"{numbers}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them completed before")
+
+
+def _abandon(study: Any, trial: Any, why: str) -> None:
+    """A trial given up without a job (`abandoned`: not a failure of the arm's, asked again in its place); left as
+    it is where another sweep finished it first."""
+    import optuna
+
+    try:
+        study._storage.set_trial_user_attr(trial._trial_id, "abandoned", why)  # (Optuna has no public setter)
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        pass
 
 
 def failed_trials(study: Any) -> int:

@@ -399,3 +399,18 @@ def test_the_dry_run_reads_a_damaged_journal_as_nothing_completed(tmp_path: Path
     assert line == f"distill_sweep: warning: the tuning journal {journal} cannot be read: the sweep will set it " \
                    "aside and ask its trials again"
     assert journal.read_bytes() == damaged and list(tmp_path.glob("tuning/*.corrupt-*")) == []
+
+
+def test_a_trial_asked_without_all_its_values_is_given_up(tmp_path: Path) -> None:
+    """A sweep stopped between Optuna's ask and its values (or a journal mended back to that point) leaves a
+    RUNNING trial that holds only some of the space's values: run as it is, its job would train the defaults of
+    the others under that trial's number. It is given up (`abandoned`, not a failure) and another asked."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}, "objective.alpha": {"low": 0.1, "high": 0.9}}
+    settings = parse(TuneSettings, {"trials": 2, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    study = tune.open_study(arm, settings, tmp_path)
+    study.ask().suggest_float("objective.temperature", 1.0, 4.0)  # ... and the sweep dies before alpha
+    (p,) = tune.next_trials(arm, study, 2)
+    assert p.number == 1 and sorted(p.values) == ["objective.alpha", "objective.temperature"]
+    half = study.trials[0]
+    assert half.state.name == "FAIL" and "abandoned" in half.user_attrs and tune.failed_trials(study) == 0
