@@ -456,9 +456,10 @@ def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: T
     rounds = -(-tune.trials // tune.parallel)
     k = min(completed(studies[p.arm.digest]) for p in pending) // tune.parallel + 1
     which = f"round {k} of {rounds}" if k <= rounds else f"round {k} ({rounds} planned: failed trials asked again)"
-    numbers = ", ".join(str(p.number + 1) for p in pending)
-    return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(pending) == 1 else 'trials'} "
-            f"{numbers}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them completed before")
+    numbers = sorted({p.number + 1 for p in pending})  # (each arm's study numbers its own trials)
+    return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(numbers) == 1 else 'trials'} "
+            f"{', '.join(map(str, numbers))}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them "
+            "completed before")
 
 
 def _abandon(study: Any, trial: Any, why: str) -> None:
