@@ -127,7 +127,7 @@ def _trial_scores(study: Any, results_dir: Path, notes: list[str]) -> tuple[list
         record = files.read_record(where)
         problem = _record_problem(record) if record is not None else "missing or unreadable"
         if problem:
-            notes.append(f"{where}: trial {t.number} of study {study.study_name}: {problem}; its compute is left out")
+            notes.append(f"{where}: trial {t.number + 1} of study {study.study_name}: {problem}; its compute is left out")
         else:
             records.append(record)
     return done, records
@@ -158,7 +158,7 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
         tuned = record.get("tuned")
         problem = _record_problem(record) if isinstance(tuned, dict) else None  # (trials': _trial_scores)
         if problem:
-            notes.append(f"{path}: {problem}; left out of the tuning checklist")
+            notes.append(f"{path}: {problem}; the record is left out")
             continue
         every.append(record)
         if isinstance(tuned, dict) and record.get("status") == "completed":
@@ -175,7 +175,7 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
             journal = path.with_name(path.name[: -len(".chosen.json")] + ".journal")
             study, problem = _load_study(journal, chosen["study"])
         if problem is not None:
-            notes.append(f"{path}: {problem}; its arm is left out of the tuning checklist")
+            notes.append(f"{path}: {problem}; its arm is left out")
             continue
         assert chosen is not None
         scores, trial_records = _trial_scores(study, results_dir, notes)
