@@ -60,6 +60,8 @@ def test_a_key_an_arm_does_not_read_is_left_out_of_its_space() -> None:
     (["objective=vanilla_kd"], {"checkpoint.every_steps": [0, 5]},
      r"^tune\.space\.checkpoint\.every_steps: it says where or how a job runs"),
     (["objective=vanilla_kd"], {"logger.name": ["none", "wandb"]}, r"^tune\.space\.logger\.name: the logger"),
+    (["objective=vanilla_kd"], {"procedure.lm_eval.limit": [4, 8]},
+     r"^tune\.space\.procedure\.lm_eval\.limit: the lm-eval stage scores the trained student"),
     (["objective=vanilla_kd"], {"objective.alpha": {"low": 0.1, "high": 2.0}},
      r"^tune\.space\.objective\.alpha: the value 2\.0 is refused: objective\.alpha=2\.0: must be <= 1\.0$"),
 ])
