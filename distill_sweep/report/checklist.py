@@ -27,7 +27,8 @@ from distill_sweep.records import files
 from distill_sweep.records.disk import problem
 from distill_sweep.records.record import RECORD
 from distill_sweep.report.svg import PALETTE, legend
-from distill_sweep.sweep.tune import TUNING_DIR, read_storage, stored_at, stored_path
+from distill_sweep.sweep.journal import read_storage, stored_at, stored_path
+from distill_sweep.sweep.tune import TUNING_DIR
 
 HOURS = 3600.0
 # what chosen.json must hold for the checklist to state it (tune.choose writes them): key -> (type, in words)

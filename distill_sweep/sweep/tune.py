@@ -7,10 +7,12 @@ named from the arm's identity. A trial is a job like any other, launched by the 
 records): the arm's first grid job with the trial's values and `+tune_trial=<number>`, which trains without the
 holdout and is scored on it (data/holdout.py). Its record is the trial's: a trial whose process was killed is
 still RUNNING in the study and is run again at the next sweep (resumed from its checkpoint), never asked anew,
-and a re-run sweep asks only the trials its budget still lacks (COMPLETE ones are counted from the study).
+and a re-run sweep asks only the trials its budget still lacks (COMPLETE ones are counted from the study). The
+journal, its sampler (each trial seeded from tune.seed and its number) and the paths it stores: sweep/journal.py.
 
-Before any work, every arm's space is checked against the arm's own config (`plan_arms`): a key no job's config
-has, a bound its part refuses, a key that changes the teacher, and a key that no arm reads (no value of it changes
+Before any work, every arm's space is checked against the arm's own config (`plan_arms`): a key whose declared
+kind is not identity (config/parse.py: the teacher's, a result-invariant or non-deterministic key), a key no job's
+config has, a bound its part refuses, a key that changes the teacher, and a key that no arm reads (no value of it changes
 the arm's jobs) are one line each; a key that some arms lack or do not read is left out of theirs (and said so).
 """
 
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,15 +28,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from distill_sweep.config.seeds import derived_seed
 from distill_sweep.config.tune import Range, TuneSettings
 from distill_sweep.data.holdout import holdout_size
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, identify
 from distill_sweep.records import files
-from distill_sweep.records.disk import atomic_file, set_aside
 from distill_sweep.records.record import best_epoch, completed_record
 from distill_sweep.sweep.cost import hours_text, student_passes, task_rows
+from distill_sweep.sweep.journal import mend_journal, read_storage, stored_at, stored_path, trial_sampler
 
 TUNING_DIR = "tuning"  # under results_dir: one journal per arm, and the values each arm chose
 _MISSING = object()
@@ -218,54 +218,6 @@ def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
                                direction="maximize", load_if_exists=True)
 
 
-def trial_sampler(tune: TuneSettings) -> Any:
-    """The study's sampler: each trial drawn by a sampler of its own, seeded from (tune.seed, the trial's number),
-    from the study's trials before it. One sampler seeded once would draw trial k from the k-th state of its
-    random stream, which a re-run sweep (a new process) starts again from tune.seed: a study resumed after a
-    kill repeated its first values. Seeded per trial, a resumed study draws what the uninterrupted one drew.
-    TPE's constant liar: a trial asked while others are still running (tune.parallel > 1, two sweeps at once) is
-    drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other."""
-    import optuna
-
-    def make(seed: int) -> Any:
-        if tune.sampler == "tpe":
-            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
-        return optuna.samplers.RandomSampler(seed=seed)
-
-    class TrialSeeded(optuna.samplers.BaseSampler):
-        def __init__(self) -> None:
-            self._own: dict[int, Any] = {}  # trial number -> its sampler (a few: the trials of one round)
-
-        def _of(self, trial: Any) -> Any:
-            number = int(trial.number)
-            if number not in self._own:
-                if len(self._own) > 64:
-                    self._own.clear()
-                # (NumPy's RandomState, under Optuna's samplers, takes seeds below 2**32)
-                self._own[number] = make(derived_seed("tune-trial", tune.seed, number) % 2**32)
-            return self._own[number]
-
-        def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
-            return self._of(trial).infer_relative_search_space(study, trial)
-
-        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
-            return self._of(trial).sample_relative(study, trial, search_space)
-
-        def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
-            return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
-
-        def before_trial(self, study: Any, trial: Any) -> None:
-            self._of(trial).before_trial(study, trial)
-
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-            self._of(trial).after_trial(study, trial, state, values)
-
-        def reseed_rng(self) -> None:  # (Optuna's parallel optimize: never used here; the seeds are the trials')
-            pass
-
-    return TrialSeeded()
-
-
 def completed_trials(arm: Arm, results_dir: Path) -> int:
     """COMPLETE trials of the arm's study so far (0 where it has no journal yet): the dry run's count."""
     return len(_completed(arm, results_dir))
@@ -291,90 +243,6 @@ def _trial_records(trials: Sequence[Any], results_dir: Path) -> list[dict[str, A
     found = (completed_record(stored_at(str(t.user_attrs["record"]), results_dir)) for t in trials
              if "record" in t.user_attrs)
     return [r for r in found if r]
-
-
-def _complete_lines(data: bytes) -> tuple[int, int, int]:
-    """(bytes, lines) of the journal's longest prefix of whole entries (a JSON object each, ended by a newline),
-    and its line count."""
-    kept = good = 0
-    lines = data.splitlines(keepends=True)
-    for line in lines:
-        try:
-            entry = json.loads(line) if line.endswith(b"\n") else None
-        except ValueError:  # JSONDecodeError, UnicodeDecodeError
-            entry = None
-        if not isinstance(entry, dict) or "op_code" not in entry:
-            break
-        kept, good = kept + len(line), good + 1
-    return kept, good, len(lines)
-
-
-def mend_journal(path: Path) -> str | None:
-    """Keep a study's journal readable (None: it was whole): Optuna appends each change as one line, so a kill
-    during a write leaves a torn last line, which the next append would run into the next entry, making the
-    journal unreadable for every run after. The damaged file is set aside (`records.disk.set_aside`) and its
-    entries before the first damaged line kept, a consistent state of the study (each entry is one change of it);
-    the trials after it are asked and run again. Entries that Optuna cannot replay: the whole journal is set aside
-    and the study starts again. Done under the journal's lock (the one Optuna's writers take); says what it did in
-    one line on stderr, and returns that line."""
-    from optuna.storages.journal import JournalFileOpenLock
-
-    if not path.is_file():
-        return None
-    lock = JournalFileOpenLock(str(path))
-    lock.acquire()
-    try:
-        data = path.read_bytes()
-        kept, good, total = _complete_lines(data)
-        what = None
-        if kept < len(data):
-            where = "its last line is torn (a write cut short)" if good == total - 1 else \
-                f"line {good + 1} of {total} is not a journal entry"
-            aside: list[Path] = []
-            with atomic_file(path, binary=True, before_replace=lambda: aside.append(set_aside(path))) as f:
-                f.write(data[:kept])
-            what = f"{where}: the file is set aside as {aside[0].name}, its {good} whole entries before it kept"
-        if not _replays(path):
-            moved = set_aside(path)
-            what = f"{what + '; ' if what else ''}its entries do not replay as a study: set aside as {moved.name}, " \
-                   "the study starts again"
-    finally:
-        lock.release()
-    if what is None:
-        return None
-    line = f"distill_sweep: warning: the tuning journal {path} was damaged: {what}"
-    print(line, file=sys.stderr, flush=True)
-    return line
-
-
-def _replays(path: Path) -> bool:
-    """Whether Optuna reads the journal's entries as studies (it replays them all when it opens the file)."""
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-
-    try:
-        JournalStorage(JournalFileBackend(str(path), lock_obj=_NoLock()))
-    except Exception:  # noqa: BLE001 - any error of the replay is a journal this run cannot use
-        return False
-    return True
-
-
-class _NoLock:
-    """A lock object for a backend opened while `mend_journal` holds the journal's own lock (it only reads)."""
-
-    def acquire(self) -> bool:
-        return True
-
-    def release(self) -> None:
-        pass
-
-
-def read_storage(path: Path) -> Any:
-    """The journal storage of a study file (read by the dry run and the report)."""
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
-
-    return JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
 
 
 def _suggest(trial: Any, space: dict[str, Range | list[Any]]) -> dict[str, Any]:
@@ -519,24 +387,6 @@ def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Pat
             study.tell(pending.number, score, skip_if_finished=True)
     except optuna.exceptions.UpdateFinishedTrialError:
         pass  # told by the other sweep in between: the same job's record, the same score
-
-
-def stored_path(path: Path, results_dir: Path | None) -> str:
-    """A path as a study or chosen.json stores it: relative to the results directory where it lies inside it, so
-    that a results directory copied or moved elsewhere reads its own files (`stored_at` reads it back)."""
-    if results_dir is not None:
-        try:
-            return str(Path(path).resolve().relative_to(Path(results_dir).resolve()))
-        except ValueError:
-            pass
-    return str(path)
-
-
-def stored_at(text: str, results_dir: Path) -> Path:
-    """A stored path read back: relative ones from the results directory (absolute ones, from journals written
-    before paths were stored relative, as they are)."""
-    path = Path(text)
-    return path if path.is_absolute() else results_dir / path
 
 
 def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:

@@ -14,7 +14,7 @@ from distill_sweep.config.parse import parse
 from distill_sweep.config.tune import TuneSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
-from distill_sweep.sweep import tune
+from distill_sweep.sweep import journal, tune
 from distill_sweep.sweep.compose import expand
 
 
@@ -362,8 +362,8 @@ def test_stored_paths_are_relative_to_the_results_directory(tmp_path: Path) -> N
     assert chosen["journal"] == f"tuning/{arm.digest[:10]}.journal"
     assert study.trials[0].user_attrs == {"record": "toy/trial-0"}
     assert all(job[-1] == f"+tune_chosen='tuning/{arm.digest[:10]}.chosen.json'" for job in tune.tuned_grid(arm, tmp_path))
-    assert tune.stored_at("toy/trial-0", tmp_path / "copy") == tmp_path / "copy" / "toy" / "trial-0"
-    assert tune.stored_at("/elsewhere/x", tmp_path) == Path("/elsewhere/x")  # (journals from before: as written)
+    assert journal.stored_at("toy/trial-0", tmp_path / "copy") == tmp_path / "copy" / "toy" / "trial-0"
+    assert journal.stored_at("/elsewhere/x", tmp_path) == Path("/elsewhere/x")  # (journals from before: as written)
 
 
 def test_trial_and_round_lines_say_which_of_how_many(tmp_path: Path) -> None:
