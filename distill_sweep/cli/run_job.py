@@ -309,8 +309,10 @@ def _at_baseline_line(record: Record, primary: str) -> None:
     level = (record.teacher.majority_baseline or {}).get(primary)
     score = (record.best or {}).get("dev", {}).get(primary)  # (set: the job completed)
     if isinstance(level, (int, float)) and isinstance(score, (int, float)) and collapse.at_baseline(score, level):
-        log.warning("the student's best %s %.4f is at or below the dev split's majority-class baseline %.4f: it learned "
-                    "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, level)
+        split = "tuning holdout's" if record.tune_trial is not None else "dev split's"
+        log.warning("the student's best %s %.4f is at or below the %s majority-class baseline %.4f: it learned "
+                    "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, split,
+                    level)
 
 
 def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:
