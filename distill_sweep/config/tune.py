@@ -95,6 +95,9 @@ def refused_key(key: str) -> str | None:
                 "and a study over seeds would pick the luckiest draw")
     if parts[0] in _NOT_TUNED:
         return _NOT_TUNED[parts[0]]
+    if parts[0] in ("student", "objective", "procedure") and parts[1:] == ["name"]:
+        return (f"the {parts[0]} is what the arms of a comparison are (choose it in the grid: {parts[0]}=a,b), not "
+                "a setting of its training")
     if parts[:2] == ["procedure", "lm_eval"]:
         return ("the lm-eval stage scores the trained student: it changes what is measured after training, not how "
                 "the student trains")

@@ -169,8 +169,12 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
     domains = tune.domains()
     arms: dict[str, Arm] = {}
     present: set[str] = set()
+    swept: dict[str, set[str]] = {key: set() for key in domains}  # each key's values in the grid's overrides
     for ident, overrides in distilled:
         cfg = compose(overrides)
+        given = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
+        for key in domains:
+            swept[key].add(given.get(key, ""))
         seedless = _with(cfg, {"seed": 0})
         digest = identify(seedless).digest
         if digest in arms:
@@ -194,6 +198,11 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
         name = f"{ident.task}-{ident.objective_name}-{ident.init_label}-{digest[:10]}"
         arms[digest] = Arm(digest, name, list(overrides), ident, space, left_out, [list(overrides)])
         present.update(key for key in domains if _select(cfg, key) is not _MISSING)
+    both = [key for key, values in swept.items() if len(values) > 1]
+    if both:  # each cell's value would be overridden by its arm's choice: the cells would no longer differ in it
+        # (the overrides, not the composed values: two objectives' presets may differ in a key the grid leaves alone)
+        raise ConfigError(f"tune.space.{both[0]}: the grid sweeps it too (its jobs take {len(swept[both[0]])} values): "
+                          "a study would override each cell's value with its arm's choice; sweep it or tune it")
     unknown = [key for key in domains if key not in present]
     if unknown:
         raise ConfigError(f"tune.space.{unknown[0]}: no such key in the config of any job of this sweep")
