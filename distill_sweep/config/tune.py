@@ -68,10 +68,10 @@ class TuneSettings:
         return dict(getattr(self, "_parsed", {}))
 
 
-# The parts of a job's config whose keys change how the student trains: the space may name their keys and the
-# top-level training keys (epochs, map, ...); sweep/tune.py then checks each key's declared kind against the job.
-TUNABLE_GROUPS = ("student", "objective", "optimizer", "procedure")
-# Groups that are never tuned, and why (a top-level key that is not a group is the run's: checked by its kind).
+# The space may name the keys of the parts that say how the student trains (student, objective, optimizer,
+# procedure) and the top-level training keys (epochs, map, ...); sweep/tune.py checks each one's declared kind
+# against the job. Groups that are never tuned, and why (a top-level key that is not a group is the run's:
+# checked by its kind).
 _NOT_TUNED = {
     "teacher": "tuning the teacher is out of scope (every arm distils the same teacher); tune the student's keys",
     "task": "a task key changes the data every arm is compared on (and the teacher fine-tuned on it): the arms of "
@@ -139,4 +139,4 @@ def parse_domain(value: Any, where: str) -> Range | list[Any]:
     return Range(float(low), float(high), log, isinstance(low, int) and isinstance(high, int))
 
 
-__all__ = ["TUNABLE_GROUPS", "Range", "TuneSettings", "parse_domain", "refused_key", "trial_label"]
+__all__ = ["Range", "TuneSettings", "parse_domain", "refused_key", "trial_label"]
