@@ -132,20 +132,17 @@ def test_a_copied_results_directory_reads_its_own_studies(tmp_path: Path) -> Non
 def test_a_packs_time_is_split_over_its_members(tmp_path: Path) -> None:
     """Three trials trained in one pack (wall times 1800, 1800 and 3600 s: the pack's process ran 3600 s) are
     charged 1800/3 + 1800/3 + (1800/3 + 1800) = 3600 s together, one wall-hour, not 7200 s; a pack of two grid
-    jobs of 3600 s each, one GPU-hour. A pack whose other members are not in the directory: its time over its
-    member count."""
+    jobs of 3600 s each, one GPU-hour. A packed record whose pack's other members are not in the directory: its
+    whole wall time (nothing to split it with)."""
     _tuned_store(tmp_path)
     for i, wall in enumerate((1800.0, 1800.0, 3600.0)):
-        path = tmp_path / f"trial-{i}" / "result.json"
-        files.write_json_atomic(path, {**json.loads(path.read_text()), "wall_time_s": wall,
-                                       "pack": {"id": "pack-trials", "members": 3}})
+        _set(tmp_path / f"trial-{i}" / "result.json", wall_time_s=wall, pack="pack-trials")
     for seed in (1, 2):
-        path = tmp_path / f"grid-{seed}" / "result.json"
-        files.write_json_atomic(path, {**json.loads(path.read_text()), "pack": {"id": "pack-grid", "members": 2}})
+        _set(tmp_path / f"grid-{seed}" / "result.json", pack="pack-grid")
     (arm,) = checklist.tuning_arms(tmp_path)
     assert arm["compute_hours"] == {"trials": {"cpu": 1.0, "gpu": 0.0}, "grid": {"cpu": 0.0, "gpu": 1.0}}
-    assert checklist.charged_hours([{"wall_time_s": 3600.0, "device": "cpu",
-                                     "pack": {"id": "elsewhere", "members": 4}}]) == {"cpu": 0.25, "gpu": 0.0}
+    alone = {"wall_time_s": 3600.0, "device": "cpu", "pack": "elsewhere"}
+    assert checklist.charged_hours([alone], {"elsewhere": [3600.0]}) == {"cpu": 1.0, "gpu": 0.0}
 
 
 def _set(path: Path, **changes) -> None:
