@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from distill_sweep.config.parse import as_dict, new_keys_at_default
 from distill_sweep.config.space import CONF_DIR, GROUPS, VERSION_BASE, group_options
+from distill_sweep.config.tune import trial_label
 from distill_sweep.errors import ConfigError, DiskWriteError, NonFiniteLossError, failure_line
 from distill_sweep.job.identity import JobIdentity, find_completed
 from distill_sweep.job.machine import job_threads
@@ -278,7 +279,10 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
             remove_checkpoint(job.out_dir / CHECKPOINT)  # with the temp file of a write a kill cut short, if any
     best, final, primary = record.best, record.final, job.settings.task.primary_metric
     assert best is not None and final is not None  # (the procedure's train_student set them)
-    log.info("done %s: best %s %.4f (%s epoch %d), final %.4f, %.0fs", _label(job), primary, best["dev"][primary],
+    run = job.settings.run  # a tuning trial's line says which, and that it scores the holdout
+    trial = "" if run.tune_trial is None else f"{trial_label(run.tune_trial, run.tune.trials)} of "
+    log.info("done %s%s: best %s%s %.4f (%s epoch %d), final %.4f, %.0fs", trial, _label(job),
+             "holdout " if trial else "", primary, best["dev"][primary],
              best["stage"], best["epoch"], final["dev"][primary], record.wall_time_s)
     _at_baseline_line(record, primary)
     return record.to_dict()
@@ -305,8 +309,10 @@ def _at_baseline_line(record: Record, primary: str) -> None:
     level = (record.teacher.majority_baseline or {}).get(primary)
     score = (record.best or {}).get("dev", {}).get(primary)  # (set: the job completed)
     if isinstance(level, (int, float)) and isinstance(score, (int, float)) and collapse.at_baseline(score, level):
-        log.warning("the student's best %s %.4f is at or below the dev split's majority-class baseline %.4f: it learned "
-                    "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, level)
+        split = "tuning holdout's" if record.tune_trial is not None else "dev split's"
+        log.warning("the student's best %s %.4f is at or below the %s majority-class baseline %.4f: it learned "
+                    "nothing beyond predicting one class (the report flags it as collapsed)", primary, score, split,
+                    level)
 
 
 def prepare_teacher_outputs(job: Job, config: dict[str, Any]) -> dict[str, Any]:

@@ -54,6 +54,10 @@ class TuneSettings:
     seed: int = field(default=0, metadata=IDENTITY | SEED_RANGE)
 
     def validate(self, where: str) -> None:
+        for key in self.space or {}:
+            why = refused_key(str(key))
+            if why:
+                raise ConfigError(f"{where}.space.{key}: {why}")
         self._parsed = {key: parse_domain(value, f"{where}.space.{key}") for key, value in (self.space or {}).items()}
         if self.trials > 0 and not self.space:
             raise ConfigError(f"{where}.trials={self.trials} with an empty {where}.space: name the keys to tune "
@@ -62,6 +66,49 @@ class TuneSettings:
     def domains(self) -> dict[str, Range | list[Any]]:
         """The space as `validate` parsed it: each key's Range or its list of choices."""
         return dict(getattr(self, "_parsed", {}))
+
+
+# The space may name the keys of the parts that say how the student trains (student, objective, optimizer,
+# procedure) and the top-level training keys (epochs, map, ...); sweep/tune.py checks each one's declared kind
+# against the job. Groups that are never tuned, and why (a top-level key that is not a group is the run's:
+# checked by its kind).
+_NOT_TUNED = {
+    "teacher": "tuning the teacher is out of scope (every arm distils the same teacher); tune the student's keys",
+    "task": "a task key changes the data every arm is compared on (and the teacher fine-tuned on it): the arms of "
+            "a comparison share their task; tune the student's keys",
+    "corpus": "the corpus is the data every arm is compared on, not a setting of the student's training",
+    "logger": "the logger records a job, it does not change what it trains",
+    "hydra": "Hydra's settings say where and how jobs launch, not what they train",
+}
+
+
+def refused_key(key: str) -> str | None:
+    """Why `tune.space` may not name `key` from its name alone (None: the sweep checks it against each arm's
+    config). A seed is the variance the grid's seeds measure, not a setting: a study would pick the luckiest
+    draw; the tune block's own keys would change the holdout or the budget the trials are compared on."""
+    parts = key.split(".")
+    if parts[0] in ("tune", "tune_trial", "tune_chosen"):
+        return ("the tune block's own keys (the holdout, the sampler, the budget) say how every trial is scored "
+                "and compared: they cannot vary between trials")
+    if any("seed" in part for part in parts):
+        return ("a seed is not a setting to tune: the grid's seeds measure the variance the comparison reports, "
+                "and a study over seeds would pick the luckiest draw")
+    if parts[0] in _NOT_TUNED:
+        return _NOT_TUNED[parts[0]]
+    if parts[0] in ("student", "objective", "procedure") and parts[1:] == ["name"]:
+        return (f"the {parts[0]} is what the arms of a comparison are (choose it in the grid: {parts[0]}=a,b), not "
+                "a setting of its training")
+    if parts[:2] == ["procedure", "lm_eval"]:
+        return ("the lm-eval stage scores the trained student: it changes what is measured after training, not how "
+                "the student trains")
+    return None
+
+
+def trial_label(number: int, budget: int) -> str:
+    """How a tuning trial's lines name it: `trial k of N` (k from 1; past the budget where failed trials were asked
+    again in their place)."""
+    k = number + 1
+    return f"trial {k} of {budget}" if k <= budget else f"trial {k} (a budget of {budget}: failed ones asked again)"
 
 
 def parse_domain(value: Any, where: str) -> Range | list[Any]:
@@ -92,4 +139,4 @@ def parse_domain(value: Any, where: str) -> Range | list[Any]:
     return Range(float(low), float(high), log, isinstance(low, int) and isinstance(high, int))
 
 
-__all__ = ["Range", "TuneSettings", "parse_domain"]
+__all__ = ["Range", "TuneSettings", "parse_domain", "refused_key", "trial_label"]

@@ -12,7 +12,7 @@ inline SVG figure, one line per arm with a band of ± one standard deviation) to
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 from collections.abc import Sequence
 from html import escape
@@ -22,54 +22,171 @@ from typing import Any
 import pandas as pd
 
 from distill_sweep.analysis.expected_max import expected_best_curve
+from distill_sweep.errors import DiskWriteError
 from distill_sweep.records import files
+from distill_sweep.records.disk import problem
 from distill_sweep.records.record import RECORD
 from distill_sweep.report.svg import PALETTE, legend
-from distill_sweep.sweep.tune import TUNING_DIR, read_storage
+from distill_sweep.sweep.journal import read_storage, stored_at, stored_path
+from distill_sweep.sweep.tune import TUNING_DIR
 
 HOURS = 3600.0
+# what chosen.json must hold for the checklist to state it (tune.choose writes them): key -> (type, in words)
+_CHOSEN = {"study": (str, "a name"), "trial": (int, "an integer"), "score": (float, "a number"),
+           "values": (dict, "a mapping"), "trials": (int, "an integer"), "sampler": (str, "a name"),
+           "seed": (int, "an integer"), "holdout": (float, "a number"), "metric": (str, "a name"),
+           "task": (str, "a name"), "objective": (str, "a name"), "init": (str, "a name")}
 
 
-def _hours(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Wall-clock hours of these records by kind of device (cpu or gpu), from their wall_time_s."""
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _chosen_problem(chosen: Any) -> str | None:
+    """Why a chosen.json cannot be stated (None: it can)."""
+    if not isinstance(chosen, dict):
+        return "not a JSON object (damaged or unreadable)"
+    for key, (kind, words) in _CHOSEN.items():
+        value = chosen.get(key)
+        if key not in chosen:
+            return f"no `{key}`"
+        ok = _number(value) if kind is float else isinstance(value, kind) and not isinstance(value, bool)
+        if not ok:
+            return f"`{key}` is {value!r}, not {words}"
+    return None
+
+
+def charged_hours(records: Sequence[dict[str, Any]], packs: dict[str, list[float]] | None = None
+                  ) -> dict[str, float]:
+    """Wall-clock hours charged to these records by kind of device (cpu or gpu). A record trained in a pack
+    (`pack`: the pack's id) shares its process's time with the pack's other members (`packs`: every member's wall
+    time per pack id, from the whole results directory): each member is charged its share of every stretch of
+    that time, split over the members still training then, so the members' charges add up to the pack's time,
+    not the member count times it."""
     out = {"cpu": 0.0, "gpu": 0.0}
     for record in records:
+        wall = float(record["wall_time_s"]) if _number(record.get("wall_time_s")) else 0.0
+        pack = record.get("pack")
+        walls = sorted((packs or {}).get(pack, [])) if isinstance(pack, str) else []
+        if len(walls) > 1:
+            wall = _pack_share(wall, walls)
         kind = "cpu" if str(record.get("device") or "cpu").startswith("cpu") else "gpu"
-        out[kind] += float(record.get("wall_time_s") or 0.0) / HOURS
+        out[kind] += wall / HOURS
     return out
 
 
-def _trial_scores(chosen: dict[str, Any]) -> tuple[list[float], list[dict[str, Any]]]:
-    """The COMPLETE trials' scores in trial order, and the records of every trial that has one."""
+def _pack_share(wall: float, walls: Sequence[float]) -> float:
+    """A member's share of its pack's time: members that start together and end after `walls` (sorted) seconds;
+    the stretch between two ends is split over the members still training in it."""
+    share, before = 0.0, 0.0
+    for i, end in enumerate(walls):
+        if end > wall:
+            break
+        share += (end - before) / (len(walls) - i)
+        before = end
+    return share
+
+
+def _pack_walls(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Every packed record's wall time per pack id."""
+    out: dict[str, list[float]] = {}
+    for record in records:
+        pack = record.get("pack")
+        if isinstance(pack, str) and _number(record.get("wall_time_s")):
+            out.setdefault(pack, []).append(float(record["wall_time_s"]))
+    return out
+
+
+def _load_study(journal: Path, name: str) -> tuple[Any, str | None]:
+    """(the study, None), or (None, why it cannot be read). Read only: a missing journal is not created (Optuna's
+    backend would), a damaged one is not mended (the next sweep mends it, sweep/tune.py)."""
     import optuna
 
-    study = optuna.load_study(study_name=chosen["study"], storage=read_storage(Path(chosen["journal"])))
-    done = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
-    records = [files.read_record(Path(t.user_attrs["record"]) / RECORD) for t in study.get_trials(deepcopy=False)
-               if "record" in t.user_attrs]
-    return [float(t.value) for t in done], [r for r in records if r]
+    if not journal.is_file():
+        return None, f"its journal {journal} is missing (a moved or partly copied store?)"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return optuna.load_study(study_name=name, storage=read_storage(journal)), None
+    except KeyError:
+        return None, f"its journal {journal} holds no study {name!r}"
+    except Exception as err:  # noqa: BLE001 - a journal Optuna cannot replay, whatever it raises
+        return None, f"its journal {journal} is damaged ({type(err).__name__}: {str(err)[:120]})"
 
 
-def tuning_arms(results_dir: Path) -> list[dict[str, Any]]:
+def _trial_scores(study: Any, results_dir: Path, notes: list[str]) -> tuple[list[float], list[dict[str, Any]]]:
+    """The COMPLETE trials' scores in trial order, and the records of every trial that has one (a record that
+    cannot be read: a note, its compute left out)."""
+    import optuna
+
+    trials = study.get_trials(deepcopy=False)
+    done = [float(t.value) for t in trials if t.state == optuna.trial.TrialState.COMPLETE and _number(t.value)]
+    records = []
+    for t in trials:
+        if "record" not in t.user_attrs:
+            continue
+        where = stored_at(str(t.user_attrs["record"]), results_dir) / RECORD
+        record = files.read_record(where)
+        problem = _record_problem(record) if record is not None else "missing or unreadable"
+        if problem:
+            notes.append(f"{where}: trial {t.number + 1} of study {study.study_name}: {problem}; its compute is left out")
+        else:
+            records.append(record)
+    return done, records
+
+
+def _record_problem(record: dict[str, Any]) -> str | None:
+    """Why a record's seed or compute cannot be counted (None: they can)."""
+    seed = record.get("seed")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return f"its seed {seed!r} is not an integer"
+    wall = record.get("wall_time_s")
+    if wall is not None and not (_number(wall) and wall >= 0):
+        return f"its wall_time_s {wall!r} is not a number of seconds"
+    return None
+
+
+def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[str, Any]]:
     """One entry per tuned arm of `results_dir`: its choice, trial scores, expected-best curve, grid seeds and
-    compute ([] where nothing was tuned)."""
+    compute ([] where nothing was tuned). A file that cannot be read (a damaged chosen.json, journal or record, a
+    moved store) is left out, with a line naming it and why appended to `notes`."""
+    notes = [] if notes is None else notes
     grid: dict[str, list[dict[str, Any]]] = {}
+    every: list[dict[str, Any]] = []
     for path in sorted(results_dir.glob("**/" + RECORD)):
-        record = files.read_record(path) or {}
+        record = files.read_record(path)
+        if record is None:
+            continue  # (not this section's to report: the report's own readers name unreadable records)
         tuned = record.get("tuned")
+        problem = _record_problem(record) if isinstance(tuned, dict) else None  # (trials': _trial_scores)
+        if problem:
+            notes.append(f"{path}: {problem}; the record is left out")
+            continue
+        every.append(record)
         if isinstance(tuned, dict) and record.get("status") == "completed":
             grid.setdefault(str(tuned.get("study")), []).append(record)
+    packs = _pack_walls(every)
     arms = []
     for path in sorted((results_dir / TUNING_DIR).glob("*.chosen.json")):
-        chosen = json.loads(path.read_text())
-        scores, trial_records = _trial_scores(chosen)
+        chosen = files.read_record(path)
+        problem = _chosen_problem(chosen)
+        if problem is None:
+            assert chosen is not None
+            # the journal beside it (where tune.choose wrote both): what it says of the journal's path is the
+            # results directory's as written, which a copy or a move of the directory leaves behind
+            journal = path.with_name(path.name[: -len(".chosen.json")] + ".journal")
+            study, problem = _load_study(journal, chosen["study"])
+        if problem is not None:
+            notes.append(f"{path}: {problem}; its arm is left out")
+            continue
+        assert chosen is not None
+        scores, trial_records = _trial_scores(study, results_dir, notes)
         runs = grid.get(chosen["study"], [])
         arms.append({
-            **chosen,
+            **chosen, "journal": stored_path(journal, results_dir),
             "completed_trials": len(scores), "trial_scores": scores,
             "expected_best": [{"n": c.n, "mean": c.mean, "std": c.std} for c in expected_best_curve(scores)],
             "seeds": sorted(int(r["seed"]) for r in runs),
-            "compute_hours": {"trials": _hours(trial_records), "grid": _hours(runs)},
+            "compute_hours": {"trials": charged_hours(trial_records, packs), "grid": charged_hours(runs, packs)},
         })
     return arms
 
@@ -85,10 +202,16 @@ def _bounds(space: dict[str, Any]) -> str:
     return "; ".join(parts) or "(none)"
 
 
-def checklist_markdown(arms: Sequence[dict[str, Any]]) -> str:
-    """The reporting checklist, one section per arm."""
+def _notes_markdown(notes: Sequence[str]) -> list[str]:
+    return ["## Left out", "", *(f"- {note}" for note in notes), ""] if notes else []
+
+
+def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()) -> str:
+    """The reporting checklist, one section per arm, then the files left out and why."""
     if not arms:
-        return "# Tuning checklist\n\nNo tuned arm in this results directory (tune.trials was 0).\n"
+        return "\n".join(["# Tuning checklist", "", "No tuned arm in this results directory (tune.trials was 0)."
+                          if not notes else "No tuned arm could be read in this results directory.", "",
+                          *_notes_markdown(notes)])
     lines = ["# Tuning checklist", ""]
     for arm in arms:
         hours = arm["compute_hours"]
@@ -101,13 +224,17 @@ def checklist_markdown(arms: Sequence[dict[str, Any]]) -> str:
             f"- selection rule: the trial with the best {arm['metric']} on a holdout of {arm['holdout']} of the "
             "training split (the reported dev split is never used for tuning)",
             "- chosen values: " + ", ".join(f"{k}={v}" for k, v in arm["values"].items())
-            + f" (trial {arm['trial']}, holdout {arm['metric']} {arm['score']:.4f})",
+            + f" (trial {arm['trial'] + 1}, holdout {arm['metric']} {arm['score']:.4f})",
             f"- seeds: {', '.join(map(str, arm['seeds'])) or '(the grid has not run yet)'}",
-            f"- compute: trials {hours['trials']['cpu']:.3f} CPU-h + {hours['trials']['gpu']:.3f} GPU-h; grid "
-            f"{hours['grid']['cpu']:.3f} CPU-h + {hours['grid']['gpu']:.3f} GPU-h (wall-clock hours of the records)",
+            f"- compute: trials {_hours_text(hours['trials'])}; grid {_hours_text(hours['grid'])} (wall-clock hours "
+            "of the records; a pack's time split over its members)",
             f"- study: {arm['study']} in {arm['journal']}", "",
         ]
-    return "\n".join(lines)
+    return "\n".join([*lines, *_notes_markdown(notes)])
+
+
+def _hours_text(hours: dict[str, float]) -> str:
+    return f"{hours['cpu']:.3f} wall-hours on CPU + {hours['gpu']:.3f} on GPU"
 
 
 def expected_best_markdown(arms: Sequence[dict[str, Any]]) -> str:
@@ -198,13 +325,19 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
     """The report's tuning section (nothing where no arm was tuned): per arm its bounds, trials, choice and
     compute, then the expected best holdout score against the number of trials as a table and a figure. The
     checklist export (`main`) holds the same facts per arm in Markdown and JSON."""
-    arms = tuning_arms(results_dir)
-    if not arms:
+    notes: list[str] = []
+    arms = tuning_arms(results_dir, notes)
+    if not arms and not notes:
         return
     doc.heading(f"Tuning ({len(arms)} arm(s))")
+    if notes:
+        doc.text("left out of this section: " + "; ".join(notes))
+    if not arms:
+        return
     doc.text("each arm's values were chosen by its own study on a holdout of its training split, with the same "
              "budget and sampler for every arm; the reported dev split was never used for tuning; compute is the "
-             "records' wall-clock hours (python -m distill_sweep.report.checklist writes the full checklist)")
+             "records' wall-clock hours, a pack's time split over its members (python -m "
+             "distill_sweep.report.checklist writes the full checklist)")
     rows = []
     for arm in arms:
         hours = arm["compute_hours"]
@@ -212,12 +345,12 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
         rows.append([_label(arm), _bounds(arm.get("space") or {}) + left,
                      f"{arm['completed_trials']}/{arm['trials']} {arm['sampler']}, seed {arm['seed']}",
                      ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in arm["values"].items())
-                     + f" (trial {arm['trial']})",
+                     + f" (trial {arm['trial'] + 1})",
                      f"{arm['metric']} {arm['score']:.4f}",
                      f"{hours['trials']['cpu'] + hours['trials']['gpu']:.3f} / "
                      f"{hours['grid']['cpu'] + hours['grid']['gpu']:.3f}",
                      ", ".join(map(str, arm["seeds"])) or "-"])
-    doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score", "hours trials / grid", "seeds"],
+    doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score", "wall-hours trials / grid", "seeds"],
               rows)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
@@ -244,13 +377,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.results_dir.is_dir():
         print(f"distill_sweep.report.checklist: error: {args.results_dir} is not a directory", file=sys.stderr)
         return 2
-    arms = tuning_arms(args.results_dir)
     out = args.out or args.results_dir
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tuning_checklist.md").write_text(checklist_markdown(arms))
-    files.write_json_atomic(out / "tuning_checklist.json", {"arms": arms})
-    (out / "expected_best.md").write_text(expected_best_markdown(arms))
-    (out / "expected_best.html").write_text(expected_best_html(arms))
+    if out.exists() and not out.is_dir():
+        print(f"distill_sweep.report.checklist: error: --out {out} is a file: name a directory (the checklist "
+              "writes four files into it)", file=sys.stderr)
+        return 2
+    notes: list[str] = []
+    arms = tuning_arms(args.results_dir, notes)
+    for note in notes:
+        print(f"distill_sweep.report.checklist: left out: {note}", file=sys.stderr)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "tuning_checklist.md").write_text(checklist_markdown(arms, notes))
+        files.write_json_atomic(out / "tuning_checklist.json", {"arms": arms, "left_out": notes})
+        (out / "expected_best.md").write_text(expected_best_markdown(arms))
+        (out / "expected_best.html").write_text(expected_best_html(arms))
+    except OSError as err:
+        print(f"distill_sweep.report.checklist: error: cannot write the checklist into {out}: {problem(err)}",
+              file=sys.stderr)
+        return 2
+    except DiskWriteError as err:
+        print(f"distill_sweep.report.checklist: error: {err}", file=sys.stderr)
+        return 2
     print(f"wrote the tuning checklist of {len(arms)} arm(s) to {out}")
     return 0
 

@@ -221,20 +221,19 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                     print(f"distill_sweep: error in trial [{' '.join(p.overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)
             todo = [(p, i) for p, i in zip(pending, idents, strict=True) if find_completed(i) is None]
-            print(f"distill_sweep: tuning: {len(pending)} trial(s) of {len({p.arm.digest for p in pending})} arm(s), "
-                  f"{len(pending) - len(todo)} of them completed before", flush=True)
+            print(tune.round_line(pending, studies, settings, len(pending) - len(todo)), flush=True)
             if todo:
                 more, initial_job_idx = self._launch_all([p.overrides for p, _ in todo], [i for _, i in todo],
                                                          initial_job_idx, pack=True)
                 returns += more
                 self.trials_run += len(todo)
             for p, ident in zip(pending, idents, strict=True):  # a failed one (its record says why) is asked again
-                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir)
+                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir, results)
         for arm in arms:
             study = studies[arm.digest]
             if tune.completed(study) >= settings.trials:
                 tune.choose(arm, study, results, settings)
-                print(f"distill_sweep: tuned {arm.name}: trial {arm.best_trial} chosen: "
+                print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
             else:  # as many trials failed as the budget: no choice, so no grid (the sweep exits 1 at its end)
                 print(f"distill_sweep: {arm.name}: {tune.failed_trials(study)} trials failed, {tune.completed(study)} "

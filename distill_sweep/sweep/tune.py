@@ -7,17 +7,21 @@ named from the arm's identity. A trial is a job like any other, launched by the 
 records): the arm's first grid job with the trial's values and `+tune_trial=<number>`, which trains without the
 holdout and is scored on it (data/holdout.py). Its record is the trial's: a trial whose process was killed is
 still RUNNING in the study and is run again at the next sweep (resumed from its checkpoint), never asked anew,
-and a re-run sweep asks only the trials its budget still lacks (COMPLETE ones are counted from the study).
+and a re-run sweep asks only the trials its budget still lacks (COMPLETE ones are counted from the study). The
+journal, its sampler (each trial seeded from tune.seed and its number) and the paths it stores: sweep/journal.py.
 
-Before any work, every arm's space is checked against the arm's own config (`plan_arms`): a key no job's config
-has, a bound its part refuses, a key that changes the teacher, and a key that no arm reads (no value of it changes
+Before any work, every arm's space is checked against the arm's own config (`plan_arms`): a key whose declared
+kind is not identity (config/parse.py: the teacher's, a result-invariant or non-deterministic key), a key no job's
+config has, a bound its part refuses, a key that changes the teacher, and a key that no arm reads (no value of it changes
 the arm's jobs) are one line each; a key that some arms lack or do not read is left out of theirs (and said so).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+import dataclasses
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from distill_sweep.job.identity import JobIdentity, identify
 from distill_sweep.records import files
 from distill_sweep.records.record import best_epoch, completed_record
 from distill_sweep.sweep.cost import hours_text, student_passes, task_rows
+from distill_sweep.sweep.journal import mend_journal, read_storage, stored_at, stored_path, trial_sampler
 
 TUNING_DIR = "tuning"  # under results_dir: one journal per arm, and the values each arm chose
 _MISSING = object()
@@ -97,6 +102,50 @@ def _reads(cfg: DictConfig, ident: JobIdentity, key: str, domain: Range | list[A
     return len(digests) > 1
 
 
+def _declared_kind(ident: JobIdentity, key: str) -> str:
+    """The kind `key` declares in the job's typed settings (config/parse.py's kinds): the first kind other than
+    identity on its path (a field inside an invariant block is invariant), identity where nothing else is
+    declared (the hash's own rule for an undeclared field)."""
+    from distill_sweep.config.parse import key_kind
+
+    parts = key.split(".")
+    roots = {"student": ident.student, "objective": ident.objective, "optimizer": ident.settings.optimizer,
+             "procedure": ident.procedure_settings}
+    node: Any = roots[parts[0]] if parts[0] in roots else ident.settings.run
+    path = parts[1:] if parts[0] in roots else parts
+    for part in path:
+        if dataclasses.is_dataclass(node) and not isinstance(node, type):
+            fields = {f.name: f for f in dataclasses.fields(node)}
+            if part not in fields:
+                break
+            kind = key_kind(fields[part]) or "identity"
+            if kind != "identity":
+                return kind
+            node = getattr(node, part)
+        elif isinstance(node, Mapping):
+            node = node.get(part)
+        else:
+            break
+    return "identity"
+
+
+_KIND_REFUSED = {
+    "teacher": "it changes the teacher (its fine-tuning or outputs): tuning the teacher is out of scope, every arm "
+               "distils the same teacher; tune the student's keys",
+    "invariant": "it says where or how a job runs, not what it trains (no number of a record depends on it): "
+                 "there is nothing to tune",
+    "nondeterministic": "no score depends on it beyond run-to-run noise (declared non-deterministic): a study "
+                        "would fit that noise",
+}
+
+
+def _check_kind(ident: JobIdentity, key: str) -> None:
+    """Only identity keys that change how the student trains may be tuned (config/tune.py refuses the rest by name)."""
+    kind = _declared_kind(ident, key)
+    if kind != "identity":
+        raise ConfigError(f"tune.space.{key}: {_KIND_REFUSED.get(kind, f'a key of kind {kind} is not tuned')}")
+
+
 def _check_holdout(tune: TuneSettings, ident: JobIdentity) -> None:
     """The holdout must leave the trials at least one training batch, and hold at least one example."""
     settings = ident.settings
@@ -120,8 +169,12 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
     domains = tune.domains()
     arms: dict[str, Arm] = {}
     present: set[str] = set()
+    swept: dict[str, set[str]] = {key: set() for key in domains}  # each key's values in the grid's overrides
     for ident, overrides in distilled:
         cfg = compose(overrides)
+        given = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
+        for key in domains:
+            swept[key].add(given.get(key, ""))
         seedless = _with(cfg, {"seed": 0})
         digest = identify(seedless).digest
         if digest in arms:
@@ -136,9 +189,7 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
                               "from the original training split, which augmentation would leak into training")
         space, left_out = {}, []
         for key, domain in domains.items():
-            if key.split(".")[0] == "teacher":
-                raise ConfigError(f"tune.space.{key}: tuning the teacher is out of scope (every arm distils the same "
-                                  "teacher); tune the student's keys")
+            _check_kind(ident, key)
             if _select(cfg, key) is not _MISSING and _reads(cfg, ident, key, domain):
                 space[key] = domain
             else:  # not in this arm's config (another objective's term), or no value of it changes its jobs
@@ -147,6 +198,11 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
         name = f"{ident.task}-{ident.objective_name}-{ident.init_label}-{digest[:10]}"
         arms[digest] = Arm(digest, name, list(overrides), ident, space, left_out, [list(overrides)])
         present.update(key for key in domains if _select(cfg, key) is not _MISSING)
+    both = [key for key, values in swept.items() if len(values) > 1]
+    if both:  # each cell's value would be overridden by its arm's choice: the cells would no longer differ in it
+        # (the overrides, not the composed values: two objectives' presets may differ in a key the grid leaves alone)
+        raise ConfigError(f"tune.space.{both[0]}: the grid sweeps it too (its jobs take {len(swept[both[0]])} values): "
+                          "a study would override each cell's value with its arm's choice; sweep it or tune it")
     unknown = [key for key in domains if key not in present]
     if unknown:
         raise ConfigError(f"tune.space.{unknown[0]}: no such key in the config of any job of this sweep")
@@ -159,21 +215,16 @@ def plan_arms(distilled: Sequence[tuple[JobIdentity, list[str]]], compose: Calla
 
 # ------------------------------------------------------------------------------------------- studies
 def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
-    """The arm's study in its journal (created on first use); every arm's sampler draws from tune.seed."""
+    """The arm's study in its journal (created on first use; a damaged journal mended first, `mend_journal`), its
+    trials drawn by `trial_sampler`: each from tune.seed and its own number."""
     import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = arm.journal(results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    storage = JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
-    # constant liar: a trial asked while others are still running (tune.parallel > 1, two sweeps at once) is
-    # drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other
-    sampler = (optuna.samplers.TPESampler(seed=tune.seed, constant_liar=True) if tune.sampler == "tpe"
-               else optuna.samplers.RandomSampler(seed=tune.seed))
-    return optuna.create_study(study_name=arm.name, storage=storage, sampler=sampler, direction="maximize",
-                               load_if_exists=True)
+    mend_journal(path)
+    return optuna.create_study(study_name=arm.name, storage=read_storage(path), sampler=trial_sampler(tune),
+                               direction="maximize", load_if_exists=True)
 
 
 def completed_trials(arm: Arm, results_dir: Path) -> int:
@@ -186,23 +237,21 @@ def _completed(arm: Arm, results_dir: Path) -> list[Any]:
         return []
     import optuna
 
-    study = optuna.load_study(study_name=arm.name, storage=read_storage(arm.journal(results_dir)))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:  # (read only, as the dry run is: a damaged journal is mended by the sweep that runs, open_study)
+        study = optuna.load_study(study_name=arm.name, storage=read_storage(arm.journal(results_dir)))
+    except Exception:  # noqa: BLE001 - a journal Optuna cannot replay, or without this study: nothing completed
+        print(f"distill_sweep: warning: the tuning journal {arm.journal(results_dir)} cannot be read: the sweep will "
+              "set it aside and ask its trials again", file=sys.stderr, flush=True)
+        return []
     return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
 
-def _trial_records(arm: Arm, results_dir: Path) -> list[dict[str, Any]]:
-    """The completed records of the arm's COMPLETE trials (their throughput prices the trials still to run)."""
-    found = (completed_record(Path(t.user_attrs["record"])) for t in _completed(arm, results_dir)
+def _trial_records(trials: Sequence[Any], results_dir: Path) -> list[dict[str, Any]]:
+    """The completed records of an arm's COMPLETE trials (their throughput prices the trials still to run)."""
+    found = (completed_record(stored_at(str(t.user_attrs["record"]), results_dir)) for t in trials
              if "record" in t.user_attrs)
     return [r for r in found if r]
-
-
-def read_storage(path: Path) -> Any:
-    """The journal storage of a study file (read by the dry run and the report)."""
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
-
-    return JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
 
 
 def _suggest(trial: Any, space: dict[str, Range | list[Any]]) -> dict[str, Any]:
@@ -249,6 +298,11 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
 
     states = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
+    half = [t for t in trials if t.state == states.RUNNING and set(t.params) != set(arm.space)]
+    for t in half:  # asked, then stopped (a kill, or a journal mended back to before its values): run as it is,
+        # its job would train other values than the study holds
+        _abandon(study, t, "asked, but its values were not all drawn (its sweep stopped in between)")
+    trials = study.get_trials(deepcopy=False) if half else trials
     done = sum(t.state == states.COMPLETE for t in trials)
     if done >= budget or failed_trials(study) >= budget:  # (a failed trial is asked again, up to a budget of them)
         return []
@@ -262,13 +316,39 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
         ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
                     if t.number < trial.number)
         if ahead >= budget:  # another sweep on this study asked at the same moment: its trials fill the budget
-            trial.set_user_attr("abandoned", "another sweep's trial fills the budget")
-            study.tell(trial, state=states.FAIL)
+            _abandon(study, study.get_trials(deepcopy=False)[trial.number], "another sweep's trial fills the budget")
             break
-        values = _suggest(trial, arm.space)
+        try:
+            values = _suggest(trial, arm.space)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            break  # another sweep, seeing it without all its values, gave it up in between: ask again
         asked.append(PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values)))
     # nothing asked here: the other sweep's trials, run here too (their locks make this sweep wait for them)
     return asked or next_trials(arm, study, budget, parallel)
+
+
+def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: TuneSettings, before: int) -> str:
+    """The line before a round of trials: `round k of N` (N: the budget in rounds of tune.parallel; k from the
+    trials the arms have completed), the trials and the arms, and how many completed before (found on disk)."""
+    rounds = -(-tune.trials // tune.parallel)
+    k = min(completed(studies[p.arm.digest]) for p in pending) // tune.parallel + 1
+    which = f"round {k} of {rounds}" if k <= rounds else f"round {k} ({rounds} planned: failed trials asked again)"
+    numbers = sorted({p.number + 1 for p in pending})  # (each arm's study numbers its own trials)
+    return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(numbers) == 1 else 'trials'} "
+            f"{', '.join(map(str, numbers))}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them "
+            "completed before")
+
+
+def _abandon(study: Any, trial: Any, why: str) -> None:
+    """A trial given up without a job (`abandoned`: not a failure of the arm's, asked again in its place); left as
+    it is where another sweep finished it first."""
+    import optuna
+
+    try:
+        study._storage.set_trial_user_attr(trial._trial_id, "abandoned", why)  # (Optuna has no public setter)
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        pass
 
 
 def failed_trials(study: Any) -> int:
@@ -295,21 +375,27 @@ def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
     return None if best is None else float(best["dev"][metric])
 
 
-def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None) -> None:
-    """The trial's result into the study, with where its record is (the checklist sums its compute); a trial
-    another process already told is left as it is."""
+def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None,
+         results_dir: Path | None = None) -> None:
+    """The trial's result into the study, with where its record is (relative to `results_dir`: the checklist sums
+    its compute, in this results directory or a copy of it). A trial another process already told (two sweeps
+    on one study run its job once, both tell it) is left as it is, also when that process tells it between this
+    one's look and its write."""
     import optuna
 
     states = optuna.trial.TrialState
     frozen = study.get_trials(deepcopy=False)[pending.number]
     if frozen.state != states.RUNNING:
         return
-    if record_dir is not None:
-        study._storage.set_trial_user_attr(frozen._trial_id, "record", str(record_dir))  # Optuna has no public setter
-    if score is None:
-        study.tell(pending.number, state=states.FAIL)
-    else:
-        study.tell(pending.number, score)
+    try:
+        if record_dir is not None:  # (Optuna has no public setter for it)
+            study._storage.set_trial_user_attr(frozen._trial_id, "record", stored_path(record_dir, results_dir))
+        if score is None:
+            study.tell(pending.number, state=states.FAIL, skip_if_finished=True)
+        else:
+            study.tell(pending.number, score, skip_if_finished=True)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        pass  # told by the other sweep in between: the same job's record, the same score
 
 
 def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
@@ -318,7 +404,7 @@ def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
     best = study.best_trial
     arm.best, arm.best_trial = dict(best.params), best.number
     metric = tune.metric or arm.ident.settings.task.primary_metric
-    chosen = {"study": arm.name, "journal": str(arm.journal(results_dir)), "trial": best.number,
+    chosen = {"study": arm.name, "journal": stored_path(arm.journal(results_dir), results_dir), "trial": best.number,
               "score": best.value, "values": arm.best, "left_out": arm.left_out,
               "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
               "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
@@ -331,9 +417,10 @@ def chosen_path(arm: Arm, results_dir: Path) -> Path:
 
 
 def tuned_grid(arm: Arm, results_dir: Path) -> list[list[str]]:
-    """The arm's grid jobs with its chosen values, each pointing at the arm's choice (`+tune_chosen`)."""
+    """The arm's grid jobs with its chosen values, each pointing at the arm's choice (`+tune_chosen`, relative to
+    the results directory)."""
     assert arm.best is not None
-    pointer = f"+tune_chosen='{chosen_path(arm, results_dir)}'"
+    pointer = f"+tune_chosen='{stored_path(chosen_path(arm, results_dir), results_dir)}'"
     return [[*overrides, *(override(k, v) for k, v in arm.best.items()), pointer] for overrides in arm.grid]
 
 
@@ -341,8 +428,9 @@ def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path,
                  done_records: Sequence[dict[str, Any]] = ()) -> str:
     """What the tuning phase will run: trials per arm, those its studies already hold, what is left, and its
     cost in hours at the throughput of `done_records` (the grid's completed records)."""
-    done = [min(completed_trials(arm, results_dir), tune.trials) for arm in arms]
-    done_records = [*done_records, *(r for arm in arms for r in _trial_records(arm, results_dir))]
+    trials = [_completed(arm, results_dir) for arm in arms]
+    done = [min(len(t), tune.trials) for t in trials]
+    done_records = [*done_records, *(r for t in trials for r in _trial_records(t, results_dir))]
     passes = sum(student_passes(arm.ident) * (tune.trials - n) for arm, n in zip(arms, done, strict=True))
     lines = [f"distill_sweep: tuning first: {len(arms)} arm(s) x {tune.trials} trial(s) ({tune.sampler}, seed "
              f"{tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial jobs, "

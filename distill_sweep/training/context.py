@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from distill_sweep.config.schema import ConfigSettings, OptimizerSettings, RunSettings
+from distill_sweep.config.tune import trial_label
 from distill_sweep.data.augment import augmented_train
 from distill_sweep.data.batching import make_loader
 from distill_sweep.data.glue import load_task_data
@@ -137,7 +138,9 @@ class RunContext:
             record.tune_trial = TuneTrial(number=run.tune_trial, holdout=tune.holdout, seed=tune.seed,
                                           holdout_size=len(data.dev[HOLDOUT]))
         if run.tune_chosen is not None:  # a tuned grid job: its arm's chosen values and a pointer to the study
-            record.tuned = files.read_record(Path(run.tune_chosen)) or {"chosen": run.tune_chosen}
+            # (relative to the results directory, as sweep/tune.py stores every path: a copied store reads its own)
+            chosen = files.absolute(run.results_dir) / run.tune_chosen
+            record.tuned = files.read_record(chosen) or {"chosen": run.tune_chosen}
         if info:
             record.augment = info
         if own:
@@ -200,6 +203,9 @@ class RunContext:
         extra: dict[str, Any] = {}
         pack = self.pack if student else None  # a pack member's own stages
         label = label or (pack.label if pack is not None else "")
+        trial = run.tune_trial if student else None
+        if trial is not None:  # a tuning trial's lines say which, and that they score the holdout, not a dev split
+            label = f"[{trial_label(trial, run.tune.trials)}] {label}"
         if student:  # keep its predictions
             self.predictions = DevPredictionCapture(self.job.out_dir, self.data.dev, history,
                                                     self.job.settings.task.is_regression,
@@ -213,6 +219,8 @@ class RunContext:
                              checkpoint=checkpoint, key=key, history=history, every_steps=run.checkpoint.every_steps,
                              log_every=run.log_every, skip_nonfinite=run.skip_nonfinite and student, tracker=tracker,
                              label=label, **extra)
+        if trial is not None:
+            driver.scored_on = "holdout"
         if pack is not None:
             # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
             # another member would wait for while holding the turn

@@ -113,6 +113,7 @@ class StageDriver:
         # a member of a pack (training/pack.py): hands the turn to the other members after each step; True when
         # the pack was asked to stop
         self.turn: Callable[[], bool] | None = None
+        self.scored_on = "dev"  # what the epoch lines call the split it is scored on (a tuning trial's: holdout)
         # where we are: stage index, epoch (1-based) and steps done in it, plus totals for samples/s
         self.pos = {"stage": 0, "epoch": 1, "step": 0, "global_step": 0, "train_samples": 0.0,
                     "train_seconds": 0.0}
@@ -232,8 +233,8 @@ class StageDriver:
         if self.tracker is not None:
             self.tracker.log({f"{stage.name}/train_loss": stats["loss"], **{f"dev/{k}": v for k, v in dev.items()},
                               "epoch": len(self.history)}, step=self.pos["global_step"])
-        log.info("%s%s epoch %d/%d loss %.4f dev %s", self.label, stage.name, epoch, stage.epochs, stats["loss"],
-                 fmt_metrics(dev))
+        log.info("%s%s epoch %d/%d loss %.4f %s %s", self.label, stage.name, epoch, stage.epochs, stats["loss"],
+                 self.scored_on, fmt_metrics(dev))
 
     def _snapshot(self, optimizer: Any, scheduler: Any, progress: EpochProgress | None) -> None:
         if progress is not None and distributed.world().size > 1:

@@ -148,10 +148,10 @@ def test_the_dry_run_shows_the_decoder_pack(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
 
 
-# what differs between two runs of one job whatever the packing: clocks, memory, paths, the tracker's run, and
-# the config's `pack` itself (not hashed: the same config hash)
+# what differs between two runs of one job whatever the packing: clocks, memory, paths, the tracker's run, the
+# config's `pack` itself (not hashed: the same config hash) and the record's (which pack it shared a process with)
 RUN_ONLY = {"wall_time_s", "samples_per_s", "peak_memory_mb", "peak_memory_kind", "started_at", "finished_at",
-            "wandb", "config", "attempts", "versions", "git_commit"}
+            "pack", "wandb", "config", "attempts", "versions", "git_commit"}
 
 
 def test_a_decoder_sweep_with_pack_auto_writes_the_records_of_pack_off(tmp_path: Path) -> None:

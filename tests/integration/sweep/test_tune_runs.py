@@ -41,8 +41,12 @@ def test_a_bad_space_stops_the_sweep_before_anything_runs(tmp_path: Path) -> Non
 
 
 def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tmp_path: Path) -> None:
+    import shutil
+
     import optuna
     from helpers import records, run_cli_preloaded
+
+    from distill_sweep.report import checklist
 
     out, where = tmp_path / "results", [f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'c'}"]
     proc = run_cli_preloaded([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
@@ -60,16 +64,28 @@ def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tm
     assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
     assert {t.value for t in study.trials} == {
         r["best"]["dev"]["accuracy"] for r in trials}  # each trial told its record's holdout score
-    for r in grid:  # the chosen values, run on the real split, with a pointer to the study
-        assert r["tuned"]["trial"] == best.number and r["tuned"]["journal"] == str(journal)
+    for r in grid:  # the chosen values, run on the real split, with a pointer to the study (relative to the store)
+        assert r["tuned"]["trial"] == best.number and r["tuned"]["journal"] == f"tuning/{journal.name}"
         assert r["config"]["objective"]["temperature"] == best.params["objective.temperature"]
+    said = proc.stdout + proc.stderr  # a trial's lines say which trial, of how many, scored on the holdout
+    assert "distill_sweep: tuning, round 1 of 2: 1 trial(s) (trial 1) of 1 arm(s)" in said
+    assert "[trial 2 of 2] prediction epoch 1/1 loss " in said and " holdout accuracy=" in said
+    assert "done trial 1 of 2 of toy/vanilla_kd init-1 seed 1: best holdout accuracy " in said
+    shutil.copytree(out, tmp_path / "copy")
     again = run_cli_preloaded([*SWEEP, "tune.trials=2", *where, "-m"], cwd=tmp_path)
-    assert again.returncode == 0 and "tuning:" not in again.stdout
+    assert again.returncode == 0 and "tuning" not in again.stdout
     assert "0 job(s) to run" in again.stdout and len(records(out)) == 4
+    # a kill during Optuna's write left half a line: set aside, the whole trials kept, the sweep goes on
+    with journal.open("ab") as f:
+        f.write(b'{"op_code":5,"worker_id":"x","trial_id":')
     more = run_cli_preloaded([*SWEEP, "tune.trials=3", *where, "-m"], cwd=tmp_path)
     assert more.returncode == 0, more.stderr[-3000:]
+    assert f"the tuning journal {journal} was damaged: its last line is torn" in more.stderr
     assert len([r for r in records(out) if r.get("tune_trial") is not None]) == 3
     assert json.loads(journal.read_text().splitlines()[0])  # still one journal, continued
+    # the copy reads its own study (2 trials), not the original's (3): every stored path is relative to the store
+    assert [(a["completed_trials"], a["trials"]) for a in checklist.tuning_arms(tmp_path / "copy")] == [(2, 2)]
+    assert [(a["completed_trials"], a["trials"]) for a in checklist.tuning_arms(out)] == [(3, 3)]
 
 
 def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, shared_cache: Path) -> None:
@@ -80,7 +96,12 @@ def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, s
     import time
 
     import optuna
-    from helpers import cli_env, records, run_cli_preloaded
+    from helpers import cli_env, compose_cfg, records, run_cli_preloaded
+
+    from distill_sweep.config.parse import parse
+    from distill_sweep.config.tune import TuneSettings
+    from distill_sweep.job.identity import identify
+    from distill_sweep.sweep import tune
 
     out = tmp_path / "results"
     args = [*FAST, "objective=vanilla_kd", "seed=1", "epochs=2", "max_steps_per_epoch=4", "checkpoint.every_steps=1",
@@ -109,3 +130,65 @@ def test_a_sweep_killed_mid_trial_ends_with_exactly_the_budget(tmp_path: Path, s
     trials = sorted((r for r in records(out) if r.get("tune_trial")), key=lambda r: r["tune_trial"]["number"])
     assert [r["tune_trial"]["number"] for r in trials] == [0, 1] and trials[0]["resumed"] == 1
     assert len([r for r in records(out) if r.get("tuned")]) == 1
+    # trial 1, asked by the second sweep, is the uninterrupted sweep's trial 1: drawn from trial 0's result and its
+    # own seed (a sampler seeded once per process drew trial 0's value again)
+    settings = parse(TuneSettings, {"trials": 2, "holdout": 0.25,
+                                    "space": {"objective.temperature": {"low": 1.0, "high": 4.0}}}, "tune")
+    job = [a for a in args if a != "-m"]
+    (arm,) = tune.plan_arms([(identify(compose_cfg(job)), job)], compose_cfg, settings)
+    whole = tune.open_study(arm, settings, tmp_path / "uninterrupted")
+    (zero,) = tune.next_trials(arm, whole, 2)
+    assert zero.values == study.trials[0].params
+    tune.tell(whole, zero, study.trials[0].value)
+    (one,) = tune.next_trials(arm, whole, 2)
+    assert one.values == study.trials[1].params != study.trials[0].params
+
+
+def test_two_tuned_sweeps_on_one_study_at_once_both_finish(tmp_path: Path, shared_cache: Path) -> None:
+    """Two sweeps started together on one results directory tell the same study: each runs the trials the other
+    has not (or waits for the other's on its job's lock) and both tell them; neither dies on a trial the other
+    told (Optuna's UpdateFinishedTrialError), and the arm ends with exactly its budget and one grid job."""
+    import subprocess
+    import sys
+
+    import optuna
+    from helpers import cli_env, records
+
+    out = tmp_path / "results"
+    args = [*SWEEP[:-3], "seed=1", "tune.holdout=0.25", SWEEP[-1], "tune.trials=2", f"results_dir={out}",
+            f"cache_dir={shared_cache}", "-m"]
+    logs = [tmp_path / f"sweep-{i}.err" for i in range(2)]
+    procs = []
+    for log in logs:  # (files, not pipes: a sweep that filled its pipe would stop and hold its lock)
+        with log.open("w") as err:
+            procs.append(subprocess.Popen([sys.executable, "-m", "distill_sweep", *args], cwd=tmp_path,
+                                          stdout=subprocess.DEVNULL, stderr=err, env=cli_env()))
+    outcomes = [(p.wait(timeout=600), log.read_text()) for p, log in zip(procs, logs, strict=True)]
+    assert [rc for rc, _ in outcomes] == [0, 0], [err[-2000:] for _, err in outcomes]
+    assert not any("Traceback" in err for _, err in outcomes)
+    (journal,) = (out / "tuning").glob("*.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    (name,) = optuna.get_all_study_names(storage)
+    trials = optuna.load_study(study_name=name, storage=storage).trials
+    assert sum(t.state.name == "COMPLETE" for t in trials) == 2
+    assert all(t.state.name == "COMPLETE" or "abandoned" in t.user_attrs for t in trials)
+    assert len([r for r in records(out) if r.get("tuned")]) == 1
+
+
+def test_packed_trials_share_their_packs_time(tmp_path: Path, shared_cache: Path) -> None:
+    """tune.parallel=2: the round's two trials share batches and train in one pack; each record says so, and the
+    checklist charges the two together the pack's time (the longer member's wall time), not each of them all of
+    it."""
+    from helpers import records, run_cli_preloaded
+
+    from distill_sweep.report import checklist
+
+    out = tmp_path / "results"
+    proc = run_cli_preloaded([*SWEEP[:-3], "seed=1", "tune.holdout=0.25", SWEEP[-1], "tune.trials=2",
+                              "tune.parallel=2", f"results_dir={out}", f"cache_dir={shared_cache}", "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = [r for r in records(out) if r.get("tune_trial") is not None]
+    assert len(trials) == 2 and trials[0]["pack"] == trials[1]["pack"] and trials[0]["pack"].startswith("pack-")
+    (arm,) = checklist.tuning_arms(out)
+    walls = sorted(r["wall_time_s"] for r in trials)
+    assert abs(arm["compute_hours"]["trials"]["cpu"] * 3600 - walls[1]) < 1e-9  # walls[0]/2 + (walls[0]/2 + rest)

@@ -14,7 +14,7 @@ from distill_sweep.config.parse import parse
 from distill_sweep.config.tune import TuneSettings
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
-from distill_sweep.sweep import tune
+from distill_sweep.sweep import journal, tune
 from distill_sweep.sweep.compose import expand
 
 
@@ -46,7 +46,29 @@ def test_a_key_an_arm_does_not_read_is_left_out_of_its_space() -> None:
     (["objective=vanilla_kd"], {"teacher.finetune.lr": {"low": 1e-5, "high": 1e-3, "log": True}},
      r"^tune\.space\.teacher\.finetune\.lr: tuning the teacher is out of scope"),
     (["objective=vanilla_kd"], {"task.max_seq_length": [16, 24]},
-     r"^tune\.space\.task\.max_seq_length changes the teacher .*tuning the teacher is out of scope"),
+     r"^tune\.space\.task\.max_seq_length: a task key changes the data every arm is compared on"),
+    # only keys that change how the student trains: never a seed, the tune block itself, or where a job runs
+    (["objective=vanilla_kd"], {"seed": [1, 2, 3]}, r"^tune\.space\.seed: a seed is not a setting to tune"),
+    (["objective=vanilla_kd"], {"seeds.init": [1, 2]}, r"^tune\.space\.seeds\.init: a seed is not a setting"),
+    (["objective=vanilla_kd"], {"teacher.finetune.seed": [1, 2]}, r"^tune\.space\.teacher\.finetune\.seed: a seed"),
+    (["objective=vanilla_kd"], {"tune.holdout": {"low": 0.1, "high": 0.4}},
+     r"^tune\.space\.tune\.holdout: the tune block's own keys .* cannot vary between trials$"),
+    (["objective=vanilla_kd"], {"eval_batch_size": [8, 64]},
+     r"^tune\.space\.eval_batch_size: it says where or how a job runs, not what it trains"),
+    (["objective=vanilla_kd"], {"threads": [1, 2]},
+     r"^tune\.space\.threads: no score depends on it beyond run-to-run noise \(declared non-deterministic\)"),
+    (["objective=vanilla_kd"], {"precision": ["fp32", "bf16"]}, r"^tune\.space\.precision: it changes the teacher"),
+    (["objective=vanilla_kd"], {"results_dir": ["a", "b"]}, r"^tune\.space\.results_dir: it says where or how"),
+    (["objective=vanilla_kd"], {"checkpoint.every_steps": [0, 5]},
+     r"^tune\.space\.checkpoint\.every_steps: it says where or how a job runs"),
+    (["objective=vanilla_kd"], {"logger.name": ["none", "wandb"]}, r"^tune\.space\.logger\.name: the logger"),
+    (["objective=vanilla_kd"], {"objective.name": ["vanilla_kd", "att_kl"]},
+     r"^tune\.space\.objective\.name: the objective is what the arms of a comparison are"),
+    (["objective=att_kl", "init=1,3"], {"init": [1, 2, 3]},
+     r"^tune\.space\.init: the grid sweeps it too \(its jobs take 2 values\): a study would override each cell's"),
+    (["objective=att_kl", "map=skip,last"], {"map": ["skip", "last"]}, r"^tune\.space\.map: the grid sweeps it too"),
+    (["objective=vanilla_kd"], {"procedure.lm_eval.limit": [4, 8]},
+     r"^tune\.space\.procedure\.lm_eval\.limit: the lm-eval stage scores the trained student"),
     (["objective=vanilla_kd"], {"objective.alpha": {"low": 0.1, "high": 2.0}},
      r"^tune\.space\.objective\.alpha: the value 2\.0 is refused: objective\.alpha=2\.0: must be <= 1\.0$"),
 ])
@@ -207,3 +229,197 @@ def test_a_failed_trial_is_asked_again_up_to_a_budget_of_failures(tmp_path: Path
         (p,) = tune.next_trials(arm, other, 2)
         tune.tell(other, p, None)
     assert tune.next_trials(arm, other, 2) == [] and tune.completed(other) == 0
+
+
+def test_the_students_training_keys_may_be_tuned() -> None:
+    """Top-level training keys (epochs) and the student's groups are identity keys the study may vary."""
+    (arm,) = _arms(["objective=vanilla_kd"], {"epochs": [1, 2], "optimizer.lr": [1e-4, 1e-3],
+                                              "objective.alpha": {"low": 0.1, "high": 0.9}})
+    assert sorted(arm.space) == ["epochs", "objective.alpha", "optimizer.lr"] and arm.left_out == []
+
+
+def _run_trials(arm: tune.Arm, settings: TuneSettings, where: Path, kill_after: int | None = None) -> list[float]:
+    """Asks and tells the arm's trials (score: a fixed function of the value) until its budget is spent; with
+    `kill_after`, the study is opened again (a new sweep process: a new sampler) after that many trials were told."""
+    study, drawn = tune.open_study(arm, settings, where), []
+    while pending := tune.next_trials(arm, study, settings.trials):
+        for p in pending:
+            tune.tell(study, p, 1.0 / (1.0 + abs(p.values["objective.temperature"] - 2.5)))
+            drawn.append(p.values["objective.temperature"])
+            if len(drawn) == kill_after:
+                study = tune.open_study(arm, settings, where)
+    return drawn
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random"])
+def test_a_resumed_study_draws_what_the_uninterrupted_one_drew(tmp_path: Path, sampler: str) -> None:
+    """A sweep killed after its first trial and run again draws trial 1 from the study's history and the trial's own
+    seed, as the uninterrupted sweep did; a sampler seeded once per process started its stream again from tune.seed
+    and repeated trial 0's values (the study held [v0, v0])."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 4, "space": space, "seed": 7, "sampler": sampler}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    whole = _run_trials(arm, settings, tmp_path / "whole")
+    assert len(set(whole)) == 4
+    for kill_after in (1, 2):
+        assert _run_trials(arm, settings, tmp_path / f"killed-{kill_after}", kill_after) == whole
+
+
+def _told(arm: tune.Arm, settings: TuneSettings, where: Path, n: int) -> list[tune.PendingTrial]:
+    study, told = tune.open_study(arm, settings, where), []
+    for i in range(n):
+        (p,) = tune.next_trials(arm, study, settings.trials)
+        tune.tell(study, p, 0.5 + i / 10)
+        told.append(p)
+    return told
+
+
+def test_a_torn_journal_tail_is_set_aside_and_the_whole_trials_kept(tmp_path: Path, capsys) -> None:
+    """A kill during Optuna's write leaves half a line at the journal's end; the next write would run into it and
+    every later read fail. The next sweep sets the file aside (one line), keeps the whole entries, and goes on."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 3, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    told = _told(arm, settings, tmp_path, 2)
+    journal = arm.journal(tmp_path)
+    whole = journal.read_bytes()
+    torn = whole + b'{"op_code": 6, "worker_id": "abc", "trial_'
+    journal.write_bytes(torn)
+    study = tune.open_study(arm, settings, tmp_path)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"distill_sweep: warning: the tuning journal {journal} was damaged: its last line is "
+                           "torn (a write cut short): the file is set aside as ")
+    (aside,) = tmp_path.glob("tuning/*.corrupt-*")
+    assert aside.read_bytes() == torn and journal.read_bytes().startswith(whole)  # (+ the study's opening line)
+    assert [t.value for t in study.trials] == [0.5, 0.6]
+    (p,) = tune.next_trials(arm, study, 3)
+    tune.tell(study, p, 0.9)
+    again = tune.open_study(arm, settings, tmp_path)
+    assert capsys.readouterr().err == "" and [t.value for t in again.trials] == [0.5, 0.6, 0.9]
+    assert [t.params for t in again.trials[:2]] == [p.values for p in told]
+
+
+@pytest.mark.parametrize("damage", ["a line inside", "random bytes"])
+def test_a_damaged_journal_is_set_aside_and_its_work_redone(tmp_path: Path, capsys, damage: str) -> None:
+    """A broken line inside: the entries before it are kept (a consistent state of the study: one change each), the
+    trials after it asked again; random bytes: the study starts again. Each trial's values come from its number and
+    the trials before it, so the trials asked again are the ones whose records are on disk (found completed)."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 3, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    told = _told(arm, settings, tmp_path, 2)
+    journal = arm.journal(tmp_path)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    first_trial_ends = next(i for i, line in enumerate(lines) if b'"op_code":6' in line) + 1  # trial 0 told
+    if damage == "random bytes":
+        journal.write_bytes(bytes(range(256)) * 4)
+    else:
+        journal.write_bytes(b"".join([*lines[:first_trial_ends], b"\x00\xffnot json\n", *lines[first_trial_ends:]]))
+    study = tune.open_study(arm, settings, tmp_path)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "was damaged: line " in line and "is not a journal entry: the file is set aside as " in line
+    assert len(list(tmp_path.glob("tuning/*.corrupt-*"))) == 1
+    kept = 1 if damage == "a line inside" else 0
+    assert [t.value for t in study.trials] == [0.5][:kept]
+    redone = []
+    while len(redone) < 2 - kept:
+        (p,) = tune.next_trials(arm, study, 3)
+        tune.tell(study, p, 0.5 + p.number / 10)
+        redone.append(p)
+    assert [(p.number, p.values) for p in redone] == [(p.number, p.values) for p in told[kept:]]
+
+
+def test_two_sweeps_telling_one_trial_at_once_both_go_on(tmp_path: Path) -> None:
+    """Two sweeps run the same trial (its job's lock makes one wait for the other) and both tell it: the second
+    one's look at the study can come before the first one's write. Its tell then leaves the trial as told, where
+    Optuna raised UpdateFinishedTrialError and the sweep died."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 2, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    study_a, study_b = tune.open_study(arm, settings, tmp_path), tune.open_study(arm, settings, tmp_path)
+    (p,) = tune.next_trials(arm, study_a, 2)
+    (same,) = tune.next_trials(arm, study_b, 2)
+    assert same.number == p.number
+    look = study_a.get_trials
+
+    def b_tells_after_a_looks(*args, **kwargs):
+        trials = look(*args, **kwargs)
+        study_a.get_trials = look
+        tune.tell(study_b, same, 0.7, tmp_path / "trial-0", tmp_path)
+        return trials
+
+    study_a.get_trials = b_tells_after_a_looks
+    tune.tell(study_a, p, 0.7, tmp_path / "trial-0", tmp_path)
+    assert [(t.state.name, t.value, t.user_attrs) for t in study_a.trials] == [("COMPLETE", 0.7, {"record": "trial-0"})]
+    (nxt,) = tune.next_trials(arm, study_a, 2)
+    assert nxt.number == 1
+
+
+def test_stored_paths_are_relative_to_the_results_directory(tmp_path: Path) -> None:
+    """chosen.json, the trials' record pointers and the grid's `+tune_chosen` name paths inside the results
+    directory relative to it, so that a copied results directory reads its own studies."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 1, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd", "seed=1,2"], space)
+    study = tune.open_study(arm, settings, tmp_path)
+    (p,) = tune.next_trials(arm, study, 1)
+    tune.tell(study, p, 0.5, tmp_path / "toy" / "trial-0", tmp_path)
+    tune.choose(arm, study, tmp_path, settings)
+    chosen = json.loads(tune.chosen_path(arm, tmp_path).read_text())
+    assert chosen["journal"] == f"tuning/{arm.digest[:10]}.journal"
+    assert study.trials[0].user_attrs == {"record": "toy/trial-0"}
+    assert all(job[-1] == f"+tune_chosen='tuning/{arm.digest[:10]}.chosen.json'" for job in tune.tuned_grid(arm, tmp_path))
+    assert journal.stored_at("toy/trial-0", tmp_path / "copy") == tmp_path / "copy" / "toy" / "trial-0"
+    assert journal.stored_at("/elsewhere/x", tmp_path) == Path("/elsewhere/x")  # (journals from before: as written)
+
+
+def test_trial_and_round_lines_say_which_of_how_many(tmp_path: Path) -> None:
+    """A trial's lines name it `trial k of N` (from 1); the sweep says `round k of N` before each round."""
+    from distill_sweep.config.tune import trial_label
+
+    assert trial_label(0, 8) == "trial 1 of 8" and trial_label(7, 8) == "trial 8 of 8"
+    assert trial_label(8, 8) == "trial 9 (a budget of 8: failed ones asked again)"
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 4, "space": space, "parallel": 2}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    studies = {arm.digest: tune.open_study(arm, settings, tmp_path)}
+    first = tune.next_trials(arm, studies[arm.digest], 4, 2)
+    assert tune.round_line(first, studies, settings, 1) == (
+        "distill_sweep: tuning, round 1 of 2: 2 trial(s) (trials 1, 2) of 1 arm(s), 1 of them completed before")
+    for p in first:
+        tune.tell(studies[arm.digest], p, 0.5)
+    second = tune.next_trials(arm, studies[arm.digest], 4, 2)
+    assert tune.round_line(second, studies, settings, 0).startswith("distill_sweep: tuning, round 2 of 2: 2 trial(s) "
+                                                                    "(trials 3, 4)")
+
+
+def test_the_dry_run_reads_a_damaged_journal_as_nothing_completed(tmp_path: Path, capsys) -> None:
+    """The dry run writes nothing: a journal Optuna cannot read is counted as no trial completed, said in one
+    line, and left for the sweep that runs to set aside."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 3, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    _told(arm, settings, tmp_path, 2)
+    journal = arm.journal(tmp_path)
+    damaged = b"\x00garbage\n" + journal.read_bytes()
+    journal.write_bytes(damaged)
+    assert "0 already completed, 3 to run" in tune.dry_run_line([arm], settings, tmp_path)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"distill_sweep: warning: the tuning journal {journal} cannot be read: the sweep will set it " \
+                   "aside and ask its trials again"
+    assert journal.read_bytes() == damaged and list(tmp_path.glob("tuning/*.corrupt-*")) == []
+
+
+def test_a_trial_asked_without_all_its_values_is_given_up(tmp_path: Path) -> None:
+    """A sweep stopped between Optuna's ask and its values (or a journal mended back to that point) leaves a
+    RUNNING trial that holds only some of the space's values: run as it is, its job would train the defaults of
+    the others under that trial's number. It is given up (`abandoned`, not a failure) and another asked."""
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}, "objective.alpha": {"low": 0.1, "high": 0.9}}
+    settings = parse(TuneSettings, {"trials": 2, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    study = tune.open_study(arm, settings, tmp_path)
+    study.ask().suggest_float("objective.temperature", 1.0, 4.0)  # ... and the sweep dies before alpha
+    (p,) = tune.next_trials(arm, study, 2)
+    assert p.number == 1 and sorted(p.values) == ["objective.alpha", "objective.temperature"]
+    half = study.trials[0]
+    assert half.state.name == "FAIL" and "abandoned" in half.user_attrs and tune.failed_trials(study) == 0

@@ -90,6 +90,7 @@ def test_the_jobs_done_line_says_when_the_best_score_is_at_the_dev_baseline(capl
     import logging
 
     from distill_sweep.cli import run_job
+    from distill_sweep.records.blocks import TuneTrial
     from distill_sweep.records.record import Record, TeacherInfo
 
     def record(best: float) -> Record:
@@ -101,3 +102,10 @@ def test_the_jobs_done_line_says_when_the_best_score_is_at_the_dev_baseline(capl
         run_job._at_baseline_line(record(0.62), "accuracy")  # clearly above
     (line,) = [r.getMessage() for r in caplog.records]
     assert "best accuracy 0.5400 is at or below the dev split's majority-class baseline 0.5400" in line
+    caplog.clear()
+    trial = record(0.54)
+    trial.tune_trial = TuneTrial(number=0, holdout=0.25, seed=0, holdout_size=64)  # a tuning trial scores its holdout
+    with caplog.at_level(logging.WARNING):
+        run_job._at_baseline_line(trial, "accuracy")
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "is at or below the tuning holdout's majority-class baseline 0.5400" in line

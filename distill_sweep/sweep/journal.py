@@ -1,0 +1,171 @@
+"""A tuning study's journal file (sweep/tune.py's studies): the sampler that draws its trials, keeping the file
+readable after a kill, and the paths it stores.
+
+Each arm's study lives in `<results_dir>/tuning/<arm>.journal`, Optuna's journal storage: one JSON line per change
+of the study, appended under a lock file that every process opening it shares. Paths a study or its arm's choice
+stores are relative to the results directory, so that a copied or moved results directory reads its own.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from distill_sweep.config.seeds import derived_seed
+from distill_sweep.config.tune import TuneSettings
+from distill_sweep.records.disk import atomic_file, set_aside
+
+
+def trial_sampler(tune: TuneSettings) -> Any:
+    """The study's sampler: each trial drawn by a sampler of its own, seeded from (tune.seed, the trial's number),
+    from the study's trials before it. One sampler seeded once would draw trial k from the k-th state of its
+    random stream, which a re-run sweep (a new process) starts again from tune.seed: a study resumed after a
+    kill repeated its first values. Seeded per trial, a resumed study draws what the uninterrupted one drew.
+    TPE's constant liar: a trial asked while others are still running (tune.parallel > 1, two sweeps at once) is
+    drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other."""
+    import optuna
+
+    def make(seed: int) -> Any:
+        if tune.sampler == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+        return optuna.samplers.RandomSampler(seed=seed)
+
+    class TrialSeeded(optuna.samplers.BaseSampler):
+        def __init__(self) -> None:
+            self._own: dict[int, Any] = {}  # trial number -> its sampler (a few: the trials of one round)
+
+        def _of(self, trial: Any) -> Any:
+            number = int(trial.number)
+            if number not in self._own:
+                if len(self._own) > 64:
+                    self._own.clear()
+                # (NumPy's RandomState, under Optuna's samplers, takes seeds below 2**32)
+                self._own[number] = make(derived_seed("tune-trial", tune.seed, number) % 2**32)
+            return self._own[number]
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
+            return self._of(trial).infer_relative_search_space(study, trial)
+
+        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> Any:
+            return self._of(trial).sample_relative(study, trial, search_space)
+
+        def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: Any) -> Any:
+            return self._of(trial).sample_independent(study, trial, param_name, param_distribution)
+
+        def before_trial(self, study: Any, trial: Any) -> None:
+            self._of(trial).before_trial(study, trial)
+
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            self._of(trial).after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:  # (Optuna's parallel optimize: never used here; the seeds are the trials')
+            pass
+
+    return TrialSeeded()
+
+
+def _complete_lines(data: bytes) -> tuple[int, int, int]:
+    """(bytes, lines) of the journal's longest prefix of whole entries (a JSON object each, ended by a newline),
+    and its line count."""
+    kept = good = 0
+    lines = data.splitlines(keepends=True)
+    for line in lines:
+        try:
+            entry = json.loads(line) if line.endswith(b"\n") else None
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            entry = None
+        if not isinstance(entry, dict) or "op_code" not in entry:
+            break
+        kept, good = kept + len(line), good + 1
+    return kept, good, len(lines)
+
+
+def mend_journal(path: Path) -> str | None:
+    """Keep a study's journal readable (None: it was whole): Optuna appends each change as one line, so a kill
+    during a write leaves a torn last line, which the next append would run into the next entry, making the
+    journal unreadable for every run after. The damaged file is set aside (`records.disk.set_aside`) and its
+    entries before the first damaged line kept, a consistent state of the study (each entry is one change of it);
+    the trials after it are asked and run again. Entries that Optuna cannot replay: the whole journal is set aside
+    and the study starts again. Done under the journal's lock (the one Optuna's writers take); says what it did in
+    one line on stderr, and returns that line."""
+    from optuna.storages.journal import JournalFileOpenLock
+
+    if not path.is_file():
+        return None
+    lock = JournalFileOpenLock(str(path))
+    lock.acquire()
+    try:
+        data = path.read_bytes()
+        kept, good, total = _complete_lines(data)
+        what = None
+        if kept < len(data):
+            where = "its last line is torn (a write cut short)" if good == total - 1 else \
+                f"line {good + 1} of {total} is not a journal entry"
+            aside: list[Path] = []
+            with atomic_file(path, binary=True, before_replace=lambda: aside.append(set_aside(path))) as f:
+                f.write(data[:kept])
+            what = f"{where}: the file is set aside as {aside[0].name}, its {good} whole entries before it kept"
+        if not _replays(path):
+            moved = set_aside(path)
+            what = f"{what + '; ' if what else ''}its entries do not replay as a study: set aside as {moved.name}, " \
+                   "the study starts again"
+    finally:
+        lock.release()
+    if what is None:
+        return None
+    line = f"distill_sweep: warning: the tuning journal {path} was damaged: {what}"
+    print(line, file=sys.stderr, flush=True)
+    return line
+
+
+def _replays(path: Path) -> bool:
+    """Whether Optuna reads the journal's entries as studies (it replays them all when it opens the file)."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    try:
+        JournalStorage(JournalFileBackend(str(path), lock_obj=_NoLock()))
+    except Exception:  # noqa: BLE001 - any error of the replay is a journal this run cannot use
+        return False
+    return True
+
+
+class _NoLock:
+    """A lock object for a backend opened while `mend_journal` holds the journal's own lock (it only reads)."""
+
+    def acquire(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+
+def read_storage(path: Path) -> Any:
+    """The journal storage of a study file (read by the dry run and the report)."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+    return JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
+
+
+def stored_path(path: Path, results_dir: Path | None) -> str:
+    """A path as a study or chosen.json stores it: relative to the results directory where it lies inside it, so
+    that a results directory copied or moved elsewhere reads its own files (`stored_at` reads it back)."""
+    if results_dir is not None:
+        try:
+            return str(Path(path).resolve().relative_to(Path(results_dir).resolve()))
+        except ValueError:
+            pass
+    return str(path)
+
+
+def stored_at(text: str, results_dir: Path) -> Path:
+    """A stored path read back: relative ones from the results directory (absolute ones, from journals written
+    before paths were stored relative, as they are)."""
+    path = Path(text)
+    return path if path.is_absolute() else results_dir / path
+
+
+__all__ = ["mend_journal", "read_storage", "stored_at", "stored_path", "trial_sampler"]
