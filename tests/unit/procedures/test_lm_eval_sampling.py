@@ -11,8 +11,11 @@ import pytest
 from helpers import CAUSAL_BASE, compose_cfg
 
 from distill_sweep.errors import ConfigError
+from distill_sweep.job.hashed import hashed_config
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
+from distill_sweep.procedures.causal_lm_settings import LM_EVAL_DRAWS
+from distill_sweep.records.hashing import digest
 from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, read_samples, write_samples
 from distill_sweep.records.predictions import read_checked_npz
 
@@ -26,8 +29,14 @@ BOTH_HASH = "10ac8ae7450ea7c204a540c62891c7231594d2f2fd21df933f430f5b18af6b90"
 
 
 def test_greedy_keeps_the_hash_and_each_seed_list_is_another_job(tmp_path: Path):
+    """Greedy is the same job at any sampling setting left at its default; the hash of before, less the one mark that
+    its responses are now drawn per request (`LM_EVAL_DRAWS`, job/hashed.py: the rows of a batch used to run past their
+    end token, so scores depended on the eval batch size, greedy ones too)."""
     def hashed(*extra: str) -> str:
-        return identify(compose_cfg([*CAUSAL_BASE, f"results_dir={tmp_path}", BOTH, *extra])).digest
+        job = identify(compose_cfg([*CAUSAL_BASE, f"results_dir={tmp_path}", BOTH, *extra])).config
+        config = hashed_config(job)
+        assert config["procedure"]["lm_eval"].pop("draws") == LM_EVAL_DRAWS
+        return digest(config)
 
     assert hashed() == BOTH_HASH
     assert hashed("procedure.lm_eval.sampling_seeds=[]", "procedure.lm_eval.temperature=1.0") == BOTH_HASH
