@@ -64,18 +64,43 @@ def _p_two_sided(diffs: np.ndarray) -> float:
     return float(min(1.0, 2.0 * min(low, high)))
 
 
-def multi_bootstrap(preds_a: np.ndarray, preds_b: np.ndarray, labels: np.ndarray, metric: str,
-                    confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
-                    ) -> dict[str, float]:
+def as_units(preds: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per unit of replication (master seed) its runs' predictions as [R, N]: an [S, N] array is one run per
+    unit; a sequence holds each unit's runs (a grid crossing another source's seed: analysis/replication.py)."""
+    if isinstance(preds, np.ndarray) and preds.ndim <= 2:
+        return [row[None] for row in np.atleast_2d(preds)]
+    return [np.atleast_2d(np.asarray(u)) for u in preds]
+
+
+def unit_metric(metric: str, runs: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The mean over a unit's runs ([R, N]) of each run's `weighted_metric` ([B] values): the unit's score, as
+    the seed-level statistics average the runs of one master seed."""
+    return np.mean([weighted_metric(metric, r, labels, weights) for r in runs], axis=0)
+
+
+def multi_bootstrap(preds_a: np.ndarray | Sequence[np.ndarray], preds_b: np.ndarray | Sequence[np.ndarray],
+                    labels: np.ndarray, metric: str, confidence: float = 0.95, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> dict[str, float]:
     """The paired multi-bootstrap of mean(metric(A) - metric(B)) over seeds x examples. `preds_a`,
-    `preds_b`: [S, N], row s of both from the same seed; `labels`: [N]. Returns diff (on all seeds and
-    examples), ci_low, ci_high (percentile interval of the resampled differences) and p (two-sided)."""
-    a, b = np.atleast_2d(preds_a), np.atleast_2d(preds_b)
+    `preds_b`: [S, N], row s of both from the same seed, or per seed its runs' [R, N] (`as_units`: a unit's
+    score is the mean of its runs'); `labels`: [N]. Returns diff (on all seeds and examples), ci_low, ci_high
+    (percentile interval of the resampled differences) and p (two-sided)."""
+    return contrast_bootstrap([(1.0, preds_a), (-1.0, preds_b)], labels, metric, confidence, resamples, seed)
+
+
+def contrast_bootstrap(arms: Sequence[tuple[float, np.ndarray | Sequence[np.ndarray]]], labels: np.ndarray,
+                       metric: str, confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
+                       ) -> dict[str, float]:
+    """The multi-bootstrap of a linear contrast sum_k c_k metric(arm_k) over seeds x examples: `arms` are
+    (c_k, predictions as `multi_bootstrap` takes them), every arm with the same units in the same order (a pair:
+    (+1, A), (-1, B); the objective x init interaction: (+1, A_x), (-1, A_y), (-1, B_x), (+1, B_y))."""
+    units = [(c, as_units(p)) for c, p in arms]
 
     def seed_diff(s: int, weights: np.ndarray) -> np.ndarray:
-        return weighted_metric(metric, a[s], labels, weights) - weighted_metric(metric, b[s], labels, weights)
+        return sum(c * unit_metric(metric, u[s], labels, weights) for c, u in units)
 
-    return _resampled(seed_diff, *a.shape, confidence, resamples, seed)
+    n_units = len(units[0][1])
+    return _resampled(seed_diff, n_units, units[0][1][0].shape[1], confidence, resamples, seed)
 
 
 def _resampled(seed_diff: Callable[[int, np.ndarray], np.ndarray], n_seeds: int, n: int, confidence: float,

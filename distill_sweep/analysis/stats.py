@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from distill_sweep.analysis import aso_null
+from distill_sweep.analysis import aso_null, replication
 from distill_sweep.analysis.aso import aso_both, aso_limit, centred_by_task
 from distill_sweep.analysis.paper import GLUE_TASKS, objective_order, task_label
 
@@ -62,24 +62,33 @@ MAX_SEEDS = 10_000  # seeds needed above this are reported as this (a difference
 # ----------------------------------------------------------------------------- aggregation
 
 
-def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1, ci: str = "t") -> pd.DataFrame:
-    """Mean, std (with `ddof`), n and the CI of the mean over seeds (`mean_ci` with method `ci`) per
-    (by..., task).
+def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1, ci: str = "t",
+              unit: str | None = replication.UNIT) -> pd.DataFrame:
+    """Mean, std (with `ddof`), n and the CI of the mean over the units of replication (`mean_ci` with method `ci`)
+    per (by..., task).
 
-    std is NaN when n <= ddof, the CI when n < 2. Columns: by..., task, metric, mean, std, n, ci_low, ci_high.
+    A unit is a master seed (`unit`; None: every run its own unit): the runs of one unit (a grid crossing `seed`
+    with `seeds.data_order`) are averaged first (analysis/replication.py says why), so n counts units and `runs`
+    the runs behind them. std is NaN when n <= ddof, the CI when n < 2. Columns: by..., task, metric, mean, std,
+    n, runs, ci_low, ci_high.
     """
     by = list(by)
-    cols = [*by, "task", "metric", "mean", "std", "n", "ci_low", "ci_high"]
+    cols = [*by, "task", "metric", "mean", "std", "n", "runs", "ci_low", "ci_high"]
     if scores_df.empty:
         return pd.DataFrame(columns=cols)
+    if unit is not None and unit in scores_df.columns:
+        scores_df = replication.unit_means(scores_df, [*by, "task", "metric"], unit)
+    else:
+        scores_df = scores_df.assign(runs=1)
 
     def std(v: pd.Series) -> float:
         return float(np.std(v.to_numpy(), ddof=ddof)) if len(v) > ddof else math.nan
 
-    grouped = scores_df.groupby([*by, "task", "metric"], sort=False)["value"]
-    agg = grouped.agg(mean="mean", std=std, n="count").reset_index()
+    grouped = scores_df.groupby([*by, "task", "metric"], sort=False)
+    agg = grouped["value"].agg(mean="mean", std=std, n="count").reset_index()
     agg["n"] = agg["n"].astype(int)
-    intervals = [mean_ci(v.to_numpy(), ci) for _, v in grouped]  # the same groups, in the same order
+    agg["runs"] = grouped["runs"].sum().to_numpy(dtype=int)
+    intervals = [mean_ci(v.to_numpy(), ci) for _, v in grouped["value"]]  # the same groups, in the same order
     agg["ci_low"] = [lo for lo, _ in intervals]
     agg["ci_high"] = [hi for _, hi in intervals]
     return agg[cols]

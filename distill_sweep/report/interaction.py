@@ -46,8 +46,9 @@ def interaction_section(doc: Doc, files: dict[str, Any], inter: pd.DataFrame, al
         doc.text("no contrast to test (fewer than two objectives or two inits with completed runs)")
         return
     doc.text("init effect of an objective A for inits x, y: A_x - A_y at one (task, seed); interaction contrast: "
-             "(A_x - A_y) - (B_x - B_y) over the units where all four runs completed (a unit: a task and a run's "
-             "seeds, its master seed and its seed per source), pooled over tasks; every pair of inits (not the best against the worst, which the same scores would pick); "
+             "(A_x - A_y) - (B_x - B_y) over the units where all four runs completed (a unit: a task's master "
+             "seed, its runs that vary another source's seed averaged first), pooled over tasks; every pair of inits "
+             "(not the best against the worst, which the same scores would pick); "
              f"two-sided one-sample t-test of the contrast (the paired t-test of the two init effects); "
              f"{100 * (1 - alpha):g}% CI: the Student t-interval of its mean; {family_text(inter, family)}")
     headers = ["A", "B", "inits x - y", "n units", "effect A", "effect B", "diff", f"{100 * (1 - alpha):g}% CI",

@@ -19,7 +19,7 @@ FIXED = ("the teacher of each task (fine-tuned once with its own seed and cached
 def statistics_text(ci: str, alpha: float) -> str:
     """The statistics, one paragraph: the cells' interval (`ci`, stats.CI_METHODS) and the pairs' tests."""
     level = f"{100 * (1 - alpha):g}%"
-    return (f"Cells: mean±std over seeds (n runs); their {CONFIDENCE:.0%} CI is the {CI_TEXT[ci]} (ci={ci}), in the "
+    return (f"Cells: mean±std over master seeds (n; the runs of one master seed that vary another source's seed are averaged first); their {CONFIDENCE:.0%} CI is the {CI_TEXT[ci]} (ci={ci}), in the "
             "CSV and on hover. Pairs: paired t-test on (task, seed) matches with Holm's correction per table "
             f"(statsmodels), the {level} t-interval of the mean difference that the t-test inverts (it excludes 0 "
             f"exactly when p < {alpha}), Cohen's d_z, almost stochastic order (ASO eps_min; a verdict only below "

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep.analysis import replication
 from distill_sweep.analysis.frames import init_order, system_order
 from distill_sweep.analysis.paper import GLUE_TASKS, column_metric, task_order
 from distill_sweep.analysis.stats import holm, paired_ttest
@@ -22,6 +23,7 @@ class Cell:
     bold: bool = False
     ci_low: float = math.nan  # the CI of the mean over seeds (stats.mean_ci; the table's ci_method)
     ci_high: float = math.nan
+    runs: int = 0  # the runs behind the n units (more than n where a grid crosses another source's seed)
 
     @property
     def present(self) -> bool:
@@ -30,7 +32,9 @@ class Cell:
 
 def cell_of(hit: Any) -> Cell:
     """A cell from a row of stats.aggregate (an itertuples row or a Series)."""
-    return Cell(float(hit.mean), float(hit.std), int(hit.n), ci_low=float(hit.ci_low), ci_high=float(hit.ci_high))
+    runs = getattr(hit, "runs", hit.n)
+    return Cell(float(hit.mean), float(hit.std), int(hit.n), ci_low=float(hit.ci_low), ci_high=float(hit.ci_high),
+                runs=int(runs))
 
 
 @dataclass
@@ -68,9 +72,11 @@ class Table:
 def score_lookup(scores: pd.DataFrame, key: Callable[[Row], tuple[Any, ...]], by: Sequence[str],
                  avg_tasks: Sequence[str]) -> Scores:
     """`mark_best`'s scores from a scores frame (columns by..., task, seed, value): a column's are the row's
-    seeds of that task; the Avg's, the row's (task, seed) pairs over `avg_tasks`."""
+    seeds of that task; the Avg's, the row's (task, seed) pairs over `avg_tasks`. The runs of one master seed (a
+    grid crossing another source's seed) are averaged first: the unit of replication (analysis/replication.py)."""
+    units = replication.unit_means(scores, [*by, "task"]) if not scores.empty else scores
     index = {k if isinstance(k, tuple) else (k,): g.set_index(["task", "seed"])["value"]
-             for k, g in scores.groupby(list(by), sort=False)} if not scores.empty else {}
+             for k, g in units.groupby(list(by), sort=False)} if not units.empty else {}
 
     def get(row: Row, col: str) -> pd.Series | None:
         values = index.get(key(row))
@@ -164,4 +170,18 @@ def build_table(
               if scores is not None else None)
     table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
     table.scores = lookup
+    note = units_note(table.rows)
+    if note:
+        table.notes.append(note)
     return table
+
+
+def units_note(rows: Sequence[Row]) -> str:
+    """The footnote of a table whose cells average several runs per master seed ("" where none does)."""
+    cells = [c for r in rows for k, c in r.cells.items() if k != "avg" and c.present]
+    if not any(c.runs > c.n for c in cells):
+        return ""
+    most = max(round(c.runs / c.n) for c in cells)
+    return (f"n counts master seeds, the unit of replication: the runs of one master seed that vary another source's "
+            f"seed (up to {most} per seed here) are averaged first, then mean, std, CI and every test are over the "
+            "master seeds' means (docs/guide/report.md, 'The unit of replication')")
