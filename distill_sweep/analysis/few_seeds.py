@@ -64,3 +64,12 @@ def contrast(arms: Sequence[tuple[float, np.ndarray | Sequence[np.ndarray]]], la
     per_seed = [float(sum(c * example_stats.unit_metric(metric, u[s], labels, ones)[0] for c, u in units))
                 for s in range(len(units[0][1]))]
     return guarded(example_stats.contrast_bootstrap(arms, labels, metric, confidence, **kwargs), per_seed, confidence)
+
+
+def pooled_contrast(strata: Sequence[tuple[Sequence[tuple[float, np.ndarray | Sequence[np.ndarray]]], np.ndarray,
+                                           str]], confidence: float = 0.95, **kwargs: int) -> dict[str, float]:
+    """The guarded multi-bootstrap of a contrast pooled over tasks (example_stats.pooled_contrast_bootstrap), its
+    guard the t-test of every (task, seed) unit's contrast: the check a claim pooled over tasks passes before it
+    is called (a pair of rows, the objective x init interaction)."""
+    multi, units = example_stats.pooled_contrast_bootstrap(strata, confidence, **kwargs)
+    return guarded(multi, units, confidence)

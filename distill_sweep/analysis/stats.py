@@ -272,17 +272,21 @@ def _add_family_columns(out: pd.DataFrame, alpha: float, extra: Sequence[float] 
     out["aso_ba"] = [y for _, y in asos]
     out["aso_limit"] = [aso_limit(int(n), level / 2.0) if ok else math.nan  # per direction
                         for n, ok in zip(out["n"], out["testable"], strict=True)]
-    out["aso_better"] = ["A" if x < lim else "B" if y < lim else ""
-                         for (x, y), lim in zip(asos, out["aso_limit"], strict=True)]
+    # NaN p -> not significant (there is no evidence either way; the note says why).
+    out["significant"] = out["p"] < alpha
+    out["significant_holm"] = out["p_holm"] < alpha
+    # one verdict per pair: ASO's is printed only beside a pair the Holm t-test calls, in the same direction, so
+    # two identical systems get a winner by either at most as often as by the t-test (each at its own level, their
+    # union reached 8.6% at 4 seeds, 10% pooled over 7 tasks)
+    out["aso_better"] = ["A" if x < lim and diff > 0 else "B" if y < lim and diff < 0 else ""
+                         for (x, y), lim, diff in zip(asos, out["aso_limit"], out["mean_diff"], strict=True)]
+    out.loc[~out["significant_holm"], "aso_better"] = ""
     spans = [seeds_range(int(n), d, int(k), alpha, level) if ok else (math.nan, math.nan)
              for n, d, k, ok in zip(out["n"], out["d"], out["tasks"], out["testable"], strict=True)]
     out["seeds"] = [seeds_needed(d, int(k), level) if ok else math.nan
                     for d, k, ok in zip(out["d"], out["tasks"], out["testable"], strict=True)]
     out["seeds_low"] = [lo for lo, _ in spans]
     out["seeds_high"] = [hi for _, hi in spans]
-    # NaN p -> not significant (there is no evidence either way; the note says why).
-    out["significant"] = out["p"] < alpha
-    out["significant_holm"] = out["p_holm"] < alpha
     out["few_pairs"] = out["testable"] & (out["n"] < MIN_RELIABLE_PAIRS)
 
 

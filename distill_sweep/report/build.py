@@ -20,6 +20,7 @@ from distill_sweep.analysis import example_stats, frames, grid_status, paper, st
 from distill_sweep.analysis.interaction import init_interactions
 from distill_sweep.report import (
     checklist,
+    checks,
     collapsed,
     decoder,
     decoder_lm_eval,
@@ -148,7 +149,8 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     flagged = collapsed.flag_table(files, table, t1_sc)
     t1_paths = set(t1_records["path"])
     _table_section(doc, files, table, opts)
-    tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
+    tests = _checked(stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems), checks.pair_arms("system"),
+                     t1_records, table, opts.alpha)
     _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
@@ -198,6 +200,9 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                                family_extra=contrasts)
     family = tests["p"].dropna().tolist()
     inter = init_interactions(sc, systems, inits, opts.alpha, family_p=family)
+    # one rule for every verdict (report/checks.py): the seed-level Holm test, then the multi-bootstrap's check
+    tests = _checked(tests, checks.pair_arms("init_label", ("system",)), records, table, opts.alpha)
+    inter = _checked(inter, checks.interaction_arms, records, table, opts.alpha)
     table.notes.append(interaction.table_note(inter, opts.alpha, len(family)))
     _table_section(doc, files, table, opts)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
@@ -214,6 +219,15 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems, inits)
         doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
                    + figures.curve_figures(curves, systems, inits))
+
+
+def _checked(claims: pd.DataFrame, arms: Any, records: pd.DataFrame, table: Table, alpha: float) -> pd.DataFrame:
+    """`checks.apply` on a table's claims, reading the runs' dev predictions only when the seed-level test calls one."""
+    if claims.empty or not claims["significant_holm"].any():
+        return claims.assign(p_check=math.nan, p_check_holm=math.nan)
+    done = records[records["status"] == "completed"]
+    cache, _ = examples.usable_predictions(done)  # the runs left out are named by the examples section
+    return checks.apply(claims, arms, done, cache, table.metrics, alpha)
 
 
 def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> None:
@@ -377,6 +391,7 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
     flagged = collapsed.flag_table(files, built.table, layout_sc, dict(zip(
         zip(built.records["system"], built.records["init_label"], strict=True), built.records["row"], strict=True)))
     _table_section(doc, files, built.table, opts)
+    built.tests = _checked(built.tests, checks.pair_arms("row"), built.records, built.table, opts.alpha)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
                    [], opts)
     for line in collapsed.tests_lines(flagged):
