@@ -278,9 +278,8 @@ def _add_family_columns(out: pd.DataFrame, alpha: float, extra: Sequence[float] 
     # one verdict per pair: ASO's is printed only beside a pair the Holm t-test calls, in the same direction, so
     # two identical systems get a winner by either at most as often as by the t-test (each at its own level, their
     # union reached 8.6% at 4 seeds, 10% pooled over 7 tasks)
-    out["aso_better"] = ["A" if x < lim and diff > 0 else "B" if y < lim and diff < 0 else ""
-                         for (x, y), lim, diff in zip(asos, out["aso_limit"], out["mean_diff"], strict=True)]
-    out.loc[~out["significant_holm"], "aso_better"] = ""
+    out["aso_better"] = aso_verdicts(out["aso_ab"], out["aso_ba"], out["aso_limit"], out["mean_diff"],
+                                     out["significant_holm"])
     spans = [seeds_range(int(n), d, int(k), alpha, level) if ok else (math.nan, math.nan)
              for n, d, k, ok in zip(out["n"], out["d"], out["tasks"], out["testable"], strict=True)]
     out["seeds"] = [seeds_needed(d, int(k), level) if ok else math.nan
@@ -288,6 +287,17 @@ def _add_family_columns(out: pd.DataFrame, alpha: float, extra: Sequence[float] 
     out["seeds_low"] = [lo for lo, _ in spans]
     out["seeds_high"] = [hi for _, hi in spans]
     out["few_pairs"] = out["testable"] & (out["n"] < MIN_RELIABLE_PAIRS)
+
+
+def aso_verdicts(aso_ab: Sequence[float], aso_ba: Sequence[float], limit: Sequence[float], mean_diff: Sequence[float],
+                 called: Sequence[bool]) -> list[str]:
+    """ASO's verdict per pair: "A" (A almost stochastically better), "B" or "". One verdict per pair: it is given
+    only beside a pair the t-test calls (`called`: significant after Holm), in the t-test's direction, with eps_min
+    below its calibrated `limit`; so two identical systems get a winner by either at most as often as by the
+    t-test. Each at its own level, their union named a winner in 8.6% of pairs at 4 seeds and 10% pooled over 7
+    tasks (tests/unit/analysis/test_verdicts.py measures both rules)."""
+    return ["A" if ok and x < lim and diff > 0 else "B" if ok and y < lim and diff < 0 else ""
+            for x, y, lim, diff, ok in zip(aso_ab, aso_ba, limit, mean_diff, called, strict=True)]
 
 
 # ----------------------------------------------------------------------------- uncertainty and effect
