@@ -289,6 +289,8 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
              f"over tasks; Holm correction over {family}"
              + (f"; not testable: {', '.join(untestable)}" if untestable else "")
              + "; the same family ASO's verdict is Bonferroni-corrected over and the seeds needed are planned for")
+    doc.text(f"one verdict per pair: 'significant' (and bold, `*`, ASO's verdict) is {checks.RULE}; the per-task "
+             "comparisons over dev examples below are statistics, not further verdicts")
     for line in tests_legend(tests, opts.alpha):
         doc.text(line)
     headers, rows = tests_rows(tests, within, opts.alpha)
@@ -327,8 +329,9 @@ def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.Dat
         seeds = seeds.assign(p_holm=stats.holm(seeds["p"].to_numpy()))
         doc.table([*examples.headers(within), "p (Holm)"],
                   [[*row, fmt_p(p)] for row, p in zip(rows, seeds["p_holm"], strict=True)])
-        doc.text(f"one family, this table: Holm over its {len(seeds)} multi-bootstrap p-values (every pair x task "
-                 "above), apart from the seed-level t-tests' family")
+        doc.text(f"Holm over its {len(seeds)} multi-bootstrap p-values (every pair x task above): statistics per "
+                 "task, not verdicts; a pair's one verdict is its tests table's, which the same multi-bootstrap "
+                 "pooled over the pair's tasks must also carry")
         files[f"examples_{key}.csv"] = seeds
     for note in notes:
         doc.text(note)
