@@ -162,9 +162,9 @@ def paired_ttest(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
 # paired_tests' columns after the `within` ones; the family columns are computed over all its rows at once
 _TEST_COLUMNS = ("a", "b", "n", "tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "d", "t", "p",
                  "p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
-                 "aso_better", "aso_limit", "seeds", "seeds_low", "seeds_high", "note")
+                 "aso_better", "aso_limit", "seeds", "seeds_low", "seeds_high", "detectable", "note")
 _FAMILY_COLUMNS = ("p_holm", "significant", "significant_holm", "testable", "few_pairs", "aso_ab", "aso_ba",
-                   "aso_better", "aso_limit", "seeds", "seeds_low", "seeds_high")
+                   "aso_better", "aso_limit", "seeds", "seeds_low", "seeds_high", "detectable")
 
 
 def paired_tests(
@@ -191,7 +191,8 @@ def paired_tests(
     t, p, p_holm, significant, significant_holm, testable, few_pairs, aso_ab / aso_ba (eps_min that A / B is
     better), aso_better ("A", "B" or ""), aso_limit (the eps_min a verdict needs: `aso_limit`; 0 = none
     possible at this n), seeds (seeds needed at the observed d, at Holm's first-step level), seeds_low /
-    seeds_high (`seeds_range`), note. Untestable pairs have NaN d, CI, ASO and seeds. `family_extra`: the
+    seeds_high (`seeds_range`), detectable (the mean difference its n pairs would detect with 80% power at Holm's
+    first-step level, at the differences' observed sd: what a non-significant pair cannot rule out), note. Untestable pairs have NaN d, CI, ASO and seeds. `family_extra`: the
     p-values of the table's other claims (Table 3: its interaction contrasts), in the same family: Holm over all,
     m counts them too.
     """
@@ -202,7 +203,7 @@ def paired_tests(
     rows: list[dict[str, Any]] = []
     for key, grp in _ordered_groups(scores_df, within, group_order):
         rows += _group_tests(grp, dict(zip(within, key, strict=True)), compare, alpha, levels, pairs)
-    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in _FAMILY_COLUMNS), "_pairs"])  # _pairs: for ASO
+    out = pd.DataFrame(rows, columns=[*(c for c in cols if c not in _FAMILY_COLUMNS), "_pairs", "_sd"])  # for ASO
     _add_family_columns(out, alpha, family_extra)
     return out[cols]
 
@@ -252,7 +253,7 @@ def _pair_test(a: str, b: str, columns: dict[str, np.ndarray], task_codes: np.nd
         "mean_b": float(y.mean()) if len(x) else math.nan,
         "mean_diff": float((x - y).mean()) if len(x) else math.nan,
         "ci_low": lo, "ci_high": hi, "d": cohens_dz(x, y), "t": t, "p": p, "note": note,
-        "_pairs": (codes, x, y),
+        "_pairs": (codes, x, y), "_sd": float((x - y).std(ddof=1)) if len(x) > 1 else math.nan,
     }
 
 
@@ -284,6 +285,10 @@ def _add_family_columns(out: pd.DataFrame, alpha: float, extra: Sequence[float] 
              for n, d, k, ok in zip(out["n"], out["d"], out["tasks"], out["testable"], strict=True)]
     out["seeds"] = [seeds_needed(d, int(k), level) if ok else math.nan
                     for d, k, ok in zip(out["d"], out["tasks"], out["testable"], strict=True)]
+    # what a non-significant pair cannot rule out: the difference its n pairs detect with 80% power at the level
+    # the family corrects to (Holm's first step), at the differences' observed spread
+    out["detectable"] = [detectable_effect(int(n), float(sd), level) if ok else math.nan
+                         for n, sd, ok in zip(out["n"], out["_sd"], out["testable"], strict=True)]
     out["seeds_low"] = [lo for lo, _ in spans]
     out["seeds_high"] = [hi for _, hi in spans]
     out["few_pairs"] = out["testable"] & (out["n"] < MIN_RELIABLE_PAIRS)
@@ -423,6 +428,33 @@ def seeds_needed(effect: float, units_per_seed: int = 1, alpha: float = 0.05, po
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if enough(mid) else (mid, hi)
     return float(math.ceil(hi / units_per_seed))
+
+
+def detectable_effect(n: int, sd: float, alpha: float = 0.05, power: float = POWER) -> float:
+    """The smallest mean difference (in the differences' units) that a two-sided one-sample (paired) t-test on n
+    pairs whose differences have standard deviation `sd` detects with `power` at `alpha`: d* sd, where d* solves
+    P(|T| > t_{1 - alpha/2, n-1}) = power for T noncentral t with n - 1 degrees of freedom and noncentrality
+    d* sqrt(n) (statsmodels' TTestPower computes the same). What a non-significant test cannot rule out: an effect
+    below it. NaN for fewer than 2 pairs or an sd that is not positive and finite."""
+    if n < 2 or not (math.isfinite(sd) and sd > 0.0):
+        return math.nan
+    from scipy.optimize import brentq
+
+    df = n - 1
+    crit = float(sps.t.ppf(1.0 - alpha / 2.0, df))
+
+    def short(d: float) -> float:
+        nc = d * math.sqrt(n)
+        with np.errstate(all="ignore"):  # scipy's nct is NaN far in its tails, where the tail is 0 or 1
+            upper, lower = float(sps.nct.sf(crit, df, nc)), float(sps.nct.cdf(-crit, df, nc))
+        upper = upper if not math.isnan(upper) else float(nc > crit)
+        lower = lower if not math.isnan(lower) else 0.0
+        return upper + lower - power
+
+    hi = 1.0
+    while short(hi) < 0.0:
+        hi *= 2.0
+    return brentq(short, 0.0, hi, xtol=1e-10) * sd
 
 
 def dz_interval(n: int, d: float, confidence: float = CONFIDENCE) -> tuple[float, float]:

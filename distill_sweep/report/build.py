@@ -38,6 +38,7 @@ from distill_sweep.report.render import (
     MISSING,
     Doc,
     comparison_rows,
+    fmt_ci,
     fmt_p,
     method_comparison_rows,
     pair_name,
@@ -303,12 +304,22 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     if not testable:
         doc.text(f"no pair could be tested, so none is called significant or not at alpha={opts.alpha}")
     else:
-        raw = [pair_name(r, within) for r in testable if not r["significant"]]
+        raw = [_open(r, within) for r in testable if not r["significant"]]
         doc.text(f"NOT significant at alpha={opts.alpha} (raw p, as in the paper), of the {len(testable)} "
-                 f"testable: " + (", ".join(raw) or "none"))
-        extra = [pair_name(r, within) for r in testable if not r["significant_holm"] and r["significant"]]
-        doc.text("additionally NOT significant after Holm: " + (", ".join(extra) or "none"))
+                 f"testable: " + ("; ".join(raw) or "none"))
+        extra = [_open(r, within) for r in testable if not r["significant_holm"] and r["significant"]]
+        doc.text("additionally not called after Holm: " + ("; ".join(extra) or "none"))
+        if raw or extra:
+            doc.text("not significant is not shown equal: each pair above with its "
+                     f"{100 * (1 - opts.alpha):g}% CI and the difference its pairs would detect with 80% power at "
+                     "Holm's first-step level (at the observed spread); a difference below it cannot be ruled out")
     files[f"ttests_{key}.csv"] = tests
+
+
+def _open(r: dict[str, Any], within: list[str]) -> str:
+    """A pair that is not called, with what it cannot rule out."""
+    return (f"{pair_name(r, within)} {fmt_ci(r['ci_low'], r['ci_high'])}, below \u00b1{r['detectable']:.2f} "
+            "cannot be ruled out")
 
 
 def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.DataFrame, tests: pd.DataFrame,
