@@ -101,3 +101,30 @@ def test_compare_pairs_each_run_and_tests_over_master_seeds(tmp_path: Path) -> N
     assert row[2] == "24 (12 master seeds)"
     assert row[6] == f"{sps.ttest_1samp(units, 0.0).pvalue:.3g}"
     assert row[4] == f"{100 * units.mean():+.2f}"
+
+
+def test_the_multi_bootstrap_averages_a_master_seeds_runs(tmp_path: Path) -> None:
+    """The crossed grid with dev predictions: the comparisons over seeds and dev examples pair 3 master seeds (not
+    the last run of each), each unit's accuracy the mean of its 2 runs'."""
+    from distill_sweep.records.predictions import write_predictions
+
+    n = 300
+    labels = np.random.default_rng(0).integers(0, 2, n)
+    accuracy: dict[tuple, float] = {}
+    for k, (objective, seed, order) in enumerate(product(OBJECTIVES, SEEDS, ORDERS)):
+        rng = np.random.default_rng(k)
+        preds = np.where(rng.random(n) < (0.8 if objective == "vanilla_kd" else 0.7), labels, 1 - labels)
+        acc = float(np.mean(preds == labels))
+        path = write_record(tmp_path / f"order{order}", task="toy", objective=objective, seed=seed, score=acc)
+        write_predictions(path.parent, {"validation": preds}, {"validation": labels}, {"validation": "dev"},
+                          "prediction", 1)
+        rec = json.loads(path.read_text())
+        rec["seeds"] = {"init": seed, "data_order": order, "dropout": seed, "sampling": seed, "own": ["data_order"]}
+        rec["config_hash"] = f"{order}0" + rec["config_hash"][2:]
+        path.write_text(json.dumps(rec))
+        accuracy[(objective, seed, order)] = 100 * acc
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    (row,) = pd.read_csv(tmp_path / "tables" / "examples_table1.csv").to_dict("records")
+    units = [np.mean([accuracy[(row["a"], s, o)] - accuracy[(row["b"], s, o)] for o in ORDERS]) for s in SEEDS]
+    assert row["seeds"] == len(SEEDS) and row["mean_diff"] == pytest.approx(np.mean(units))
+    assert row["p_seeds"] == pytest.approx(sps.ttest_1samp(units, 0.0).pvalue)
