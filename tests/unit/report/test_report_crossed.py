@@ -14,6 +14,7 @@ import pytest
 from helpers import write_record
 from scipy import stats as sps
 
+from distill_sweep.analysis import curves, frames
 from distill_sweep.report import compare
 from distill_sweep.report.cli import main
 
@@ -77,6 +78,9 @@ def test_a_crossed_grid_reports_with_the_master_seed_as_unit(tmp_path: Path, cap
                 - (_units(scores, inter["b"], "1") - _units(scores, inter["b"], "2")))
     assert inter["n"] == len(SEEDS)
     assert inter["p"] == pytest.approx(sps.ttest_1samp(contrast, 0.0).pvalue, abs=1e-12)
+    # the dev curves' bands: over the master seeds too
+    means = curves.curve_means(frames.load_store(tmp_path).curves, ("system", "init_label"))
+    assert not means.empty and (means["n"] == len(SEEDS)).all()
     # the variance table still sees every run (it needs them to tell the sources apart)
     components = pd.read_csv(tables / "variance_components.csv")
     assert (components["n"] == len(SEEDS) * runs).all()
