@@ -69,13 +69,14 @@ def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1, c
 
     A unit is a master seed (`unit`; None: every run its own unit): the runs of one unit (a grid crossing `seed`
     with `seeds.data_order`) are averaged first (analysis/replication.py says why), so n counts units and `runs`
-    the runs behind them. std is NaN when n <= ddof, the CI when n < 2. Columns: by..., task, metric, mean, std,
-    n, runs, ci_low, ci_high.
+    the runs behind them. std is NaN when n <= ddof, the CI when n < 2; a CI past what the metric can be is cut
+    there (`clip_to_range`; ci_cut says so). Columns: by..., task, metric, mean, std, n, runs, ci_low, ci_high,
+    ci_cut.
     """
     by = list(by)
     cols = [*by, "task", "metric", "mean", "std", "n", "runs", "ci_low", "ci_high"]
     if scores_df.empty:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=[*cols, "ci_cut"])
     if unit is not None and unit in scores_df.columns:
         scores_df = replication.unit_means(scores_df, [*by, "task", "metric"], unit)
     else:
@@ -89,9 +90,30 @@ def aggregate(scores_df: pd.DataFrame, by: Sequence[str] = ROW, ddof: int = 1, c
     agg["n"] = agg["n"].astype(int)
     agg["runs"] = grouped["runs"].sum().to_numpy(dtype=int)
     intervals = [mean_ci(v.to_numpy(), ci) for _, v in grouped["value"]]  # the same groups, in the same order
-    agg["ci_low"] = [lo for lo, _ in intervals]
-    agg["ci_high"] = [hi for _, hi in intervals]
-    return agg[cols]
+    cut = [clip_to_range(lo, hi, m) for (lo, hi), m in zip(intervals, agg["metric"], strict=True)]
+    agg["ci_low"] = [lo for lo, _, _ in cut]
+    agg["ci_high"] = [hi for _, hi, _ in cut]
+    agg["ci_cut"] = [c for _, _, c in cut]
+    return agg[[*cols, "ci_cut"]]
+
+
+SIGNED_METRICS = ("mcc", "pearson", "spearman")  # in percent, -100 to 100; the others 0 to 100
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """What a dev score in percent can be: -100 to 100 for correlations, else 0 to 100."""
+    return (-100.0, 100.0) if any(str(metric).startswith(m) for m in SIGNED_METRICS) else (0.0, 100.0)
+
+
+def clip_to_range(low: float, high: float, metric: str) -> tuple[float, float, bool]:
+    """A cell's interval cut at what its metric can be (a 3-seed t-interval of accuracy can reach 108): (low,
+    high, whether it was cut). The cut interval holds the true mean whenever the uncut one does, so its coverage
+    is unchanged; the report says which cells were cut."""
+    lo, hi = metric_range(metric)
+    if math.isnan(low):
+        return low, high, False
+    cut = low < lo or high > hi
+    return max(low, lo), min(high, hi), cut
 
 
 def row_averages(agg: pd.DataFrame, by: Sequence[str] = ROW, tasks: Sequence[str] = GLUE_TASKS) -> pd.DataFrame:

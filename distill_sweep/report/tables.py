@@ -24,6 +24,7 @@ class Cell:
     ci_low: float = math.nan  # the CI of the mean over seeds (stats.mean_ci; the table's ci_method)
     ci_high: float = math.nan
     runs: int = 0  # the runs behind the n units (more than n where a grid crosses another source's seed)
+    ci_cut: bool = False  # the CI was cut at what the metric can be (stats.clip_to_range)
 
     @property
     def present(self) -> bool:
@@ -34,7 +35,7 @@ def cell_of(hit: Any) -> Cell:
     """A cell from a row of stats.aggregate (an itertuples row or a Series)."""
     runs = getattr(hit, "runs", hit.n)
     return Cell(float(hit.mean), float(hit.std), int(hit.n), ci_low=float(hit.ci_low), ci_high=float(hit.ci_high),
-                runs=int(runs))
+                runs=int(runs), ci_cut=bool(getattr(hit, "ci_cut", False)))
 
 
 @dataclass
@@ -170,10 +171,20 @@ def build_table(
               if scores is not None else None)
     table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
     table.scores = lookup
-    note = units_note(table.rows)
-    if note:
-        table.notes.append(note)
+    for note in (units_note(table.rows), cut_note(table)):
+        if note:
+            table.notes.append(note)
     return table
+
+
+def cut_note(table: Table) -> str:
+    """The footnote naming the cells whose interval was cut at the metric's range ("" where none was)."""
+    cut = [f"{' / '.join(r.labels)} / {t}" for r in table.rows for t, c in r.cells.items() if t != "avg" and c.ci_cut]
+    if not cut:
+        return ""
+    return (f"CI cut at what the metric can be (0 to 100; -100 to 100 for MCC and correlations) in {len(cut)} "
+            f"cell(s): {', '.join(cut)}; the t-interval over few seeds with a large spread reaches past it, and the "
+            "cut interval holds the true mean whenever the uncut one does")
 
 
 def units_note(rows: Sequence[Row]) -> str:
