@@ -151,7 +151,7 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     t1_paths = set(t1_records["path"])
     _table_section(doc, files, table, opts)
     tests = _checked(stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems), checks.pair_arms("system"),
-                     t1_records, table, opts.alpha)
+                     t1_records, table.metrics, opts.alpha)
     _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
@@ -160,6 +160,7 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         tested = set(tests["a"]) | set(tests["b"])
         doc.figure('<div class="figures">' + figures.tests_matrix(
             tests, [s for s in systems if s in tested], "Table 1", opts.alpha) + "</div>")
+    _every_init_section(doc, files, opts, records, sc, systems)
     if opts.paper:
         _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
     curves = dev_curves.curve_stages(st.curves, opts.curves)
@@ -170,6 +171,21 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                    + figures.curve_figures(t1_curves, systems, None))
 
 
+def _every_init_section(doc: Doc, files: dict[str, Any], opts: ReportOptions, records: pd.DataFrame,
+                        sc: pd.DataFrame, systems: list[str]) -> None:
+    """Table 1's comparison of the objectives at every init the store holds, where it holds more than one: one
+    tests table with an init column (its own Holm family), so no init's comparison is left to a hover."""
+    inits = frames.init_order(records)
+    if len(inits) < 2 or sc.empty:
+        return
+    primary = records.groupby("task")["primary_metric"].first().to_dict()
+    metrics = {t: paper.column_metric(t, opts.metric, primary.get(t)) for t in primary}  # as build_table's
+    tests = stats.paired_tests(sc, "system", ("init_label",), opts.alpha, levels=systems, group_order=inits)
+    tests = _checked(tests, checks.pair_arms("system", ("init_label",)), records, metrics, opts.alpha)
+    _tests_section(doc, files, "table1_inits", "Table 1 at every init: paired t-tests of the objectives within each "
+                   "init", tests, ["init_label"], opts)
+
+
 def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
             ) -> tuple[Table, pd.DataFrame, pd.DataFrame]:
     """Table 1 of the records of its init (opts.table1_init), with those records and their scores."""
@@ -177,7 +193,8 @@ def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
     t1_sc = sc[sc["path"].isin(set(t1_records["path"]))]
     agg = stats.aggregate(t1_sc, ddof=opts.ddof, ci=opts.ci)
     labels = sorted(set(t1_records["init_label"]))
-    title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
+    names = sorted(set(t1_records["init_name"].astype(str)))  # the init shown, not the one asked for
+    title = f"Table 1: objectives (init {', '.join(names) or opts.table1_init}: layers {', '.join(labels) or MISSING})"
     table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
                         metric_mode=opts.metric, scores=t1_sc, alpha=opts.alpha)
     if t1_note:
@@ -202,8 +219,8 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     family = tests["p"].dropna().tolist()
     inter = init_interactions(sc, systems, inits, opts.alpha, family_p=family)
     # one rule for every verdict (report/checks.py): the seed-level Holm test, then the multi-bootstrap's check
-    tests = _checked(tests, checks.pair_arms("init_label", ("system",)), records, table, opts.alpha)
-    inter = _checked(inter, checks.interaction_arms, records, table, opts.alpha)
+    tests = _checked(tests, checks.pair_arms("init_label", ("system",)), records, table.metrics, opts.alpha)
+    inter = _checked(inter, checks.interaction_arms, records, table.metrics, opts.alpha)
     table.notes.append(interaction.table_note(inter, opts.alpha, len(family)))
     _table_section(doc, files, table, opts)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
@@ -222,13 +239,15 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                    + figures.curve_figures(curves, systems, inits))
 
 
-def _checked(claims: pd.DataFrame, arms: Any, records: pd.DataFrame, table: Table, alpha: float) -> pd.DataFrame:
-    """`checks.apply` on a table's claims, reading the runs' dev predictions only when the seed-level test calls one."""
+def _checked(claims: pd.DataFrame, arms: Any, records: pd.DataFrame, metrics: dict[str, str], alpha: float
+             ) -> pd.DataFrame:
+    """`checks.apply` on a table's claims (`metrics`: task -> the column's metric), reading the runs' dev predictions
+    only when the seed-level test calls one."""
     if claims.empty or not claims["significant_holm"].any():
         return claims.assign(p_check=math.nan, p_check_holm=math.nan)
     done = records[records["status"] == "completed"]
     cache, _ = examples.usable_predictions(done)  # the runs left out are named by the examples section
-    return checks.apply(claims, arms, done, cache, table.metrics, alpha)
+    return checks.apply(claims, arms, done, cache, metrics, alpha)
 
 
 def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> None:
@@ -405,7 +424,7 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
     flagged = collapsed.flag_table(files, built.table, layout_sc, dict(zip(
         zip(built.records["system"], built.records["init_label"], strict=True), built.records["row"], strict=True)))
     _table_section(doc, files, built.table, opts)
-    built.tests = _checked(built.tests, checks.pair_arms("row"), built.records, built.table, opts.alpha)
+    built.tests = _checked(built.tests, checks.pair_arms("row"), built.records, built.table.metrics, opts.alpha)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
                    [], opts)
     for line in collapsed.tests_lines(flagged):

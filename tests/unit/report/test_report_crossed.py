@@ -78,6 +78,14 @@ def test_a_crossed_grid_reports_with_the_master_seed_as_unit(tmp_path: Path, cap
                 - (_units(scores, inter["b"], "1") - _units(scores, inter["b"], "2")))
     assert inter["n"] == len(SEEDS)
     assert inter["p"] == pytest.approx(sps.ttest_1samp(contrast, 0.0).pvalue, abs=1e-12)
+    # Table 1 names the init it shows, and every init's comparison of the objectives is a table of its own
+    report = (tables / "report.md").read_text()
+    assert "## Table 1: objectives (init skip: layers 4,8,12)" in report
+    every = pd.read_csv(tables / "ttests_table1_inits.csv")
+    assert sorted(every["init_label"]) == sorted(LAYERS.values()) and (every["n"] == len(SEEDS)).all()
+    (mixed,) = every[every["init_label"] == LAYERS["2"]].to_dict("records")
+    a, b = _units(scores, mixed["a"], "2"), _units(scores, mixed["b"], "2")
+    assert mixed["p"] == pytest.approx(sps.ttest_rel(a, b).pvalue, abs=1e-12)
     # the dev curves' bands: over the master seeds too
     means = curves.curve_means(frames.load_store(tmp_path).curves, ("system", "init_label"))
     assert not means.empty and (means["n"] == len(SEEDS)).all()
@@ -132,3 +140,15 @@ def test_the_multi_bootstrap_averages_a_master_seeds_runs(tmp_path: Path) -> Non
     units = [np.mean([accuracy[(row["a"], s, o)] - accuracy[(row["b"], s, o)] for o in ORDERS]) for s in SEEDS]
     assert row["seeds"] == len(SEEDS) and row["mean_diff"] == pytest.approx(np.mean(units))
     assert row["p_seeds"] == pytest.approx(sps.ttest_1samp(units, 0.0).pvalue)
+
+
+def test_table1_without_its_init_names_the_one_it_shows(tmp_path: Path) -> None:
+    """No skip init, and mixed and bottom with as many runs each: Table 1 shows mixed (first in the paper's init
+    order), titled by its own name and layers, and says why; not "init skip: layers 1,2,3"."""
+    for objective, init, seed in product(OBJECTIVES, ("3", "2"), SEEDS):
+        write_record(tmp_path, task="rte", objective=objective, init=init, seed=seed, score=0.7 + 0.01 * seed)
+    assert main([str(tmp_path), "paper=false", "format=text"]) == 0
+    report = (tmp_path / "tables" / "table1.md").read_text()
+    assert "Table 1: objectives (init mixed: layers 1,8,12)" in report
+    assert ("no records with init 'skip'; Table 1 uses the most common init instead: mixed (layers 1,8,12) (first "
+            "in init order of the 2 with 6 runs each)") in report
