@@ -13,8 +13,10 @@ by REML (statsmodels' MixedLM, the factors as variance components of one group).
 (method of moments) estimator: a results directory often holds an incomplete crossing (the default seeds=1,2,3 runs
 next to a seed x data_order grid), where the ANOVA estimator needs Henderson's method III and REML does not; on a
 complete balanced crossing the two are the same when no estimate is at 0 (Searle, Casella and McCulloch 1992,
-"Variance Components", Sec. 6.8), which tests/unit/analysis/test_variance.py checks against the expected mean
-squares worked by hand. A component REML puts at 0 (the boundary) is reported as 0 with a note.
+"Variance Components", Sec. 6.8), so there the closed form is used and MixedLM only where an ANOVA estimate is
+cut at 0 (REML's optimum is then on the boundary, the others refitted); tests/unit/analysis/test_variance.py checks
+both against the expected mean squares worked by hand and against a brute-force maximum of the REML likelihood. A
+component REML puts at 0 (the boundary) is reported as 0 with a note.
 
 Each component gets an interval and its degrees of freedom (L - 1 for a factor of L levels: at 2 or 3 levels an
 estimate is rough): on a complete balanced crossing, a parametric bootstrap (`intervals`: BOOT_RESAMPLES scores
@@ -83,6 +85,12 @@ def components(values: Sequence[float], factors: Sequence[tuple[str, np.ndarray]
                     "repeated levels: cross them, e.g. seed=1,2,3 seeds.data_order=1,2,3)")
     if np.ptp(y) == 0.0:
         return {**{name: 0.0 for name, _ in factors}, RESIDUAL: 0.0}, "every run scored the same"
+    if balanced(factors):  # the closed form (MixedLM's optimiser stopped short of it in a quarter to half of them)
+        closed = reml_balanced(y, factors)
+        if any(closed[name] == 0.0 for name, _ in factors):
+            return closed, ("a component is at or near 0 (REML's optimum on the boundary of its space): the runs show no "
+                            "spread from it beyond the residual's")
+        return closed, ""
     # statsmodels takes a second to import: only when a table needs it
     from statsmodels.regression.mixed_linear_model import MixedLM
 
@@ -112,10 +120,28 @@ def balanced(factors: Sequence[tuple[str, np.ndarray]]) -> bool:
     return len(combos) == int(np.prod([codes.max() + 1 for _, codes in factors])) and combos.nunique() == 1
 
 
-def anova_components(values: np.ndarray, factors: Sequence[tuple[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def reml_balanced(values: np.ndarray, factors: Sequence[tuple[str, np.ndarray]]) -> dict[str, float]:
+    """REML's estimates on a complete balanced crossing, in closed form: the ANOVA estimates where none is negative;
+    else the factor whose estimate is most negative is put at 0 and its sum of squares pooled into the residual's,
+    and the rest estimated again (REML's optimum on the boundary), until none is negative. Checked against a
+    brute-force maximum of the REML likelihood (tests/unit/analysis/test_variance.py)."""
+    y = np.asarray(values, dtype=float)[None]
+    active = list(factors)
+    while True:
+        raw = anova_components(y, active, cut=False)
+        worst = min(active, key=lambda f: raw[f[0]][0], default=None)
+        if worst is None or raw[worst[0]][0] >= 0.0:
+            break
+        active = [f for f in active if f[0] != worst[0]]
+    return {**{name: float(raw[name][0]) if name in raw else 0.0 for name, _ in factors},
+            RESIDUAL: float(raw[RESIDUAL][0])}
+
+
+def anova_components(values: np.ndarray, factors: Sequence[tuple[str, np.ndarray]], cut: bool = True
+                     ) -> dict[str, np.ndarray]:
     """The ANOVA (method of moments) estimates on a complete balanced crossing, vectorised over the rows of
-    `values` ([B, N]): E[MS_f] = var_residual + (N / L_f) var_f, so var_f = (MS_f - MS_e) / (N / L_f), cut at 0 as
-    REML's boundary is; var_residual = MS_e."""
+    `values` ([B, N]): E[MS_f] = var_residual + (N / L_f) var_f, so var_f = (MS_f - MS_e) / (N / L_f), cut at 0
+    (`cut`) as REML's boundary is; var_residual = MS_e, the sums of squares of factors not given pooled into it."""
     y = np.atleast_2d(np.asarray(values, dtype=float))
     n = y.shape[1]
     grand = y.mean(axis=1, keepdims=True)
@@ -132,7 +158,7 @@ def anova_components(values: np.ndarray, factors: Sequence[tuple[str, np.ndarray
         mean_squares[name] = (ss / (levels - 1), n / levels)
     ms_e = (total - explained) / (n - 1 - df_used)
     for name, (ms, k) in mean_squares.items():
-        out[name] = np.maximum(0.0, (ms - ms_e) / k)
+        out[name] = np.maximum(0.0, (ms - ms_e) / k) if cut else (ms - ms_e) / k
     out[RESIDUAL] = ms_e
     return out
 
