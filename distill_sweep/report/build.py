@@ -309,7 +309,7 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
              f"over tasks; Holm correction over {family}"
              + (f"; not testable: {', '.join(untestable)}" if untestable else "")
              + "; the same family ASO's verdict is Bonferroni-corrected over and the seeds needed are planned for")
-    doc.text(f"one verdict per pair: 'significant' (and bold, `*`, ASO's verdict) is {checks.RULE}; the per-task "
+    doc.text(f"one verdict per pair: 'significant' (and the matrix's `*`, ASO's verdict) is {checks.RULE}; the per-task "
              "comparisons over dev examples below are statistics, not further verdicts")
     for line in tests_legend(tests, opts.alpha):
         doc.text(line)
