@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from distill_sweep.analysis import replication
 from distill_sweep.analysis.stats import CONFIDENCE
 from distill_sweep.records.record import SCORED_STAGES
 
@@ -42,13 +43,19 @@ def align_curves(curves: pd.DataFrame) -> pd.DataFrame:
 
 
 def curve_means(curves: pd.DataFrame, by: Sequence[str] = ("system",)) -> pd.DataFrame:
-    """Per (task, by..., x) of the aligned curves: the mean, std and n over seeds, and the band the figures
-    draw, the Student t-interval of the mean (`ci_low`, `ci_high`: as `t_interval`, NaN at one seed)."""
+    """Per (task, by..., x) of the aligned curves: the mean, std and n over master seeds (their runs averaged
+    first: analysis/replication.py), and the band the figures draw, the Student t-interval of the mean (`ci_low`,
+    `ci_high`: as `t_interval`, NaN at one seed)."""
     aligned = align_curves(curves)
     keys = ["task", *by, "x"]
     if aligned.empty:
         return pd.DataFrame(columns=[*keys, "mean", "std", "n", "ci_low", "ci_high", "boundary", "metric", "scored"])
-    grp = aligned.dropna(subset=["value"]).groupby(keys, sort=True)
+    points = aligned.dropna(subset=["value"])
+    if replication.UNIT in points:  # a master seed's runs (a crossed grid) averaged first: the unit of replication
+        points = points.groupby([*keys, replication.UNIT], sort=True).agg(
+            value=("value", "mean"), boundary=("boundary", "first"), metric=("metric", "first"),
+            scored=("scored", "first")).reset_index()
+    grp = points.groupby(keys, sort=True)
     out = grp["value"].agg(mean="mean", std="std", n="count").reset_index()
     # t_interval per group, vectorised: a 500-job store has thousands of (row, epoch) points
     with np.errstate(invalid="ignore"):

@@ -64,37 +64,98 @@ def _p_two_sided(diffs: np.ndarray) -> float:
     return float(min(1.0, 2.0 * min(low, high)))
 
 
-def multi_bootstrap(preds_a: np.ndarray, preds_b: np.ndarray, labels: np.ndarray, metric: str,
-                    confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
-                    ) -> dict[str, float]:
+def as_units(preds: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per unit of replication (master seed) its runs' predictions as [R, N]: an [S, N] array is one run per
+    unit; a sequence holds each unit's runs (a grid crossing another source's seed: analysis/replication.py)."""
+    if isinstance(preds, np.ndarray) and preds.ndim <= 2:
+        return [row[None] for row in np.atleast_2d(preds)]
+    return [np.atleast_2d(np.asarray(u)) for u in preds]
+
+
+def unit_metric(metric: str, runs: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The mean over a unit's runs ([R, N]) of each run's `weighted_metric` ([B] values): the unit's score, as
+    the seed-level statistics average the runs of one master seed."""
+    return np.mean([weighted_metric(metric, r, labels, weights) for r in runs], axis=0)
+
+
+def multi_bootstrap(preds_a: np.ndarray | Sequence[np.ndarray], preds_b: np.ndarray | Sequence[np.ndarray],
+                    labels: np.ndarray, metric: str, confidence: float = 0.95, resamples: int = RESAMPLES,
+                    seed: int = SEED) -> dict[str, float]:
     """The paired multi-bootstrap of mean(metric(A) - metric(B)) over seeds x examples. `preds_a`,
-    `preds_b`: [S, N], row s of both from the same seed; `labels`: [N]. Returns diff (on all seeds and
-    examples), ci_low, ci_high (percentile interval of the resampled differences) and p (two-sided)."""
-    a, b = np.atleast_2d(preds_a), np.atleast_2d(preds_b)
+    `preds_b`: [S, N], row s of both from the same seed, or per seed its runs' [R, N] (`as_units`: a unit's
+    score is the mean of its runs'); `labels`: [N]. Returns diff (on all seeds and examples), ci_low, ci_high
+    (percentile interval of the resampled differences) and p (two-sided)."""
+    return contrast_bootstrap([(1.0, preds_a), (-1.0, preds_b)], labels, metric, confidence, resamples, seed)
+
+
+def contrast_bootstrap(arms: Sequence[tuple[float, np.ndarray | Sequence[np.ndarray]]], labels: np.ndarray,
+                       metric: str, confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
+                       ) -> dict[str, float]:
+    """The multi-bootstrap of a linear contrast sum_k c_k metric(arm_k) over seeds x examples: `arms` are
+    (c_k, predictions as `multi_bootstrap` takes them), every arm with the same units in the same order (a pair:
+    (+1, A), (-1, B); the objective x init interaction: (+1, A_x), (-1, A_y), (-1, B_x), (+1, B_y))."""
+    units = [(c, as_units(p)) for c, p in arms]
 
     def seed_diff(s: int, weights: np.ndarray) -> np.ndarray:
-        return weighted_metric(metric, a[s], labels, weights) - weighted_metric(metric, b[s], labels, weights)
+        return sum(c * unit_metric(metric, u[s], labels, weights) for c, u in units)
 
-    return _resampled(seed_diff, *a.shape, confidence, resamples, seed)
+    n_units = len(units[0][1])
+    return _resampled(seed_diff, n_units, units[0][1][0].shape[1], confidence, resamples, seed)
 
 
 def _resampled(seed_diff: Callable[[int, np.ndarray], np.ndarray], n_seeds: int, n: int, confidence: float,
                resamples: int, seed: int) -> dict[str, float]:
     """The multi-bootstrap of the mean over seeds of `seed_diff(s, example weights [B, N]) -> [B]`."""
+    observed, totals = _draws(seed_diff, n_seeds, n, resamples, seed)
+    return summarise(observed / n_seeds, totals / n_seeds, confidence)
+
+
+def _draws(seed_diff: Callable[[int, np.ndarray], np.ndarray], n_seeds: int, n: int, resamples: int, seed: int
+           ) -> tuple[float, np.ndarray]:
+    """(the sum over seeds of `seed_diff` on every example, its [B] resampled sums): seeds and examples drawn
+    together, the same draw for every arm."""
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64)  # examples [B, N]
     seeds = rng.multinomial(n_seeds, np.full(n_seeds, 1.0 / n_seeds), size=resamples)  # seed counts [B, S]
     # [B, S]: every seed's difference on every resample of the examples
     per_seed = np.stack([seed_diff(s, weights) for s in range(n_seeds)], axis=1)
-    diffs = (seeds * per_seed).sum(axis=1) / n_seeds
     ones = np.ones((1, n))
-    observed = float(np.mean([seed_diff(s, ones)[0] for s in range(n_seeds)]))
+    return float(np.sum([seed_diff(s, ones)[0] for s in range(n_seeds)])), (seeds * per_seed).sum(axis=1)
+
+
+def summarise(observed: float, diffs: np.ndarray, confidence: float) -> dict[str, float]:
+    """The observed difference, the percentile interval of its resampled values `diffs` and the two-sided p."""
     if not (math.isfinite(observed) and np.all(np.isfinite(diffs))):
         # a NaN or inf anywhere (a diverged run's NLL): no interval and no p beside a difference that is not one
         return {"diff": observed, "ci_low": math.nan, "ci_high": math.nan, "p": math.nan}
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(diffs, [tail, 1.0 - tail])
     return {"diff": observed, "ci_low": float(lo), "ci_high": float(hi), "p": _p_two_sided(diffs)}
+
+
+def pooled_contrast_bootstrap(strata: Sequence[tuple[Sequence[tuple[float, np.ndarray | Sequence[np.ndarray]]],
+                                                     np.ndarray, str]],
+                              confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
+                              ) -> tuple[dict[str, float], list[float]]:
+    """`contrast_bootstrap` pooled over tasks as the seed-level tests pool them: the mean of the contrast over
+    every (task, seed) unit, each task's seeds and dev examples resampled within the task (a stratified
+    multi-bootstrap). `strata`: per task (arms, labels, metric). Returns the summary (diff, ci_low, ci_high, p)
+    and every unit's contrast on all of its task's examples (for the few-seeds guard)."""
+    observed, totals, units = 0.0, np.zeros(resamples), []
+    for k, (arms, labels, metric) in enumerate(strata):
+        per_arm = [(c, as_units(p)) for c, p in arms]
+
+        def seed_diff(s: int, weights: np.ndarray, per_arm: list = per_arm, labels: np.ndarray = labels,
+                      metric: str = metric) -> np.ndarray:
+            return sum(c * unit_metric(metric, u[s], labels, weights) for c, u in per_arm)
+
+        n_units = len(per_arm[0][1])
+        got, draws = _draws(seed_diff, n_units, len(labels), resamples, seed + k)
+        observed, totals = observed + got, totals + draws
+        ones = np.ones((1, len(labels)))
+        units += [float(seed_diff(s, ones)[0]) for s in range(n_units)]
+    count = max(1, len(units))
+    return summarise(observed / count, totals / count, confidence), units
 
 
 SEQUENCE_METRICS = ("perplexity", "token_accuracy")

@@ -9,6 +9,18 @@ over the scores sorted ascending, v_(1) <= ... <= v_(N): the weight of v_(i) is 
 n draws is the i-th. Its spread is the standard deviation of that same distribution,
 sqrt(E[max_n^2] - E[max_n]^2). n = 1 gives the mean of the scores; as n grows it tends to their max. The report
 plots it against n, so a reader sees whether a ranking of arms depends on the tuning budget.
+
+Drawing with replacement makes it biased for the best of n fresh trials (Tang et al., ACL 2020, "Showing Your
+Work Doesn't Always Work"): it counts one trial's score several times, so below n = N it reads low, and at n = N it
+is not the max of the N trials that were run. Their unbiased estimator draws without replacement, the mean over
+every n-subset of the N scores of its max:
+
+    U_n = sum_i v_(i) * C(i - 1, n - 1) / C(N, n)      (n <= N)
+
+the weight of v_(i) being the chance that it is the largest of a random n-subset. It is unbiased for the expected
+best of n independent trials whenever the N trials are independent draws, as a random search's or TPE's random
+start-up trials are; a TPE trial after them depends on the earlier ones, and then neither estimator is a
+best-of-n of independent trials.
 """
 
 from __future__ import annotations
@@ -45,9 +57,23 @@ def expected_best(scores: Sequence[float], n: int) -> ExpectedBest:
     return ExpectedBest(n, mean, math.sqrt(max(second - mean * mean, 0.0)))  # max: rounding below 0
 
 
+def unbiased_expected_best(scores: Sequence[float], n: int) -> float:
+    """Tang et al.'s unbiased estimator of the expected best of n independent trials: the mean, over every n-subset
+    of `scores`, of its max (ValueError: no scores, a non-finite one, n < 1 or n > the number of scores)."""
+    values = sorted(float(s) for s in scores)
+    if not values:
+        raise ValueError("no scores: the expected best needs at least one trial")
+    if not 1 <= n <= len(values):
+        raise ValueError(f"n={n}: the unbiased estimator needs 1 <= n <= {len(values)} (the trials run)")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"scores {values}: every score must be a finite number")
+    total = math.comb(len(values), n)
+    return sum(v * math.comb(i, n - 1) for i, v in enumerate(values)) / total  # i = (rank - 1)
+
+
 def expected_best_curve(scores: Sequence[float], max_n: int | None = None) -> list[ExpectedBest]:
     """`expected_best` for n = 1 .. max_n (default: the number of scores, the budget that was spent)."""
     return [expected_best(scores, n) for n in range(1, (max_n or len(scores)) + 1)]
 
 
-__all__ = ["ExpectedBest", "expected_best", "expected_best_curve"]
+__all__ = ["ExpectedBest", "expected_best", "expected_best_curve", "unbiased_expected_best"]

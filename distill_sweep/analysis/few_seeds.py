@@ -47,12 +47,29 @@ def guarded(multi: dict[str, float], seed_diffs: Sequence[float], confidence: fl
     return out
 
 
-def multi_bootstrap(preds_a: np.ndarray, preds_b: np.ndarray, labels: np.ndarray, metric: str,
-                    confidence: float = 0.95, **kwargs: int) -> dict[str, float]:
+def multi_bootstrap(preds_a: np.ndarray | Sequence[np.ndarray], preds_b: np.ndarray | Sequence[np.ndarray],
+                    labels: np.ndarray, metric: str, confidence: float = 0.95, **kwargs: int) -> dict[str, float]:
     """example_stats.multi_bootstrap with the guard (`guarded`): what the report prints for a pair of S >= 2
-    seeds. `kwargs`: its resamples and seed."""
-    a, b = np.atleast_2d(preds_a), np.atleast_2d(preds_b)
+    seeds. `preds_a`, `preds_b`: [S, N], or per seed its runs' [R, N] (example_stats.as_units). `kwargs`: its
+    resamples and seed."""
+    return contrast([(1.0, preds_a), (-1.0, preds_b)], labels, metric, confidence, **kwargs)
+
+
+def contrast(arms: Sequence[tuple[float, np.ndarray | Sequence[np.ndarray]]], labels: np.ndarray, metric: str,
+             confidence: float = 0.95, **kwargs: int) -> dict[str, float]:
+    """example_stats.contrast_bootstrap with the guard: the same rule for a pair and for any contrast of the
+    rows (the objective x init interaction), its per-seed values each unit's contrast on every dev example."""
+    units = [(c, example_stats.as_units(p)) for c, p in arms]
     ones = np.ones((1, len(labels)))
-    diffs = [float(example_stats.weighted_metric(metric, a[s], labels, ones)[0]
-                   - example_stats.weighted_metric(metric, b[s], labels, ones)[0]) for s in range(len(a))]
-    return guarded(example_stats.multi_bootstrap(a, b, labels, metric, confidence, **kwargs), diffs, confidence)
+    per_seed = [float(sum(c * example_stats.unit_metric(metric, u[s], labels, ones)[0] for c, u in units))
+                for s in range(len(units[0][1]))]
+    return guarded(example_stats.contrast_bootstrap(arms, labels, metric, confidence, **kwargs), per_seed, confidence)
+
+
+def pooled_contrast(strata: Sequence[tuple[Sequence[tuple[float, np.ndarray | Sequence[np.ndarray]]], np.ndarray,
+                                           str]], confidence: float = 0.95, **kwargs: int) -> dict[str, float]:
+    """The guarded multi-bootstrap of a contrast pooled over tasks (example_stats.pooled_contrast_bootstrap), its
+    guard the t-test of every (task, seed) unit's contrast: the check a claim pooled over tasks passes before it
+    is called (a pair of rows, the objective x init interaction)."""
+    multi, units = example_stats.pooled_contrast_bootstrap(strata, confidence, **kwargs)
+    return guarded(multi, units, confidence)

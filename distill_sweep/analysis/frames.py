@@ -427,8 +427,14 @@ def select_init(records: pd.DataFrame, init: str = "skip") -> tuple[pd.DataFrame
         return records[mask], ""
     completed = records[records["status"] == "completed"]
     pool = completed if not completed.empty else records
-    label = str(pool["init_label"].value_counts().index[0])
-    note = f"no records with init {init!r}; Table 1 uses the most common init instead: {label}"
+    counts = pool["init_label"].value_counts()
+    tied = [lab for lab in init_order(pool) if counts.get(lab, 0) == counts.iloc[0]]
+    label = tied[0]  # a tie goes to the first in the paper's init order, and the note says so
+    name = str(pool.loc[pool["init_label"] == label, "init_name"].iloc[0])
+    tie = (f" (first in init order of the {len(tied)} with {int(counts.iloc[0])} runs each)" if len(tied) > 1
+           else "")
+    note = (f"no records with init {init!r}; Table 1 uses the most common init instead: {name} (layers {label})"
+            f"{tie}; every init's objectives are compared in 'Table 1 at every init'")
     return records[records["init_label"] == label], note
 
 

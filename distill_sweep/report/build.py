@@ -20,6 +20,7 @@ from distill_sweep.analysis import example_stats, frames, grid_status, paper, st
 from distill_sweep.analysis.interaction import init_interactions
 from distill_sweep.report import (
     checklist,
+    checks,
     collapsed,
     decoder,
     decoder_lm_eval,
@@ -37,6 +38,7 @@ from distill_sweep.report.render import (
     MISSING,
     Doc,
     comparison_rows,
+    fmt_ci,
     fmt_p,
     method_comparison_rows,
     pair_name,
@@ -148,7 +150,8 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     flagged = collapsed.flag_table(files, table, t1_sc)
     t1_paths = set(t1_records["path"])
     _table_section(doc, files, table, opts)
-    tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems)
+    tests = _checked(stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems), checks.pair_arms("system"),
+                     t1_records, table.metrics, opts.alpha)
     _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
@@ -157,6 +160,7 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         tested = set(tests["a"]) | set(tests["b"])
         doc.figure('<div class="figures">' + figures.tests_matrix(
             tests, [s for s in systems if s in tested], "Table 1", opts.alpha) + "</div>")
+    _every_init_section(doc, files, opts, records, sc, systems)
     if opts.paper:
         _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
     curves = dev_curves.curve_stages(st.curves, opts.curves)
@@ -167,6 +171,21 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                    + figures.curve_figures(t1_curves, systems, None))
 
 
+def _every_init_section(doc: Doc, files: dict[str, Any], opts: ReportOptions, records: pd.DataFrame,
+                        sc: pd.DataFrame, systems: list[str]) -> None:
+    """Table 1's comparison of the objectives at every init the store holds, where it holds more than one: one
+    tests table with an init column (its own Holm family), so no init's comparison is left to a hover."""
+    inits = frames.init_order(records)
+    if len(inits) < 2 or sc.empty:
+        return
+    primary = records.groupby("task")["primary_metric"].first().to_dict()
+    metrics = {t: paper.column_metric(t, opts.metric, primary.get(t)) for t in primary}  # as build_table's
+    tests = stats.paired_tests(sc, "system", ("init_label",), opts.alpha, levels=systems, group_order=inits)
+    tests = _checked(tests, checks.pair_arms("system", ("init_label",)), records, metrics, opts.alpha)
+    _tests_section(doc, files, "table1_inits", "Table 1 at every init: paired t-tests of the objectives within each "
+                   "init", tests, ["init_label"], opts)
+
+
 def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
             ) -> tuple[Table, pd.DataFrame, pd.DataFrame]:
     """Table 1 of the records of its init (opts.table1_init), with those records and their scores."""
@@ -174,7 +193,8 @@ def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
     t1_sc = sc[sc["path"].isin(set(t1_records["path"]))]
     agg = stats.aggregate(t1_sc, ddof=opts.ddof, ci=opts.ci)
     labels = sorted(set(t1_records["init_label"]))
-    title = f"Table 1: objectives (init {opts.table1_init}: layers {', '.join(labels) or MISSING})"
+    names = sorted(set(t1_records["init_name"].astype(str)))  # the init shown, not the one asked for
+    title = f"Table 1: objectives (init {', '.join(names) or opts.table1_init}: layers {', '.join(labels) or MISSING})"
     table = build_table("table1", title, t1_records, agg, stats.row_averages(agg), by_init=False,
                         metric_mode=opts.metric, scores=t1_sc, alpha=opts.alpha)
     if t1_note:
@@ -198,6 +218,9 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                                family_extra=contrasts)
     family = tests["p"].dropna().tolist()
     inter = init_interactions(sc, systems, inits, opts.alpha, family_p=family)
+    # one rule for every verdict (report/checks.py): the seed-level Holm test, then the multi-bootstrap's check
+    tests = _checked(tests, checks.pair_arms("init_label", ("system",)), records, table.metrics, opts.alpha)
+    inter = _checked(inter, checks.interaction_arms, records, table.metrics, opts.alpha)
     table.notes.append(interaction.table_note(inter, opts.alpha, len(family)))
     _table_section(doc, files, table, opts)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
@@ -214,6 +237,17 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems, inits)
         doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
                    + figures.curve_figures(curves, systems, inits))
+
+
+def _checked(claims: pd.DataFrame, arms: Any, records: pd.DataFrame, metrics: dict[str, str], alpha: float
+             ) -> pd.DataFrame:
+    """`checks.apply` on a table's claims (`metrics`: task -> the column's metric), reading the runs' dev predictions
+    only when the seed-level test calls one."""
+    if claims.empty or not claims["significant_holm"].any():
+        return claims.assign(p_check=math.nan, p_check_holm=math.nan)
+    done = records[records["status"] == "completed"]
+    cache, _ = examples.usable_predictions(done)  # the runs left out are named by the examples section
+    return checks.apply(claims, arms, done, cache, metrics, alpha)
 
 
 def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> None:
@@ -275,6 +309,8 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
              f"over tasks; Holm correction over {family}"
              + (f"; not testable: {', '.join(untestable)}" if untestable else "")
              + "; the same family ASO's verdict is Bonferroni-corrected over and the seeds needed are planned for")
+    doc.text(f"one verdict per pair: 'significant' (and the matrix's `*`, ASO's verdict) is {checks.RULE}; the per-task "
+             "comparisons over dev examples below are statistics, not further verdicts")
     for line in tests_legend(tests, opts.alpha):
         doc.text(line)
     headers, rows = tests_rows(tests, within, opts.alpha)
@@ -287,12 +323,22 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
     if not testable:
         doc.text(f"no pair could be tested, so none is called significant or not at alpha={opts.alpha}")
     else:
-        raw = [pair_name(r, within) for r in testable if not r["significant"]]
+        raw = [_open(r, within) for r in testable if not r["significant"]]
         doc.text(f"NOT significant at alpha={opts.alpha} (raw p, as in the paper), of the {len(testable)} "
-                 f"testable: " + (", ".join(raw) or "none"))
-        extra = [pair_name(r, within) for r in testable if not r["significant_holm"] and r["significant"]]
-        doc.text("additionally NOT significant after Holm: " + (", ".join(extra) or "none"))
+                 f"testable: " + ("; ".join(raw) or "none"))
+        extra = [_open(r, within) for r in testable if not r["significant_holm"] and r["significant"]]
+        doc.text("additionally not called after Holm: " + ("; ".join(extra) or "none"))
+        if raw or extra:
+            doc.text("not significant is not shown equal: each pair above with its "
+                     f"{100 * (1 - opts.alpha):g}% CI and the difference its pairs would detect with 80% power at "
+                     "Holm's first-step level (at the observed spread); a difference below it cannot be ruled out")
     files[f"ttests_{key}.csv"] = tests
+
+
+def _open(r: dict[str, Any], within: list[str]) -> str:
+    """A pair that is not called, with what it cannot rule out."""
+    return (f"{pair_name(r, within)} {fmt_ci(r['ci_low'], r['ci_high'])}, below \u00b1{r['detectable']:.2f} "
+            "cannot be ruled out")
 
 
 def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.DataFrame, tests: pd.DataFrame,
@@ -313,8 +359,9 @@ def _examples_section(doc: Doc, files: dict[str, Any], key: str, records: pd.Dat
         seeds = seeds.assign(p_holm=stats.holm(seeds["p"].to_numpy()))
         doc.table([*examples.headers(within), "p (Holm)"],
                   [[*row, fmt_p(p)] for row, p in zip(rows, seeds["p_holm"], strict=True)])
-        doc.text(f"one family, this table: Holm over its {len(seeds)} multi-bootstrap p-values (every pair x task "
-                 "above), apart from the seed-level t-tests' family")
+        doc.text(f"Holm over its {len(seeds)} multi-bootstrap p-values (every pair x task above): statistics per "
+                 "task, not verdicts; a pair's one verdict is its tests table's, which the same multi-bootstrap "
+                 "pooled over the pair's tasks must also carry")
         files[f"examples_{key}.csv"] = seeds
     for note in notes:
         doc.text(note)
@@ -377,6 +424,7 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
     flagged = collapsed.flag_table(files, built.table, layout_sc, dict(zip(
         zip(built.records["system"], built.records["init_label"], strict=True), built.records["row"], strict=True)))
     _table_section(doc, files, built.table, opts)
+    built.tests = _checked(built.tests, checks.pair_arms("row"), built.records, built.table.metrics, opts.alpha)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
                    [], opts)
     for line in collapsed.tests_lines(flagged):

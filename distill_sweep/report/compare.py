@@ -36,6 +36,8 @@ from distill_sweep.records.labels import record_label, recorded_seeds
 from distill_sweep.records.record import RECORD, Record, RecordError, incomplete_reason, load_json
 
 JOB_KEYS = ("task", "procedure", "objective", "init", "student", "teacher", "seed", "seeds")
+# a unit of replication: a job's master seed; its runs that vary another source's seed (`seeds`) are averaged
+UNIT_KEYS = tuple(k for k in JOB_KEYS if k != "seeds")
 COLUMNS = [*JOB_KEYS, "hash", "metric", "score", "label", "path"]
 UNPAIRED_COLUMNS = ["side", "label", "hash", "path", "why", "detail"]
 LISTED = 20  # records named per kind in compare.md (compare_unpaired.csv has every one)
@@ -148,8 +150,12 @@ def summary(pairs: pd.DataFrame) -> list[list[str]]:
     t-test's p, and the largest |difference|."""
     rows = []
     for task, part in pairs.groupby("task", sort=True):
-        d = part["diff"].to_numpy(dtype=float)
-        n, same = len(d), int((d == 0).sum())
+        # the t-test's units are master seeds: a crossed grid's runs of one master seed are averaged first
+        # (analysis/replication.py); the identical count and the largest difference stay per run
+        runs = part["diff"].to_numpy(dtype=float)
+        unit = [part[k].astype(str) for k in UNIT_KEYS]  # as text: an init spec may be a list
+        d = part["diff"].groupby(unit, sort=False).mean().to_numpy(dtype=float)
+        n, same = len(d), int((runs == 0).sum())
         mean = float(d.mean())
         if n >= 2 and d.std(ddof=1) > 0:
             half = float(sps.t.ppf(0.975, n - 1) * d.std(ddof=1) / math.sqrt(n))
@@ -157,8 +163,9 @@ def summary(pairs: pd.DataFrame) -> list[list[str]]:
             p_text = f"{p:.3g}"
         else:  # one pair, or every pair the same difference: no interval, no test
             interval, p_text = "-", "-"
-        rows.append([str(task), str(part["metric_a"].iloc[0]), str(n), str(same), f"{100 * mean:+.2f}", interval,
-                     p_text, f"{100 * float(abs(d).max()):.2f}"])
+        count = str(n) if len(runs) == n else f"{len(runs)} ({n} master seeds)"
+        rows.append([str(task), str(part["metric_a"].iloc[0]), count, str(same), f"{100 * mean:+.2f}", interval,
+                     p_text, f"{100 * float(abs(runs).max()):.2f}"])
     return rows
 
 
@@ -180,7 +187,8 @@ def render(a: Path, b: Path, match: str, pairing: Pairing) -> str:
         lines.append("no job is in both directories")
     else:
         lines += [tabulate(summary(pairing.pairs), headers=HEADERS, tablefmt="pipe", disable_numparse=True), "",
-                  "the t-test's units are the pairs (jobs); p is not corrected across tasks"]
+                  "the t-test's units are master seeds (a job's runs that vary another source's seed averaged "
+                  "first); p is not corrected across tasks"]
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     for entry in pairing.unpaired:  # one line per side and reason, every record counted
         groups.setdefault((entry["side"], entry["why"]), []).append(entry)

@@ -87,12 +87,17 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     no_file: set[str] = set()
     collapsed_runs: dict[str, str] = {}
     collapsed_mark = "‡"
-    by_key: dict[tuple, str] = {}
+    # (within..., level, task, master seed) -> its runs: several where a grid crosses another source's seed; the
+    # unit of replication is the master seed, its runs averaged (analysis/replication.py)
+    by_key: dict[tuple, list[str]] = {}
     seeds_of: dict[tuple, set[int]] = {}  # (within..., level, task) -> its seeds
     for r in done.to_dict("records"):
         unit = (*(r[w] for w in within), r[level], r["task"])
-        by_key[(*unit, int(r["seed"]))] = r["path"]
+        by_key.setdefault((*unit, int(r["seed"])), []).append(r["path"])
         seeds_of.setdefault(unit, set()).add(int(r["seed"]))
+
+    def has_file(path: str) -> bool:
+        return cache.get(path) is not None or path in left_out
     tasks = task_order(set(done["task"]))
     for pair in tests.to_dict("records"):
         fixed = tuple(pair[w] for w in within)
@@ -105,26 +110,21 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
                 unsupported.add(metric)
                 continue
             paths = [(s, by_key[(*fixed, pair["a"], task, s)], by_key[(*fixed, pair["b"], task, s)]) for s in seeds]
-            if all(cache.get(pa) is None and pa not in left_out or cache.get(pb) is None and pb not in left_out
-                   for _, pa, pb in paths):
+            if all(not any(map(has_file, pa)) or not any(map(has_file, pb)) for _, pa, pb in paths):
                 without += 1  # no run of some seed has a file: written before records kept them
                 continue
-            for _, pa, pb in paths:  # a seed whose other run has predictions: say why this one has none
-                for path in (pa, pb):
-                    if cache.get(path) is None and path not in left_out:
-                        no_file.add(path)
-            usable = [(s, cache[pa], cache[pb]) for s, pa, pb in paths
-                      if cache.get(pa) is not None and cache.get(pb) is not None]
-            same = _one_dev_set(usable, {s: (pa, pb) for s, pa, pb in paths}, left_out)
+            for _, pa, pb in paths:  # a seed whose other runs have predictions: say why this one has none
+                no_file.update(path for path in (*pa, *pb) if not has_file(path))
+            usable = [(s, [(x, cache[x]) for x in pa if cache.get(x) is not None],
+                       [(x, cache[x]) for x in pb if cache.get(x) is not None]) for s, pa, pb in paths]
+            same = _one_dev_set([u for u in usable if u[1] and u[2]], left_out)
             if not same:
                 continue
-            split = prediction_checks.scored_split(same[0][1])
-            labels = same[0][1].labels[split]
+            split = prediction_checks.scored_split(same[0][1][0][1])
+            labels = same[0][1][0][1].labels[split]
             frame.append(_scored(same, seeds, split, labels, metric, collapsed_runs,
                                  {"task": task, **dict(zip(within, fixed, strict=True)), "a": pair["a"],
-                                  "b": pair["b"], "metric": metric},
-                                 {(side, s): by_key[(*fixed, pair[side], task, s)] for s, _, _ in same
-                                  for side in ("a", "b")}))
+                                  "b": pair["b"], "metric": metric}))
     out = pd.DataFrame(frame)
     rows = [_row(r, within, collapsed_mark) for r in out.to_dict("records") if r["kind"] == KIND_SEEDS] \
         if frame else []
@@ -152,27 +152,30 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
     return rows, out, notes
 
 
-def _scored(same: list[tuple[int, DevPredictions, DevPredictions]], seeds: list[int], split: str,
-            labels: np.ndarray, metric: str, collapsed_runs: dict[str, str], head: dict[str, Any],
-            paths: dict[tuple[str, int], str]) -> dict[str, Any]:
+Runs = list[tuple[str, DevPredictions]]  # a unit's runs of one side: (record path, its predictions)
+
+
+def _scored(same: list[tuple[int, Runs, Runs]], seeds: list[int], split: str, labels: np.ndarray, metric: str,
+            collapsed_runs: dict[str, str], head: dict[str, Any]) -> dict[str, Any]:
     """One pair x task's row of the CSV frame: its seeds (left out, collapsed: the collapsed runs are named in
     `collapsed_runs`), then the multi-bootstrap with its few-seeds guard (KIND_SEEDS) or, at one seed, the test
-    of the two runs (KIND_TWO_RUNS). `paths[(side, seed)]`: the record of side "a" or "b" at that seed."""
-    a = np.stack([pa.preds[split] for _, pa, _ in same])
-    b = np.stack([pb.preds[split] for _, _, pb in same])
+    of the two runs (KIND_TWO_RUNS). `same`: per master seed, the runs of A and of B (several where a grid crosses
+    another source's seed: each unit's score is the mean of its runs')."""
+    a = [np.stack([p.preds[split] for _, p in ra]) for _, ra, _ in same]
+    b = [np.stack([p.preds[split] for _, p in rb]) for _, _, rb in same]
     dropped = sorted(set(seeds) - {s for s, _, _ in same})
     flagged = []  # seeds with a collapsed run (analysis/collapse.py): kept, marked and named
-    for s, pa, pb in same:
-        for side, got in (("a", pa), ("b", pb)):
+    for s, ra, rb in same:
+        for path, got in (*ra, *rb):
             why = _collapsed(got.preds[split], labels, metric)
             if why:
-                collapsed_runs[paths[(side, s)]] = why
+                collapsed_runs[path] = why
                 flagged.append(s)
     entry = {**head, "seeds": len(same), "seeds_matched": len(seeds), "seeds_left_out": " ".join(map(str, dropped)),
              "seeds_collapsed": " ".join(map(str, sorted(set(flagged)))), "examples": len(labels)}
     if len(same) == 1:  # two runs: a test of these runs over the examples, not of the methods
-        test, p_one = example_stats.one_seed_test(a[0], b[0], labels, metric)
-        diff = weighted_metric_diff(a[0], b[0], labels, metric)
+        test, p_one = example_stats.one_seed_test(a[0][0], b[0][0], labels, metric)
+        diff = weighted_metric_diff(a[0][0], b[0][0], labels, metric)
         return {**entry, "kind": KIND_TWO_RUNS, "mean_diff": 100 * diff, "ci_low": math.nan, "ci_high": math.nan,
                 "p": math.nan, "one_seed": same[0][0], "one_seed_test": test, "one_seed_p": p_one}
     mb = few_seeds.multi_bootstrap(a, b, labels, metric)  # with its small-sample guard
@@ -212,28 +215,29 @@ def _collapsed(preds: np.ndarray, labels: np.ndarray, metric: str) -> str | None
     return collapse.reason(score, metric, collapse.majority_score(labels, metric), preds, labels)
 
 
-def _one_dev_set(usable: list[tuple[int, DevPredictions, DevPredictions]], paths: dict[int, tuple[str, str]],
-                 left_out: dict[str, str]) -> list[tuple[int, DevPredictions, DevPredictions]]:
-    """The seeds whose A and B predictions were made on the dev content most of these runs were (records that keep
-    no dev hash are only checked here); the others' runs go to `left_out` with the reason."""
+def _one_dev_set(usable: list[tuple[int, Runs, Runs]], left_out: dict[str, str]) -> list[tuple[int, Runs, Runs]]:
+    """The runs whose predictions were made on the dev content most of these runs were (records that keep no dev
+    hash are only checked here), and the seeds left with runs of both A and B; the other runs go to `left_out`
+    with the reason."""
     if not usable:
         return []
-    split = prediction_checks.scored_split(usable[0][1])
+    split = prediction_checks.scored_split(usable[0][1][0][1])
 
     def dev(p: DevPredictions) -> str | None:
         return p.dev_hash.get(split or "") if split in p.preds else None
 
-    most = prediction_checks.majority_dev(dev(p) for _, pa, pb in usable for p in (pa, pb))
+    most = prediction_checks.majority_dev(dev(p) for _, ra, rb in usable for _, p in (*ra, *rb))
     same = []
-    for s, pa, pb in usable:
-        if most is not None and dev(pa) == most and dev(pb) == most:
-            same.append((s, pa, pb))
-            continue
-        for path, p in zip(paths[s], (pa, pb), strict=True):
-            if dev(p) != most:
+    for s, ra, rb in usable:
+        for path, p in (*ra, *rb):
+            if most is None or dev(p) != most:
                 left_out.setdefault(path, f"its predictions were made on another dev set ({split} content "
                                           f"{prediction_checks.short(dev(p))}) than most runs it is compared "
                                           f"with ({prediction_checks.short(most)})")
+        keep_a = [(x, p) for x, p in ra if most is not None and dev(p) == most]
+        keep_b = [(x, p) for x, p in rb if most is not None and dev(p) == most]
+        if keep_a and keep_b:
+            same.append((s, keep_a, keep_b))
     return same
 
 

@@ -30,7 +30,8 @@ def cell_tip(cell: Cell, method: str = "t") -> str:
     if math.isnan(cell.ci_low):
         return f"mean {cell.mean:.2f}, n = {cell.n}: one run, no interval"
     return (f"mean {cell.mean:.2f}, {stats.CONFIDENCE:.0%} CI [{cell.ci_low:.2f}, {cell.ci_high:.2f}] "
-            f"({stats.CI_TEXT[method]}), std {cell.std:.2f}, n = {cell.n}")
+            f"({stats.CI_TEXT[method]}{', cut at what the metric can be' if cell.ci_cut else ''}), "
+            f"std {cell.std:.2f}, n = {cell.n}")
 
 
 def table_tips(table: Table) -> list[list[str]]:

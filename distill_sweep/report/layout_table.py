@@ -18,7 +18,16 @@ import pandas as pd
 from distill_sweep.analysis import frames, paper, stats
 from distill_sweep.analysis.paper import column_metric, task_order
 from distill_sweep.report.layouts import Labels, Layout
-from distill_sweep.report.tables import Cell, Row, Table, cell_of, mark_best, score_lookup
+from distill_sweep.report.tables import (
+    Cell,
+    Row,
+    Table,
+    cell_of,
+    cut_note,
+    mark_best,
+    score_lookup,
+    units_note,
+)
 
 Unit = tuple[str, str]  # (system, init_label): one row of the store's Table 3
 COMPARISON_COLUMNS = ["method", "row", "task", "n", "ours", "ours_std", "paper", "delta"]
@@ -104,6 +113,7 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
         table.rows.append(_row(layout, rows, labels, unit, *_cells(agg, avgs, rows.name(labels, unit), tasks)))
     lookup = score_lookup(sc, lambda r: (r.system,), ("row",), layout.avg_tasks)
     table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
+    table.notes += [n for n in (units_note(table.rows), cut_note(table)) if n]
     table.scores = lookup
 
     tests = stats.paired_tests(sc, "row", (), alpha, pairs=_name_pairs(layout, rows))

@@ -19,14 +19,18 @@ FIXED = ("the teacher of each task (fine-tuned once with its own seed and cached
 def statistics_text(ci: str, alpha: float) -> str:
     """The statistics, one paragraph: the cells' interval (`ci`, stats.CI_METHODS) and the pairs' tests."""
     level = f"{100 * (1 - alpha):g}%"
-    return (f"Cells: mean±std over seeds (n runs); their {CONFIDENCE:.0%} CI is the {CI_TEXT[ci]} (ci={ci}), in the "
+    return (f"Cells: mean±std over master seeds (n; the runs of one master seed that vary another source's seed are averaged first); their {CONFIDENCE:.0%} CI is the {CI_TEXT[ci]} (ci={ci}), in the "
             "CSV and on hover. Pairs: paired t-test on (task, seed) matches with Holm's correction per table "
             f"(statsmodels), the {level} t-interval of the mean difference that the t-test inverts (it excludes 0 "
             f"exactly when p < {alpha}), Cohen's d_z, almost stochastic order (ASO eps_min; a verdict only below "
             f"the threshold calibrated under the null at the pair's seeds, Bonferroni per table, never above "
-            f"{ASO_THRESHOLD}: none at 2 or 3 seeds) and the seeds a paired t-test would need for {POWER:.0%} power, "
-            "as a range over the interval of d. Bold = best only where significantly better than the runner-up "
-            "after Holm. Verdicts are withheld where the seeds cannot carry them (docs/guide/report.md).")
+            f"{ASO_THRESHOLD}: none at 2 or 3 seeds; and only beside a pair the t-test calls, in its direction) and "
+            f"the seeds a paired t-test would need for {POWER:.0%} power, as a range over the interval of d. One "
+            "verdict per pair: significant after Holm and, where runs keep dev predictions, carried by the "
+            "multi-bootstrap over seeds and dev examples; Table 3's interaction by the same rule; a claim not called "
+            "prints its interval and the effect it could have detected, never an absence. Bold = best only where "
+            "significantly better than the runner-up after Holm. Verdicts are withheld where the seeds cannot "
+            "carry them (docs/guide/report.md).")
 
 
 def variability_text() -> str:

@@ -11,15 +11,8 @@ import pandas as pd
 
 from distill_sweep.analysis.curves import curve_lines, curve_means
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
+from distill_sweep.analysis.stats import metric_range  # a band beyond it is drawn cut there
 from distill_sweep.report.svg import BAND_REACH, epoch_ticks
-
-SIGNED_METRICS = ("mcc", "pearson", "spearman")  # in percent, -100 to 100; the others 0 to 100
-
-
-def metric_range(metric: str) -> tuple[float, float]:
-    """What a dev score in percent can be: a band beyond it is drawn cut there (a 2-seed t-interval reaches
-    past 100% accuracy)."""
-    return (-100.0, 100.0) if any(metric.startswith(m) for m in SIGNED_METRICS) else (0.0, 100.0)
 
 
 def plot_curves(curves: pd.DataFrame, path: Path, title: str, systems: Sequence[str],

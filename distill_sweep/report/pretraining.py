@@ -105,7 +105,9 @@ def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: 
     labelled = best.assign(system=[row_label(o, s, settings) for o, s in zip(best["objective"], best["setting"],
                                                                               strict=True)],
                            init_label=best["init"])
-    agg = stats.aggregate(labelled, ddof=ddof, ci=ci)
+    # each (distilled student, fine-tuning seed) its own value, as before: a fine-tuning seed is not a unit across
+    # distilled students (the distillation seed would be the unit; not done yet)
+    agg = stats.aggregate(labelled, ddof=ddof, ci=ci, unit=None)
     cell_index = {(r.system, r.init_label, r.task): r for r in agg.itertuples(index=False)}
     avg_index = {(r.system, r.init_label): r for r in stats.row_averages(agg).itertuples(index=False)}
     rows = labelled.drop_duplicates(["setting", "objective", "init"])

@@ -58,7 +58,7 @@ def table_rows(table: Table, style: str) -> tuple[list[str], list[list[str]]]:
 def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
     """`selection` says which epoch the scores come from (store.WHICH_TEXT)."""
     best = table.best_note or "no best marked"
-    notes = [f"mean±std over seeds (std with ddof={ddof}), (n) = runs per cell; dev scores: {selection}; "
+    notes = [f"mean±std over seeds (std with ddof={ddof}), (n) = master seeds per cell (the unit of replication); dev scores: {selection}; "
              f"bold ({BEST_MARK} in plain text): {best}" + (" (within each row group)" if len(table.row_headers) > 1
                                                             else "")
              + f"; each cell's {ci_name(table.ci_method)} is in the CSV (ci_low, ci_high) and report.html; a cell "
@@ -110,7 +110,7 @@ def render_latex(table: Table, ddof: int, selection: str) -> str:
         lines.append(" & ".join(vals) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     caption = (f"{latex_escape(table.title)}. Mean$\\pm$std over seeds (std with ddof={ddof}), "
-               f"n = {modal} runs per cell unless shown in parentheses; dev scores: {latex_escape(selection)}; "
+               f"n = {modal} master seeds per cell unless shown in parentheses; dev scores: {latex_escape(selection)}; "
                f"{latex_escape(ci_name(table.ci_method))} in the CSV.")
     lines += [rf"\caption{{{caption}}}", rf"\label{{tab:{table.key}}}", r"\end{table}", ""]
     return "\n".join(lines)

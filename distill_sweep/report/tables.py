@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from distill_sweep.analysis import replication
 from distill_sweep.analysis.frames import init_order, system_order
 from distill_sweep.analysis.paper import GLUE_TASKS, column_metric, task_order
 from distill_sweep.analysis.stats import holm, paired_ttest
@@ -22,6 +23,8 @@ class Cell:
     bold: bool = False
     ci_low: float = math.nan  # the CI of the mean over seeds (stats.mean_ci; the table's ci_method)
     ci_high: float = math.nan
+    runs: int = 0  # the runs behind the n units (more than n where a grid crosses another source's seed)
+    ci_cut: bool = False  # the CI was cut at what the metric can be (stats.clip_to_range)
 
     @property
     def present(self) -> bool:
@@ -30,7 +33,9 @@ class Cell:
 
 def cell_of(hit: Any) -> Cell:
     """A cell from a row of stats.aggregate (an itertuples row or a Series)."""
-    return Cell(float(hit.mean), float(hit.std), int(hit.n), ci_low=float(hit.ci_low), ci_high=float(hit.ci_high))
+    runs = getattr(hit, "runs", hit.n)
+    return Cell(float(hit.mean), float(hit.std), int(hit.n), ci_low=float(hit.ci_low), ci_high=float(hit.ci_high),
+                runs=int(runs), ci_cut=bool(getattr(hit, "ci_cut", False)))
 
 
 @dataclass
@@ -68,9 +73,11 @@ class Table:
 def score_lookup(scores: pd.DataFrame, key: Callable[[Row], tuple[Any, ...]], by: Sequence[str],
                  avg_tasks: Sequence[str]) -> Scores:
     """`mark_best`'s scores from a scores frame (columns by..., task, seed, value): a column's are the row's
-    seeds of that task; the Avg's, the row's (task, seed) pairs over `avg_tasks`."""
+    seeds of that task; the Avg's, the row's (task, seed) pairs over `avg_tasks`. The runs of one master seed (a
+    grid crossing another source's seed) are averaged first: the unit of replication (analysis/replication.py)."""
+    units = replication.unit_means(scores, [*by, "task"]) if not scores.empty else scores
     index = {k if isinstance(k, tuple) else (k,): g.set_index(["task", "seed"])["value"]
-             for k, g in scores.groupby(list(by), sort=False)} if not scores.empty else {}
+             for k, g in units.groupby(list(by), sort=False)} if not units.empty else {}
 
     def get(row: Row, col: str) -> pd.Series | None:
         values = index.get(key(row))
@@ -164,4 +171,28 @@ def build_table(
               if scores is not None else None)
     table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
     table.scores = lookup
+    for note in (units_note(table.rows), cut_note(table)):
+        if note:
+            table.notes.append(note)
     return table
+
+
+def cut_note(table: Table) -> str:
+    """The footnote naming the cells whose interval was cut at the metric's range ("" where none was)."""
+    cut = [f"{' / '.join(r.labels)} / {t}" for r in table.rows for t, c in r.cells.items() if t != "avg" and c.ci_cut]
+    if not cut:
+        return ""
+    return (f"CI cut at what the metric can be (0 to 100; -100 to 100 for MCC and correlations) in {len(cut)} "
+            f"cell(s): {', '.join(cut)}; the t-interval over few seeds with a large spread reaches past it, and the "
+            "cut interval holds the true mean whenever the uncut one does")
+
+
+def units_note(rows: Sequence[Row]) -> str:
+    """The footnote of a table whose cells average several runs per master seed ("" where none does)."""
+    cells = [c for r in rows for k, c in r.cells.items() if k != "avg" and c.present]
+    if not any(c.runs > c.n for c in cells):
+        return ""
+    most = max(round(c.runs / c.n) for c in cells)
+    return (f"n counts master seeds, the unit of replication: the runs of one master seed that vary another source's "
+            f"seed (up to {most} per seed here) are averaged first, then mean, std, CI and every test are over the "
+            "master seeds' means (docs/guide/report.md, 'The unit of replication')")

@@ -3,7 +3,9 @@
 A verdict is printed only where its false-positive rate under two identical systems is at most its nominal
 level at the pair's n (tests/unit/analysis/test_verdicts.py simulates it): the t-test's "significant" (Holm),
 ASO's "almost stochastically better" (its calibrated threshold, analysis/aso_null.py). Below that n the report
-prints the statistic and says why there is no verdict.
+prints the statistic and says why there is no verdict. One verdict per pair: ASO's is given only beside a pair the
+t-test calls (stats.aso_verdicts; tests/unit/analysis/test_one_verdict.py), and a called pair also passes the
+multi-bootstrap's check where its runs keep dev predictions (report/checks.py).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def tests_legend(tests: pd.DataFrame, alpha: float) -> list[str]:
         f"{1 - aso_null.ASO_ALPHA:g}, on scores centred per task). eps_min is not a p-value: two identical systems give "
         f"eps_min < {aso.ASO_THRESHOLD} in a third of the pairs at 2 seeds, so the verdict takes eps_min below the "
         f"threshold calibrated under the null at the pair's n, at alpha / (2m) = {alpha}/(2 x {m}) per direction "
-        f"(Bonferroni over the {m} testable pairs and both directions; never above {aso.ASO_THRESHOLD})",
+        f"(Bonferroni over the {m} testable pairs and both directions; never above {aso.ASO_THRESHOLD}), and only "
+        "beside a pair the t-test calls, in its direction: one verdict per pair, the t-test's, so two identical "
+        f"systems are named a winner by any of them at most {alpha} of the time (pooled over tasks too)",
         f"seeds: the seeds per row a two-sided paired t-test needs for {stats.POWER:.0%} power at Holm's first-step "
         f"level alpha/m = {alpha}/{m} = {level:.3g}, over the {100 * (1 - alpha):g}% interval of d (noncentral t): "
         "from the interval's end farthest from 0 to its end nearest 0 (\u221e: d may be 0); not one integer, because "
@@ -52,7 +56,8 @@ def aso_verdict_text(records: Sequence[dict[str, Any]], within: Sequence[str], t
             win, lose = (r["a"], r["b"]) if r["aso_better"] == "A" else (r["b"], r["a"])
             better.append(f"{prefix} {win} over {lose}".strip())
     none_possible = [r for r in records if r.get("testable") and not (r.get("aso_limit", 0.0) > 0.0)]
-    text = "almost stochastically better (ASO, calibrated threshold): " + (", ".join(better) or "none")
+    text = ("almost stochastically better (ASO, calibrated threshold, beside a pair the t-test calls): "
+            + (", ".join(better) or "none"))
     if none_possible:
         first = aso_null.min_n(level)
         need = (f"at least {first} matched pairs" if first is not None else "more matched pairs than calibrated")

@@ -43,3 +43,33 @@ def test_the_curve_rises_from_the_mean_towards_the_max() -> None:
 def test_bad_input_is_refused(scores: list[float], n: int, line: str) -> None:
     with pytest.raises(ValueError, match=line):
         expected_best(scores, n)
+
+
+def test_the_unbiased_estimator_is_the_mean_max_over_every_subset() -> None:
+    """Tang et al.'s estimator equals brute force over every n-subset (with ties), and ends at the max at n = N."""
+    from itertools import combinations
+
+    from distill_sweep.analysis.expected_max import unbiased_expected_best
+
+    scores = [0.61, 0.7, 0.7, 0.55, 0.82, 0.64]
+    for n in range(1, len(scores) + 1):
+        brute = [max(c) for c in combinations(scores, n)]
+        assert unbiased_expected_best(scores, n) == pytest.approx(sum(brute) / len(brute), abs=1e-12)
+    assert unbiased_expected_best(scores, len(scores)) == max(scores)
+    with pytest.raises(ValueError, match="1 <= n <= 6"):
+        unbiased_expected_best(scores, 7)
+
+
+def test_the_unbiased_estimator_is_unbiased_and_dodges_is_not() -> None:
+    """N = 5 uniform trials, n = 3: E[best of 3] = 3/4. Over 20,000 seeded sets the unbiased estimator averages
+    0.75 (its Monte Carlo error about 0.0007: within 4 of them); Dodge's reads low by more than 0.02."""
+    import numpy as np
+
+    from distill_sweep.analysis.expected_max import unbiased_expected_best
+
+    sets = np.random.default_rng(7).random((20_000, 5))
+    unbiased = np.array([unbiased_expected_best(s, 3) for s in sets])
+    dodge = np.array([expected_best(s, 3).mean for s in sets])
+    error = unbiased.std() / math.sqrt(len(sets))
+    assert abs(unbiased.mean() - 0.75) < 4 * error
+    assert 0.75 - dodge.mean() > 0.02

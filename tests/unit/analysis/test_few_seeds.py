@@ -66,3 +66,49 @@ def test_guarded_multi_bootstrap_keeps_the_bootstrap_at_many_seeds() -> None:
     got = few_seeds.multi_bootstrap(a, b, labels, "accuracy")
     plain = example_stats.multi_bootstrap(a, b, labels, "accuracy")
     assert got["p"] == plain["p"] and got["p_seeds"] < plain["p"]
+
+
+def test_a_units_score_is_the_mean_of_its_runs() -> None:
+    """A grid crossing another source's seed: each master seed holds several runs; the multi-bootstrap's unit score
+    is the mean of its runs' (analysis/replication.py). With one run per unit it is the [S, N] form; its observed
+    difference and its guard's per-seed t-test follow from the runs' accuracies by hand."""
+    rng = np.random.default_rng(3)
+    n = 200
+    labels = rng.integers(0, 2, n)
+
+    def run(acc: float) -> np.ndarray:
+        return np.where(rng.random(n) < acc, labels, 1 - labels)
+
+    a = [np.stack([run(0.8), run(0.7)]) for _ in range(3)]  # 3 master seeds x 2 runs
+    b = [np.stack([run(0.7), run(0.7)]) for _ in range(3)]
+    got = few_seeds.multi_bootstrap(a, b, labels, "accuracy", resamples=500)
+    per_seed = [np.mean([np.mean(r == labels) for r in ua]) - np.mean([np.mean(r == labels) for r in ub])
+                for ua, ub in zip(a, b, strict=True)]
+    assert got["diff"] == pytest.approx(np.mean(per_seed))
+    assert got["p_seeds"] == pytest.approx(sps.ttest_1samp(per_seed, 0.0).pvalue)
+    one = [u[:1] for u in a], [u[:1] for u in b]  # one run per unit: the same as the [S, N] arrays
+    stacked = np.stack([u[0] for u in a]), np.stack([u[0] for u in b])
+    assert few_seeds.multi_bootstrap(*one, labels, "accuracy", resamples=500) == \
+        few_seeds.multi_bootstrap(*stacked, labels, "accuracy", resamples=500)
+
+
+def test_the_pooled_contrast_is_the_mean_over_every_tasks_units() -> None:
+    """Pooled over tasks as the seed-level tests pool them: the observed contrast is the mean over all (task, seed)
+    units, the guard the t-test of those units' contrasts; one task is `contrast` itself."""
+    rng = np.random.default_rng(4)
+
+    def task(n: int, seeds: int, acc_a: float) -> tuple[list, np.ndarray, str]:
+        labels = rng.integers(0, 2, n)
+        runs = [np.stack([np.where(rng.random(n) < acc, labels, 1 - labels) for _ in range(seeds)])
+                for acc in (acc_a, 0.7)]
+        return [(1.0, runs[0]), (-1.0, runs[1])], labels, "accuracy"
+
+    strata = [task(150, 3, 0.75), task(90, 2, 0.8)]
+    got = few_seeds.pooled_contrast(strata, resamples=400)
+    units = [float(np.mean(a == labels) - np.mean(b == labels))
+             for arms, labels, _ in strata for a, b in zip(arms[0][1], arms[1][1], strict=True)]
+    assert len(units) == 5 and got["diff"] == pytest.approx(np.mean(units))
+    assert got["p_seeds"] == pytest.approx(sps.ttest_1samp(units, 0.0).pvalue)
+    assert got["p"] >= got["p_seeds"] and got["ci_low"] <= got["diff"] <= got["ci_high"]
+    alone = few_seeds.pooled_contrast(strata[:1], resamples=400)
+    assert alone == few_seeds.contrast(strata[0][0], strata[0][1], "accuracy", resamples=400)

@@ -479,3 +479,38 @@ def test_paired_tests_zero_variance_pair_is_untestable() -> None:
     assert row["mean_diff"] == pytest.approx(1.0)
 
 
+
+
+@pytest.mark.parametrize(("n", "level"), [(2, 0.05), (3, 0.05), (3, 0.05 / 3), (5, 0.01), (20, 0.05)])
+def test_detectable_effect_has_80_percent_power(n: int, level: float) -> None:
+    """The smallest difference a paired t-test on n pairs detects with 80% power, in the differences' units (sd 2.5
+    here): statsmodels' TTestPower gives 0.8 at it where it computes (it is NaN at large noncentralities), and
+    200,000 seeded simulated t-tests reject at 80% (Monte Carlo error 0.09 points)."""
+    from statsmodels.stats.power import TTestPower
+
+    got = stats.detectable_effect(n, 2.5, level)
+    power = TTestPower().power(effect_size=got / 2.5, nobs=n, alpha=level, alternative="two-sided")
+    if not math.isnan(power):
+        assert power == pytest.approx(0.8, abs=1e-6)
+    draws = got + 2.5 * np.random.default_rng(n).standard_normal((200_000, n))
+    rejected = float((sps.ttest_1samp(draws, 0.0, axis=1).pvalue < level).mean())
+    assert rejected == pytest.approx(0.8, abs=3 * math.sqrt(0.8 * 0.2 / 200_000))
+    assert math.isnan(stats.detectable_effect(1, 2.5)) and math.isnan(stats.detectable_effect(3, 0.0))
+
+
+def test_a_cells_interval_is_cut_at_the_metrics_range() -> None:
+    """Three accuracies 99, 100, 92: the t-interval (scipy) reaches past 100, the cell's stops there and says so;
+    MCC may go to -100; a cell inside its range is untouched."""
+    values = [99.0, 100.0, 92.0]
+    low, high = sps.t.interval(0.95, 2, loc=np.mean(values), scale=sps.sem(values))
+    assert high > 100.0
+    frame = pd.DataFrame({"system": "A", "init_label": "1", "task": "rte", "metric": "accuracy", "seed": [0, 1, 2],
+                          "value": values})
+    (cell,) = stats.aggregate(frame).to_dict("records")
+    assert (cell["ci_low"], cell["ci_high"], cell["ci_cut"]) == (pytest.approx(low), 100.0, True)
+    signed = frame.assign(metric="mcc", value=[-99.0, -100.0, -92.0])
+    (cell,) = stats.aggregate(signed).to_dict("records")
+    assert (cell["ci_low"], cell["ci_high"], cell["ci_cut"]) == (-100.0, pytest.approx(-low), True)
+    inside = frame.assign(value=[70.0, 71.0, 72.0])
+    (cell,) = stats.aggregate(inside).to_dict("records")
+    assert not cell["ci_cut"] and cell["ci_low"] == pytest.approx(71.0 - 4.302652729911275 / math.sqrt(3))

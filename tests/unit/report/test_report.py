@@ -420,7 +420,7 @@ def test_two_seed_toy_grid_prints_no_verdict_the_tests_do_not_support(tmp_path: 
         write_record(tmp_path, task="rte", objective="att_kl", seed=seed, score=kl)
     assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
     out = capsys.readouterr().out
-    assert "almost stochastically better (ASO, calibrated threshold): none" in out
+    assert "almost stochastically better (ASO, calibrated threshold, beside a pair the t-test calls): none" in out
     assert "no ASO verdict for 1 pair(s) with too few matched pairs" in out and "at least 4 matched pairs" in out
     assert not pd.read_csv(tmp_path / "tables" / "table1.csv")["best"].any()  # nothing marked best
     assert "70.5±0.71 (2)" in out and "73.2±1.77 (2)" in out  # unmarked (once: att_kl's with "*")
