@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from distill_sweep.analysis.expected_max import expected_best_curve
+from distill_sweep.analysis.expected_max import expected_best_curve, unbiased_expected_best
 from distill_sweep.errors import DiskWriteError
 from distill_sweep.records import files
 from distill_sweep.records.disk import problem
@@ -184,7 +184,8 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
         arms.append({
             **chosen, "journal": stored_path(journal, results_dir),
             "completed_trials": len(scores), "trial_scores": scores,
-            "expected_best": [{"n": c.n, "mean": c.mean, "std": c.std} for c in expected_best_curve(scores)],
+            "expected_best": [{"n": c.n, "mean": c.mean, "std": c.std,
+                               "unbiased": unbiased_expected_best(scores, c.n)} for c in expected_best_curve(scores)],
             "seeds": sorted(int(r["seed"]) for r in runs),
             "compute_hours": {"trials": charged_hours(trial_records, packs), "grid": charged_hours(runs, packs)},
         })
@@ -237,17 +238,32 @@ def _hours_text(hours: dict[str, float]) -> str:
     return f"{hours['cpu']:.3f} wall-hours on CPU + {hours['gpu']:.3f} on GPU"
 
 
+# What the expected-best columns are, said wherever they are shown.
+EXPECTED_BEST_NOTE = ("Dodge et al. (2019): mean ± std of the best of n trials drawn with replacement from each arm's "
+                      "completed trials (biased: low below n = N); in brackets Tang et al. (2020)'s unbiased estimator, "
+                      "the mean best of every n-subset (high variance). Both assume independent trials, true of random "
+                      "search and of TPE's random start-up trials only. An arm's chosen holdout score is the best of "
+                      "its N trials and reads high; its grid jobs' dev scores at the chosen values are the unbiased "
+                      "estimate")
+
+
+def _expected_cell(point: dict[str, Any], scale: float) -> str:
+    digits = 4 if scale == 1 else 2
+    unbiased = point.get("unbiased")
+    tang = f" [{scale * unbiased:.{digits}f}]" if isinstance(unbiased, (int, float)) else ""
+    return f"{scale * point['mean']:.{digits}f} ± {scale * point['std']:.{digits}f}{tang}"
+
+
 def expected_best_markdown(arms: Sequence[dict[str, Any]]) -> str:
     """Expected best holdout score (mean ± std) after n = 1 .. N trials, one column per arm."""
     if not arms:
         return ""
     longest = max(len(arm["expected_best"]) for arm in arms)
     head = ["n", *(_label(a) for a in arms)]
-    lines = ["# Expected best holdout score after n trials (Dodge et al. 2019)", "",
+    lines = ["# Expected best holdout score after n trials", "", EXPECTED_BEST_NOTE, "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for n in range(1, longest + 1):
-        cells = [f"{a['expected_best'][n - 1]['mean']:.4f} ± {a['expected_best'][n - 1]['std']:.4f}"
-                 if n <= len(a["expected_best"]) else "" for a in arms]
+        cells = [_expected_cell(a["expected_best"][n - 1], 1) if n <= len(a["expected_best"]) else "" for a in arms]
         lines.append("| " + " | ".join([str(n), *cells]) + " |")
     return "\n".join(lines) + "\n"
 
@@ -350,18 +366,18 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
                      f"{hours['trials']['cpu'] + hours['trials']['gpu']:.3f} / "
                      f"{hours['grid']['cpu'] + hours['grid']['gpu']:.3f}",
                      ", ".join(map(str, arm["seeds"])) or "-"])
-    doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score", "wall-hours trials / grid", "seeds"],
+    doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score (best of N: optimistic)",
+               "wall-hours trials / grid", "seeds"],
               rows)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
-    doc.heading("Expected best holdout score after n trials (Dodge et al. 2019)")
-    doc.text("mean ± std of the best of n trials drawn from each arm's completed trials (closed form); the curve "
-             "says how much of an arm's score its budget bought, and whether more trials would still pay"
-             + ("" if len(shown) == longest else f"; n = {', '.join(map(str, shown))} shown, every n in "
-                "expected_best.csv"))
+    doc.heading("Expected best holdout score after n trials")
+    doc.text(EXPECTED_BEST_NOTE + "; the curve says how much of an arm's score its budget bought, and whether more "
+             "trials would still pay" + ("" if len(shown) == longest else f"; n = {', '.join(map(str, shown))} shown, "
+                                         "every n in expected_best.csv"))
     doc.table(["n", *(_label(a) for a in arms)],
-              [[str(n), *(f"{100 * a['expected_best'][n - 1]['mean']:.2f} ± {100 * a['expected_best'][n - 1]['std']:.2f}"
-                          if n <= len(a["expected_best"]) else "" for a in arms)] for n in shown])
+              [[str(n), *(_expected_cell(a["expected_best"][n - 1], 100) if n <= len(a["expected_best"]) else ""
+                          for a in arms)] for n in shown])
     items = [(_label(a), PALETTE[i % len(PALETTE)], "") for i, a in enumerate(a for a in arms if a["expected_best"])]
     doc.figure(expected_best_svg(arms) + legend(items))
     files_out["expected_best.csv"] = pd.DataFrame(

@@ -57,8 +57,11 @@ def test_the_checklist_states_bounds_trials_choice_seeds_and_compute(tmp_path: P
     assert "- chosen values: objective.temperature=" in text and "(trial 2, holdout accuracy 0.8000)" in text  # (numbered from 1)
     assert "- seeds: 1, 2" in text and "trials 1.500 wall-hours on CPU + 0.000 on GPU; grid 0.000 wall-hours on CPU " \
                                        "+ 2.000 on GPU" in text
+    # Tang et al. by hand: the mean best of the 2-subsets {0.6, 0.8}, {0.6, 0.7}, {0.8, 0.7} = (0.8 + 0.7 + 0.8) / 3
+    assert two["unbiased"] == pytest.approx(2.3 / 3, abs=1e-12)
     table = checklist.expected_best_markdown([arm])
-    assert f"| 2 | {6.7 / 9:.4f} ± {math.sqrt(5.03 / 9 - (6.7 / 9) ** 2):.4f} |" in table
+    assert f"| 2 | {6.7 / 9:.4f} ± {math.sqrt(5.03 / 9 - (6.7 / 9) ** 2):.4f} [{2.3 / 3:.4f}] |" in table
+    assert "reads high" in table and "independent trials" in table
 
 
 def test_the_command_writes_markdown_and_json(tmp_path: Path) -> None:
