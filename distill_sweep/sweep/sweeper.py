@@ -266,8 +266,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         else:
             # the first line within a second: importing torch and transformers below takes seconds (minutes on a
             # loaded box) before the grid's own lines
-            print(f"distill_sweep: checking the grid's {len(all_jobs)} job(s) before anything runs", file=sys.stderr,
-                  flush=True)
+            print(f"distill_sweep: checking the grid's {len(all_jobs)} job(s) before anything runs", flush=True)
             from distill_sweep.job.prepare import (
                 complete,  # transformers and torch: only for a sweep that runs
             )
