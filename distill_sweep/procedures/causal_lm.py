@@ -288,6 +288,10 @@ def run(ctx: RunContext) -> None:
             # what the dev metrics (teacher's and student's) read: the log-softmax and argmax over ids 0..n-1
             "metrics": {"vocabulary": "shared_ids", "size": shared}}
     train_student(cctx, student, [stage], modules)
+    if sharded:  # the lm-eval stage runs in one process: the student is saved to be evaluated afterwards
+        out = job.out_dir / "student"  # (docs/guide/gpus.md gives the lm_eval command line)
+        fsdp.save_student(student, cctx.tokenizer, out)
+        record.student_dir = str(out)
     if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
         batch = job.settings.run.eval_batch_size
         record.lm_eval = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)

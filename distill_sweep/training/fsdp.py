@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ from torch.distributed.tensor import DTensor
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.families import family_of_model
+from distill_sweep.records.disk import writing
 from distill_sweep.training import distributed, row_dropout
 from distill_sweep.training.loop import Batch, LossFn
 
@@ -190,6 +192,16 @@ def whole_state(model: nn.Module) -> dict[str, Tensor] | None:
             whole.pop(name, None)
         seen.add(id(p))
     return whole
+
+
+def save_student(student: nn.Module, tokenizer: Any, out: Path) -> None:
+    """The trained student written to `out` (`save_pretrained`, its tokenizer beside it) by rank 0 alone: a sharded
+    student gathered onto it first (a collective: every rank calls this), under one process's names."""
+    whole = whole_state(student)  # sharded: gathered onto rank 0, else None
+    if distributed.is_main():
+        with writing(out, "the job's checkpoint is kept: the next run resumes from it and saves the student"):
+            student.save_pretrained(out, state_dict=whole)
+            tokenizer.save_pretrained(out)
 
 
 def on_ranks(loss_fn: LossFn, params: list[nn.Parameter], modules: list[nn.Module]) -> LossFn:
