@@ -28,6 +28,7 @@ from test_distributed import (
 )
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
+import distill_sweep
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 
 # corpus-free toy instructions: every rank's half of a batch holds as many targets (the losses weigh rows the same);
@@ -127,6 +128,15 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
         (saved,) = Path(b["student_dir"]).glob("*.safetensors")
         whole = load_file(saved)
         assert whole.keys() == sb.keys() and all(torch.equal(whole[k], sb[k]) for k in sb)
+        # and the harness evaluates it with the command docs/guide/gpus.md gives (2 documents per task)
+        harness = subprocess.run(
+            [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
+             f"pretrained={b['student_dir']},add_bos_token=True", "--device", "cpu", "--include_path",
+             str(Path(distill_sweep.__file__).parent / "data" / "lm_eval_tasks"), "--tasks",
+             "toy_instruct_rouge,toy_instruct_choice", "--limit", "2"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, **ENV})
+        assert harness.returncode == 0, harness.stderr[-3000:]
+        assert "toy_instruct_choice" in harness.stdout and "rouge_l" in harness.stdout
 
 
 def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: Path, causal_one: Path) -> None:
