@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -271,6 +272,8 @@ def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_pat
     common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
     at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=True)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)  # the same store, its shard file cut in half below
     again = _torchrun([*common, f"results_dir={out}"], tmp_path)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     resumed = _resumed(again.stderr + again.stdout)
@@ -279,6 +282,20 @@ def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_pat
     record = _record(out)
     assert record["status"] == "completed" and record["resumed"] == 1
     _same_within(_record(killable_one / "one"), record)
+    # a .distcp cut in half (a disk that lost its tail): set aside in one line, the job redone from the start
+    (ckpt,) = damaged.rglob(CHECKPOINT)
+    shard = sorted((ckpt.parent / torch.load(ckpt, weights_only=True)["shards"]).glob("*.distcp"))[-1]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    redone = _torchrun([*common, f"results_dir={damaged}"], tmp_path)
+    said = redone.stdout + redone.stderr
+    assert redone.returncode == 0 and "Traceback" not in said, said[-3000:]
+    assert len(re.findall(rf"damaged sharded checkpoint \S+ \({shard.name} holds \d+ of its \d+ bytes; set it and "
+                          rf"checkpoint.pt aside as .corrupt-\S+\): starting from the beginning", said)) == 1, said[-3000:]
+    assert not _resumed(said)
+    record = _record(damaged)
+    assert record["status"] == "completed" and record["resumed"] == 0
+    _same_within(_record(killable_one / "one"), record)
+    assert len(list(ckpt.parent.glob("*.corrupt-*"))) == 2  # kept to look at: the shard directory, checkpoint.pt
 
 
 def test_what_cannot_shard_is_refused_in_one_line_before_any_work(tmp_path: Path) -> None:
