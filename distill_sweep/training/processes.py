@@ -89,6 +89,14 @@ class Stopped(Exception):
     """SIGTERM reached a rank of a job of several processes (`stopped_by_sigterm`)."""
 
 
+_HELD = {"depth": 0, "pending": False}  # sigterm_deferred: held back, and whether one came meanwhile
+
+
+def _stopped(signum: int) -> Stopped:
+    return Stopped(f"stopped by signal {signum} (torchrun stops every rank when one of them fails: that rank's "
+                   "error is the news); the job keeps its last checkpoint, from which the same command resumes")
+
+
 @contextmanager
 def stopped_by_sigterm() -> Iterator[None]:
     """Inside the block SIGTERM raises Stopped in the main thread, where Python's default would end the process at
@@ -96,8 +104,10 @@ def stopped_by_sigterm() -> Iterator[None]:
     of leaving it `running` (a re-run resumes a failed job from its last checkpoint)."""
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise Stopped(f"stopped by signal {signum} (torchrun stops every rank when one of them fails: that rank's "
-                      "error is the news); the job keeps its last checkpoint, from which the same command resumes")
+        if _HELD["depth"]:
+            _HELD["pending"] = True  # raised when the deferral ends
+            return
+        raise _stopped(signum)
 
     try:
         previous = signal.signal(signal.SIGTERM, stop)
@@ -112,17 +122,18 @@ def stopped_by_sigterm() -> Iterator[None]:
 
 @contextmanager
 def sigterm_deferred() -> Iterator[None]:
-    """SIGTERM held back while the block runs (writing the record of a failed job: a Stopped raised inside the write
-    would leave the record `running`); delivered when it ends."""
-    try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    except (AttributeError, ValueError, OSError):  # a platform without it
-        yield
-        return
+    """A SIGTERM that `stopped_by_sigterm` turns into Stopped is held back while the block runs (writing the record
+    of a failed job: a Stopped raised inside the write would leave the record `running`), and raised when it ends.
+    (A flag, not the signal mask: the mask is a thread's, and Python runs its handlers in the main thread whichever
+    thread the signal reached.)"""
+    _HELD["depth"] += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        _HELD["depth"] -= 1
+        if not _HELD["depth"] and _HELD["pending"]:
+            _HELD["pending"] = False
+            raise _stopped(signal.SIGTERM)
 
 
 @contextmanager
