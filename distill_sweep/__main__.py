@@ -28,7 +28,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, check_paths, identify
 from distill_sweep.job.machine import check_threads, passive_openmp
 from distill_sweep.records.disk import room_problem
-from distill_sweep.training.processes import launch_problem, launch_rank, requested_size
+from distill_sweep.training.processes import launch_problem, launch_rank, refused, requested_size
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
     from hydra._internal.utils import get_args_parser
@@ -342,7 +342,7 @@ def _cli() -> None:
     if problem:
         if launch_rank() == 0:  # several ranks: said once (each rank finds the same problem)
             print(f"distill_sweep: error: {problem}", file=sys.stderr)
-        sys.exit(2)
+        refused(2)
     try:
         if checked.cfg is not None:  # one job: run from the config the check composed (composed once)
             run_composed(checked.cfg, functools.partial(run_main, ident=checked.job))

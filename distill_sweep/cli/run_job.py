@@ -43,6 +43,7 @@ from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoin
 from distill_sweep.training.processes import (
     Stopped,
     launch_rank,
+    refused,
     requested_size,
     sigterm_deferred,
     speak_once,
@@ -398,7 +399,7 @@ def run_main(cfg: DictConfig, ident: JobIdentity | None = None) -> Any:
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed
         if launch_rank() == 0:  # several ranks: said once
             print(f"distill_sweep: error: {failure_line(err)}", file=sys.stderr)
-        sys.exit(2 if isinstance(err, ConfigError) else 1)
+        refused(2 if isinstance(err, ConfigError) else 1)
     return _return_value(record)
 
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import NoReturn
 
 from distill_sweep.errors import ConfigError
 
@@ -64,6 +67,18 @@ def launch_rank() -> int:
     if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
         return int(os.environ.get("SLURM_PROCID", "0"))
     return 0
+
+
+RANK_0_SPEAKS_S = 10.0  # how long a refusing rank other than 0 waits before it exits (`refused`)
+
+
+def refused(status: int) -> NoReturn:
+    """Exit with `status` after a refusal that rank 0 says (each rank finds the same problem): a rank other than 0
+    waits first, since torchrun stops every rank (SIGTERM) as soon as one exits with an error, and rank 0 must not be
+    stopped before it has said the line. Rank 0's own exit then stops the waiting ranks."""
+    if launch_rank() != 0:
+        time.sleep(RANK_0_SPEAKS_S)
+    sys.exit(status)
 
 
 class _ErrorsOnly(logging.Filter):
