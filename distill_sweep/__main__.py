@@ -28,6 +28,7 @@ from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, check_paths, identify
 from distill_sweep.job.machine import check_threads, passive_openmp
 from distill_sweep.records.disk import room_problem
+from distill_sweep.training.processes import launch_problem, launch_rank, refused, requested_size
 
 try:  # Hydra's own parser (a private API): its flags, never a copy
     from hydra._internal.utils import get_args_parser
@@ -322,6 +323,11 @@ def check_environment(argv: list[str]) -> str | None:
     if "hydra/launcher=slurm" in argv and launches and not _plans(argv) and shutil.which("sbatch") is None:
         return ("hydra/launcher=slurm: no SLURM on this host (sbatch is not on PATH); run from a SLURM login "
                 "node, or use hydra/launcher=local or hydra/launcher=local_parallel")
+    size = requested_size()
+    if args is not None and args.multirun and size > 1:
+        return (f"-m under torchrun: each of the {size} processes would run the whole sweep; torchrun starts the "
+                "processes of one job (leave out -m), and a sweep of jobs of several processes each starts them "
+                "through its launcher (hydra/launcher=slurm hydra.launcher.tasks_per_node=N)")
     return None
 
 
@@ -331,10 +337,12 @@ def _cli() -> None:
     sys.argv[1:] = overrides_first(sys.argv[1:])
     argv = sys.argv[1:]
     checked = Checked()
-    problem = check_group_choices(argv) or check_overrides(argv, checked) or check_environment(argv)
+    problem = (launch_problem() or check_group_choices(argv) or check_overrides(argv, checked)
+               or check_environment(argv))
     if problem:
-        print(f"distill_sweep: error: {problem}", file=sys.stderr)
-        sys.exit(2)
+        if launch_rank() == 0:  # several ranks: said once (each rank finds the same problem)
+            print(f"distill_sweep: error: {problem}", file=sys.stderr)
+        refused(2)
     try:
         if checked.cfg is not None:  # one job: run from the config the check composed (composed once)
             run_composed(checked.cfg, functools.partial(run_main, ident=checked.job))

@@ -42,7 +42,15 @@ from distill_sweep.records.record import (
 from distill_sweep.sweep import handover
 from distill_sweep.sweep.packs import PackFailed, differing_settings, read_pack_file
 from distill_sweep.training.checkpoint_files import CHECKPOINT, remove_checkpoint
-from distill_sweep.training.processes import requested_size
+from distill_sweep.training.processes import (
+    Stopped,
+    launch_rank,
+    refused,
+    requested_size,
+    sigterm_deferred,
+    speak_once,
+    stopped_by_sigterm,
+)
 
 if TYPE_CHECKING:
     from distill_sweep.config.schema import RunSettings
@@ -126,7 +134,8 @@ def run_job(cfg: DictConfig, *, alone: bool = False, ident: JobIdentity | None =
         distributed.setup(resolve_device(job.settings.run.device))
         try:
             distributed.check_same(job.digest, "config hash")
-            return _run_locked(job, config, wait=alone)
+            with stopped_by_sigterm():  # torchrun stopping the ranks: the record says failed, not running
+                return _run_locked(job, config, wait=alone)
         finally:
             distributed.teardown()
     return _run_locked(job, config, wait=alone)
@@ -267,7 +276,8 @@ def _run(job: Job, config: dict[str, Any], pack: PackMember | None = None) -> di
         record.traceback, record.finished_at = traceback.format_exc(), environment.now_iso()
         if write:
             try:
-                write_record(record_path, record)
+                with sigterm_deferred():  # (torchrun stopping the ranks must not cut this write short)
+                    write_record(record_path, record)
             except DiskWriteError as also:  # e.g. the disk that failed the job: the job's own error is the news
                 log.warning("the failed job's record could not be written either: %s", also)
         raise
@@ -380,6 +390,7 @@ def main(cfg: DictConfig) -> Any:
 def run_main(cfg: DictConfig, ident: JobIdentity | None = None) -> Any:
     """The task of a job's process (Hydra's main, or cli/composed_run.py with the command line's `ident`); a job
     of a sweep run in the sweeper's process runs the prepared job the sweeper handed over (sweep/handover.py)."""
+    speak_once()  # several ranks: rank 0 alone says the job's lines (Hydra has configured logging by now)
     handed = handover.job_of(_job_num()) if ident is None and _is_multirun() else None
     planning = any(OmegaConf.select(cfg, key, default=False) is True for key in ("dry_run", "plan_seeds"))
     if planning and not _is_multirun():
@@ -395,11 +406,12 @@ def run_main(cfg: DictConfig, ident: JobIdentity | None = None) -> Any:
         return run_pack(cfg, handed)  # type: ignore[return-value]
     try:
         record = run_job(cfg, alone=not _is_multirun(), ident=ident or handed)
-    except (ConfigError, DiskWriteError, NonFiniteLossError) as err:
+    except (ConfigError, DiskWriteError, NonFiniteLossError, Stopped) as err:
         if _is_multirun():
             raise  # the sweep goes on with the other jobs; Hydra reports this one as failed
-        print(f"distill_sweep: error: {failure_line(err)}", file=sys.stderr)
-        sys.exit(2 if isinstance(err, ConfigError) else 1)
+        if launch_rank() == 0:  # several ranks: said once
+            print(f"distill_sweep: error: {failure_line(err)}", file=sys.stderr)
+        refused(2 if isinstance(err, ConfigError) else 1)
     return _return_value(record)
 
 

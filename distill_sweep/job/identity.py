@@ -143,6 +143,10 @@ def identify_plain(composed: dict[str, Any]) -> JobIdentity:
         raise ConfigError(f"procedure={procedure.name} runs in one process; {processes} would be started per job "
                           f"(several processes run procedure={several}; for a sweep, the launcher's nodes x "
                           "tasks_per_node)")
+    if processes <= 1 and settings.run.fsdp.teacher != "replicate":  # (what a sharded job does with its teacher)
+        raise ConfigError(f"fsdp.teacher={settings.run.fsdp.teacher} shards the teacher over several processes, and "
+                          "this job runs in one: start it with torchrun --nproc_per_node=N (or a launcher's "
+                          "tasks_per_node), or leave fsdp.teacher out")
     batch = settings.optimizer.batch_size or settings.task.recipe.batch_size
     if processes > 1 and procedure.shards and procedure_settings.reads_task and batch % processes:
         raise ConfigError(f"optimizer.batch_size={batch} is not a multiple of the {processes} processes (each takes "

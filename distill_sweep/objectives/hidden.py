@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+from torch.distributed.tensor import DTensor
 
 from .inputs import STUDENT, TEACHER, LossInputs
 from .spec import TermSpec
@@ -61,6 +62,15 @@ class HiddenProjections(nn.Module):
         if self.maps is None:
             return None
         return self.maps[0 if self.shared else pair_index].weight
+
+    def mse(self, pair_index: int, h: Tensor, target: Tensor) -> Tensor:
+        """mean((h W_h^T - t)^2) of a pair (``projected_mse``). A W_h sharded over several processes (FSDP,
+        training/fsdp.py: a DTensor between forwards) is applied by calling its module, whose forward gathers it and
+        whose backward reduce-scatters its gradient; the fused function would read the shard itself."""
+        weight = self.weight(pair_index)
+        if weight is not None and isinstance(weight, DTensor):
+            return _pair_mse(self.maps[0 if self.shared else pair_index](h), target)
+        return projected_mse(h, weight, target)
 
 
 class _ProjectedMSE(torch.autograd.Function):
@@ -120,7 +130,7 @@ class HidCLS(nn.Module):
             else:
                 # Only the real tokens: cheaper than projecting padding and masking afterwards.
                 hs, ht = x.tokens(STUDENT, s_layer), x.tokens(TEACHER, t_layer)
-            term = projected_mse(hs, self.proj.weight(i), ht)
+            term = self.proj.mse(i, hs, ht)
             total = term if total is None else total + term
         assert total is not None
         return total

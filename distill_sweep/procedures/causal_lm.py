@@ -78,7 +78,7 @@ from .causal_lm_loss import distill_loss
 from .causal_lm_settings import CausalLMSettings
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
-from .lm_eval_stage import run_stage, teacher_stage
+from .lm_eval_stage import harness_tokenizer, run_stage, teacher_stage
 from .on_policy import OnPolicy, RecordSamples, mark_positions
 from .sequences import accumulated, sequence_driver, stage_plan
 
@@ -288,6 +288,10 @@ def run(ctx: RunContext) -> None:
             # what the dev metrics (teacher's and student's) read: the log-softmax and argmax over ids 0..n-1
             "metrics": {"vocabulary": "shared_ids", "size": shared}}
     train_student(cctx, student, [stage], modules)
+    if sharded:  # the lm-eval stage runs in one process: the student is saved to be evaluated afterwards
+        out = job.out_dir / "student"  # (docs/guide/gpus.md gives the lm_eval command line)
+        fsdp.save_student(student, harness_tokenizer(cctx.tokenizer)[0], out)  # the tokenizer as the stage's reads
+        record.student_dir = str(out)
     if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
         batch = job.settings.run.eval_batch_size
         record.lm_eval = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)

@@ -100,7 +100,9 @@ class LMEvalSettings:
                               f"unread: name the tasks ({where}.tasks=[toy_instruct_rouge]) or leave them null")
         if self.tasks and requested_size() > 1:  # rank 0 alone runs the harness; a sharded student needs them all
             raise ConfigError(f"{where}.tasks runs in one process, and this job would start {requested_size()}: "
-                              "evaluate with one process (or the saved student afterwards)")
+                              "evaluate with one process, or leave the tasks out and evaluate the student the job "
+                              "saves (its record's student_dir) afterwards: lm_eval --model hf --model_args "
+                              "pretrained=<student_dir>,add_bos_token=True --tasks ... (docs/guide/gpus.md)")
 
     def _check_sampling(self, where: str) -> None:
         bad = [s for s in self.sampling_seeds if isinstance(s, bool) or not SEED_RANGE["ge"] <= s < SEED_RANGE["lt"]]

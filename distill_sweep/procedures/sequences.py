@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from distill_sweep.training import distributed
+from distill_sweep.training import distributed, fsdp, row_dropout
 from distill_sweep.training.context import RunContext
 from distill_sweep.training.loop import LossFn
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
@@ -27,29 +27,32 @@ class StepBudget(Protocol):
 
 def accumulated(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int) -> LossFn:
     """`loss_fn` over a global batch as the mean over its micro-batches of `micro_batch` rows, one
-    forward/backward each (memory of one micro-batch), on one process (several: fsdp.sharded_loss).
+    forward/backward each (memory of one micro-batch), on one process (several: fsdp.sharded_loss); each
+    micro-batch a piece of the global batch for its dropout masks (training/row_dropout.py).
 
     Each micro-batch's gradient is taken at once (`torch.autograd.grad`) and summed; what is returned is the
     mean loss as a value whose gradient is exactly that mean gradient (sum_p <p, g_p>, its own value removed),
-    so the driver's one plain update step (backward, clip, step) applies it. A global batch of one
-    micro-batch is `loss_fn` itself.
+    so the driver's one plain update step (backward, clip, step) applies it (a global batch of one micro-batch
+    too: its backward inside its piece, where a gradient checkpoint's recompute draws the forward's masks).
     """
     trainable = [p for p in params if p.requires_grad]
 
     def loss(batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         n = int(batch["input_ids"].shape[0])
-        if n <= micro_batch:
-            return loss_fn(batch)
+        mask_key = row_dropout.batch_key()  # the dropout masks: per row of the global batch, as the ranks draw them
         starts = range(0, n, micro_batch)
         share = len(starts)
         grads: list[Tensor | None] = [None] * len(trainable)
         value, parts = 0.0, {}
         for start in starts:
-            part, micro_parts = loss_fn({k: v[start:start + micro_batch] for k, v in batch.items()})
-            part = part / share
-            if not bool(torch.isfinite(part)):
-                return part, micro_parts  # the update step refuses it (or skips it, skip_nonfinite)
-            for i, g in enumerate(torch.autograd.grad(part, trainable, allow_unused=True)):
+            piece = {k: v[start:start + micro_batch] for k, v in batch.items()}
+            with row_dropout.piece(mask_key, start, int(piece["input_ids"].shape[0])):  # its forward and backward
+                part, micro_parts = loss_fn(piece)
+                part = part / share
+                if not bool(torch.isfinite(part)):
+                    return part, micro_parts  # the update step refuses it (or skips it, skip_nonfinite)
+                micro_grads = torch.autograd.grad(part, trainable, allow_unused=True)
+            for i, g in enumerate(micro_grads):
                 if g is not None:
                     grads[i] = g if grads[i] is None else grads[i] + g
             value += float(part.detach())
@@ -82,9 +85,11 @@ def sequence_driver(ctx: RunContext, data: Any, batch: int, evaluate_fn: Callabl
 
 
 def rank_slice(batch: dict[str, Tensor], world: Any) -> dict[str, Tensor]:
-    """This rank's rows of a global batch (ranks take equal consecutive slices)."""
+    """This rank's rows of a global batch (ranks take equal consecutive slices), and where they start in it
+    (fsdp.FIRST_ROW: the rows' dropout masks)."""
     per = int(batch["input_ids"].shape[0]) // world.size
-    return {k: v[world.rank * per:(world.rank + 1) * per] for k, v in batch.items()}
+    return {**{k: v[world.rank * per:(world.rank + 1) * per] for k, v in batch.items()},
+            fsdp.FIRST_ROW: torch.tensor(world.rank * per)}
 
 
 def stage_plan(settings: StepBudget, batches_per_epoch: int, run: Any) -> tuple[int, int | None]:

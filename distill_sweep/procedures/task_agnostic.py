@@ -53,7 +53,6 @@ from distill_sweep.models.loading import as_masked_lm, has_mlm_head, head_deferr
 from distill_sweep.models.toy_vocabulary import vocabulary
 from distill_sweep.objectives.core import build_objective
 from distill_sweep.objectives.inputs import as_target, fp32_region
-from distill_sweep.records.disk import writing
 from distill_sweep.students import BuildInputs
 from distill_sweep.teachers.finetuned import check_beats_baseline, masked_lm_teacher
 from distill_sweep.training import distributed, fsdp
@@ -321,9 +320,5 @@ def run(ctx: RunContext) -> None:
         "settings": as_dict(settings)}
     train_student(cctx, student, [stage], modules)
     out = job.out_dir / "student"
-    whole = fsdp.whole_state(student)  # sharded: gathered onto rank 0 (a collective), else None
-    if distributed.is_main():
-        with writing(out, "the job's checkpoint is kept: the next run resumes from it and saves the student"):
-            student.save_pretrained(out, state_dict=whole)
-            ctx.tokenizer.save_pretrained(out)
+    fsdp.save_student(student, ctx.tokenizer, out)  # sharded: gathered onto rank 0, which writes it
     record.student_dir = str(out)

@@ -322,7 +322,7 @@ class Record:
     fsdp: dict[str, Any] | None = None  # a job sharded over several processes: how (training/fsdp.py)
     corpus: dict[str, Any] | None = None  # procedure=task_agnostic: the corpus and its cache
     task_agnostic: dict[str, Any] | None = None  # procedure=task_agnostic: batch, accumulation, steps, KD form
-    student_dir: str | None = None  # procedure=task_agnostic: where the distilled student is saved
+    student_dir: str | None = None  # where the distilled student is saved: task_agnostic, a sharded causal_lm
     causal_lm: dict[str, Any] | None = None  # procedure=causal_lm: its data, teacher, steps and settings
     lm_eval: dict[str, Any] | None = None  # procedure=causal_lm with lm_eval tasks: the student's and teacher's scores
     early_exit: list[dict[str, Any]] | None = None  # procedure=fastbert: per speed, dev metrics, exit layer, speed-up

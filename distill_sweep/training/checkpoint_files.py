@@ -15,8 +15,9 @@ def previous_path(path: Path) -> Path:
 
 
 def shard_dirs(path: Path) -> list[Path]:
-    """The shard directories of a sharded job's checkpoint (sharded_checkpoint.py), complete or cut short."""
-    return sorted(p for p in path.parent.glob(f"{path.stem}.shards-*") if p.is_dir())
+    """The shard directories of a sharded job's checkpoint (sharded_checkpoint.py), complete or cut short (not
+    those set aside as damaged, `.corrupt-<time>`: kept for whoever wants to look at them)."""
+    return sorted(p for p in path.parent.glob(f"{path.stem}.shards-*") if p.is_dir() and ".corrupt-" not in p.name)
 
 
 def remove_checkpoint(path: Path) -> None:

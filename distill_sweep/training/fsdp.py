@@ -15,7 +15,8 @@ are built (before the optimizer's parameters are listed: sharding replaces them)
 loss function, which does the gradient step's communication (loop.update_step stays the plain backward, clip and
 step). What stays as with one process: each rank reads its slice of every global batch; the non-finite flag is
 all-reduced before any backward, so every rank skips (or refuses) the same step; the stop flag (`any_rank`), and
-rank 0 alone writes the record. What changes: FSDP reduce-scatters the gradients in its own order and bucketing,
+rank 0 alone writes the record; the dropout masks, drawn per row of the global batch (row_dropout.py: the same on
+any number of ranks). What changes: FSDP reduce-scatters the gradients in its own order and bucketing,
 so a record of N ranks equals the one-process record within float tolerance (tests: 1e-5 relative on the losses
 and dev metrics after a few steps), not to the bit as task_agnostic's hand-written all-reduce did before it. The
 root unit (embeddings, final norm, heads) of the student stays gathered from its forward to its backward, so the
@@ -27,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,13 +40,15 @@ from torch.distributed.tensor import DTensor
 
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.families import family_of_model
-from distill_sweep.training import distributed
+from distill_sweep.records.disk import writing
+from distill_sweep.training import distributed, row_dropout
 from distill_sweep.training.loop import Batch, LossFn
 
 log = logging.getLogger("distill_sweep")
 
 SHARD, REPLICATE = "shard", "replicate"  # fsdp.teacher
 ROWS = "rank_rows"  # the rows of a rank's slice that count (rank_slice; 0: a stand-in row)
+FIRST_ROW = "rank_first_row"  # the global batch's index of a rank's first row (rank_slice: row_dropout's masks)
 _MESH: dict[tuple[str, int], DeviceMesh] = {}
 
 
@@ -190,11 +194,22 @@ def whole_state(model: nn.Module) -> dict[str, Tensor] | None:
     return whole
 
 
+def save_student(student: nn.Module, tokenizer: Any, out: Path) -> None:
+    """The trained student written to `out` (`save_pretrained`, its tokenizer beside it) by rank 0 alone: a sharded
+    student gathered onto it first (a collective: every rank calls this), under one process's names."""
+    whole = whole_state(student)  # sharded: gathered onto rank 0, else None
+    if distributed.is_main():
+        with writing(out, "the job's checkpoint is kept: the next run resumes from it and saves the student"):
+            student.save_pretrained(out, state_dict=whole)
+            tokenizer.save_pretrained(out)
+
+
 def on_ranks(loss_fn: LossFn, params: list[nn.Parameter], modules: list[nn.Module]) -> LossFn:
-    """`loss_fn` as a sharded job's gradient step needs it (`sharded_loss`, no micro-batches), or itself on one
-    process. `modules`: all that FSDP may leave gradients on (a stage that trains some of their parameters)."""
+    """`loss_fn` as a sharded job's gradient step needs it (`sharded_loss`, no micro-batches), or on one process as
+    one piece of its global batch (row_dropout.whole_batch: the same dropout masks as the ranks draw). `modules`:
+    all that FSDP may leave gradients on (a stage that trains some of their parameters)."""
     if not active():
-        return loss_fn
+        return row_dropout.whole_batch(loss_fn, params)
     return sharded_loss(loss_fn, params, None, [p for m in modules for p in m.parameters()])
 
 
@@ -219,6 +234,8 @@ def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int |
         batch = dict(batch)
         n = int(batch["input_ids"].shape[0])
         real = float(batch.pop(ROWS)) / n if ROWS in batch else 1.0  # the share of the slice's rows that count
+        first = int(batch.pop(FIRST_ROW)) if FIRST_ROW in batch else 0
+        mask_key = row_dropout.batch_key()  # the dropout masks: per row of the global batch, as one process draws them
         step = micro_batch or n
         (rows,) = distributed.sum_floats([n * real], device)  # the global batch's rows
         value, parts = 0.0, {}
@@ -226,14 +243,16 @@ def sharded_loss(loss_fn: LossFn, params: list[nn.Parameter], micro_batch: int |
             p.grad = None  # FSDP leaves one on the parameters this stage does not train
         for start in range(0, n, step):
             piece = {k: v[start:start + step] for k, v in batch.items()}
-            weight = int(piece["input_ids"].shape[0]) * real * size / rows  # FSDP divides by `size`: the rows' share
-            part, micro_parts = loss_fn(piece)
-            part = part * weight
-            if distributed.any_rank(not bool(torch.isfinite(part.detach())), device):
-                for p in clear:
-                    p.grad = None
-                return torch.full((), float("nan"), device=device), {k: 0.0 for k in micro_parts}
-            part.backward()
+            count = int(piece["input_ids"].shape[0])
+            weight = count * real * size / rows  # FSDP divides by `size`: the rows' share
+            with row_dropout.piece(mask_key, first + start, count):  # its forward and backward
+                part, micro_parts = loss_fn(piece)
+                part = part * weight
+                if distributed.any_rank(not bool(torch.isfinite(part.detach())), device):
+                    for p in clear:
+                        p.grad = None
+                    return torch.full((), float("nan"), device=device), {k: 0.0 for k in micro_parts}
+                part.backward()
             value += float(part.detach())
             for key, v in micro_parts.items():
                 parts[key] = parts.get(key, 0.0) + v * weight
@@ -269,4 +288,4 @@ def rank_slice(batch: Mapping[str, Tensor], world: Any) -> dict[str, Tensor]:
     rows = stop - start
     if rows == 0:
         start, stop = 0, 1
-    return {**{k: v[start:stop] for k, v in batch.items()}, ROWS: torch.tensor(rows)}
+    return {**{k: v[start:stop] for k, v in batch.items()}, ROWS: torch.tensor(rows), FIRST_ROW: torch.tensor(start)}

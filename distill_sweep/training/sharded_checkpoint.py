@@ -32,6 +32,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.tensor import DTensor
 
+from distill_sweep.records.disk import set_aside
 from distill_sweep.training import distributed
 from distill_sweep.training.checkpoint import save_checkpoint
 from distill_sweep.training.checkpoint_files import shard_dirs
@@ -49,15 +50,50 @@ def _box(state: dict[str, nn.Module]) -> nn.Module:
 
 
 def check(resume: dict[str, Any] | None, path: Path) -> dict[str, Any] | None:
-    """`resume` (checkpoint.pt's content), or None where the shard directory it names is gone (the job starts
-    over, as for an unreadable checkpoint)."""
+    """`resume` (checkpoint.pt's content), or None where the shard directory it names is gone, or damaged (the job
+    starts over, as for an unreadable checkpoint): a damaged one is set aside with the checkpoint naming it, in one
+    line (records.disk.set_aside), so that no re-run meets it again."""
     if resume is None or not resume.get(SHARDS):
         return resume
-    if not (path.parent / resume[SHARDS] / ".metadata").exists():
+    shards = path.parent / resume[SHARDS]
+    if not (shards / ".metadata").exists():
         log.warning("ignoring %s: its shard directory %s is missing or incomplete; starting from the beginning",
                     path, resume[SHARDS])
         return None
+    problem = damage(shards)
+    if problem is not None:
+        if distributed.is_main():  # (the other ranks find the same, or the files already gone: None either way)
+            try:
+                set_aside(shards)
+                moved = set_aside(path)
+            except OSError as err:
+                problem += f"; it cannot be moved aside either ({err})"
+            else:
+                problem += f"; set it and {path.name} aside as {moved.name.removeprefix(path.name)}"
+            log.warning("damaged sharded checkpoint %s (%s): starting from the beginning", shards, problem)
+        return None
     return resume
+
+
+def damage(shards: Path) -> str | None:
+    """What is wrong with a shard directory, read without loading it: its `.metadata` unreadable, or a shard file
+    missing or shorter than the entries the metadata places in it (a write cut short); None when whole."""
+    try:
+        metadata = dcp.FileSystemReader(str(shards)).read_metadata()
+        ends: dict[str, int] = {}
+        for info in (metadata.storage_data or {}).values():
+            ends[info.relative_path] = max(ends.get(info.relative_path, 0), int(info.offset) + int(info.length))
+    except Exception as err:  # noqa: BLE001 - unpickling garbage raises anything (pickle, EOF, Unicode, ...)
+        first = str(err).strip().splitlines()[0][:160] if str(err).strip() else "no detail"
+        return f".metadata unreadable: {type(err).__name__}: {first}"
+    if not ends:
+        return ".metadata names no shard file"
+    for name, end in sorted(ends.items()):
+        file = shards / name
+        size = file.stat().st_size if file.is_file() else None
+        if size is None or size < end:
+            return f"{name} {'is missing' if size is None else f'holds {size} of its {end} bytes'}"
+    return None
 
 
 def load_modules(resume: dict[str, Any], state: dict[str, nn.Module], path: Path) -> None:
@@ -120,9 +156,15 @@ def save(path: Path, plain: dict[str, Any], state: dict[str, nn.Module], optimiz
     dcp.save(content, checkpoint_id=str(path.parent / name[0]))  # collective: returns once the metadata is written
     if distributed.is_main():
         save_checkpoint(path, {**plain, SHARDS: name[0], "optimizer": SHARDS if optimizer is not None else None})
-        for old in shard_dirs(path):
-            if old.name != name[0]:
-                shutil.rmtree(old, ignore_errors=True)
+        remove_shards(path, keep=name[0])
+
+
+def remove_shards(path: Path, keep: str | None = None) -> None:
+    """The shard directories beside `path` but `keep` (the one `path` names): after a commit, none of them is named
+    (one process writes whole tensors after resuming a sharded checkpoint: all of them go)."""
+    for old in shard_dirs(path):
+        if old.name != keep:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def is_sharded(module: nn.Module) -> bool:

@@ -262,6 +262,7 @@ class StageDriver:
             **plain, **{name: module.state_dict() for name, module in self.state.items()},
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
         })
+        sharded_checkpoint.remove_shards(self.ckpt_path)  # of a sharded checkpoint this one resumed: none names them
 
 
 def fmt_metrics(metrics: dict[str, float]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,11 +16,9 @@ from typing import Any
 import pytest
 import torch
 from helpers import run_cli_preloaded
-
-# REL: FSDP reduce-scatters in its own order, so a sharded record equals one process's within it (measured ~1e-7)
+from safetensors.torch import load_file
 from test_distributed import (
     ENV,
-    REL,
     _free_port,
     _kill_tree,
     _process_tree,
@@ -30,18 +29,20 @@ from test_distributed import (
 )
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
+import distill_sweep
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 
 # corpus-free toy instructions: every rank's half of a batch holds as many targets (the losses weigh rows the same);
 # the logits made 5 positions at a time (several chunks per batch): the chunked losses run sharded too
 CAUSAL = ["procedure=causal_lm", "teacher=tiny_llama", "logger=none", "threads=1", "procedure.teacher_steps=30",
           "student.num_layers=2", "procedure.data=instructions", "objective=fkl", "procedure.epochs=1",
-          "max_steps_per_epoch=3", "checkpoint.keep=true", "procedure.logit_chunk=5"]
-# dropout off: one process and 2 ranks must draw nothing at random that the other does not
+          "max_steps_per_epoch=3", "checkpoint.keep=true", "procedure.logit_chunk=5",
+          "+teacher.config.attention_dropout=0.1"]  # (the student's too: sdpa's dropout, drawn per row)
+# the default dropout (0.1): its masks are drawn per row of the global batch (training/row_dropout.py), so 2 ranks
+# draw one process's
 # 65 examples in batches of 32: the epoch's last batch has 1 row, fewer than the ranks (rank 1 gets a stand-in row)
 TASK = ["task=toy", "teacher=tiny", "logger=none", "threads=1", "task.recipe.num_train=65", "task.recipe.num_dev=64",
         "teacher.finetune.epochs=1", "epochs=1", "optimizer.batch_size=32", "guards.allow_weak_teacher=true",
-        "teacher.config.hidden_dropout_prob=0", "teacher.config.attention_probs_dropout_prob=0",
         "objective=vanilla_kd", "checkpoint.keep=true", "log_every=1"]
 
 
@@ -104,8 +105,10 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert len(list((tmp_path / "two").rglob("result.json"))) == 1  # rank 0 alone writes the record
     a, b = _record(root / "one"), _record(tmp_path / "two")
     assert b["status"] == "completed" and "fsdp" not in a
+    # rank 0 alone says the job's lines: "done" once, not once per rank
+    assert "rank 0 of 2" in two.stdout + two.stderr and "rank 1 of 2" not in two.stdout + two.stderr
+    assert len(re.findall(r"\] - done ", two.stdout + two.stderr)) == 1
     if job is CAUSAL:  # data parallel, not a copy of the job per rank: each rank takes half of every batch
-        assert "rank 1 of 2" in two.stdout + two.stderr
         assert (a["causal_lm"]["ranks"], b["causal_lm"]["ranks"]) == (1, 2) and b["attempts"] == 1
     # a unit per block, BERT's embeddings one more (its _no_split_modules name them; untied in a classifier), the root
     blocks = b["student"]["num_layers"] + (1 if job is TASK else 0)
@@ -114,13 +117,27 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     _same_within(a, b)
     # the student was sharded: its checkpoint is the 2 ranks' shards (one directory, named by checkpoint.pt)
     (ckpt,) = (tmp_path / "two").rglob(CHECKPOINT)
-    shards = [p.name for p in ckpt.parent.iterdir() if p.is_dir()]
+    shards = [p.name for p in ckpt.parent.iterdir() if p.is_dir() and p.name != "student"]  # (causal_lm: saved)
     assert shards == [torch.load(ckpt, weights_only=True)["shards"]]
     assert sorted(p.name for p in (ckpt.parent / shards[0]).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
     # and its weights, gathered from the shards, are the one process's after the same 3 updates
     sa, sb = _student(root / "one"), _student(tmp_path / "two")
     assert sa.keys() == sb.keys()
     assert max(float((sa[k] - sb[k]).abs().max()) for k in sa) < 1e-5
+    if job is CAUSAL:  # its lm-eval stage runs in one process: the sharded job saves its student, gathered by rank 0
+        assert "student_dir" not in a  # (one process: the lm-eval stage can run, nothing saved)
+        (saved,) = Path(b["student_dir"]).glob("*.safetensors")
+        whole = load_file(saved)
+        assert whole.keys() == sb.keys() and all(torch.equal(whole[k], sb[k]) for k in sb)
+        # and the harness evaluates it with the command docs/guide/gpus.md gives (2 documents per task)
+        harness = subprocess.run(
+            [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
+             f"pretrained={b['student_dir']},add_bos_token=True", "--device", "cpu", "--include_path",
+             str(Path(distill_sweep.__file__).parent / "data" / "lm_eval_tasks"), "--tasks",
+             "toy_instruct_rouge,toy_instruct_choice", "--limit", "2"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, **ENV})
+        assert harness.returncode == 0, harness.stderr[-3000:]
+        assert "toy_instruct_choice" in harness.stdout and "rouge_l" in harness.stdout
 
 
 def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: Path, causal_one: Path) -> None:
@@ -131,9 +148,10 @@ def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: 
     _same_within(_record(causal_one / "one"), _record(tmp_path / "shard"))
 
 
-# attention KL (the paper's main objective): its loss reads the q/k/v projections inside the blocks, the teacher runs
-# live as deep as the terms read, two stages each with its own optimizer
-ATTENTION = [*(a for a in TASK if not a.startswith("objective=")), "objective=att_kl", "teacher_outputs=live",
+# TinyBERT: Att-MSE reads the q/k/v projections inside the blocks, Hid-Seq projects the student's states through one
+# learned W_h (an FSDP unit of its own: applied by calling it), the teacher runs live as deep as the terms read, two
+# stages each with its own optimizer
+ATTENTION = [*(a for a in TASK if not a.startswith("objective=")), "objective=tinybert", "teacher_outputs=live",
              "max_steps_per_epoch=2"]
 
 
@@ -148,12 +166,14 @@ def test_an_attention_objective_trains_sharded_with_a_sharded_teacher(tmp_path: 
     assert b["fsdp"]["student_resharded_after_forward"] is False and b["fsdp"]["teacher"] == "shard"
     (ia, pa), (ib, pb) = a["epochs"], b["epochs"]
     assert (ia["stage"], pa["stage"]) == (ib["stage"], pb["stage"]) == ("intermediate", "prediction")
-    # the attention KL averages over each slice's real tokens, and the two halves of a batch hold other numbers of
-    # tokens: the 2-rank mean of the halves' means differs from the whole batch's in the third digit here
-    assert ib["loss_att_kl"] == pytest.approx(ia["loss_att_kl"], rel=1e-2)
-    # the prediction stage's KD is a mean over rows: the one process's within float tolerance again
-    assert pb["train_loss"] == pytest.approx(pa["train_loss"], rel=REL)
-    assert pb["dev"] == pytest.approx(pa["dev"], rel=REL)
+    # both terms average over each slice's real tokens, and the two halves of a batch hold other numbers of tokens:
+    # the 2-rank mean of the halves' means differs from the whole batch's in the third digit here
+    for term in ("loss_att_mse", "loss_hid_seq"):
+        assert ib[term] == pytest.approx(ia[term], rel=1e-2), term
+    # the prediction stage's KD is a mean over rows, from students the intermediate stage left that far apart
+    # (measured: 3.4e-4 relative on its loss)
+    assert pb["train_loss"] == pytest.approx(pa["train_loss"], rel=1e-2)
+    assert pb["dev"] == pytest.approx(pa["dev"], rel=1e-2, abs=1e-6)
 
 
 # a checkpoint at every step, ~24 steps: a kill lands mid-training
@@ -174,8 +194,8 @@ def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank
             assert run.poll() is None, f"the job ended before it could be killed:\n{run.communicate()[0][-3000:]}"
             assert time.monotonic() < deadline, "no checkpoint within 300 s"
             time.sleep(0.02)
-        if one_rank:  # the deepest process: a rank (torchrun -> its agent's workers)
-            rank = [pid for pid in _process_tree(run.pid) if pid != run.pid][-1]
+        if one_rank:  # rank 1 (torchrun -> its agent's workers, each with its RANK)
+            (rank,) = [pid for pid in _process_tree(run.pid) if _environ(pid).get("RANK") == "1"]
             os.kill(rank, signal.SIGKILL)
             run.communicate(timeout=120)
             assert run.returncode != 0
@@ -193,8 +213,22 @@ def _killed_after_a_checkpoint(cmd: list[str], out: Path, cwd: Path, *, one_rank
         assert state["shards"] and (ckpt.parent / state["shards"] / ".metadata").exists()
     else:
         assert "shards" not in state and state["student"]
-    assert _record(out)["status"] == "running"  # what the kill left
+    # what the kill left: a record of a job that never ended; when rank 1 alone was killed, torchrun stopped rank 0
+    # (SIGTERM), which wrote it as failed (a re-run resumes failed and interrupted jobs alike)
+    record = _record(out)
+    if one_rank:
+        assert record["status"] == "failed", record
+    else:
+        assert record["status"] == "running"
     return state["position"]
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
 @pytest.fixture(scope="module")
@@ -210,14 +244,15 @@ def test_a_checkpoint_of_two_killed_ranks_resumes_in_one_process(tmp_path: Path,
     common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
     at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=False)
-    again = _one([*common, f"results_dir={out}"], tmp_path)  # 1 process reads the 2 ranks' shards
+    # 1 process reads the 2 ranks' shards; its checkpoint kept at the end (checkpoint.keep: not in the job's hash)
+    again = _one([*common, f"results_dir={out}", "checkpoint.keep=true"], tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])]
     record = _record(out)
     assert record["status"] == "completed" and (record["attempts"], record["resumed"]) == (2, 1)
     _same_within(_record(killable_one / "one"), record)
     left = [p.name for p in out.rglob("*") if p.name == CHECKPOINT or ".shards-" in p.name or p.suffix == ".tmp"]
-    assert not left, left  # the completed job removed its checkpoint and every shard directory
+    assert left == [CHECKPOINT], left  # its own checkpoint (whole tensors): the 2 ranks' shard directory is gone
 
 
 def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_path: Path, killable_one: Path) -> None:
@@ -227,7 +262,7 @@ def test_a_checkpoint_of_one_killed_process_resumes_sharded_on_two_ranks(tmp_pat
     at = _killed_after_a_checkpoint(cmd, out, tmp_path, one_rank=False, sharded=False)
     again = _torchrun([*common, f"results_dir={out}"], tmp_path)  # each rank keeps its shards of the whole tensors
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])] * 2
+    assert _resumed(again.stderr + again.stdout) == [(at["epoch"], at["step"])]  # said once, by rank 0
     record = _record(out)
     assert record["status"] == "completed" and record["causal_lm"]["ranks"] == 2
     _same_within(_record(killable_one / "one"), record)
@@ -237,22 +272,38 @@ def test_a_rank_killed_with_sigkill_and_a_rerun_resume_at_the_checkpoint(tmp_pat
     common = [*KILLABLE, f"cache_dir={killable_one / 'cache'}"]
     out = tmp_path / "two"
     at = _killed_after_a_checkpoint(_torchrun_cmd([*common, f"results_dir={out}"]), out, tmp_path, one_rank=True)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)  # the same store, its shard file cut in half below
     again = _torchrun([*common, f"results_dir={out}"], tmp_path)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     resumed = _resumed(again.stderr + again.stdout)
-    assert len(resumed) == 2 and len(set(resumed)) == 1, resumed  # both ranks, at one position
+    assert len(resumed) == 1, resumed  # said once, by rank 0 (every rank resumes at one position: one checkpoint)
     assert resumed[0] >= (at["epoch"], at["step"])  # the kill's checkpoint, or one the dying ranks committed after
     record = _record(out)
     assert record["status"] == "completed" and record["resumed"] == 1
     _same_within(_record(killable_one / "one"), record)
+    # a .distcp cut in half (a disk that lost its tail): set aside in one line, the job redone from the start
+    (ckpt,) = damaged.rglob(CHECKPOINT)
+    shard = sorted((ckpt.parent / torch.load(ckpt, weights_only=True)["shards"]).glob("*.distcp"))[-1]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    redone = _torchrun([*common, f"results_dir={damaged}"], tmp_path)
+    said = redone.stdout + redone.stderr
+    assert redone.returncode == 0 and "Traceback" not in said, said[-3000:]
+    assert len(re.findall(rf"damaged sharded checkpoint \S+ \({shard.name} holds \d+ of its \d+ bytes; set it and "
+                          rf"checkpoint.pt aside as .corrupt-\S+\): starting from the beginning", said)) == 1, said[-3000:]
+    assert not _resumed(said)
+    record = _record(damaged)
+    assert record["status"] == "completed" and record["resumed"] == 0
+    _same_within(_record(killable_one / "one"), record)
+    assert len(list(ckpt.parent.glob("*.corrupt-*"))) == 2  # kept to look at: the shard directory, checkpoint.pt
 
 
 def test_what_cannot_shard_is_refused_in_one_line_before_any_work(tmp_path: Path) -> None:
     where = [f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]
     cannot = _torchrun(["procedure=finetune", "task=toy", "teacher=tiny", "logger=none", *where], tmp_path)
     assert cannot.returncode != 0
-    assert ("distill_sweep: error: procedure=finetune runs in one process; 2 would be started per job (several "
-            "processes run procedure=causal_lm, task_agnostic, task_specific;") in cannot.stderr
+    assert cannot.stderr.count("distill_sweep: error: procedure=finetune runs in one process; 2 would be started per "
+                               "job (several processes run procedure=causal_lm, task_agnostic, task_specific;") == 1
     odd = _torchrun([*TASK, "optimizer.batch_size=33", *where], tmp_path)
     assert odd.returncode != 0
     assert "distill_sweep: error: optimizer.batch_size=33 is not a multiple of the 2 processes" in odd.stderr
@@ -362,16 +413,17 @@ def _chunk_models(tied: bool) -> tuple[torch.nn.Module, torch.nn.Module, torch.n
         p.data.add_(torch.randn_like(p) * 0.3)
         p.requires_grad_(False)
     terms = build_objective(parse_objective({"name": "x", "stages": ["intermediate"],
-                                             "terms": {"fkl": {"weight": 1.0, "temperature": 2.0}}}),
+                                             "terms": {"fkl": {"weight": 1.0, "temperature": 2.0},
+                                                       "hid_seq": {"weight": 0.5}}}),
                             student_config=student.config, teacher_config=teacher.config, layer_map=[(1, 2), (2, 4)],
                             train_labels=None, num_labels=2)
     return teacher, student.train(), terms
 
 
 def _chunk_worker(rank: int, port: int, out: dict) -> None:
-    """Rank `rank` of 2: for an untied and a tied student head, the student and the teacher sharded, causal_lm's loss
-    (fkl + 0.5 CE) over its row of the batch, whole logits (chunk 0) then 3 rows at a time: the loss values and the
-    student's gradients, whole."""
+    """Rank `rank` of 2: for an untied and a tied student head, the student, the teacher and hid_seq's projections
+    sharded, causal_lm's loss (fkl + 0.5 hid_seq + 0.5 CE) over its row of the batch, whole logits (chunk 0) then 3
+    rows at a time: the loss values and the gradients of the student and the projections, whole."""
     import torch.distributed as dist
 
     from distill_sweep.procedures.causal_lm_loss import distill_loss
@@ -386,7 +438,8 @@ def _chunk_worker(rank: int, port: int, out: dict) -> None:
             cpu = torch.device("cpu")
             fsdp.shard_student(student, cpu, "fp32")
             fsdp.shard_teacher(teacher, fsdp.SHARD, cpu, "fp32")  # its head gathered for the chunks (fsdp.gathered)
-            params = list(student.parameters())
+            fsdp.shard_modules({"objective": terms}, cpu, "fp32")  # hid_seq's W_h: applied by calling its module
+            params = list(student.parameters()) + list(terms.parameters())
             mine = fsdp.rank_slice(_chunk_batch(), world)
             for chunk in (0, 3):
                 step = fsdp.sharded_loss(distill_loss(student, teacher, terms, 0.5, None, chunk=chunk), params, None)
@@ -411,11 +464,12 @@ def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process() -> None:
     for tied in (False, True):
         teacher, student, terms = _chunk_models(tied)  # one process, whole logits: the reference
         value = distill_loss(student, teacher, terms, 0.5, None, chunk=0)(_chunk_batch())[0]
-        grads = torch.autograd.grad(value, list(student.parameters()))
+        grads = torch.autograd.grad(value, list(student.parameters()) + list(terms.parameters()))
+        assert len(grads) > len(list(student.parameters()))  # hid_seq's W_h (one per layer pair) trains too
         for (t, chunk, rank), (v, parts, g) in result.items():
             if t is not tied:
                 continue
-            assert set(parts) == {"fkl", "ce"}, (tied, chunk, rank)
+            assert set(parts) == {"fkl", "hid_seq", "ce"}, (tied, chunk, rank)
             assert v == pytest.approx(float(value.detach()), rel=1e-5), (tied, chunk, rank)
             for a, b in zip(grads, g, strict=True):
                 torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)

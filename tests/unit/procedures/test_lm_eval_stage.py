@@ -57,7 +57,8 @@ def test_the_stage_is_refused_for_a_procedure_that_is_not_causal_lm(tmp_path: Pa
 
 def test_the_stage_is_refused_on_several_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Rank 0 alone runs the harness, and an FSDP-sharded student cannot run a forward on one rank: one line."""
-    monkeypatch.setenv("WORLD_SIZE", "2")
+    for key, value in {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}.items():
+        monkeypatch.setenv(key, value)  # (as torchrun sets them)
     with pytest.raises(ConfigError, match=r"procedure.lm_eval.tasks runs in one process, and this job would start 2"):
         identify(compose_cfg([*INSTRUCT, f"results_dir={tmp_path}/r", "procedure.lm_eval.tasks=[toy_instruct_rouge]"]))
 

@@ -35,6 +35,8 @@ def test_bf16_all_gathers_and_computes_in_bf16_and_reduces_in_float32() -> None:
 
 
 def test_a_checkpoint_naming_missing_shards_starts_over_and_removal_takes_every_shard_directory(tmp_path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+
     from distill_sweep.training import sharded_checkpoint
     from distill_sweep.training.checkpoint import load_checkpoint, save_checkpoint
     from distill_sweep.training.checkpoint_files import remove_checkpoint
@@ -45,8 +47,9 @@ def test_a_checkpoint_naming_missing_shards_starts_over_and_removal_takes_every_
     assert state is not None and sharded_checkpoint.check(state, path) is None  # its shards are not there: start over
     (tmp_path / "checkpoint.shards-new").mkdir()
     assert sharded_checkpoint.check(state, path) is None  # nor whole (DCP writes .metadata last)
-    (tmp_path / "checkpoint.shards-new" / ".metadata").write_bytes(b"")
-    assert sharded_checkpoint.check(state, path) is state
+    (tmp_path / "checkpoint.shards-new").rmdir()
+    dcp.save({"model": {"w": torch.ones(3)}}, checkpoint_id=str(tmp_path / "checkpoint.shards-new"))
+    assert sharded_checkpoint.check(state, path) is state  # (a damaged one: test_sharded_checkpoint.py)
     (tmp_path / "checkpoint.shards-cut").mkdir()  # a save a kill cut short: no checkpoint.pt names it
     (tmp_path / "checkpoint.shards-cut" / "__0_0.distcp").write_bytes(b"x")
     remove_checkpoint(path)
