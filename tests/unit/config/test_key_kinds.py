@@ -5,6 +5,7 @@ values of a result-invariant key: tests/integration/config/test_key_kinds_runs.p
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import pytest
@@ -21,6 +22,7 @@ from key_kinds import (
 from distill_sweep.config.parse import IDENTITY, INVARIANT, nondeterministic
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import JobIdentity, identify, identify_plain
+from distill_sweep.training.processes import planned
 
 CASES = kind_cases()
 def test_every_field_of_every_settings_block_declares_its_kind() -> None:
@@ -56,10 +58,15 @@ def test_every_key_is_varied_or_named() -> None:
     assert set(SECOND) <= {c.path for c in CASES} and len(CASES) > 150
 
 
+# Keys a job reads only when it runs in several processes: checked as a job planned for 2 (a launcher's tasks_per_node).
+SEVERAL = ("fsdp",)
+
+
 def _pair(case: KindCase) -> tuple[JobIdentity, JobIdentity]:
     base, other = case.configs()
     try:
-        return identify_plain(base), identify_plain(other)
+        with planned(2) if case.path.split(".")[0] in SEVERAL else nullcontext():
+            return identify_plain(base), identify_plain(other)
     except ConfigError as err:  # a value the generic rule chose that another setting refuses: name it in SECOND
         pytest.fail(f"{case} is refused ({err}): give the key a legal second value in key_kinds.SECOND")
 
