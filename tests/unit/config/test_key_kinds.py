@@ -109,7 +109,7 @@ def test_a_grid_over_the_students_optimizer_shares_one_teacher() -> None:
             ("optimizer.weight_decay=0", "optimizer.weight_decay=0.01", "optimizer.max_grad_norm=1",
              "optimizer.betas=[0.9,0.999]", "optimizer.eps=1e-8")}
     assert len({str(k) for k in keys.values()}) == 1
-    own = _identity(tuple(compose_args("teacher.finetune.weight_decay=0"))).teacher.key
+    own = _identity(tuple(compose_args("+teacher.finetune.weight_decay=0"))).teacher.key
     assert own != keys["optimizer.weight_decay=0"] and own["optimizer"]["weight_decay"] == 0.0
 
 
