@@ -65,7 +65,7 @@ def charged_hours(records: Sequence[dict[str, Any]], packs: dict[str, list[float
     not the member count times it."""
     out = {"cpu": 0.0, "gpu": 0.0}
     for record in records:
-        wall = float(record["wall_time_s"]) if _number(record.get("wall_time_s")) else 0.0
+        wall = float(record.get("wall_time_s")) if _number(record.get("wall_time_s")) else 0.0
         pack = record.get("pack")
         walls = sorted((packs or {}).get(pack, [])) if isinstance(pack, str) else []
         if len(walls) > 1:
@@ -93,7 +93,7 @@ def _pack_walls(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     for record in records:
         pack = record.get("pack")
         if isinstance(pack, str) and _number(record.get("wall_time_s")):
-            out.setdefault(pack, []).append(float(record["wall_time_s"]))
+            out.setdefault(pack, []).append(float(record.get("wall_time_s")))
     return out
 
 
