@@ -21,6 +21,7 @@ import torch
 
 from distill_sweep.records.disk import atomic_file
 from distill_sweep.training.checkpoint_files import previous_path
+from distill_sweep.training.processes import EVERY_RANK
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +178,7 @@ class PreemptionSignal:
             signal.signal(self.signum, self._previous)
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
-        log.warning("received signal %d: checkpointing at the end of this step", signum)
+        log.warning("received signal %d: checkpointing at the end of this step", signum, extra=EVERY_RANK)
         self.received = (signum, frame)
 
     @property

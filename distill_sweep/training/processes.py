@@ -81,10 +81,20 @@ def refused(status: int) -> NoReturn:
     sys.exit(status)
 
 
+# `log.warning(..., extra=EVERY_RANK)`: a line of this rank's own (a signal it received, where it resumed), which every
+# rank says, prefixed with its rank (`speak_once`): on SLURM each rank has its own log, and they can differ there.
+EVERY_RANK = {"every_rank": True}
+
+
 class _ErrorsOnly(logging.Filter):
-    """What a rank other than 0 lets through: its errors (every rank logs the same job's lines)."""
+    """What a rank other than 0 lets through: its errors (every rank logs the same job's lines), and its own lines
+    (`EVERY_RANK`), with its rank in front."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "every_rank", False):
+            if not getattr(record, "rank_said", False):
+                record.msg, record.rank_said = f"[rank {launch_rank()}] {record.msg}", True
+            return True
         return record.levelno >= logging.ERROR
 
 

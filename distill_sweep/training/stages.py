@@ -39,6 +39,7 @@ from distill_sweep.training.loop import (
     steps_per_epoch,
     train_epoch,
 )
+from distill_sweep.training.processes import EVERY_RANK
 
 log = logging.getLogger("distill_sweep")
 # Offsets of the data-order seed per stage kind: each stage's epochs see their own shuffles.
@@ -136,7 +137,8 @@ class StageDriver:
     def run(self, stages: list[Stage]) -> None:
         if self.resume is not None:
             log.info("%sresuming from %s at %s epoch %d step %d", self.label, self.ckpt_path,
-                     stages[min(self.pos["stage"], len(stages) - 1)].name, self.pos["epoch"], self.pos["step"])
+                     stages[min(self.pos["stage"], len(stages) - 1)].name, self.pos["epoch"], self.pos["step"],
+                     extra=EVERY_RANK)
         with PreemptionSignal() as self.preempt:
             for index in range(self.pos["stage"], len(stages)):
                 self._run_stage(index, stages[index])

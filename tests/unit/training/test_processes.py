@@ -53,6 +53,11 @@ def test_a_rank_other_than_0_lets_errors_through_only(monkeypatch: pytest.Monkey
     assert not handler.filter(record)
     record.levelno = logging.ERROR
     assert handler.filter(record)
+    # a line of the rank's own (a signal it received, where it resumed: each rank's SLURM log) passes, with its rank
+    own = logging.LogRecord("distill_sweep", logging.WARNING, __file__, 1, "received signal %d", (12,), None)
+    own.__dict__.update(processes.EVERY_RANK)
+    assert handler.filter(own) and handler.filter(own)  # (prefixed once, whichever handlers see it)
+    assert own.getMessage() == "[rank 1] received signal 12"
 
 
 def test_sigterm_becomes_stopped_and_waits_for_a_record_being_written() -> None:
