@@ -200,7 +200,7 @@ def _resumed_to_the_end(again: subprocess.CompletedProcess, at: dict, out: Path,
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     output = again.stdout + again.stderr
     resumed_at = re.findall(r"resuming from \S+ at pretrain epoch (\d+) step (\d+)", output)
-    assert resumed_at == [(str(at["epoch"]), str(at["step"]))], resumed_at  # said once, by rank 0
+    assert resumed_at == [(str(at["epoch"]), str(at["step"]))] * ranks, resumed_at  # each rank says where it resumed
     steps_per_epoch = reference["epochs"][0]["step"]
     expected = {(e, s) for e in range(at["epoch"], 3) for s in range(1, steps_per_epoch + 1)
                 if (e, s) > (at["epoch"], at["step"])}
