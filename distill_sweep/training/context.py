@@ -38,7 +38,8 @@ from distill_sweep.training.pack import PackMember
 from distill_sweep.training.prediction_capture import DevPredictionCapture, dev_hashes
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
 
-RUN_DEFAULTS = RunSettings()  # the batching a teacher's fine-tuning uses, whatever the student's
+# the batching a teacher's fine-tuning uses, whatever the student's: the key's default
+TEACHER_BATCHING: str = RunSettings.__dataclass_fields__["batching"].default
 log = logging.getLogger("distill_sweep")
 
 
@@ -211,7 +212,7 @@ class RunContext:
                                                     self.job.settings.task.is_regression,
                                                     self.record.data.dev_hash)
             extra["evaluate_fn"] = self.predictions.evaluate
-        loader = self.loader(seed, train, None if student else RUN_DEFAULTS.batching)
+        loader = self.loader(seed, train, None if student else TEACHER_BATCHING)
         driver = StageDriver(model=model, state=state, train_size=len(train), loader=loader,
                              dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
                              precision=self.precision,
