@@ -66,10 +66,24 @@ def init_interactions(scores_df: pd.DataFrame, systems: Sequence[str] | None = N
     out["testable"] = out["p"].notna()
     # what a contrast that is not called cannot rule out: the interaction its n units detect with 80% power at
     # Holm's first-step level over the family, at the contrasts' observed spread
-    level = alpha / max(1, int((~np.isnan(family)).sum()))
-    out["detectable"] = [detectable_effect(int(n), float(sd), level) if ok else math.nan
+    tested = int((~np.isnan(family)).sum())
+    out["detectable"] = [detectable(int(n), float(sd), tested, alpha) if ok else math.nan
                          for n, sd, ok in zip(out["n"], out["_sd"], out["testable"], strict=True)]
     return out[list(COLUMNS)]
+
+
+def detectable(n: int, contrast_sd: float, family: int, alpha: float = 0.05) -> float:
+    """The interaction (in points) that n units whose contrasts d have standard deviation `contrast_sd` detect with
+    80% power at Holm's first-step level alpha / family (stats.detectable_effect): the one formula the report's
+    Table 3 note and the dry run's power line (analysis/interaction_power.py) both state."""
+    return detectable_effect(n, contrast_sd, alpha / max(1, family))
+
+
+def family_size(systems: int, inits: int) -> int:
+    """The Holm family Table 3 tests on a full grid of `systems` rows x `inits` inits (report/build.py): every
+    pair of inits within each row, and every pair of rows x every pair of inits as an interaction contrast."""
+    init_pairs = inits * (inits - 1) // 2
+    return systems * init_pairs + systems * (systems - 1) // 2 * init_pairs
 
 
 def _column(wide: pd.DataFrame, system: str, init: str) -> np.ndarray:

@@ -29,7 +29,8 @@ COLUMNS = ("comparison", "tasks", "pilot pairs", "mean(A-B)", "d", "d interval",
 NUMBERS = ("d_low", "d_high", "seeds_low", "seeds_high", "level")  # the frame's numbers behind the text columns
 
 
-def _system(procedure: str, objective: str) -> str:
+def system_name(procedure: str, objective: str) -> str:
+    """A planned job's row name: the no-KD label, the objective (task_specific) or "procedure:objective"."""
     if procedure == "finetune":
         return frames.NO_KD_LABEL
     return objective if procedure == "task_specific" else f"{procedure}:{objective}"
@@ -40,7 +41,7 @@ def comparisons(planned: Sequence[dict[str, Any]]) -> list[tuple[str, tuple[str,
     objective, init: the init's directory name, seed); a cell is (system, init directory)."""
     tasks: dict[tuple[str, str], set[str]] = {}
     for job in planned:
-        cell = (_system(job["procedure"], job["objective"]), str(job["init"]))
+        cell = (system_name(job["procedure"], job["objective"]), str(job["init"]))
         tasks.setdefault(cell, set()).add(str(job["task"]))
     cells = list(tasks)
     out = []
@@ -62,7 +63,7 @@ def plan(results_dir: str | Path, planned: Sequence[dict[str, Any]], alpha: floa
         if not records.empty:
             sc, _ = frames.scores(records)
             # a record's init directory (hashing.job_dir: <task>/<part>/<init>/<seed>/<hash>/result.json)
-            pilot = sc.assign(cell=[(_system(p, o), Path(path).parents[2].name) for p, o, path in
+            pilot = sc.assign(cell=[(system_name(p, o), Path(path).parents[2].name) for p, o, path in
                                     zip(sc["procedure"], sc["objective"], sc["path"], strict=True)])
     seeds = len({int(job["seed"]) for job in planned})
     planned_comparisons = comparisons(planned)

@@ -344,12 +344,20 @@ class SkipCompletedSweeperImpl(BasicSweeper):
             print(f"  then: {n} fine-tune job(s) of the student of [{source.objective_name} {source.init_label} "
                   f"seed {source.seed}]: tasks {','.join(grid.tasks)} x lr {','.join(map(str, grid.lrs))} x "
                   f"batch {','.join(map(str, grid.batch_sizes))} x seed {','.join(map(str, grid.seeds))}")
+        planned = [{"task": i.task, "procedure": i.procedure.name, "objective": i.objective_name,
+                    "init": i.init_label, "seed": i.seed} for i, _ in plan.distilled]
+        results = str(files.absolute(self.config.results_dir))
+        if len({(j["procedure"], j["objective"]) for j in planned}) > 1 and len({j["init"] for j in planned}) > 1:
+            # Table 3's claim: the interaction this grid can detect (pandas and scipy only for such a grid)
+            from distill_sweep.analysis.interaction_power import power_line
+
+            line = power_line(results, planned)
+            if line:
+                print(line)
         if plan_seeds:
             from distill_sweep.analysis.seed_plan import plan_text  # the pilot records: only when asked
 
-            planned = [{"task": i.task, "procedure": i.procedure.name, "objective": i.objective_name,
-                        "init": i.init_label, "seed": i.seed} for i, _ in plan.distilled]
-            print(plan_text(str(files.absolute(self.config.results_dir)), planned))
+            print(plan_text(results, planned))
 
     def _build_stores(self, builds: list[list[str]]) -> int:
         """One job per task first, so the grid's jobs find the teacher and its outputs ready; the next job index."""
