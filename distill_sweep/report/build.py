@@ -51,7 +51,7 @@ from distill_sweep.report.render import (
     table_rows,
     tests_rows,
 )
-from distill_sweep.report.tables import Table, build_table
+from distill_sweep.report.tables import Table, build_table, join_family, others
 from distill_sweep.report.verdicts import aso_verdict_text, tests_legend
 
 MAX_LISTED = 30  # failed/running/missing jobs listed individually before "... and N more"
@@ -149,10 +149,15 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     table, t1_records, t1_sc = _table1(opts, records, sc)
     flagged = collapsed.flag_table(files, table, t1_sc)
     t1_paths = set(t1_records["path"])
+    # one family for every verdict on the table's pairs: bold, the difference map's cells and the pooled tests
+    join_family(table, opts.baseline, opts.alpha, True, pooled=[])
+    tests = stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems,
+                               family_extra=others(table, "pooled"))
+    join_family(table, opts.baseline, opts.alpha, True, pooled=tests["p"].tolist())
     _table_section(doc, files, table, opts)
-    tests = _checked(stats.paired_tests(t1_sc, "system", (), opts.alpha, levels=systems), checks.pair_arms("system"),
-                     t1_records, table.metrics, opts.alpha)
-    _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts)
+    tests = _checked(tests, checks.pair_arms("system"), t1_records, table.metrics, opts.alpha)
+    _tests_section(doc, files, "table1", "Table 1 paired t-tests: rows (same init)", tests, [], opts,
+                   also=_also(table))
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
     _examples_section(doc, files, "table1", t1_records, tests, table)
@@ -211,12 +216,14 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
                         stats.row_averages(agg), by_init=True, metric_mode=opts.metric, scores=sc, alpha=opts.alpha)
     flagged = collapsed.flag_table(files, table, sc)
     inits = frames.init_order(records)
-    # the table's claim is an interaction: tested in one Holm family with its rows' init tests (each corrected
-    # over both), stated under the table
+    # the table's claim is an interaction: tested in one Holm family with its rows' init tests, bold and the
+    # difference map's cells (each corrected over all), stated under the table
     contrasts = init_interactions(sc, systems, inits, opts.alpha)["p"].dropna().tolist()
+    join_family(table, opts.baseline, opts.alpha, interaction=contrasts, pooled=[])
     tests = stats.paired_tests(sc, "init_label", ("system",), opts.alpha, levels=inits, group_order=systems,
-                               family_extra=contrasts)
-    family = tests["p"].dropna().tolist()
+                               family_extra=others(table, "pooled"))
+    join_family(table, opts.baseline, opts.alpha, interaction=contrasts, pooled=tests["p"].tolist())
+    family = [p for p in others(table, "interaction") if not math.isnan(p)]
     inter = init_interactions(sc, systems, inits, opts.alpha, family_p=family)
     # one rule for every verdict (report/checks.py): the seed-level Holm test, then the multi-bootstrap's check
     tests = _checked(tests, checks.pair_arms("init_label", ("system",)), records, table.metrics, opts.alpha)
@@ -224,7 +231,7 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
     table.notes.append(interaction.table_note(inter, opts.alpha, len(family)))
     _table_section(doc, files, table, opts)
     _tests_section(doc, files, "table3", "Table 3 paired t-tests: inits within each row", tests,
-                   ["system"], opts, also=(len(contrasts), "testable objective x init interaction tests"))
+                   ["system"], opts, also=_also(table))
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
     interaction.interaction_section(doc, files, inter, opts.alpha, len(family))
@@ -237,6 +244,15 @@ def _table3_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         files["curves_inits.png"] = ("plot", curves, "dev curves per row and init", systems, inits)
         doc.figure(f"<h2>Dev curves per row and init</h2><p>{curves_text(opts.curves)}</p>"
                    + figures.curve_figures(curves, systems, inits))
+
+
+def _also(table: Table) -> tuple[int, str]:
+    """The pooled tests' family beyond themselves (`_tests_section`'s `also`): the table's other verdict tests."""
+    kinds = {"bold": "best-vs-runner-up (bold)", "baseline": "difference-map (vs the baseline)",
+             "interaction": "objective x init interaction"}
+    counts = {k: sum(not math.isnan(p) for p in ps) for k, ps in table.family.items() if k != "pooled"}
+    named = [f"{n} {kinds.get(k, k)}" for k, n in counts.items() if n]
+    return sum(counts.values()), "testable other verdict tests (" + ", ".join(named) + ")"
 
 
 def _checked(claims: pd.DataFrame, arms: Any, records: pd.DataFrame, metrics: dict[str, str], alpha: float

@@ -17,7 +17,7 @@ from distill_sweep.analysis import curves as dev_curves
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.report import svg
 from distill_sweep.report.render import fmt_ci, fmt_p
-from distill_sweep.report.tables import Cell, Table
+from distill_sweep.report.tables import Cell, Table, baseline_p, heat_columns, holm_with_twins, others
 from distill_sweep.report.verdicts import fmt_seeds_range
 
 
@@ -53,7 +53,7 @@ def table_heatmaps(table: Table, baseline: str | None, alpha: float = 0.05) -> s
     """The table's means coloured by score on a fixed 0-100 scale; and, when the table has `baseline` rows, each
     row's difference to the baseline row of the same init on a fixed +-DIFF_POINTS scale, washed out where the
     difference is not significant (`baseline_tests`), marked * where it is."""
-    cols = [*table.tasks, "avg"]
+    cols = heat_columns(table)
     names = [task_label(t) if t != "avg" else "Avg" for t in cols]
     rows = [_row_name(r.labels) for r in table.rows]
     means = [[r.cells[t].mean if r.cells[t].present else math.nan for t in cols] for r in table.rows]
@@ -82,7 +82,8 @@ def table_heatmaps(table: Table, baseline: str | None, alpha: float = 0.05) -> s
                                limits=(-DIFF_POINTS, DIFF_POINTS), quiet=quiet,
                                legend=f"difference to {baseline} at the same init (blue = better, red = worse; "
                                f"full colour at {DIFF_POINTS:g} points or more); * = p < {alpha} after Holm over "
-                               "this map's cells (paired t-test on matched seeds; Avg: matched (task, seed) pairs); "
+                               "this map's cells and the table's other verdict tests, one family (paired t-test on "
+                               "matched seeds; Avg: matched (task, seed) pairs); "
                                "washed out = not significant, or not testable",
                                unit=f"points vs {baseline}"))
     return '<div class="figures">' + "".join(out) + "</div>"
@@ -91,20 +92,12 @@ def table_heatmaps(table: Table, baseline: str | None, alpha: float = 0.05) -> s
 def baseline_tests(table: Table, base: dict[str, Any], cols: Sequence[str], alpha: float
                    ) -> tuple[list[list[bool]], list[list[float]]]:
     """Per cell of the difference map: whether the row differs from its baseline (two-sided paired t-test on
-    matched seeds, Holm over the map's testable cells, p < alpha), and the Holm p (NaN: not tested)."""
-    raw = [[math.nan] * len(cols) for _ in table.rows]
-    if table.scores is not None:
-        for i, r in enumerate(table.rows):
-            b = base.get(r.init)
-            if b is None or b is r:
-                continue
-            for j, col in enumerate(cols):
-                x, y = table.scores(r, col), table.scores(b, col)
-                if x is None or y is None:
-                    continue
-                both = pd.concat([x.rename("a"), y.rename("b")], axis=1, join="inner").dropna()
-                raw[i][j] = stats.paired_ttest(both["a"].to_numpy(), both["b"].to_numpy())[1]
-    flat = stats.holm([p for line in raw for p in line])
+    matched seeds, tables.baseline_p; Holm over the map's testable cells and the table's other verdict tests,
+    tables.others: one family), and the Holm p (NaN: not tested)."""
+    baseline = next(iter(base.values())).system if base else None
+    raw = baseline_p(table, baseline, cols)
+    twin = [col in table.baseline_twins for _ in raw for col in cols]
+    flat = holm_with_twins([p for line in raw for p in line], twin, others(table, "baseline"))
     adjusted = [list(flat[i * len(cols):(i + 1) * len(cols)]) for i in range(len(table.rows))]
     return [[bool(p < alpha) for p in line] for line in adjusted], adjusted
 

@@ -27,7 +27,7 @@ def family_text(inter: pd.DataFrame, family: int) -> str:
     """What the interaction's Holm family holds."""
     k = int(inter["testable"].sum())
     return (f"Holm over one family of {k + family}: the {k} testable interaction tests and the table's {family} "
-            "testable init tests")
+            "other testable verdict tests (its rows' init pairs, bold, the difference map's cells)")
 
 
 def table_note(inter: pd.DataFrame, alpha: float, family: int) -> str:

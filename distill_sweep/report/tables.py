@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from distill_sweep.analysis import replication
@@ -68,6 +69,17 @@ class Table:
     ci_method: str = "t"  # how the cells' CIs were computed (stats.CI_METHODS), named in the footnotes
     best_note: str = ""  # how "best" was decided (mark_best), the footnote's words
     scores: Scores | None = None  # a row's scores per column (score_lookup): the figures' tests against a baseline
+    # the raw p-values of every verdict the report gives on this table's rows, by kind ("bold", "baseline",
+    # "pooled", "interaction"): one Holm family, so two identical rows are named different by any of them at most
+    # alpha of the time (`others`, `join_family`)
+    family: dict[str, list[float]] = field(default_factory=dict)
+    twins: list[str] = field(default_factory=list)  # columns whose bold test is a pooled test's twin (join_family)
+    baseline_twins: list[str] = field(default_factory=list)  # the same for the difference map's cells
+
+
+def others(table: Table, kind: str) -> list[float]:
+    """The raw p-values of the table's verdicts other than `kind`'s: what `kind`'s Holm correction adds to its own."""
+    return [p for k, ps in table.family.items() if k != kind for p in ps]
 
 
 def score_lookup(scores: pd.DataFrame, key: Callable[[Row], tuple[Any, ...]], by: Sequence[str],
@@ -89,20 +101,12 @@ def score_lookup(scores: pd.DataFrame, key: Callable[[Row], tuple[Any, ...]], by
     return get
 
 
-def mark_best(rows: Sequence[Row], columns: Sequence[str], scores: Scores | None = None,
-              alpha: float = 0.05) -> str:
-    """Bold the best mean of each column within each row group, only where it is significantly better than the
-    runner-up: a two-sided paired t-test on their matched seeds (the Avg: on matched (task, seed) pairs), Holm
-    over every such test of the table (one family), p < alpha. Without `scores` nothing is bold. Returns the
-    footnote's words."""
+def best_tests(rows: Sequence[Row], columns: Sequence[str], scores: Scores) -> list[tuple[Cell, float]]:
+    """Each column's best cell within each row group against its runner-up: (the best cell, the raw p of a
+    two-sided paired t-test on their matched seeds; the Avg: on matched (task, seed) pairs)."""
     groups: dict[str, list[Row]] = {}
     for row in rows:
         groups.setdefault(row.group, []).append(row)
-    for row in rows:
-        for cell in row.cells.values():
-            cell.bold = False
-    if scores is None:
-        return "no best marked (this table has no paired test of the best against the runner-up)"
     tests: list[tuple[Cell, float]] = []
     for members in groups.values():
         for col in columns:
@@ -116,13 +120,110 @@ def mark_best(rows: Sequence[Row], columns: Sequence[str], scores: Scores | None
             both = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
             _, p, _ = paired_ttest(both["a"].to_numpy(), both["b"].to_numpy())
             tests.append((cands[0].cells[col], p))
-    adjusted = holm([p for _, p in tests]) if tests else []
-    for (cell, _), p in zip(tests, adjusted, strict=True):
+    return tests
+
+
+def mark_best(rows: Sequence[Row], columns: Sequence[str], scores: Scores | None = None,
+              alpha: float = 0.05, family_extra: Sequence[float] = (), twins: Sequence[str] = ()) -> str:
+    """Bold the best mean of each column within each row group, only where it is significantly better than the
+    runner-up: a two-sided paired t-test on their matched seeds (the Avg: on matched (task, seed) pairs), Holm
+    over every such test of the table and `family_extra` (the raw p-values of the table's other verdicts: one
+    family), p < alpha. `twins`: the columns whose test is one of `family_extra`'s (the pooled test of the same
+    pair on the same units: a table of one task, or the Avg over every task of the table); the same verdict, so it
+    is counted once (`holm_with_twins`). Without `scores` nothing is bold. Returns the footnote's words."""
+    for row in rows:
+        for cell in row.cells.values():
+            cell.bold = False
+    if scores is None:
+        return "no best marked (this table has no paired test of the best against the runner-up)"
+    tests = [(cell, p, col in twins) for col in columns for cell, p in best_tests(rows, [col], scores)]
+    adjusted = holm_with_twins([p for _, p, _ in tests], [t for _, _, t in tests], family_extra)
+    for (cell, _, _), p in zip(tests, adjusted, strict=True):
         cell.bold = bool(p < alpha)
-    m = sum(not math.isnan(p) for _, p in tests)
+    m = sum(not (math.isnan(p) or twin) for _, p, twin in tests)
+    extra = sum(not math.isnan(p) for p in family_extra)
+    family = (f"Holm over one family of {m + extra}: the table's {m} such test(s) that are not a pooled test's "
+              f"twin and its {extra} other verdict test(s) (the pooled pairs, the difference map's cells against the "
+              "baseline, Table 3's interaction contrasts), so two identical rows are named different by any of them "
+              f"at most {alpha} of the time" if extra else f"Holm over the table's {m} such test(s)")
     return (f"best per column marked only where it is significantly better than the runner-up: two-sided "
-            f"paired t-test on their matched seeds (Avg: matched (task, seed) pairs), Holm over the table's {m} "
-            f"such test(s), p < {alpha}")
+            f"paired t-test on their matched seeds (Avg: matched (task, seed) pairs), {family}, p < {alpha}")
+
+
+def holm_with_twins(own: Sequence[float], twin: Sequence[bool], others_p: Sequence[float]) -> list[float]:
+    """Holm-adjusted p of `own` tests in one family with `others_p`. A twin is a test that another verdict of the
+    family makes on the same data (the same pair on the same units): it is not counted again, and its adjusted p is
+    its twin's (the adjusted p of the family's test with the same raw p; Holm's adjusted p is a non-decreasing
+    function of the raw p within a family)."""
+    counted = [p for p, t in zip(own, twin, strict=True) if not t]
+    family = np.asarray([*counted, *(p for p in others_p if not math.isnan(p))], dtype=float)
+    adjusted = holm(family) if len(family) else np.asarray([])
+    out, k = [], 0
+    for p, t in zip(own, twin, strict=True):
+        if not t:
+            out.append(float(adjusted[k]))
+            k += 1
+        elif math.isnan(p):
+            out.append(math.nan)
+        else:  # the largest adjusted p of the family's tests at or below this raw p (its twin's, up to rounding)
+            below = adjusted[family <= p * (1.0 + 1e-9)] if len(family) else adjusted
+            out.append(float(below.max()) if len(below) else math.nan)
+    return out
+
+
+def baseline_p(table: Table, baseline: str | None, columns: Sequence[str]) -> list[list[float]]:
+    """The difference map's raw p per row and column: each row against the `baseline` row at its init, a two-sided
+    paired t-test on matched seeds (Avg: matched (task, seed) pairs); NaN where not tested (the baseline itself,
+    no baseline at that init, no scores)."""
+    base = {r.init: r for r in table.rows if r.system == baseline}
+    raw = [[math.nan] * len(columns) for _ in table.rows]
+    if table.scores is None or not base:
+        return raw
+    for i, r in enumerate(table.rows):
+        b = base.get(r.init)
+        if b is None or b is r:
+            continue
+        for j, col in enumerate(columns):
+            x, y = table.scores(r, col), table.scores(b, col)
+            if x is None or y is None:
+                continue
+            both = pd.concat([x.rename("a"), y.rename("b")], axis=1, join="inner").dropna()
+            raw[i][j] = paired_ttest(both["a"].to_numpy(), both["b"].to_numpy())[1]
+    return raw
+
+
+def heat_columns(table: Table) -> list[str]:
+    """The columns the difference map shows: the tasks, then the Avg."""
+    return [*table.tasks, "avg"]
+
+
+def twin_columns(table: Table) -> list[str]:
+    """The columns whose best-vs-runner-up (or vs-baseline) test is the pooled test of the same pair on the same
+    units: the one task of a one-task table, the Avg where it averages every task of the table."""
+    same = list(table.tasks) if len(table.tasks) == 1 else []
+    return [*same, *(["avg"] if table.tasks and set(table.tasks) <= set(table.avg_tasks) else [])]
+
+
+def join_family(table: Table, baseline: str | None, alpha: float, baseline_pooled: bool = False,
+                **others_p: Sequence[float]) -> None:
+    """Put the table's verdicts in one Holm family: the bold tests, the difference map's cells against `baseline`
+    and `others_p` (the pooled pairs' and, in Table 3, the interaction contrasts' raw p-values), then bold again
+    with the others in its family. A bold test (a difference-map cell, where `baseline_pooled`: the pooled tests
+    hold every pair of rows) that is a pooled test's twin (`twin_columns`) counts once. The difference map's stars
+    (figures.baseline_tests) read the same family."""
+    if table.scores is None:
+        return
+    twins = twin_columns(table) if "pooled" in others_p else []
+    table.twins = twins
+    table.baseline_twins = twins if baseline_pooled else []
+    columns = [*table.tasks, "avg"]
+    table.family["bold"] = [p for col in columns if col not in twins
+                            for _, p in best_tests(table.rows, [col], table.scores)]
+    raw = baseline_p(table, baseline, heat_columns(table))
+    table.family["baseline"] = [p for line in raw for p, col in zip(line, heat_columns(table), strict=True)
+                                if col not in table.baseline_twins]
+    table.family.update({k: list(v) for k, v in others_p.items()})
+    table.best_note = mark_best(table.rows, columns, table.scores, alpha, others(table, "bold"), twins)
 
 
 def build_table(
@@ -171,6 +272,8 @@ def build_table(
               if scores is not None else None)
     table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
     table.scores = lookup
+    if lookup is not None:
+        table.family["bold"] = [p for _, p in best_tests(table.rows, [*tasks, "avg"], lookup)]
     for note in (units_note(table.rows), cut_note(table)):
         if note:
             table.notes.append(note)

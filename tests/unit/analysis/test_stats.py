@@ -117,6 +117,18 @@ def test_holm_by_hand() -> None:
     assert len(stats.holm([])) == 0
 
 
+def test_holm_equals_statsmodels() -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 5, 17):
+        p = rng.uniform(0.0, 0.2, m)
+        p[: m // 3] = p[-1]  # ties
+        assert stats.holm(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-15)
+        with_nan = np.append(p, np.nan)
+        assert stats.holm(with_nan)[:m] == pytest.approx(multipletests(p, method="holm")[1], abs=1e-15)
+
+
 def _scores_frame(rows: list[tuple[str, str, str, int, float]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["objective", "init_label", "task", "seed", "value"])
 
