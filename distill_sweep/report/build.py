@@ -562,8 +562,9 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         doc.heading(title)
         doc.text(teacher)
         doc.table(headers, rows)
-        notes = [f"final epoch's dev values, mean±std over seeds (ddof={opts.ddof}), (n) = runs; perplexity: lower "
-                 "is better" + (f"; {decoder.SOURCES_NOTE}" if "data" in headers else "")
+        notes = [f"final epoch's dev values, mean±std over master seeds (ddof={opts.ddof}), (n) = master seeds (a "
+                 "seed's runs that vary another source's seed averaged first: the unit of replication); perplexity: "
+                 "lower is better" + (f"; {decoder.SOURCES_NOTE}" if "data" in headers else "")
                  + (f"; {decoder.GENERATION_NOTE}" if decoder.GENERATION_LABELS & set(headers) else ""),
                  *decoder.collapsed_notes(parts[i])]
         for note in notes:
@@ -572,7 +573,7 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
         files[f"decoder{i + 1}.tex"] = plain_latex(title, f"decoder{i + 1}", headers, rows, [teacher, *notes])
         if tests:
             doc.table(test_headers, tests)
-            doc.text(f"paired t-tests by seed on perplexity, each objective vs fkl under the same init (and data "
+            doc.text(f"paired t-tests by master seed (its runs averaged first) on perplexity, each objective vs fkl under the same init (and data "
                      f"source), each data source vs {decoder.FIXED} under the same objective and init; Holm over "
                      f"this table's tests, * below alpha={opts.alpha}; {100 * (1 - opts.alpha):g}% CI: the t-interval "
                      "of the mean difference over the seed pairs that the t-test inverts; d: Cohen's d_z")

@@ -116,7 +116,7 @@ def runs(records: pd.DataFrame) -> pd.DataFrame:
         out.append({"setting": f"{rec.get('task', r['task'])}, teacher {r['teacher_name']} -> {r['student_name']} "
                                f"{r['student_layers']}L", "objective": str(r["objective"]),
                     "init": init, "data": data_source(procedure if isinstance(procedure, dict) else {}),
-                    "layers": layers, "seed": int(r["seed"]), "path": str(r["path"]),
+                    "layers": layers, "seed": int(r["seed"]), "seeds": r.get("seeds"), "path": str(r["path"]),
                     "teacher_dev": teacher.get("dev") or {}, "metric_ids": metric_ids(rec), "data_key": data_key(rec),
                     **{key: dev.get(key) for key, _ in METRICS},
                     **{f"baseline_{key}": (teacher.get("majority_baseline") or {}).get(key) for key in AT_BASELINE},
@@ -183,6 +183,14 @@ def _one_setting_per_data(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def seed_means(runs: pd.DataFrame, column: str) -> pd.Series:
+    """`column`'s mean per master seed, the unit of replication: a seed's runs that vary another source's seed
+    (`seeds.data_order=1,2`) are repeated measures of it, averaged first as the encoder tables average theirs
+    (analysis/replication.py); one run per seed comes back as it is. Index: the master seeds, sorted."""
+    values = pd.to_numeric(runs[column], errors="coerce")
+    return values.groupby(runs["seed"].to_numpy()).mean()
+
+
 def _by_seed(runs: pd.DataFrame, column: str) -> pd.Series:
     """`column` by seed, one run per seed (a rerun of the same seed: the last read) so pairs match one to one."""
     series = runs.set_index("seed")[column]
@@ -224,14 +232,14 @@ def tables(frame: pd.DataFrame, ddof: int, alpha: float
                         continue
                     layers = "/".join(sorted(set(cell["layers"])))
                     rows.append([objective, init, *([source] if axis else []), layers]
-                                + [_cell(cell[k], ddof) + _mark(cell, k) for k, _ in metrics])
+                                + [_cell(seed_means(cell, k), ddof) + _mark(cell, k) for k, _ in metrics])
         tests, pvalues = [], []
         for label, init, tested, baseline in pairs(part):
-            other, base = _by_seed(tested, "perplexity"), _by_seed(baseline, "perplexity")
-            seeds = sorted(set(base.index) & set(other.index))
+            other, base = seed_means(tested, "perplexity"), seed_means(baseline, "perplexity")
+            seeds = sorted(set(base.dropna().index) & set(other.dropna().index))
             if not seeds:
                 continue
-            a, b = other.loc[seeds].astype(float).to_numpy(), base.loc[seeds].astype(float).to_numpy()
+            a, b = other.loc[seeds].to_numpy(dtype=float), base.loc[seeds].to_numpy(dtype=float)
             t, p, note = stats.paired_ttest(a, b)
             lo, hi = stats.paired_t_ci(a, b, 1.0 - alpha)
             d = stats.cohens_dz(a, b)

@@ -28,7 +28,8 @@ from distill_sweep.records.predictions import PredictionsError
 from . import decoder
 
 NOTE = ("lm-eval: the lm-evaluation-harness scores of the student after its last epoch (procedure.lm_eval), mean±std "
-        "over seeds, (n) = runs; columns task: metric")
+        "over master seeds, (n) = master seeds (a seed's runs that vary another source's seed averaged first); columns "
+        "task: metric")
 SAMPLED_NOTE = ("a task sampled with evaluation seeds (procedure.lm_eval.sampling_seeds): a run's score is its mean over "
                 "them, so its ± is the spread over training seeds of the per-model means; the spread over sampling "
                 "seeds is the next table's")
@@ -64,7 +65,7 @@ def table(part: pd.DataFrame, ddof: int) -> tuple[list[str], list[list[str]]] | 
                 if cell.empty or cell[columns].isna().all().all():
                     continue
                 rows.append([objective, init, *([source] if axis else [])]
-                            + [decoder._cell(cell[c], ddof) for c in columns])
+                            + [decoder._cell(decoder.seed_means(cell, c), ddof) for c in columns])
     return headers, rows
 
 

@@ -2,8 +2,9 @@
 fine-tuned on each task over a grid (`finetune_grid`, student=distilled).
 
 A cell is, per distilled student and task, the best dev score over the fine-tuning grid (lr x batch size, and
-whatever else the grid varied): the paper's selection. Cells are mean±std over the students' distillation
-seeds and the fine-tuning seeds (n = such pairs). Table 2: randomly initialised students, one row per
+whatever else the grid varied): the paper's selection. Cells are mean±std over the distillations' master seeds
+(n), the unit of replication: a master seed's runs (its fine-tuning seeds, and the students of its distillation
+that vary another source's seed) are averaged first, as the encoder tables average theirs (analysis/replication.py). Table 2: randomly initialised students, one row per
 objective, with the paper's three prior-work rows as reference lines; Table 4: objective x init (random vs
 the first teacher layers). The paper's numbers are single runs, set beside ours with deltas (its MRPC column is
 F1 and CoLA MCC: the report's default metric=header).
@@ -34,8 +35,8 @@ SOURCE_PROCEDURE = "task_agnostic"
 PAPER_FILES = {"2": "table2_task_agnostic_objectives.csv", "4": "table4_task_agnostic_init.csv"}
 PAPER_INIT = {"random": "random", "first": "first6"}  # our init names -> the paper's CSVs'
 INIT_ORDER = ("random", "first")
-RUN_COLUMNS = ["path", "task", "metric", "value", "seed", "source", "source_seed", "objective", "init", "setting",
-               "point"]
+RUN_COLUMNS = ["path", "task", "metric", "value", "seed", "seeds", "source", "source_seed", "objective", "init",
+               "setting", "point", "unit"]
 
 
 def is_own(records: pd.DataFrame) -> pd.Series:
@@ -70,7 +71,9 @@ def distilled_runs(records: pd.DataFrame, sc: pd.DataFrame) -> pd.DataFrame:
         setup = rec["setup"] or {}
         out.append({
             "path": r["path"], "task": r["task"], "metric": r["metric"], "value": r["value"], "seed": r["seed"],
-            "source": src["config_hash"], "source_seed": src.get("seed"), "objective": str(src.get("objective")),
+            "seeds": r["seeds"], "source": src["config_hash"], "source_seed": src.get("seed"),
+            # the unit of replication: the distillation's master seed (its hash where a record does not say it)
+            "unit": f"seed {src['seed']}" if isinstance(src.get("seed"), int) else f"student {src['config_hash']}", "objective": str(src.get("objective")),
             "init": source_init(src.get("init") or {}),
             "setting": f"{src.get('teacher')} -> {src.get('student')} {src.get('student_layers')}L, "
                        f"corpus {src.get('corpus')}",
@@ -80,10 +83,10 @@ def distilled_runs(records: pd.DataFrame, sc: pd.DataFrame) -> pd.DataFrame:
 
 
 def best_over_grid(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (distilled student, task, fine-tuning seed): the grid point with the best dev score."""
+    """Per (distilled student, task, fine-tuning run's seeds): the grid point with the best dev score."""
     if runs.empty:
         return runs.assign(points=pd.Series(dtype=int))
-    keys = ["setting", "objective", "init", "source", "source_seed", "seed", "task", "metric"]
+    keys = ["setting", "objective", "init", "source", "source_seed", "unit", "seed", "seeds", "task", "metric"]
     best = runs.loc[runs.groupby(keys, sort=False)["value"].idxmax()]
     counts = runs.groupby(keys, sort=False)["value"].count().rename("points").reset_index()
     return best.merge(counts, on=keys).reset_index(drop=True)
@@ -105,9 +108,9 @@ def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: 
     labelled = best.assign(system=[row_label(o, s, settings) for o, s in zip(best["objective"], best["setting"],
                                                                               strict=True)],
                            init_label=best["init"])
-    # each (distilled student, fine-tuning seed) its own value, as before: a fine-tuning seed is not a unit across
-    # distilled students (the distillation seed would be the unit; not done yet)
-    agg = stats.aggregate(labelled, ddof=ddof, ci=ci, unit=None)
+    # the unit is the distillation's master seed: its fine-tuning seeds (and sub-seed students) are repeated
+    # measures of one distillation, averaged first; each its own value made a cell's interval too narrow
+    agg = stats.aggregate(labelled, ddof=ddof, ci=ci, unit="unit")
     cell_index = {(r.system, r.init_label, r.task): r for r in agg.itertuples(index=False)}
     avg_index = {(r.system, r.init_label): r for r in stats.row_averages(agg).itertuples(index=False)}
     rows = labelled.drop_duplicates(["setting", "objective", "init"])
@@ -126,7 +129,9 @@ def build(key: str, title: str, best: pd.DataFrame, by_init: bool, metric_mode: 
     # a cell pools distillation x fine-tuning seeds, not matched between rows: no paired test, no best marked
     table.best_note = mark_best(table.rows, [*tasks, "avg"])
     table.notes.append("cell = per distilled student and task, the best dev score over its fine-tuning grid "
-                       "(lr x batch size), as the paper selects; mean±std over distillation x fine-tuning seeds")
+                       "(lr x batch size), as the paper selects; mean±std over the distillations' master seeds (n), "
+                       "each master seed's runs (its fine-tuning seeds, its students that vary another source's seed) "
+                       "averaged first: the unit of replication (docs/guide/report.md, 'The unit of replication')")
     return table
 
 
