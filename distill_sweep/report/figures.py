@@ -95,7 +95,8 @@ def baseline_tests(table: Table, base: dict[str, Any], cols: Sequence[str], alph
     matched seeds, tables.baseline_p; Holm over the map's testable cells and the table's other verdict tests,
     tables.others: one family), and the Holm p (NaN: not tested)."""
     baseline = next(iter(base.values())).system if base else None
-    raw = baseline_p(table, baseline, cols)
+    cached = table.raw_tests.get("baseline") if table.raw_tests.get("baseline_of") == baseline else None
+    raw = cached if cached is not None and list(cols) == heat_columns(table) else baseline_p(table, baseline, cols)
     twin = [col in table.baseline_twins for _ in raw for col in cols]
     flat = holm_with_twins([p for line in raw for p in line], twin, others(table, "baseline"))
     adjusted = [list(flat[i * len(cols):(i + 1) * len(cols)]) for i in range(len(table.rows))]

@@ -75,6 +75,8 @@ class Table:
     family: dict[str, list[float]] = field(default_factory=dict)
     twins: list[str] = field(default_factory=list)  # columns whose bold test is a pooled test's twin (join_family)
     baseline_twins: list[str] = field(default_factory=list)  # the same for the difference map's cells
+    # join_family's raw tests, computed once: (column, best cell, p) of bold, and the map's p per row and column
+    raw_tests: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def others(table: Table, kind: str) -> list[float]:
@@ -124,19 +126,23 @@ def best_tests(rows: Sequence[Row], columns: Sequence[str], scores: Scores) -> l
 
 
 def mark_best(rows: Sequence[Row], columns: Sequence[str], scores: Scores | None = None,
-              alpha: float = 0.05, family_extra: Sequence[float] = (), twins: Sequence[str] = ()) -> str:
+              alpha: float = 0.05, family_extra: Sequence[float] = (), twins: Sequence[str] = (),
+              tests_by_column: Sequence[tuple[str, Cell, float]] | None = None) -> str:
     """Bold the best mean of each column within each row group, only where it is significantly better than the
     runner-up: a two-sided paired t-test on their matched seeds (the Avg: on matched (task, seed) pairs), Holm
     over every such test of the table and `family_extra` (the raw p-values of the table's other verdicts: one
     family), p < alpha. `twins`: the columns whose test is one of `family_extra`'s (the pooled test of the same
     pair on the same units: a table of one task, or the Avg over every task of the table); the same verdict, so it
-    is counted once (`holm_with_twins`). Without `scores` nothing is bold. Returns the footnote's words."""
+    is counted once (`holm_with_twins`). `tests_by_column`: the (column, best cell, raw p) of those tests where
+    the caller has them already. Without `scores` nothing is bold. Returns the footnote's words."""
     for row in rows:
         for cell in row.cells.values():
             cell.bold = False
     if scores is None:
         return "no best marked (this table has no paired test of the best against the runner-up)"
-    tests = [(cell, p, col in twins) for col in columns for cell, p in best_tests(rows, [col], scores)]
+    if tests_by_column is None:
+        tests_by_column = [(col, cell, p) for col in columns for cell, p in best_tests(rows, [col], scores)]
+    tests = [(cell, p, col in twins) for col, cell, p in tests_by_column]
     adjusted = holm_with_twins([p for _, p, _ in tests], [t for _, _, t in tests], family_extra)
     for (cell, _, _), p in zip(tests, adjusted, strict=True):
         cell.bold = bool(p < alpha)
@@ -217,13 +223,17 @@ def join_family(table: Table, baseline: str | None, alpha: float, baseline_poole
     table.twins = twins
     table.baseline_twins = twins if baseline_pooled else []
     columns = [*table.tasks, "avg"]
-    table.family["bold"] = [p for col in columns if col not in twins
-                            for _, p in best_tests(table.rows, [col], table.scores)]
-    raw = baseline_p(table, baseline, heat_columns(table))
-    table.family["baseline"] = [p for line in raw for p, col in zip(line, heat_columns(table), strict=True)
+    if table.raw_tests.get("baseline_of") != baseline:  # the raw tests do not change between calls: once each
+        table.raw_tests = {"baseline_of": baseline, "baseline": baseline_p(table, baseline, heat_columns(table)),
+                           "bold": [(col, cell, p) for col in columns
+                                    for cell, p in best_tests(table.rows, [col], table.scores)]}
+    bold = table.raw_tests["bold"]
+    table.family["bold"] = [p for col, _, p in bold if col not in twins]
+    table.family["baseline"] = [p for line in table.raw_tests["baseline"]
+                                for p, col in zip(line, heat_columns(table), strict=True)
                                 if col not in table.baseline_twins]
     table.family.update({k: list(v) for k, v in others_p.items()})
-    table.best_note = mark_best(table.rows, columns, table.scores, alpha, others(table, "bold"), twins)
+    table.best_note = mark_best(table.rows, columns, table.scores, alpha, others(table, "bold"), twins, bold)
 
 
 def build_table(
