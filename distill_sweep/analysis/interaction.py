@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from distill_sweep.analysis import replication
+from distill_sweep.analysis.paper import GLUE_TASKS
 from distill_sweep.analysis.stats import detectable_effect, holm, paired_t_ci, paired_ttest
 
 COLUMNS = ("a", "b", "init_x", "init_y", "n", "tasks", "effect_a", "effect_b", "diff", "ci_low", "ci_high", "t",
@@ -79,11 +80,22 @@ def detectable(n: int, contrast_sd: float, family: int, alpha: float = 0.05) -> 
     return detectable_effect(n, contrast_sd, alpha / max(1, family))
 
 
-def family_size(systems: int, inits: int) -> int:
-    """The Holm family Table 3 tests on a full grid of `systems` rows x `inits` inits (report/build.py): every
-    pair of inits within each row, and every pair of rows x every pair of inits as an interaction contrast."""
+def family_size(systems: int, inits: int, tasks: Sequence[str] = ("task",), baseline: bool = False) -> int:
+    """The Holm family Table 3 tests on a full grid of `systems` rows x `inits` inits over `tasks` (report/build.py,
+    report/tables.py's join_family): every pair of inits within each row; every pair of rows x every pair of inits
+    as an interaction contrast; bold's best-vs-runner-up test in each row's task columns and Avg, less those that
+    are a pooled test's twin (tables.twin_columns: the one task of a one-task table, the Avg over the GLUE tasks
+    alone); and, where the grid has the baseline row (`baseline`: the no-KD row), each other row's difference-map
+    cell against it at every init and column. tests/unit/analysis/test_interaction_power.py holds it to the
+    report's own count."""
     init_pairs = inits * (inits - 1) // 2
-    return systems * init_pairs + systems * (systems - 1) // 2 * init_pairs
+    names = list(dict.fromkeys(tasks))
+    avg = set(GLUE_TASKS) <= set(names)  # the Avg column is shown only with every GLUE task
+    twins = (names if len(names) == 1 else []) + (["avg"] if avg and set(names) <= set(GLUE_TASKS) else [])
+    columns = [*names, *(["avg"] if avg else [])]
+    bold = systems * sum(col not in twins for col in columns) if inits > 1 else 0
+    difference_map = (systems - 1) * inits * len(columns) if baseline else 0
+    return systems * init_pairs + systems * (systems - 1) // 2 * init_pairs + bold + difference_map
 
 
 def _column(wide: pd.DataFrame, system: str, init: str) -> np.ndarray:

@@ -4,7 +4,7 @@ with 80% power, before anything runs.
 It is the figure the report prints beside an interaction it does not call (analysis/interaction.py, `detectable`:
 the same formula at the same level), at the grid's n: the (task, master seed) units of a row x init cell (the
 fewest any cell of the grid holds), at Holm's first-step level over the family Table 3 tests on that grid
-(`family_size`). A contrast d = (A_x - A_y) - (B_x - B_y) adds four unit scores with signs +-1, so with a per-unit
+(`family_size`: its init pairs, interaction contrasts, bold tests and difference-map cells). A contrast d = (A_x - A_y) - (B_x - B_y) adds four unit scores with signs +-1, so with a per-unit
 standard deviation sigma its sd is 2 sigma where the four are independent (runs that share a master seed's data
 order correlate, which makes it smaller: the figure is then conservative). sigma is read from completed records of
 the planned tasks and rows under results_dir (their seed-level spread within each task x row x init cell, pooled),
@@ -32,7 +32,8 @@ OWN_TABLES = ("causal_lm", "task_agnostic")
 
 def grid_shape(planned: Sequence[dict[str, Any]]) -> tuple[int, int, int]:
     """(rows, inits, units) of a planned grid (dicts of task, procedure, objective, init, seed): rows are the
-    systems planned at two or more inits (runs of OWN_TABLES' procedures left out), units the fewest (task, master seed) pairs any of their cells holds."""
+    systems planned at two or more inits (runs of OWN_TABLES' procedures left out), units the fewest (task, master
+    seed) pairs any of their cells holds."""
     cells: dict[tuple[str, str], set[tuple[str, int]]] = {}
     for job in (j for j in planned if str(j["procedure"]) not in OWN_TABLES):
         cell = (system_name(str(job["procedure"]), str(job["objective"])), str(job["init"]))
@@ -78,12 +79,16 @@ def power_line(results_dir: str | Path, planned: Sequence[dict[str, Any]], alpha
     rows, inits, units = grid_shape(planned)
     if rows < 2 or inits < 2:
         return ""
-    family = family_size(rows, inits)
+    kept = [j for j in planned if str(j["procedure"]) not in OWN_TABLES]
+    tasks = sorted({str(j["task"]) for j in kept})
+    baseline = any(system_name(str(j["procedure"]), str(j["objective"])) == frames.NO_KD_LABEL for j in kept)
+    family = family_size(rows, inits, tasks, baseline)
     per_sigma = detectable(units, CONTRAST_SD_PER_SIGMA, family, alpha)
     sigma, df = unit_sd(results_dir, planned)
     head = (f"objective x init interaction (Table 3's test) at this grid's n: {units} (task, master seed) units per "
             f"row x init, Holm's first-step level alpha/m = {alpha}/{family} = {alpha / family:.3g} over the "
-            f"{family} tests Table 3 makes on {rows} rows x {inits} inits; a contrast of 4 independent unit scores "
+            f"{family} tests Table 3 makes on {rows} rows x {inits} inits x {len(tasks)} task(s) (its init pairs, "
+            "interaction contrasts, bold and difference-map cells: one family); a contrast of 4 independent unit scores "
             "has sd 2 sigma")
     if math.isnan(per_sigma):
         return head + "; fewer than 2 units: no interaction is testable"

@@ -190,6 +190,8 @@ def baseline_p(table: Table, baseline: str | None, columns: Sequence[str]) -> li
         if b is None or b is r:
             continue
         for j, col in enumerate(columns):
+            if not (col in r.cells and r.cells[col].present and col in b.cells and b.cells[col].present):
+                continue  # no cell to mark (an Avg the table does not show)
             x, y = table.scores(r, col), table.scores(b, col)
             if x is None or y is None:
                 continue
