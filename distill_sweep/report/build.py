@@ -327,11 +327,11 @@ def _tests_section(doc: Doc, files: dict[str, Any], key: str, title: str, tests:
              + "; the same family ASO's verdict is Bonferroni-corrected over and the seeds needed are planned for")
     doc.text(f"one verdict per pair: 'significant' (and the matrix's `*`, ASO's verdict) is {checks.RULE}; the per-task "
              "comparisons over dev examples below are statistics, not further verdicts")
-    for line in tests_legend(tests, opts.alpha):
+    for line in tests_legend(tests, opts.alpha, also[0]):
         doc.text(line)
     headers, rows = tests_rows(tests, within, opts.alpha)
     doc.table(headers, rows)
-    doc.text(aso_verdict_text(records, within, len(testable), opts.alpha))
+    doc.text(aso_verdict_text(records, within, len(testable) + also[0], opts.alpha))
     few = [f"{pair_name(r, within)} ({r['n']} pairs)" for r in testable if r["few_pairs"]]
     if few:
         doc.text(f"caution: {len(few)} test(s) rest on fewer than {stats.MIN_RELIABLE_PAIRS} pairs (under 2 "

@@ -24,9 +24,10 @@ def family_level(testable: int, alpha: float) -> float:
     return alpha / max(1, testable)
 
 
-def tests_legend(tests: pd.DataFrame, alpha: float) -> list[str]:
-    """The lines under a tests table's heading that say what its columns are."""
-    m = int(tests["testable"].sum())
+def tests_legend(tests: pd.DataFrame, alpha: float, also: int = 0) -> list[str]:
+    """The lines under a tests table's heading that say what its columns are (`also`: the table's other verdict
+    tests in the same family, which ASO's Bonferroni and the seeds' level count too)."""
+    m = int(tests["testable"].sum()) + also
     level = family_level(m, alpha)
     return [
         f"{100 * (1 - alpha):g}% CI: the Student t-interval of mean(A-B) over the matched pairs that the paired t-test "
@@ -36,7 +37,7 @@ def tests_legend(tests: pd.DataFrame, alpha: float) -> list[str]:
         f"{1 - aso_null.ASO_ALPHA:g}, on scores centred per task). eps_min is not a p-value: two identical systems give "
         f"eps_min < {aso.ASO_THRESHOLD} in a third of the pairs at 2 seeds, so the verdict takes eps_min below the "
         f"threshold calibrated under the null at the pair's n, at alpha / (2m) = {alpha}/(2 x {m}) per direction "
-        f"(Bonferroni over the {m} testable pairs and both directions; never above {aso.ASO_THRESHOLD}), and only "
+        f"(Bonferroni over the family's {m} testable tests and both directions; never above {aso.ASO_THRESHOLD}), and only "
         "beside a pair the t-test calls, in its direction: one verdict per pair, the t-test's, so two identical "
         f"systems are named a winner by any of them at most {alpha} of the time (pooled over tasks too)",
         f"seeds: the seeds per row a two-sided paired t-test needs for {stats.POWER:.0%} power at Holm's first-step "
