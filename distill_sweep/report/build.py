@@ -165,7 +165,7 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
         tested = set(tests["a"]) | set(tests["b"])
         doc.figure('<div class="figures">' + figures.tests_matrix(
             tests, [s for s in systems if s in tested], "Table 1", opts.alpha) + "</div>")
-    _every_init_section(doc, files, opts, records, sc, systems)
+    _every_init_section(doc, files, opts, records, sc, systems, others(table, "pooled"))
     if opts.paper:
         _paper_section(doc, files, "1", paper_sc[paper_sc["path"].isin(t1_paths)], opts, by_init=False)
     curves = dev_curves.curve_stages(st.curves, opts.curves)
@@ -177,18 +177,23 @@ def _table1_sections(doc: Doc, files: dict[str, Any], opts: ReportOptions, st: f
 
 
 def _every_init_section(doc: Doc, files: dict[str, Any], opts: ReportOptions, records: pd.DataFrame,
-                        sc: pd.DataFrame, systems: list[str]) -> None:
+                        sc: pd.DataFrame, systems: list[str], table1_extra: list[float]) -> None:
     """Table 1's comparison of the objectives at every init the store holds, where it holds more than one: one
-    tests table with an init column (its own Holm family), so no init's comparison is left to a hover."""
+    tests table with an init column, so no init's comparison is left to a hover. Its Holm family holds Table 1's
+    bold and difference-map tests too (`table1_extra`): a superset of Table 1's family, so a pair at Table 1's init
+    that this table calls, Table 1's tests call too (Holm's adjusted p never falls as a family grows), and the
+    two tables together name a winner between two identical rows no more often than Table 1 alone."""
     inits = frames.init_order(records)
     if len(inits) < 2 or sc.empty:
         return
     primary = records.groupby("task")["primary_metric"].first().to_dict()
     metrics = {t: paper.column_metric(t, opts.metric, primary.get(t)) for t in primary}  # as build_table's
-    tests = stats.paired_tests(sc, "system", ("init_label",), opts.alpha, levels=systems, group_order=inits)
+    tests = stats.paired_tests(sc, "system", ("init_label",), opts.alpha, levels=systems, group_order=inits,
+                               family_extra=table1_extra)
     tests = _checked(tests, checks.pair_arms("system", ("init_label",)), records, metrics, opts.alpha)
+    extra = sum(not math.isnan(p) for p in table1_extra)
     _tests_section(doc, files, "table1_inits", "Table 1 at every init: paired t-tests of the objectives within each "
-                   "init", tests, ["init_label"], opts)
+                   "init", tests, ["init_label"], opts, also=(extra, "Table 1 bold and difference-map tests"))
 
 
 def _table1(opts: ReportOptions, records: pd.DataFrame, sc: pd.DataFrame
