@@ -56,6 +56,9 @@ def test_dry_run_plans_without_running(tmp_path: Path) -> None:
     assert "72 jobs in the grid, 0 already completed, 72 to run" in proc.stdout
     assert proc.stdout.count("would run: ") == 20 and "... and 52 more (+dry_run_list=true" in proc.stdout  # capped
     assert "estimated cost" in proc.stdout
+    # Table 3's claim: the interaction this grid detects (tests/unit/analysis/test_interaction_power.py has its number)
+    assert "objective x init interaction (Table 3's test) at this grid's n: 4 (task, master seed) units" in proc.stdout
+    assert "unknown until runs exist" in proc.stdout
     assert not out.exists()
 
 
