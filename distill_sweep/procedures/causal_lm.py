@@ -59,6 +59,7 @@ from distill_sweep.teachers.decoder import TeacherRecipe, lm_evaluator, trained_
 from distill_sweep.teachers.engine import check_engine
 from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.teachers.generations import open_or_build_generations
+from distill_sweep.teachers.hidden_store import HiddenOutputs, open_or_build_hidden
 from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.sparse_store import TopKOutputs, open_or_build_topk
 from distill_sweep.training import distributed, fsdp
@@ -75,7 +76,7 @@ from .causal_lm_checks import (
     vocabulary_pair,
 )
 from .causal_lm_loss import distill_loss
-from .causal_lm_settings import CausalLMSettings
+from .causal_lm_settings import HIDDEN, CausalLMSettings
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
 from .lm_eval_stage import harness_tokenizer, run_stage, teacher_stage
@@ -154,10 +155,11 @@ def student_init(ctx: RunContext, teacher: nn.Module, data: CausalData, settings
                              "score": "block influence: 1 - cos(layer input, layer output), mean over real tokens"}
 
 
-def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dict[str, Any], TopKOutputs | None]:
+def teacher_and_store(ctx: RunContext
+                      ) -> tuple[CausalData, PreTrainedModel, dict[str, Any], TopKOutputs | HiddenOutputs | None]:
     """The job's data, its frozen teacher (trained and cached first if built from its config) and, with
-    `procedure.teacher_top_k`, the teacher's top-k store (built first if no job built it); the record's
-    `teacher_outputs` says which."""
+    `procedure.teacher_top_k`, the teacher's top-k store, with `teacher_logits=hidden` its hidden store (either
+    built first if no job built it); the record's `teacher_outputs` says which."""
     job = ctx.job
     settings: CausalLMSettings = job.procedure_settings
     with distributed.main_first():  # one corpus cache, one teacher, one store: rank 0 builds, the others read
@@ -179,8 +181,15 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
                 max_seq_length=settings.max_seq_length, tokens=special_tokens(ctx.tokenizer), cache_dir=ctx.cache_dir,
                 group=decoder_group(job.teacher, settings), precision=ctx.precision, device=ctx.device,
                 engine=engine)
-    stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
-    if settings.teacher_top_k is not None:
+    stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_logits=full: the full logits, live"}
+    if settings.logits_mode() == HIDDEN:
+        with distributed.main_first():
+            stored = open_or_build_hidden(teacher, data, cache_dir=ctx.cache_dir,
+                                          group=decoder_group(job.teacher, settings), precision=ctx.precision,
+                                          device=ctx.device)
+        store_info = {"mode": "store", "teacher_logits": HIDDEN, **stored.describe(),
+                      "bytes_per_trained_token": round(stored.bytes_per_trained_token(data.train.targets()), 1)}
+    elif settings.teacher_top_k is not None:
         with distributed.main_first():
             stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
                                         group=decoder_group(job.teacher, settings), precision=ctx.precision,
