@@ -149,9 +149,10 @@ def shared_ids(settings: CausalLMSettings, job: Any) -> int:
                           "has the teacher's (student.tokenizer null or the same tokens): leave procedure.vocab=full")
     n = shared_prefix(*pair)
     if settings.stores_teacher():
-        raise ConfigError(f"procedure.vocab=shared_prefix compares the ids 0..{n - 1} both vocabularies have, but "
-                          f"procedure.teacher_logits={settings.logits_mode()} reads a store of the teacher's outputs "
-                          "over all of its own: leave procedure.teacher_top_k null and teacher_logits=full")
+        what = ("procedure.teacher_top_k stores the teacher's top ids over all of its own: leave it null"
+                if settings.teacher_top_k is not None else "procedure.teacher_logits=hidden makes the teacher's "
+                "logits over all of its own ids: leave it full")
+        raise ConfigError(f"procedure.vocab=shared_prefix compares the ids 0..{n - 1} both vocabularies have, but {what}")
     if settings.generates():
         raise ConfigError("procedure.vocab=shared_prefix: the generated responses of procedure.on_policy / seq_kd "
                           "may hold ids the other side does not have: leave procedure.vocab=full")
