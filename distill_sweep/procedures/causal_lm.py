@@ -116,10 +116,10 @@ def generation_evaluator(job: Any, data: CausalData, tokenizer: Any,
                          sink: Callable[[dict[str, np.ndarray]], None] | None = None) -> Callable[..., dict[str, float]]:
     """The dev metrics of `data` (in `tokenizer`'s ids); instruction data adds the greedy responses' exact match and
     ROUGE-L F1 against the references (teachers/decoder.py). With procedure.vocab=shared_prefix they read the shared
-    ids only (`metric_ids`)."""
+    ids only (`metric_ids`). The logits are made procedure.logit_chunk predicting rows at a time, as the loss's."""
     instructions = job.procedure_settings.data == "instructions"
     return lm_evaluator(data, sink, tokenizer if instructions else None, job.settings.run.eval_batch_size,
-                        metric_ids(job))
+                        metric_ids(job), job.procedure_settings.logit_chunk)
 
 
 def metric_ids(job: Any) -> int | None:
