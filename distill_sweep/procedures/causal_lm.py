@@ -303,6 +303,6 @@ def run(ctx: RunContext) -> None:
         record.student_dir = str(out)
     if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
         batch = job.settings.run.eval_batch_size
-        record.lm_eval = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)
+        record.lm_eval = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch, chunk)
         record.lm_eval["teacher"] = teacher_stage(teacher, ctx.tokenizer, settings.lm_eval, teacher_info,
-                                                  ctx.cache_dir, record.lm_eval["docs"], batch)
+                                                  ctx.cache_dir, record.lm_eval["docs"], batch, chunk)
