@@ -16,7 +16,9 @@ terms fkl / rkl / gjsd (objectives/causal.py) and hidden-state terms on the mapp
 (families.py says why). With `teacher_top_k: k` k entries per target position (the teacher's k most likely
 tokens, or k draws from it: `teacher_logits`) come from the teacher-output store in its top_k or sampled mode
 (teachers/output_store.py: ids + log-probabilities, checksummed and row-checked, built once per teacher and data, by
-the sweeper's build job when several jobs read it) and the teacher does not run during training.
+the sweeper's build job when several jobs read it) and the teacher does not run during training; with
+`teacher_logits: hidden` the store holds its last hidden states instead (teachers/hidden_store.py) and its LM head
+makes the whole distribution from them in the loss's chunks.
 
 Dev metrics: next-token accuracy on the held-out targets (`token_accuracy`, the primary metric: it picks the
 best epoch, higher is better), `perplexity` (exp of the mean target NLL) and, for classification-style
