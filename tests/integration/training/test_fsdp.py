@@ -149,6 +149,18 @@ def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: 
     _same_within(_record(causal_one / "one"), _record(tmp_path / "shard"))
 
 
+def test_a_hidden_store_job_on_two_ranks_gives_the_live_teachers_one_process_record(tmp_path: Path,
+                                                                                     causal_one: Path) -> None:
+    """procedure.teacher_logits=hidden on 2 ranks, the teacher sharded: each rank's rows read from the store (rank 0
+    builds it, the other waits), the teacher's head gathered for the chunks: the live teacher's one-process record."""
+    two = _torchrun([*CAUSAL, "procedure.teacher_logits=hidden", "fsdp.teacher=shard",
+                     f"cache_dir={causal_one / 'cache'}", f"results_dir={tmp_path / 'hidden'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    record = _record(tmp_path / "hidden")
+    assert record["teacher_outputs"]["store_mode"] == "hidden" and record["causal_lm"]["ranks"] == 2
+    _same_within(_record(causal_one / "one"), record)
+
+
 # TinyBERT: Att-MSE reads the q/k/v projections inside the blocks, Hid-Seq projects the student's states through one
 # learned W_h (an FSDP unit of its own: applied by calling it), the teacher runs live as deep as the terms read, two
 # stages each with its own optimizer
