@@ -34,6 +34,7 @@ from distill_sweep.data.decoder_settings import CHOICE, InstructionSettings
 from distill_sweep.data.decoder_settings import PRIMARY as TOKEN_ACCURACY
 from distill_sweep.data.instruction_files import check_file as check_instruction_file
 from distill_sweep.errors import ConfigError
+from distill_sweep.teachers.output_plan import HIDDEN_TAG as HIDDEN  # teacher_logits=hidden, its store's mode
 from distill_sweep.training.processes import requested_size
 
 from .base import Procedure, ProcedureSettings, declare
@@ -44,7 +45,6 @@ from .base import Procedure, ProcedureSettings, declare
 # emits; and nothing is lost below it: the Gumbel noise of a draw spans under 50, so at 1e-6 any logit gap over
 # 5e-5 already decides the draw, as greedy decoding would.
 MIN_TEMPERATURE = 1e-6
-HIDDEN = "hidden"  # procedure.teacher_logits: the teacher's last hidden states stored, its head applied in training
 
 
 @dataclass

@@ -17,7 +17,9 @@ from distill_sweep.records.record import part_id
 from distill_sweep.teachers.cache import TeacherSpec
 
 META = "meta.json"  # a finished store's description, written last
-HIDDEN_TAG = "hidden"  # a decoder teacher's hidden store (teacher_logits=hidden): its store mode and its directory tag
+# procedure.teacher_logits=hidden: its value, the store mode it reads (the decoder teacher's last hidden states) and
+# that store's tag in its directory name
+HIDDEN_TAG = "hidden"
 GENERATION_BATCH = 32  # prompts per generate call while the teacher's generations (seq_kd) are made
 
 
