@@ -6,6 +6,10 @@ The step is causal_lm's own loss (procedures.causal_lm_loss.distill_loss: fkl at
 live) on a random Llama teacher and its truncated student (few layers, a narrow width: the logits dominate, as they
 do for real decoders at long sequences), forward and backward, one sequence per batch, every position a target.
 
+The last table measures the job's other phase the same way: the dev evaluation (teachers/decoder.py `lm_evaluator`,
+token accuracy and perplexity) of the student on one sequence, its logits whole or in the same chunks. A job's peak
+is the larger of its step's and its evaluation's.
+
 How the peak is measured (CPU): each point runs in a fresh process, which takes one step to warm up, then resets
 the kernel's resident-set high-water mark (`/proc/self/clear_refs`) and takes the measured step; its peak is the
 high-water mark (`VmHWM`) less the resident set at the reset (`VmRSS`): what the step added over the models, the
@@ -41,8 +45,9 @@ def _status(key: str) -> int:
     raise RuntimeError(f"no {key} in /proc/self/status")
 
 
-def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str) -> dict[str, Any]:
-    """One step's peak (MB) above what was resident before it, and its seconds: run in its own process."""
+def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str, evaluate: bool = False) -> dict[str, Any]:
+    """One step's peak (MB) above what was resident before it, and its seconds, or with `evaluate` the dev
+    evaluation's of the student on the same sequence: run in its own process."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -74,37 +79,66 @@ def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str) -> dic
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
              "idx": torch.zeros(1, dtype=torch.long)}
 
-    def step() -> float:
-        start = time.perf_counter()
+    def step() -> None:
         loss, _ = loss_fn(batch)
         loss.backward()
         student.zero_grad(set_to_none=True)
+
+    if evaluate:  # the dev evaluation of the student on the same sequence (its metrics' logits, chunked or whole)
+        import numpy as np
+
+        from distill_sweep.data.decoder import CausalData, Sequences
+        from distill_sweep.teachers.decoder import lm_evaluator
+
+        split = Sequences(ids=ids.cpu().numpy(), lengths=np.array([seq]), first_target=np.array([1]),
+                          choice=np.array([-1]))
+        data = CausalData("bench", split, split, 0, [], {"key": "bench"})
+        dev = {"validation": lambda: data.dev_batches(1)}
+        run = lm_evaluator(data, chunk=chunk)
+        return peak_of(lambda: run(student, dev, None, torch.device(device), "fp32"), device)
+    return peak_of(step, device)
+
+
+def peak_of(step: Any, device: str) -> dict[str, Any]:
+    """`step()` run once to warm up (lazy initialisation, thread pools), then measured: its peak (MB) above what was
+    resident before it (the module docstring says how), and its seconds."""
+    import torch
+
+    def timed() -> float:
+        start = time.perf_counter()
+        step()
         if device == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    step()  # warm-up: lazy initialisation, thread pools
+    timed()
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
-        seconds = step()
+        seconds = timed()
         peak = torch.cuda.max_memory_allocated() - before
     else:
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
         before = _status("VmRSS")
-        seconds = step()
+        seconds = timed()
         peak = _status("VmHWM") - before
     return {"peak_mb": peak / MB, "seconds": seconds}
 
 
-def measure(seq: int, vocab: int, chunk: int, hidden: int, device: str) -> dict[str, Any]:
+def measure(seq: int, vocab: int, chunk: int, hidden: int, device: str, evaluate: bool = False) -> dict[str, Any]:
     """one_point in a fresh process (its own high-water mark, malloc returning freed blocks)."""
-    code = ("import json, sys; from distill_sweep.bench.memory import one_point; "
-            f"print(json.dumps(one_point({seq}, {vocab}, {chunk}, {hidden}, {device!r})))")
+    return in_fresh_process("distill_sweep.bench.memory", f"one_point({seq}, {vocab}, {chunk}, {hidden}, {device!r}, "
+                            f"{evaluate})", f"seq={seq} vocab={vocab} chunk={chunk}")
+
+
+def in_fresh_process(module: str, call: str, what: str) -> dict[str, Any]:
+    """`module.call` (a point's function, returning a JSON-able dict) run in a fresh process, malloc told to return
+    freed blocks (the module docstring)."""
+    code = f"import json, sys; from {module} import *; print(json.dumps({call}))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, **MALLOC, "OMP_NUM_THREADS": "1"})
     if proc.returncode != 0:
-        raise SystemExit(f"the point seq={seq} vocab={vocab} chunk={chunk} failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"the point {what} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -113,13 +147,14 @@ def logits_mb(seq: int, vocab: int) -> float:
     return seq * vocab * 4 / MB
 
 
-def table(title: str, points: list[tuple[int, int]], chunk: int, hidden: int, device: str) -> None:
+def table(title: str, points: list[tuple[int, int]], chunk: int, hidden: int, device: str,
+          evaluate: bool = False) -> None:
     print(f"\n{title}\n")
     print("| sequence | vocabulary | one model's logits, MB | unchunked peak, MB | chunked peak, MB | unchunked s | "
           "chunked s |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for seq, vocab in points:
-        whole, chunked = (measure(seq, vocab, c, hidden, device) for c in (0, chunk))
+        whole, chunked = (measure(seq, vocab, c, hidden, device, evaluate) for c in (0, chunk))
         print(f"| {seq} | {vocab} | {logits_mb(seq, vocab):.0f} | {whole['peak_mb']:.0f} | {chunked['peak_mb']:.0f} | "
               f"{whole['seconds']:.2f} | {chunked['seconds']:.2f} |")
 
@@ -141,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"layer; 1 sequence), unchunked (procedure.logit_chunk=0) and chunked ({args.chunk} positions); peak: {how}.")
     table("Against the sequence length", [(s, args.vocab) for s in args.seqs], args.chunk, args.hidden, args.device)
     table("Against the vocabulary size", [(args.seq, v) for v in args.vocabs], args.chunk, args.hidden, args.device)
+    # the job's other phase: its dev evaluation (lm_evaluator, the same chunk), so a whole job's peak is the larger
+    table("The dev evaluation of the student, against the sequence length (peak of one evaluation)",
+          [(s, args.vocab) for s in args.seqs], args.chunk, args.hidden, args.device, evaluate=True)
     return 0
 
 

@@ -16,7 +16,9 @@ terms fkl / rkl / gjsd (objectives/causal.py) and hidden-state terms on the mapp
 (families.py says why). With `teacher_top_k: k` k entries per target position (the teacher's k most likely
 tokens, or k draws from it: `teacher_logits`) come from the teacher-output store in its top_k or sampled mode
 (teachers/output_store.py: ids + log-probabilities, checksummed and row-checked, built once per teacher and data, by
-the sweeper's build job when several jobs read it) and the teacher does not run during training.
+the sweeper's build job when several jobs read it) and the teacher does not run during training; with
+`teacher_logits: hidden` the store holds its last hidden states instead (teachers/hidden_store.py) and its LM head
+makes the whole distribution from them in the loss's chunks.
 
 Dev metrics: next-token accuracy on the held-out targets (`token_accuracy`, the primary metric: it picks the
 best epoch, higher is better), `perplexity` (exp of the mean target NLL) and, for classification-style
@@ -59,6 +61,7 @@ from distill_sweep.teachers.decoder import TeacherRecipe, lm_evaluator, trained_
 from distill_sweep.teachers.engine import check_engine
 from distill_sweep.teachers.finetuned import check_beats_baseline
 from distill_sweep.teachers.generations import open_or_build_generations
+from distill_sweep.teachers.hidden_store import HiddenOutputs, open_or_build_hidden
 from distill_sweep.teachers.output_plan import decoder_group
 from distill_sweep.teachers.sparse_store import TopKOutputs, open_or_build_topk
 from distill_sweep.training import distributed, fsdp
@@ -75,7 +78,7 @@ from .causal_lm_checks import (
     vocabulary_pair,
 )
 from .causal_lm_loss import distill_loss
-from .causal_lm_settings import CausalLMSettings
+from .causal_lm_settings import HIDDEN, CausalLMSettings
 from .common import train_student
 from .decoder_pack import join, once, shared_teacher
 from .lm_eval_stage import harness_tokenizer, run_stage, teacher_stage
@@ -115,10 +118,10 @@ def generation_evaluator(job: Any, data: CausalData, tokenizer: Any,
                          sink: Callable[[dict[str, np.ndarray]], None] | None = None) -> Callable[..., dict[str, float]]:
     """The dev metrics of `data` (in `tokenizer`'s ids); instruction data adds the greedy responses' exact match and
     ROUGE-L F1 against the references (teachers/decoder.py). With procedure.vocab=shared_prefix they read the shared
-    ids only (`metric_ids`)."""
+    ids only (`metric_ids`). The logits are made procedure.logit_chunk predicting rows at a time, as the loss's."""
     instructions = job.procedure_settings.data == "instructions"
     return lm_evaluator(data, sink, tokenizer if instructions else None, job.settings.run.eval_batch_size,
-                        metric_ids(job))
+                        metric_ids(job), job.procedure_settings.logit_chunk)
 
 
 def metric_ids(job: Any) -> int | None:
@@ -154,10 +157,11 @@ def student_init(ctx: RunContext, teacher: nn.Module, data: CausalData, settings
                              "score": "block influence: 1 - cos(layer input, layer output), mean over real tokens"}
 
 
-def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dict[str, Any], TopKOutputs | None]:
+def teacher_and_store(ctx: RunContext
+                      ) -> tuple[CausalData, PreTrainedModel, dict[str, Any], TopKOutputs | HiddenOutputs | None]:
     """The job's data, its frozen teacher (trained and cached first if built from its config) and, with
-    `procedure.teacher_top_k`, the teacher's top-k store (built first if no job built it); the record's
-    `teacher_outputs` says which."""
+    `procedure.teacher_top_k`, the teacher's top-k store, with `teacher_logits=hidden` its hidden store (either
+    built first if no job built it); the record's `teacher_outputs` says which."""
     job = ctx.job
     settings: CausalLMSettings = job.procedure_settings
     with distributed.main_first():  # one corpus cache, one teacher, one store: rank 0 builds, the others read
@@ -179,8 +183,15 @@ def teacher_and_store(ctx: RunContext) -> tuple[CausalData, PreTrainedModel, dic
                 max_seq_length=settings.max_seq_length, tokens=special_tokens(ctx.tokenizer), cache_dir=ctx.cache_dir,
                 group=decoder_group(job.teacher, settings), precision=ctx.precision, device=ctx.device,
                 engine=engine)
-    stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_top_k is null: the full logits, live"}
-    if settings.teacher_top_k is not None:
+    stored, store_info = None, {"mode": "live", "reason": "procedure.teacher_logits=full: the full logits, live"}
+    if settings.logits_mode() == HIDDEN:
+        with distributed.main_first():
+            stored = open_or_build_hidden(teacher, data, cache_dir=ctx.cache_dir,
+                                          group=decoder_group(job.teacher, settings), precision=ctx.precision,
+                                          device=ctx.device)
+        store_info = {"mode": "store", "teacher_logits": HIDDEN, **stored.describe(),
+                      "bytes_per_trained_token": round(stored.bytes_per_trained_token(data.train.targets()), 1)}
+    elif settings.teacher_top_k is not None:
         with distributed.main_first():
             stored = open_or_build_topk(teacher, data, settings.teacher_top_k, cache_dir=ctx.cache_dir,
                                         group=decoder_group(job.teacher, settings), precision=ctx.precision,
@@ -294,6 +305,6 @@ def run(ctx: RunContext) -> None:
         record.student_dir = str(out)
     if settings.lm_eval.tasks and world.main:  # the student after its last epoch, in memory
         batch = job.settings.run.eval_batch_size
-        record.lm_eval = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch)
+        record.lm_eval = run_stage(student, cctx.tokenizer, settings.lm_eval, job.out_dir, batch, chunk)
         record.lm_eval["teacher"] = teacher_stage(teacher, ctx.tokenizer, settings.lm_eval, teacher_info,
-                                                  ctx.cache_dir, record.lm_eval["docs"], batch)
+                                                  ctx.cache_dir, record.lm_eval["docs"], batch, chunk)

@@ -23,7 +23,7 @@ from distill_sweep.objectives import ANY_VOCAB_TERMS, NEXT_TOKEN_TERMS, TERMS
 from distill_sweep.objectives.causal import SAMPLED, TOP_K_FULL, TOP_K_TAIL
 from distill_sweep.teachers.engine import check_engine, check_head_size
 
-from .causal_lm_settings import CausalLMSettings
+from .causal_lm_settings import HIDDEN, CausalLMSettings
 from .lm_eval_stage import check_tasks
 
 STUDENTS = ("truncated", "fresh")  # the student types built for decoders
@@ -64,11 +64,15 @@ def check_job(settings: CausalLMSettings, job: Any) -> None:
     check_logit_stages(job.objective, terms)
     # teacher.engine=vllm: its environment is installed, and its build runs the teacher's attention
     check_head_size(check_engine(teacher.engine, teacher.engine_python), job.teacher_arch)
-    if settings.teacher_top_k is not None:
+    if settings.stores_teacher():
         live = [t for t in terms if t not in NEXT_TOKEN_TERMS]
         if live:
-            raise ConfigError(f"procedure.teacher_top_k stores the teacher's logits so that it need not run, but "
-                              f"term {live[0]} reads its hidden states: use it with fkl/rkl/gjsd terms only")
+            raise ConfigError(f"procedure.teacher_logits={settings.logits_mode()} stores the teacher's outputs so "
+                              f"that it need not run, but term {live[0]} reads its hidden states: use it with "
+                              "fkl/rkl/gjsd terms only")
+    if settings.logits_mode() == HIDDEN:
+        check_plain_head(job.teacher_arch)
+    if settings.teacher_top_k is not None:
         check_sparse_terms(settings.logits_mode(), job.objective.terms if job.objective is not None else {})
         # a teacher built from its config with the toy tokenizer gets the toy vocabulary (trained_teacher)
         toy = teacher.name_or_path is None and tokenizer_source(teacher) == "toy"
@@ -119,7 +123,7 @@ def check_vocabularies(settings: CausalLMSettings, job: Any, terms: list[str]) -
         return
     teacher, student = pair
     one_vocab = [t for t in terms if t not in ANY_VOCAB_TERMS]
-    if one_vocab or settings.teacher_top_k is not None:
+    if one_vocab or settings.stores_teacher():
         what = (f"term {one_vocab[0]} of objective={job.objective_name}" if one_vocab else
                 f"procedure.teacher_logits={settings.logits_mode()}")
         raise ConfigError(f"{what} needs one vocabulary for the teacher and the student, but the teacher's tokenizer "
@@ -144,9 +148,11 @@ def shared_ids(settings: CausalLMSettings, job: Any) -> int:
         raise ConfigError("procedure.vocab=shared_prefix distils over the ids two vocabularies share, but the student "
                           "has the teacher's (student.tokenizer null or the same tokens): leave procedure.vocab=full")
     n = shared_prefix(*pair)
-    if settings.teacher_top_k is not None:
-        raise ConfigError(f"procedure.vocab=shared_prefix compares the ids 0..{n - 1} both vocabularies have, but "
-                          "procedure.teacher_top_k stores the teacher's top ids over all of its own: leave it null")
+    if settings.stores_teacher():
+        what = ("procedure.teacher_top_k stores the teacher's top ids over all of its own: leave it null"
+                if settings.teacher_top_k is not None else "procedure.teacher_logits=hidden makes the teacher's "
+                "logits over all of its own ids: leave it full")
+        raise ConfigError(f"procedure.vocab=shared_prefix compares the ids 0..{n - 1} both vocabularies have, but {what}")
     if settings.generates():
         raise ConfigError("procedure.vocab=shared_prefix: the generated responses of procedure.on_policy / seq_kd "
                           "may hold ids the other side does not have: leave procedure.vocab=full")
@@ -162,6 +168,22 @@ def check_shared_data(data: CausalData, n: int, tokenizer: Any) -> None:
             raise ConfigError(f"procedure.vocab=shared_prefix: the student has ids 0..{n - 1} but {data.name} holds "
                               f"id {int(beyond[0])} ({tokenizer.convert_ids_to_tokens(int(beyond[0]))!r}), which only "
                               "the teacher's vocabulary has; use objective=uld")
+
+
+# config attributes by which some families scale or cap their logits after the LM head (Gemma 2's soft-capping,
+# Cohere's logit_scale, Granite's logits_scaling): a head applied from stored hidden states would miss them
+HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+
+
+def check_plain_head(config: Any) -> None:
+    """procedure.teacher_logits=hidden makes the teacher's logits as `lm_head(last hidden state)` (models/lm_head.py):
+    refused in one line for a teacher whose config scales or caps its logits after the head."""
+    extras = {a: getattr(config, a) for a in HEAD_EXTRAS if getattr(config, a, None) not in (None, 1, 1.0)}
+    if extras:
+        name, value = next(iter(extras.items()))
+        raise ConfigError(f"procedure.teacher_logits=hidden applies the teacher's LM head to its stored hidden "
+                          f"states, and this teacher's config also has {name}={value} after its head, which that "
+                          "does not apply: use teacher_logits=full (live)")
 
 
 def check_sparse_terms(mode: str, terms: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ from distill_sweep.data.decoder_settings import CHOICE, InstructionSettings
 from distill_sweep.data.decoder_settings import PRIMARY as TOKEN_ACCURACY
 from distill_sweep.data.instruction_files import check_file as check_instruction_file
 from distill_sweep.errors import ConfigError
+from distill_sweep.teachers.output_plan import HIDDEN_TAG as HIDDEN  # teacher_logits=hidden, its store's mode
 from distill_sweep.training.processes import requested_size
 
 from .base import Procedure, ProcedureSettings, declare
@@ -142,8 +143,10 @@ class CausalLMSettings(ProcedureSettings):
     # k, the teacher renormalised over them, the student's full softmax: its mass off the k is pushed down, as
     # DistillKit's top-k; fkl terms); top_k_tail (those k plus the rest of the mass as one more class; T = 1);
     # sampled (k tokens drawn from its distribution, stored: forward KL unbiased in expectation; fkl terms at
-    # T = 1). null: top_k when teacher_top_k is set, else full
-    teacher_logits: Literal["full", "top_k", "top_k_full", "top_k_tail", "sampled"] | None = field(
+    # T = 1); hidden (its last hidden states, after its final norm, stored in the run's compute dtype; its LM head
+    # applied at train time in the student's chunks: the exact full distribution, every term and T; no teacher_top_k).
+    # null: top_k when teacher_top_k is set, else full
+    teacher_logits: Literal["full", "top_k", "top_k_full", "top_k_tail", "sampled", "hidden"] | None = field(
         default=None, metadata=IDENTITY | UNHASHED_AT_DEFAULT)
     # k: the tokens stored per position for a sparse teacher_logits (null: the full logits)
     teacher_top_k: int | None = field(default=None, metadata=IDENTITY | {"ge": 1})
@@ -180,7 +183,10 @@ class CausalLMSettings(ProcedureSettings):
         if mode == "full" and self.teacher_top_k is not None:
             raise ConfigError(f"{where}.teacher_logits=full reads all the teacher's logits live: leave "
                               f"{where}.teacher_top_k null, or choose top_k, top_k_full, top_k_tail or sampled")
-        if mode != "full" and self.teacher_top_k is None:
+        if mode == HIDDEN and self.teacher_top_k is not None:
+            raise ConfigError(f"{where}.teacher_logits=hidden stores the teacher's whole last hidden state per "
+                              f"position (every token's logit made from it): leave {where}.teacher_top_k null")
+        if mode not in ("full", HIDDEN) and self.teacher_top_k is None:
             raise ConfigError(f"{where}.teacher_logits={mode} stores k tokens per position: set {where}.teacher_top_k")
         if mode == "top_k" and self.teacher_top_k == 1:
             # both sides renormalised over one id are both 1 there: every divergence and gradient is exactly 0
@@ -203,10 +209,11 @@ class CausalLMSettings(ProcedureSettings):
         if self.data != "instructions":
             raise ConfigError(f"{what} generates responses to prompts: it needs {where}.data=instructions (a "
                               "corpus has no prompts)")
-        if self.on_policy > 0 and self.teacher_top_k is not None:
+        if self.on_policy > 0 and self.stores_teacher():
             raise ConfigError(f"{what}: the teacher must score the student's sampled tokens, and the stored "
                               f"teacher_logits={self.logits_mode()} (built once over fixed sequences) cannot hold "
-                              f"them; leave {where}.teacher_top_k null (the teacher runs live)")
+                              f"them; leave {where}.teacher_top_k null and {where}.teacher_logits=full (the "
+                              "teacher runs live)")
         if self.generation.temperature < MIN_TEMPERATURE:
             raise ConfigError(f"{where}.generation.temperature={self.generation.temperature:g} is below "
                               f"{MIN_TEMPERATURE:g}: the logits divided by it overflow float32 (inf/NaN scores), and "
@@ -242,9 +249,15 @@ class CausalLMSettings(ProcedureSettings):
         """teacher_logits with null resolved: top_k when teacher_top_k is set, else full."""
         return self.teacher_logits or ("top_k" if self.teacher_top_k is not None else "full")
 
+    def stores_teacher(self) -> bool:
+        """Whether the job reads its teacher from a store (a sparse one or its hidden states), not live."""
+        return self.logits_mode() != "full"
+
     def store_mode(self) -> str:
-        """The sparse store the job reads (output_store's mode): top_k serves top_k, top_k_full and top_k_tail."""
-        return "sampled" if self.logits_mode() == "sampled" else "top_k"
+        """The store the job reads (output_store's mode): top_k serves top_k, top_k_full and top_k_tail; sampled;
+        hidden (the teacher's last hidden states)."""
+        mode = self.logits_mode()
+        return mode if mode in ("sampled", HIDDEN) else "top_k"
     prunes_layers = True  # init=prune: block importance on a calibration slice (students/prune.py)
     decoders = True  # its teacher is a decoder LM (families.py)
 

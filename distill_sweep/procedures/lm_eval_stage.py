@@ -42,6 +42,7 @@ from distill_sweep.records.lm_eval_results import SAMPLES, TaskSamples, write_sa
 
 from .causal_lm_settings import LM_EVAL_DRAWS as DRAWS
 from .causal_lm_settings import LMEvalSettings
+from .lm_eval_likelihoods import loglikelihoods
 
 WHERE = "procedure.lm_eval"
 SKIPPED = {"alias", "name", "sample_len", "samples"}  # the harness's per-task entries that are not scores
@@ -208,13 +209,23 @@ def _row_seeded_lm() -> type:
     from distill_sweep.models.generation import sampler
 
     class RowSeededLM(HFLM):  # type: ignore[misc,valid-type]
-        def __init__(self, *args: Any, sampling_seed: int | None = None, **kwargs: Any) -> None:
+        def __init__(self, *args: Any, sampling_seed: int | None = None, chunk: int = 0, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.sampling_seed = sampling_seed
+            self.chunk = chunk  # procedure.logit_chunk: the likelihoods' logits a chunk at a time (0: the harness's)
             self.seen: dict[tuple[int, ...], int] = {}  # prompt -> requests with it drawn so far
 
         def loglikelihood(self, requests: Any, disable_tqdm: bool = False) -> Any:
             return super().loglikelihood(requests, disable_tqdm=True)
+
+        def _loglikelihood_tokens(self, requests: Any, disable_tqdm: bool = False, override_bs: int | None = None
+                                  ) -> Any:
+            if self.chunk <= 0 or self.backend != "causal":
+                return super()._loglikelihood_tokens(requests, disable_tqdm=True, override_bs=override_bs)
+            size = override_bs or self.batch_size
+            return loglikelihoods(self.model, requests, max_length=self.max_length, chunk=self.chunk,
+                                  batch_size=int(size) if str(size).isdigit() else 1, device=self.device,
+                                  hook=lambda key, answer: self.cache_hook.add_partial("loglikelihood", key, answer))
 
         def generate_until(self, requests: Any, disable_tqdm: bool = False) -> Any:
             return super().generate_until(requests, disable_tqdm=True)
@@ -279,11 +290,12 @@ def quiet_harness() -> Iterator[None]:
 
 
 def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_size: int,
-             tasks: list[str] | None = None, seed: int | None = None) -> dict[str, Any]:
+             tasks: list[str] | None = None, seed: int | None = None, chunk: int = 0) -> dict[str, Any]:
     """lm_eval's `simple_evaluate` on `model` in memory, with per-example records (log_samples), on `tasks` (all of
     the settings' by default); `seed`: a sampling seed, from which each sampled request draws with a generator of
     its own (`row_seed`: the same responses at any batch size); it is also the harness's torch seed, its Python,
-    NumPy and few-shot seeds staying the harness's, so only the samples change with it."""
+    NumPy and few-shot seeds staying the harness's, so only the samples change with it. `chunk` > 0
+    (procedure.logit_chunk): the likelihood requests' logits a chunk of positions at a time (lm_eval_likelihoods.py)."""
     from lm_eval import simple_evaluate
 
     tok, bos = harness_tokenizer(tokenizer)
@@ -296,7 +308,7 @@ def evaluate(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_s
     try:
         with torch.random.fork_rng(devices=devices), quiet_harness():
             lm = _row_seeded_lm()(pretrained=model, tokenizer=tok, batch_size=batch_size, add_bos_token=bos,
-                                  sampling_seed=seed)
+                                  sampling_seed=seed, chunk=chunk)
             seeded = {} if seed is None else {"torch_random_seed": seed}
             out = simple_evaluate(model=lm, tasks=list(tasks or settings.tasks), task_manager=manager_for(settings),
                                   limit=settings.limit, num_fewshot=settings.num_fewshot, log_samples=True,
@@ -354,7 +366,7 @@ def generated(out: dict[str, Any], tasks: list[str]) -> list[str]:
     return [t for t in tasks if (out.get("configs") or {}).get(t, {}).get("output_type") == GENERATE]
 
 
-def scored(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_size: int
+def scored(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_size: int, chunk: int = 0
            ) -> tuple[dict[str, Any], dict[str, TaskSamples]]:
     """The block (scores, docs; `sampling` with seeds) and the per-example results of `model` on the settings' tasks.
 
@@ -364,13 +376,13 @@ def scored(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, batch_siz
     `sampling.scores` (task -> metric -> one value per seed) and its per-example values one row per seed."""
     tasks = list(settings.tasks)
     seeds = list(settings.sampling_seeds)
-    first = evaluate(model, tokenizer, settings, batch_size, seed=seeds[0] if seeds else None)
+    first = evaluate(model, tokenizer, settings, batch_size, seed=seeds[0] if seeds else None, chunk=chunk)
     block, samples = _block(first, tasks)
     if not seeds:
         return block, samples
     sampled = generated(first, tasks)
-    runs = [(block, samples)] + [_block(evaluate(model, tokenizer, settings, batch_size, tasks=sampled, seed=s), sampled)
-                                 for s in seeds[1:]]
+    runs = [(block, samples)] + [_block(evaluate(model, tokenizer, settings, batch_size, tasks=sampled, seed=s,
+                                                 chunk=chunk), sampled) for s in seeds[1:]]
     per_seed: dict[str, dict[str, list[float]]] = {}
     for task in sampled:
         rows = [got[task] for _, got in runs]
@@ -392,7 +404,7 @@ def stated(settings: LMEvalSettings) -> dict[str, Any]:
 
 
 def teacher_stage(teacher: nn.Module, tokenizer: Any, settings: LMEvalSettings, teacher_info: dict[str, Any],
-                  cache_dir: Path, docs: dict[str, Any], batch_size: int) -> dict[str, Any]:
+                  cache_dir: Path, docs: dict[str, Any], batch_size: int, chunk: int = 0) -> dict[str, Any]:
     """The teacher's scores on the same tasks: read from the cache (cache_dir/lm_eval, keyed by the teacher's path,
     which names a trained teacher's cache key, and the settings) when they were made on the student's documents
     (`docs`, the student block's), else evaluated and cached. A teacher without a path (random) is evaluated."""
@@ -405,16 +417,16 @@ def teacher_stage(teacher: nn.Module, tokenizer: Any, settings: LMEvalSettings, 
         cached = read_record(file)
         if cached is not None and cached.get("docs") == docs:
             return {**cached, "cache": "reused"}
-    block, _ = scored(teacher, tokenizer, settings, batch_size)
+    block, _ = scored(teacher, tokenizer, settings, batch_size, chunk)
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(file, block)
     return {**block, "cache": "built" if file is not None else "none"}
 
 
-def run_stage(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, out_dir: Path, batch_size: int
-              ) -> dict[str, Any]:
+def run_stage(model: nn.Module, tokenizer: Any, settings: LMEvalSettings, out_dir: Path, batch_size: int,
+              chunk: int = 0) -> dict[str, Any]:
     """Evaluate `model`, write the per-example file beside the record and return the record's `lm_eval` block."""
-    block, samples = scored(model, tokenizer, settings, batch_size)
+    block, samples = scored(model, tokenizer, settings, batch_size, chunk)
     write_samples(out_dir, samples)
     return {**block, "samples_file": SAMPLES, "harness": f"lm_eval {version('lm_eval')}", "settings": stated(settings)}

@@ -325,12 +325,12 @@ def _teacher_stages(ident: Any) -> list[tuple[int, str, float]]:
 
 
 def _decoder_teacher_passes(ident: Any) -> list[tuple[int, str, float]]:
-    """A decoder job's live teacher forwards (sequences; none with a top-k store, none when its steps are not known
+    """A decoder job's live teacher forwards (sequences; none with a store, top-k or hidden, none when its steps are not known
     before its data is read): on the data's batches, which a pack's members share, and (expected: on_policy x
     steps) on its own student's samples, which it alone reads."""
     settings = ident.procedure_settings
     steps = _planned_steps(ident)
-    if settings.teacher_top_k is not None or steps is None:
+    if settings.stores_teacher() or steps is None:
         return []
     passes = steps * settings.sequences_per_step()
     share = settings.on_policy

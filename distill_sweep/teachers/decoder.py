@@ -39,10 +39,11 @@ from distill_sweep.data.fingerprints import tokenizer_hash
 from distill_sweep.data.generation_metrics import generation_scores
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.generation import FirstIds, generate_responses
+from distill_sweep.models.lm_head import forward_without_head
 from distill_sweep.models.loading import inference_dtype, model_error_message, model_source, teacher_config
 from distill_sweep.records.disk import writing
 from distill_sweep.teachers.cache import cached_build
-from distill_sweep.training import distributed
+from distill_sweep.training import distributed, fsdp
 from distill_sweep.training.checkpoint_files import CHECKPOINT
 from distill_sweep.training.loop import autocast, model_inputs, seed_everything, to_device
 from distill_sweep.training.stages import Stage, StageDriver
@@ -167,7 +168,7 @@ def _train(teacher: TeacherSettings, data: CausalData, vocab_size: int, recipe: 
 
 # ------------------------------------------------------------------------------------------------ metrics
 def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None] | None = None,
-                 tokenizer: Any | None = None, batch_size: int = 64, ids: int | None = None
+                 tokenizer: Any | None = None, batch_size: int = 64, ids: int | None = None, chunk: int = 0
                  ) -> Callable[..., dict[str, float]]:
     """The stage driver's `evaluate_fn` over `data`'s dev slice: token accuracy (primary), perplexity (exp of the
     mean target NLL), and the next-token choice accuracy for classification-style data. With `sink`, each
@@ -176,7 +177,9 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
     `data` is in; instruction data), also the greedy responses to the dev prompts scored against the references:
     exact match and ROUGE-L F1 (`greedy_responses` in batches of `batch_size`, data/generation_metrics.py).
     With `ids` = n (procedure.vocab=shared_prefix), everything reads ids 0..n-1 only: the log-softmax is
-    renormalised over them, the argmax and the greedy responses are taken among them."""
+    renormalised over them, the argmax and the greedy responses are taken among them. With `chunk` > 0
+    (procedure.logit_chunk) the logits are made `chunk` predicting rows at a time from the last hidden states and
+    the LM head (`_scored`), so a batch's full-vocabulary logits never exist at once: the same numbers."""
 
     @torch.no_grad()
     def evaluate(model: nn.Module, dev_loaders: dict[str, Callable[[], Iterator[dict[str, Tensor]]]],
@@ -190,33 +193,30 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
             for batches in dev_loaders.values():
                 for batch in batches():
                     batch = to_device(batch, device)
-                    with autocast(device, precision):
-                        logits = model(**model_inputs(batch)).logits.float()
-                    if ids is not None:  # the ids the metrics read (the student's others were never trained)
-                        logits = logits[..., :ids]
                     labels = batch["labels"]
                     where = labels != IGNORE
-                    rows, gold = logits[where], labels[where]
-                    nll += float(F.cross_entropy(rows, gold, reduction="sum"))
-                    correct += int((rows.argmax(-1) == gold).sum())
+                    gold = labels[where]
+                    idx = batch["idx"].cpu().numpy()
+                    right = data.dev.choice[idx] if choice_ids is not None else np.zeros(0, np.int64)
+                    keep = np.nonzero(right >= 0)[0]
+                    at = (torch.as_tensor(keep, device=device),
+                          torch.as_tensor(data.dev.first_target[idx][keep] - 1, device=device))
+                    row_nll, total, row_right, scores = _scored(model, batch, where, gold, at, chunk, ids, device,
+                                                                precision)
+                    nll += float(total)
+                    correct += int(row_right.sum())
                     count += int(gold.numel())
                     if sink is not None:  # the same sums per sequence (float64: they add up to the totals)
-                        seq, idx = where.nonzero()[:, 0], batch["idx"].cpu().numpy()
+                        seq = where.nonzero()[:, 0]
                         n = torch.zeros(len(labels), dtype=torch.float64, device=device)
-                        n.index_add_(0, seq, F.cross_entropy(rows, gold, reduction="none").double())
+                        n.index_add_(0, seq, row_nll.double())
                         per_nll[idx] = n.cpu().numpy()
                         per_targets[idx] = where.sum(1).cpu().numpy()
                         per_correct[idx] = (torch.zeros(len(labels), dtype=torch.long, device=device)
-                                            .index_add_(0, seq, (rows.argmax(-1) == gold).long()).cpu().numpy())
-                    if choice_ids is not None:
-                        idx = batch["idx"].cpu().numpy()
-                        right = data.dev.choice[idx]
-                        keep = np.nonzero(right >= 0)[0]
-                        if len(keep):
-                            pos = torch.as_tensor(data.dev.first_target[idx][keep] - 1, device=device)
-                            scores = logits[torch.as_tensor(keep, device=device), pos][:, choice_ids]
-                            chosen += int((scores.argmax(-1).cpu().numpy() == right[keep]).sum())
-                            choices += len(keep)
+                                            .index_add_(0, seq, row_right.long()).cpu().numpy())
+                    if choice_ids is not None and len(keep):
+                        chosen += int((scores[:, choice_ids].argmax(-1).cpu().numpy() == right[keep]).sum())
+                        choices += len(keep)
         finally:
             model.train(was_training)
         out = {PRIMARY: correct / max(1, count), "perplexity": math.exp(min(nll / max(1, count), 50.0)),
@@ -231,6 +231,39 @@ def lm_evaluator(data: CausalData, sink: Callable[[dict[str, np.ndarray]], None]
         return out
 
     return evaluate
+
+
+def _scored(model: nn.Module, batch: dict[str, Tensor], where: Tensor, gold: Tensor, at: tuple[Tensor, Tensor],
+            chunk: int, ids: int | None, device: torch.device, precision: str
+            ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The dev batch's predicting rows (`where`, targets `gold`): each row's target NLL (float32), their sum, whether its
+    argmax is the target, and the float32 logits at the positions `at` (rows, positions: the choice rows). Whole
+    logits (`chunk` 0) or `chunk` rows at a time from the hidden states (models/lm_head.py; a sharded model's head
+    gathered for them, training/fsdp.py)."""
+    if chunk <= 0:
+        with autocast(device, precision):
+            logits = model(**model_inputs(batch)).logits.float()
+        if ids is not None:  # the ids the metrics read (the student's others were never trained)
+            logits = logits[..., :ids]
+        rows = logits[where]
+        return (F.cross_entropy(rows, gold, reduction="none"), F.cross_entropy(rows, gold, reduction="sum"),
+                rows.argmax(-1) == gold, logits[at])
+    with autocast(device, precision):
+        head = forward_without_head(model, batch, hidden=False, chunk=chunk).head
+    assert head is not None
+    if ids is not None:
+        head = head.first_ids(ids)
+    hidden = head.hidden[where]
+    nll, right = torch.empty(len(gold), device=device), torch.empty(len(gold), dtype=torch.bool, device=device)
+    with fsdp.gathered(model):
+        for start in range(0, len(gold), chunk):
+            sl = slice(start, start + chunk)
+            logits = head.rows(hidden[sl]).float()
+            nll[sl] = F.cross_entropy(logits, gold[sl], reduction="none")
+            right[sl] = logits.argmax(-1) == gold[sl]
+            del logits  # before the next chunk's are made
+        scores = head.rows(head.hidden[at]).float()
+    return nll, nll.sum(), right, scores
 
 
 @torch.no_grad()

@@ -17,6 +17,9 @@ from distill_sweep.records.record import part_id
 from distill_sweep.teachers.cache import TeacherSpec
 
 META = "meta.json"  # a finished store's description, written last
+# procedure.teacher_logits=hidden: its value, the store mode it reads (the decoder teacher's last hidden states) and
+# that store's tag in its directory name
+HIDDEN_TAG = "hidden"
 GENERATION_BATCH = 32  # prompts per generate call while the teacher's generations (seq_kd) are made
 
 
@@ -102,9 +105,12 @@ class StoreRequest:
 
 def store_request(ident: Any) -> StoreRequest | None:
     """The store the job `ident` (a job identity) reads, or None when it reads none: an encoder job's logits
-    where `plan` says so; a decoder job's sparse store (top-k or sampled) when `procedure.teacher_top_k` is set."""
+    where `plan` says so; a decoder job's sparse store (top-k or sampled) when `procedure.teacher_top_k` is set, its hidden store with
+    `procedure.teacher_logits=hidden`."""
     settings = ident.procedure_settings
     if getattr(settings, "decoders", False):
+        if settings.store_mode() == HIDDEN_TAG:
+            return StoreRequest(ident.task, decoder_group(ident.teacher, settings), HIDDEN_TAG)
         k = getattr(settings, "teacher_top_k", None)
         if k is None:
             return None

@@ -18,7 +18,8 @@ that teacher over the training set at every epoch of every logit-reading stage. 
 
 A store has a mode, recorded with each array's dtype and shape in `meta.json`: `logits` (above), or one of a
 decoder LM's two sparse modes, `top_k` and `sampled` (k entries per position of every training sequence), which
-sparse_store.py builds and reads with this module's machinery (`_open`, `_in_partial`, `_finish`, `row_check`).
+sparse_store.py builds and reads with this module's machinery (`_open`, `_in_partial`, `_finish`, `row_check`), or
+`hidden` (the decoder's last hidden states at every position, hidden_store.py, the same machinery).
 
 It is only used where it is exact (`plan`): a frozen, eval-mode teacher on a fixed tokenised split. On-the-fly
 augmentation, dynamic masking or a teacher that trains would make stored outputs wrong; those procedures run

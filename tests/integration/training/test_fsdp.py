@@ -62,14 +62,15 @@ def _student(results: Path) -> dict[str, torch.Tensor]:
     return {k.removeprefix("student."): v for k, v in model.items() if k.startswith("student.")}
 
 
-def _spawned(worker: Any) -> dict:
-    """Two spawned gloo ranks running `worker(rank, port, out)`; what they put in the shared dict `out`."""
+def _spawned(worker: Any, **given: Any) -> dict:
+    """Two spawned gloo ranks running `worker(rank, port, out)`; what they put in the shared dict `out` (which starts
+    with `given`)."""
     import torch.multiprocessing as mp
 
     with mp.Manager() as manager:
-        out = manager.dict()
+        out = manager.dict(given)
         mp.spawn(worker, args=(_free_port(), out), nprocs=2)
-        return dict(out)
+        return {k: v for k, v in out.items() if k not in given}
 
 
 def _reference(root: Path, job: list[str]) -> Path:
@@ -146,6 +147,18 @@ def test_a_teacher_sharded_for_inference_gives_the_one_process_record(tmp_path: 
     assert sharded.returncode == 0, sharded.stderr[-3000:]
     assert "teacher sharded over 2 ranks" in sharded.stdout + sharded.stderr
     _same_within(_record(causal_one / "one"), _record(tmp_path / "shard"))
+
+
+def test_a_hidden_store_job_on_two_ranks_gives_the_live_teachers_one_process_record(tmp_path: Path,
+                                                                                     causal_one: Path) -> None:
+    """procedure.teacher_logits=hidden on 2 ranks, the teacher sharded: each rank's rows read from the store (rank 0
+    builds it, the other waits), the teacher's head gathered for the chunks: the live teacher's one-process record."""
+    two = _torchrun([*CAUSAL, "procedure.teacher_logits=hidden", "fsdp.teacher=shard",
+                     f"cache_dir={causal_one / 'cache'}", f"results_dir={tmp_path / 'hidden'}"], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    record = _record(tmp_path / "hidden")
+    assert record["teacher_outputs"]["store_mode"] == "hidden" and record["causal_lm"]["ranks"] == 2
+    _same_within(_record(causal_one / "one"), record)
 
 
 # TinyBERT: Att-MSE reads the q/k/v projections inside the blocks, Hid-Seq projects the student's states through one
@@ -449,18 +462,51 @@ def _chunk_worker(rank: int, port: int, out: dict) -> None:
                 out[(tied, chunk, rank)] = (float(value.detach()), parts, [p.grad.full_tensor() for p in params])
                 for p in params:
                     p.grad = None
+        if "hidden_cache" in out:  # the teacher's hidden store (teacher_logits=hidden), built by the test
+            out[("hidden", rank)] = _hidden_step(Path(out["hidden_cache"]), world)
     finally:
         dist.destroy_process_group()
 
 
-def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process() -> None:
+def _hidden_step(cache: Path, world: Any) -> tuple[float, dict, list[torch.Tensor], bool]:
+    """A rank's causal_lm loss (fkl + 0.5 CE) over its row of the batch from the teacher's hidden store, the teacher
+    sharded, 3 rows at a time: the value, its parts, the student's gradients whole, whether it built the store."""
+    from distill_sweep.procedures.causal_lm_loss import distill_loss
+    from distill_sweep.teachers.hidden_store import open_or_build_hidden
+    from distill_sweep.training import fsdp
+
+    teacher, student, terms = _hidden_models()
+    cpu = torch.device("cpu")
+    store = open_or_build_hidden(teacher, _hidden_data(), cache_dir=cache, group="g", precision="fp32", device=cpu)
+    fsdp.shard_student(student, cpu, "fp32")
+    fsdp.shard_teacher(teacher, fsdp.SHARD, cpu, "fp32")  # its head gathered for the chunks (fsdp.gathered)
+    params = list(student.parameters())
+    step = fsdp.sharded_loss(distill_loss(student, teacher, terms, 0.5, store, "hidden", chunk=3), params, None)
+    value, parts = step(fsdp.rank_slice(_chunk_batch(), world))
+    value.backward()
+    return float(value.detach()), parts, [p.grad.full_tensor() for p in params], store.built
+
+
+def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process(tmp_path: Path) -> None:
     """The chunked losses apply the LM heads outside the models' forwards: the sharded student's root unit (its head)
     stays gathered to the backward, whose gradient FSDP then reduce-scatters with the root's; the sharded teacher's
     is gathered for the chunks. Value and every gradient equal whole logits' on 2 ranks, and one process's, with a
-    separate and a tied student head."""
+    separate and a tied student head; and with the teacher's logits made from its hidden store."""
     from distill_sweep.procedures.causal_lm_loss import distill_loss
+    from distill_sweep.teachers.hidden_store import open_or_build_hidden
 
-    result = _spawned(_chunk_worker)
+    teacher, student, terms = _hidden_models()  # the hidden store's check rides on the same two ranks
+    assert open_or_build_hidden(teacher, _hidden_data(), cache_dir=tmp_path, group="g", precision="fp32",
+                                device=torch.device("cpu")).built
+    value = distill_loss(student, teacher, terms, 0.5, None, chunk=0)(_chunk_batch())[0]
+    grads = torch.autograd.grad(value, list(student.parameters()))
+    result = _spawned(_chunk_worker, hidden_cache=str(tmp_path))
+    for rank in (0, 1):  # procedure.teacher_logits=hidden: each rank's rows from the store, the sharded teacher's
+        v, parts, g, built = result.pop(("hidden", rank))  # head gathered: the live teacher's in one process
+        assert not built and set(parts) == {"fkl", "ce"}
+        assert v == pytest.approx(float(value.detach()), rel=1e-5)
+        for a, b in zip(grads, g, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
     assert len(result) == 8  # (untied, tied) x (whole, chunked) x 2 ranks
     for tied in (False, True):
         teacher, student, terms = _chunk_models(tied)  # one process, whole logits: the reference
@@ -474,3 +520,28 @@ def test_chunked_losses_under_fsdp_equal_whole_logits_and_one_process() -> None:
             assert v == pytest.approx(float(value.detach()), rel=1e-5), (tied, chunk, rank)
             for a, b in zip(grads, g, strict=True):
                 torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+
+
+def _hidden_models() -> tuple[torch.nn.Module, torch.nn.Module, torch.nn.Module]:
+    """_chunk_models' teacher and untied student, with fkl alone (a hidden store serves the next-token terms)."""
+    from distill_sweep.objectives import parse_objective
+    from distill_sweep.objectives.core import build_objective
+
+    teacher, student, _ = _chunk_models(False)
+    terms = build_objective(parse_objective({"name": "x", "stages": ["intermediate"],
+                                             "terms": {"fkl": {"weight": 1.0, "temperature": 2.0}}}),
+                            student_config=student.config, teacher_config=teacher.config, layer_map=[(1, 2)],
+                            train_labels=None, num_labels=2)
+    return teacher, student, terms
+
+
+def _hidden_data() -> Any:
+    """_chunk_batch's two rows as training sequences (their row checks are the batch's)."""
+    import numpy as np
+
+    from distill_sweep.data.decoder import CausalData, Sequences
+
+    split = Sequences(ids=_chunk_batch()["input_ids"].numpy(), lengths=np.array([6, 6]), first_target=np.array([1, 1]),
+                      choice=np.array([-1, -1]))
+    return CausalData("fsdp_hidden", split, split, 0, [], {"key": "fsdp-hidden-rows"})
+

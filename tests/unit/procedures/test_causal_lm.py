@@ -173,6 +173,18 @@ def test_dev_metrics_equal_a_row_by_row_computation(shared_cache: Path):
     model = tiny_llama()
     model.resize_token_embeddings(len(tok))
     got = lm_evaluator(data)(model, {"validation": lambda: data.dev_batches(4)}, None, torch.device("cpu"), "fp32")
+    # procedure.logit_chunk: the same metrics and per-sequence sums made 5 predicting rows at a time (a batch has
+    # dozens), and over the first 40 ids only (procedure.vocab=shared_prefix)
+    for ids in (None, 40):
+        sums: list[dict] = []
+        whole = lm_evaluator(data, sums.append, ids=ids)(model, {"validation": lambda: data.dev_batches(4)}, None,
+                                                          torch.device("cpu"), "fp32")
+        chunked = lm_evaluator(data, sums.append, ids=ids, chunk=5)(
+            model, {"validation": lambda: data.dev_batches(4)}, None, torch.device("cpu"), "fp32")
+        assert chunked.keys() == whole.keys() and chunked == pytest.approx(whole, rel=1e-6)
+        np.testing.assert_allclose(sums[1]["nll"], sums[0]["nll"], rtol=1e-6)
+        assert all(np.array_equal(sums[1][k], sums[0][k]) for k in ("targets", "correct"))
+    assert whole["token_accuracy"] != got["token_accuracy"] or whole["nll"] != got["nll"]  # 40 ids: other numbers
     nll, right, count, chosen = 0.0, 0, 0, 0
     with torch.no_grad():
         for i in range(len(data.dev)):

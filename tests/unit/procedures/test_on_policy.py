@@ -42,6 +42,9 @@ INSTRUCT = [*BASE, "procedure.data=instructions", "procedure.teacher_steps=60", 
     (["procedure.on_policy=1", "procedure.teacher_top_k=4"],
      r"procedure.on_policy=1: the teacher must score the student's sampled tokens, and the stored "
      r"teacher_logits=top_k .* cannot hold them; leave procedure.teacher_top_k null"),
+    (["procedure.on_policy=0.5", "procedure.teacher_logits=hidden"],
+     r"procedure.on_policy=0.5: the teacher must score the student's sampled tokens, and the stored "
+     r"teacher_logits=hidden .* cannot hold them"),
     (["procedure.on_policy=0.5", "objective=uld", "student=fresh", "student.hidden_size=32",
       "student.num_attention_heads=2", "student.intermediate_size=64", "student.tokenizer=toy_pieces"],
      r"procedure.on_policy=0.5 trains on generated tokens, which exist in the generating model's vocabulary only"),

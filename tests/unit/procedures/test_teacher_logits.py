@@ -34,6 +34,8 @@ def test_earlier_jobs_keep_their_hash_and_naming_their_estimator_is_the_same_job
     assert hashed([same]) == digest
     if any("teacher_top_k" in o for o in overrides):  # another estimator is another job
         assert hashed(["procedure.teacher_logits=top_k_tail"]) != digest
+    else:  # the hidden store is another job than the live teacher's (the same numbers, another record)
+        assert hashed(["procedure.teacher_logits=hidden"]) != digest
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -52,6 +54,12 @@ def test_earlier_jobs_keep_their_hash_and_naming_their_estimator_is_the_same_job
     (["objective=fkl", "procedure.teacher_top_k=1"], r"procedure.teacher_logits=top_k with procedure.teacher_top_k=1 "
                                                      r"trains nothing .* or procedure.teacher_logits=top_k_full, "
                                                      r"top_k_tail or sampled"),
+    (["objective=fkl", "procedure.teacher_logits=hidden", "procedure.teacher_top_k=4"],
+     "teacher_logits=hidden stores the teacher's whole last hidden state per position .* leave "
+     "procedure.teacher_top_k null"),
+    (["objective=fkl_hid_seq", "procedure.teacher_logits=hidden"],
+     "teacher_logits=hidden stores the teacher's outputs so that it need not run, but term hid_seq reads its hidden "
+     "states"),
     (["objective=gjsd", "procedure.teacher_logits=top_k", "procedure.teacher_top_k=1"], r"teacher_top_k=1 trains "
                                                                                         r"nothing"),
 ])
@@ -60,3 +68,16 @@ def test_what_an_estimator_cannot_serve_is_refused_before_any_work(overrides, me
     with pytest.raises(ConfigError, match=message):
         prepare(cfg)
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+
+
+def test_a_teacher_whose_logits_are_scaled_or_capped_after_its_head_is_refused_for_a_hidden_store() -> None:
+    """The families here apply nothing after the head; a config that does (Gemma 2's soft-capping, Cohere's
+    logit_scale) would be read wrong from stored hidden states: refused in one line, a plain head passes."""
+    from types import SimpleNamespace
+
+    from distill_sweep.procedures.causal_lm_checks import check_plain_head
+
+    check_plain_head(SimpleNamespace(final_logit_softcapping=None, logit_scale=1.0))
+    for name, value in (("final_logit_softcapping", 30.0), ("logit_scale", 0.0625), ("logits_scaling", 8.0)):
+        with pytest.raises(ConfigError, match=f"also has {name}={value} after its head"):
+            check_plain_head(SimpleNamespace(**{name: value}))
