@@ -1,0 +1,147 @@
+"""What a job's training cost, measured: the record's `cost` block (records/blocks.py's `Cost`).
+
+- CPU-seconds: the process's CPU time (`time.process_time`: every thread of the process, torch's intra-op threads
+  included; DataLoader worker processes are not) over each training step, summed over the student's stages, over
+  the ranks of a job run in several processes, and over the attempts of a resumed job (the stage driver's position,
+  which its checkpoint holds). Evaluation, loading and set-up are not training and are left out.
+- GPU-seconds (a job on CUDA): the wall seconds of those steps. Each step ends by reading its loss back to the host
+  (loop.train_epoch), a synchronisation, so the time is the device's while the step ran: the time it was held,
+  not its utilisation.
+- FLOPs: `torch.utils.flop_counter.FlopCounterMode` over the first training step of each stage this process runs
+  (it counts the matrix products and attention of everything the step runs: the student's forward and backward,
+  and the teacher's forward where the job computes it; none where its outputs come from a teacher-output store),
+  times the stage's steps. With batches of varying length the first step stands for all of them. The counter only
+  watches the step's operations: it draws no random number and changes no state, so the trained numbers are those
+  of a job without it (tests/integration/training/test_cost_measured.py checks it bit for bit).
+
+A pack (training/pack.py) runs its members one step at a time in one process: each member's steps are its own
+CPU time, but the teacher's forward, shared, falls in the member that asked for it first. The pack's CPU-seconds
+(the sum over its members) are therefore split over the members in proportion to their own FLOPs
+(`split_by_flops`), each member counted as alone (a forward the pack served from another member's is credited
+to it, `SharedForward`), and the record says it holds a share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+# what the FLOPs of a record count, said in its cost block
+FLOPS_COUNTED = ("torch.utils.flop_counter.FlopCounterMode over the first training step of each stage (the "
+                 "student's forward and backward, the teacher's forward where the job runs it), times the stage's "
+                 "steps")
+CPU_MEASURED = "process CPU-seconds (every thread) of the training steps, over every attempt and rank"
+GPU_MEASURED = "wall seconds of the training steps on CUDA, each ended by reading its loss back (a synchronisation)"
+
+_active = threading.local()  # the counter of the step this thread is counting now (SharedForward credits it)
+
+
+class StepFlops:
+    """Counts the FLOPs of the first step of each stage: `step(stage)` is the context manager one training step
+    runs in (a FlopCounterMode the first time for that stage in this process, else nothing); `per_step` holds the
+    counts."""
+
+    def __init__(self, per_step: dict[str, float] | None = None) -> None:
+        self.per_step: dict[str, float] = dict(per_step or {})
+        self.credited = 0.0  # FLOPs of shared forwards another member ran for the step being counted
+
+    @contextlib.contextmanager
+    def step(self, stage: str) -> Iterator[None]:
+        if stage in self.per_step:
+            yield
+            return
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        self.credited = 0.0
+        _active.counter = (self, counter)
+        try:
+            with counter:
+                yield
+        finally:
+            _active.counter = None
+        self.per_step[stage] = float(counter.get_total_flops()) + self.credited
+
+
+def counting() -> Any:
+    """The FlopCounterMode counting this thread's step now, or None."""
+    active = getattr(_active, "counter", None)
+    return None if active is None else active[1]
+
+
+def credit(flops: float) -> None:
+    """Add to this thread's counted step the FLOPs of work another member ran for it (a shared teacher forward)."""
+    active = getattr(_active, "counter", None)
+    if active is not None:
+        active[0].credited += float(flops)
+
+
+def split_by_flops(total: float, flops: Sequence[float | None]) -> list[float | None]:
+    """`total` (a pack's CPU-seconds) split over its members in proportion to their FLOPs: shares that add up to
+    `total`. A member whose FLOPs are unknown gets None, and the known ones share `total` among themselves; where
+    no member has a positive count, equal shares."""
+    known = [i for i, f in enumerate(flops) if f is not None and f >= 0]
+    out: list[float | None] = [None] * len(flops)
+    if not known:
+        return out
+    weights = [float(flops[i] or 0.0) for i in known]
+    whole = sum(weights)
+    for i, weight in zip(known, weights, strict=True):
+        out[i] = total * (weight / whole if whole > 0 else 1.0 / len(known))
+    return out
+
+
+def cpu_now() -> float:
+    """This process's CPU time so far (every thread), the clock of the CPU-seconds."""
+    return time.process_time()
+
+
+def pack_shares(costs: Sequence[dict[str, Any] | None], pack: str) -> list[dict[str, Any] | None]:
+    """The members' cost blocks (as records hold them; None: a member without one) with the pack's CPU-seconds
+    split by FLOPs: each member's `cpu_seconds` becomes its share, its own measured steps kept as
+    `cpu_seconds_own`, and `share` says how."""
+    own = [c.get("cpu_seconds") if isinstance(c, dict) else None for c in costs]
+    total = sum(float(x) for x in own if isinstance(x, (int, float)))
+    shares = split_by_flops(total, [c.get("flops") if isinstance(c, dict) else None for c in costs])
+    out: list[dict[str, Any] | None] = []
+    for cost, mine, share in zip(costs, own, shares, strict=True):
+        if not isinstance(cost, dict) or share is None:
+            out.append(cost)
+            continue
+        out.append({**cost, "cpu_seconds": share, "cpu_seconds_own": mine,
+                    "share": {"pack": pack, "pack_cpu_seconds": total, "members": len(costs),
+                              "rule": "the pack's CPU-seconds split over its members by their FLOPs"}})
+    return out
+
+
+def share_pack_cost(record_paths: Sequence[Any], pack: str) -> None:
+    """The completed records of a pack's members that trained in it (`pack`: its id) rewritten with their shares
+    of its CPU-seconds (`pack_shares`). A member done before the pack ran (its record skipped, no share to take) or
+    that did not complete keeps its record as it is."""
+    from distill_sweep.records.blocks import Cost
+    from distill_sweep.records.record import RecordError, is_complete, load_json, load_record, write_record
+
+    members = []
+    for path in record_paths:
+        try:
+            data = load_json(path)
+            record = load_record(path) if is_complete(data) else None
+        except RecordError:
+            record = None
+        if record is not None and record.pack == pack and record.cost is not None and record.cost.share is None:
+            members.append((path, record))
+    if len(members) < 2:
+        return
+    costs = [dataclasses.asdict(record.cost) for _, record in members if record.cost is not None]
+    for (path, record), cost in zip(members, pack_shares(costs, pack), strict=True):
+        if cost is not None:
+            record.cost = Cost(**cost)
+            write_record(path, record)
+
+
+__all__ = ["CPU_MEASURED", "FLOPS_COUNTED", "GPU_MEASURED", "StepFlops", "counting", "cpu_now", "credit",
+           "pack_shares", "share_pack_cost", "split_by_flops"]
