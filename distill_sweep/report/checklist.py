@@ -26,6 +26,7 @@ from distill_sweep.errors import DiskWriteError
 from distill_sweep.records import files
 from distill_sweep.records.disk import problem
 from distill_sweep.records.record import RECORD
+from distill_sweep.report import budget_verdict
 from distill_sweep.report.svg import PALETTE, legend
 from distill_sweep.sweep.journal import read_storage, stored_at, stored_path
 from distill_sweep.sweep.tune import TUNING_DIR
@@ -188,6 +189,8 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
                                "unbiased": unbiased_expected_best(scores, c.n)} for c in expected_best_curve(scores)],
             "seeds": sorted(int(r["seed"]) for r in runs),
             "compute_hours": {"trials": charged_hours(trial_records, packs), "grid": charged_hours(runs, packs)},
+            # the trials' measured cost, in the unit the budget was counted in (report/budget_verdict.py)
+            "cost": budget_verdict.arm_cost(trial_records, str(chosen.get("budget_by") or "trials")),
         })
     return arms
 
@@ -229,6 +232,8 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
             f"- seeds: {', '.join(map(str, arm['seeds'])) or '(the grid has not run yet)'}",
             f"- compute: trials {_hours_text(hours['trials'])}; grid {_hours_text(hours['grid'])} (wall-clock hours "
             "of the records; a pack's time split over its members)",
+            f"- cost of the trials: {budget_verdict.cost_text(arm['cost'])}",
+            f"- verdict budget: {budget_verdict.verdict_budget_text(arm)}",
             f"- study: {arm['study']} in {arm['journal']}", "",
         ]
     return "\n".join([*lines, *_notes_markdown(notes)])
@@ -365,9 +370,10 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
                      f"{arm['metric']} {arm['score']:.4f}",
                      f"{hours['trials']['cpu'] + hours['trials']['gpu']:.3f} / "
                      f"{hours['grid']['cpu'] + hours['grid']['gpu']:.3f}",
+                     budget_verdict.cost_text(arm["cost"]),
                      ", ".join(map(str, arm["seeds"])) or "-"])
     doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score (best of N: optimistic)",
-               "wall-hours trials / grid", "seeds"],
+               "wall-hours trials / grid", "trials' measured cost", "seeds"],
               rows)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
@@ -383,6 +389,7 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
     files_out["expected_best.csv"] = pd.DataFrame(
         [{"task": a["task"], "objective": a["objective"], "init": a["init"], "study": a["study"], **point}
          for a in arms for point in a["expected_best"]])
+    budget_verdict.section(doc, files_out, arms)  # each pair's winner at every budget, and where it flips
 
 
 def main(argv: Sequence[str] | None = None) -> int:

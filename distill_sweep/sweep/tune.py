@@ -412,6 +412,7 @@ def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
               "score": best.value, "values": arm.best, "left_out": arm.left_out,
               "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
               "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
+              "budget_by": tune.budget_by, "budget": tune.budget,
               "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label}
     files.write_json_atomic(chosen_path(arm, results_dir), chosen)
 
