@@ -97,10 +97,10 @@ def verdict_text(points: Sequence[BudgetPoint], name_a: str, name_b: str, unit: 
             continue
         flips = crossovers(diffs, [p.budget for p in points])
         last = points[-1]
-        ahead = {1: name_a, -1: name_b, 0: "neither (a tie)"}[leader(diffs[-1])]
+        ahead = {1: f"{name_a} ahead", -1: f"{name_b} ahead", 0: "a tie"}[leader(diffs[-1])]
         where = (f"the winner flips at {', '.join(_budget(f, unit) for f in flips)}" if flips
                  else f"no crossover up to {_budget(last.budget, unit)}")
-        out[estimator] = f"{ahead} ahead at {_budget(last.budget, unit)}; {where}"
+        out[estimator] = f"{ahead} at {_budget(last.budget, unit)}; {where}"
     return out
 
 

@@ -93,6 +93,26 @@ def verdict_budget_text(arm: dict[str, Any]) -> str:
             "trials); at another budget the winner may differ: see the budget-vs-verdict table")
 
 
+def budget_words(arm: dict[str, Any]) -> str:
+    """`a budget of 8` (trials), or the budget in cost: `a budget of 1.2e+10 FLOPs` (tune.budget) or `a budget in
+    FLOPs of tune.trials=8 x the mean first-trial cost`."""
+    unit = (arm.get("cost") or {}).get("unit", "trials")
+    if unit == "trials":
+        return f"a budget of {arm['trials']}"
+    name = "FLOPs" if unit == "flops" else "seconds"
+    budget = arm.get("budget")
+    if _number(budget):
+        return f"a budget of {budget:.4g} {name}"
+    return f"a budget in {name} of tune.trials={arm['trials']} x the mean first-trial cost"
+
+
+def trials_cell(arm: dict[str, Any]) -> str:
+    """The report's trials cell: `3/8` (completed of the budget), or `5 (budget in flops)`."""
+    unit = (arm.get("cost") or {}).get("unit", "trials")
+    return f"{arm['completed_trials']}/{arm['trials']}" if unit == "trials" else \
+        f"{arm['completed_trials']} (budget in {unit})"
+
+
 def _label(arm: dict[str, Any]) -> str:
     return f"{arm['objective']} {arm['init']} ({arm['task']})"
 
@@ -225,4 +245,5 @@ def verdict_svg(points: Sequence[BudgetPoint], title: str, unit: str, width: int
     return "".join(out)
 
 
-__all__ = ["arm_cost", "comparisons", "cost_text", "pairs", "section", "verdict_budget_text", "verdict_svg"]
+__all__ = ["arm_cost", "budget_words", "comparisons", "cost_text", "pairs", "section", "trials_cell",
+           "verdict_budget_text", "verdict_svg"]

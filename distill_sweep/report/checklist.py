@@ -223,7 +223,7 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
         lines += [
             f"## {arm['task']} / {arm['objective']} / {arm['init']}", "",
             f"- search bounds: {_bounds(arm.get('space') or {})}{left}",
-            f"- trials: {arm['completed_trials']} completed of a budget of {arm['trials']} ({arm['sampler']} sampler, "
+            f"- trials: {arm['completed_trials']} completed of {budget_verdict.budget_words(arm)} ({arm['sampler']} sampler, "
             f"seed {arm['seed']})",
             f"- selection rule: the trial with the best {arm['metric']} on a holdout of {arm['holdout']} of the "
             "training split (the reported dev split is never used for tuning)",
@@ -364,7 +364,7 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
         hours = arm["compute_hours"]
         left = f" (not read: {', '.join(arm['left_out'])})" if arm.get("left_out") else ""
         rows.append([_label(arm), _bounds(arm.get("space") or {}) + left,
-                     f"{arm['completed_trials']}/{arm['trials']} {arm['sampler']}, seed {arm['seed']}",
+                     f"{budget_verdict.trials_cell(arm)} {arm['sampler']}, seed {arm['seed']}",
                      ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in arm["values"].items())
                      + f" (trial {arm['trial'] + 1})",
                      f"{arm['metric']} {arm['score']:.4f}",

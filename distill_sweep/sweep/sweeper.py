@@ -210,7 +210,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         results, check, returns = self._results_dir(), self._check(), []
         studies = {arm.digest: tune.open_study(arm, settings, results) for arm in arms}
         budget = tune_budget.Budget(settings, results)  # in trials, or in measured cost (tune.budget_by)
-        print(budget.line(list(studies.values())), flush=True)
+        said = ""
         while True:
             pending = [p for arm in arms for p in tune.next_trials(
                 arm, studies[arm.digest], budget.trials_for(studies[arm.digest], list(studies.values())),
@@ -225,6 +225,10 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                     print(f"distill_sweep: error in trial [{' '.join(p.overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)
             todo = [(p, i) for p, i in zip(pending, idents, strict=True) if find_completed(i) is None]
+            line = budget.line(list(studies.values())) if budget.by_cost else ""
+            if line != said:  # what the arms' equal cost is: before the first round, and once it is fixed
+                print(line, flush=True)
+                said = line
             print(tune.round_line(pending, studies, settings, len(pending) - len(todo)), flush=True)
             if todo:
                 more, initial_job_idx = self._launch_all([p.overrides for p, _ in todo], [i for _, i in todo],

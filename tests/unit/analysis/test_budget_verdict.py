@@ -70,6 +70,7 @@ def test_a_crossover_in_the_estimates() -> None:
     assert words["tang"] == "B ahead at n = 4; the winner flips at n = 2"
     steady = verdict_text(by_trials([0.9] * 3, [0.1, 0.2, 0.3]), "A", "B")
     assert steady["dodge"] == "A ahead at n = 3; no crossover up to n = 3"
+    assert verdict_text(by_trials([0.5, 0.5], [0.5, 0.5]), "A", "B")["tang"] == "a tie at n = 2; no crossover up to n = 2"
 
 
 def test_by_cost_each_arm_affords_cost_over_its_mean_trial_cost() -> None:

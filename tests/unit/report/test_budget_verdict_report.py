@@ -45,6 +45,7 @@ def test_each_arm_states_its_trials_cost_and_unit(tmp_path: Path) -> None:
     assert arms["att_kl"]["cost"] == {"unit": "flops", "records": 3, "without_cost": 0, "cpu_seconds": 6.0,
                                       "gpu_seconds": None, "flops": 9e9, "pack_shares": 0}
     text = checklist.checklist_markdown(list(arms.values()))
+    assert "- trials: 3 completed of a budget in FLOPs of tune.trials=3 x the mean first-trial cost" in text
     assert "- cost of the trials: 3 trial record(s): 3 CPU-seconds, 3e+09 FLOPs (budget by flops)" in text
     assert "- verdict budget: the grid's comparison is at the values chosen after 3 trial(s) costing 9e+09 FLOPs " \
            "(a budget in flops)" in text
@@ -58,7 +59,7 @@ def test_the_report_shows_the_verdict_at_every_budget_and_the_crossover(tmp_path
     doc, out = Doc(), {}
     checklist.tuning_section(doc, out, tmp_path)
     text = doc.render(markdown=False)
-    assert "== Budget vs verdict ==" in text and "trials' measured cost" in text
+    assert "== Budget vs verdict ==" in text and "trials' measured cost" in text and "3 (budget in flops)" in text
     a_is_steady = "A = vanilla_kd" in text  # (the arms come in the order of their studies' digests)
     lucky = "B" if a_is_steady else "A"
     assert f"Dodge et al.: {lucky} ahead at n = 3; the winner flips at n = 2" in text
