@@ -7,12 +7,14 @@
 - GPU-seconds (a job on CUDA): the wall seconds of those steps. Each step ends by reading its loss back to the host
   (loop.train_epoch), a synchronisation, so the time is the device's while the step ran: the time it was held,
   not its utilisation.
-- FLOPs: `torch.utils.flop_counter.FlopCounterMode` over the first training step of each stage this process runs
-  (it counts the matrix products and attention of everything the step runs: the student's forward and backward,
-  and the teacher's forward where the job computes it; none where its outputs come from a teacher-output store),
-  times the stage's steps. With batches of varying length the first step stands for all of them. The counter only
-  watches the step's operations: it draws no random number and changes no state, so the trained numbers are those
-  of a job without it (tests/integration/training/test_cost_measured.py checks it bit for bit).
+- FLOPs: `torch.utils.flop_counter`'s formulas (FlopCounterMode's registry) over the first training step of each
+  stage this process runs (the matrix products, convolutions and attention of everything the step runs: the
+  student's forward and backward, and the teacher's forward where the job computes it; none where its outputs come
+  from a teacher-output store), times the stage's steps. With batches of varying length the first step stands for
+  all of them. The counter only watches the step's operations, each run as it is (`_counter`: FlopCounterMode
+  itself would decompose some, and round differently): it draws no random number and changes no state, so the
+  trained numbers are those of a job without it (tests/integration/training/test_cost_measured.py checks it bit
+  for bit).
 
 A pack (training/pack.py) runs its members one step at a time in one process: each member's steps are its own
 CPU time, but the teacher's forward, shared, falls in the member that asked for it first. The pack's CPU-seconds
@@ -31,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 # what the FLOPs of a record count, said in its cost block
-FLOPS_COUNTED = ("torch.utils.flop_counter.FlopCounterMode over the first training step of each stage (the "
+FLOPS_COUNTED = ("torch.utils.flop_counter's formulas over the first training step of each stage (the "
                  "student's forward and backward, the teacher's forward where the job runs it), times the stage's "
                  "steps")
 CPU_MEASURED = "process CPU-seconds (every thread) of the training steps, over every attempt and rank"
@@ -42,7 +44,7 @@ _active = threading.local()  # the counter of the step this thread is counting n
 
 class StepFlops:
     """Counts the FLOPs of the first step of each stage: `step(stage)` is the context manager one training step
-    runs in (a FlopCounterMode the first time for that stage in this process, else nothing); `per_step` holds the
+    runs in (a FLOP counter the first time for that stage in this process, else nothing); `per_step` holds the
     counts."""
 
     def __init__(self, per_step: dict[str, float] | None = None) -> None:
@@ -54,9 +56,7 @@ class StepFlops:
         if stage in self.per_step:
             yield
             return
-        from torch.utils.flop_counter import FlopCounterMode
-
-        counter = FlopCounterMode(display=False)
+        counter = _counter()
         self.credited = 0.0
         _active.counter = (self, counter)
         try:
@@ -67,8 +67,35 @@ class StepFlops:
         self.per_step[stage] = float(counter.get_total_flops()) + self.credited
 
 
+def _counter() -> Any:
+    """A dispatch mode that counts FLOPs by torch.utils.flop_counter's formulas (FlopCounterMode's registry: matrix
+    products, convolutions, attention) and runs every operation exactly as it is. FlopCounterMode itself decomposes
+    an operation its registry lacks into smaller ones, which rounds a backward differently (a decoder's SiLU-gated
+    MLP), and its module tracker's backward hooks fail under torch.autograd.grad (a chunked decoder loss): either
+    would change or stop the training it measures."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class Counter(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.total = 0
+
+        def get_total_flops(self) -> int:
+            return self.total
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            formula = flop_registry.get(getattr(func, "_overloadpacket", None))
+            if formula is not None:
+                self.total += int(formula(*args, **(kwargs or {}), out_val=out))
+            return out
+
+    return Counter()
+
+
 def counting() -> Any:
-    """The FlopCounterMode counting this thread's step now, or None."""
+    """The counter of this thread's step now (its `get_total_flops()`), or None."""
     active = getattr(_active, "counter", None)
     return None if active is None else active[1]
 
