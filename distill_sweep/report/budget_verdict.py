@@ -42,7 +42,7 @@ def arm_cost(records: Sequence[dict[str, Any]], unit: str = "trials") -> dict[st
     cpu, gpu, flops, shares, counted = 0.0, None, None, 0, 0
     for record in records:
         cost = record.get("cost")
-        if not isinstance(cost, dict) or not _number(cost.get("cpu_seconds")):
+        if not isinstance(cost, dict) or not _number(cost.get("cpu_seconds")) or cost.get("cpu_seconds") < 0:
             continue
         counted += 1
         cpu += float(cost.get("cpu_seconds"))

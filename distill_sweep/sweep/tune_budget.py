@@ -36,9 +36,10 @@ def trial_cost(record: Record, unit: str) -> float | None:
     cost = record.cost
     if cost is None:
         return None
-    if unit == "flops":
-        return cost.flops
-    return cost.gpu_seconds if cost.gpu_seconds is not None else cost.cpu_seconds
+    value = cost.flops if unit == "flops" else cost.gpu_seconds if cost.gpu_seconds is not None else cost.cpu_seconds
+    # (a damaged record's word or negative number is no cost: counted as the reference, like a record without one)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return float(value) if ok else None
 
 
 def reference_budget(trials: int, first_costs: Sequence[float | None]) -> float | None:

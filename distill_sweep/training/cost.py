@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -111,7 +111,7 @@ def split_by_flops(total: float, flops: Sequence[float | None]) -> list[float | 
     """`total` (a pack's CPU-seconds) split over its members in proportion to their FLOPs: shares that add up to
     `total`. A member whose FLOPs are unknown gets None, and the known ones share `total` among themselves; where
     no member has a positive count, equal shares."""
-    known = [i for i, f in enumerate(flops) if f is not None and f >= 0]
+    known = [i for i, f in enumerate(flops) if _count(f)]
     out: list[float | None] = [None] * len(flops)
     if not known:
         return out
@@ -122,9 +122,9 @@ def split_by_flops(total: float, flops: Sequence[float | None]) -> list[float | 
     return out
 
 
-def cpu_now() -> float:
-    """This process's CPU time so far (every thread), the clock of the CPU-seconds."""
-    return time.process_time()
+def _count(value: Any) -> bool:
+    """A usable count: a finite number >= 0 (a damaged record's word is none)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def pack_shares(costs: Sequence[dict[str, Any] | None], pack: str) -> list[dict[str, Any] | None]:
@@ -132,7 +132,7 @@ def pack_shares(costs: Sequence[dict[str, Any] | None], pack: str) -> list[dict[
     split by FLOPs: each member's `cpu_seconds` becomes its share, its own measured steps kept as
     `cpu_seconds_own`, and `share` says how."""
     own = [c.get("cpu_seconds") if isinstance(c, dict) else None for c in costs]
-    total = sum(float(x) for x in own if isinstance(x, (int, float)))
+    total = sum(float(x) for x in own if _count(x))
     shares = split_by_flops(total, [c.get("flops") if isinstance(c, dict) else None for c in costs])
     out: list[dict[str, Any] | None] = []
     for cost, mine, share in zip(costs, own, shares, strict=True):
@@ -170,5 +170,5 @@ def share_pack_cost(record_paths: Sequence[Any], pack: str) -> None:
             write_record(path, record)
 
 
-__all__ = ["CPU_MEASURED", "FLOPS_COUNTED", "GPU_MEASURED", "StepFlops", "counting", "cpu_now", "credit",
+__all__ = ["CPU_MEASURED", "FLOPS_COUNTED", "GPU_MEASURED", "StepFlops", "counting", "credit",
            "pack_shares", "share_pack_cost", "split_by_flops"]

@@ -51,6 +51,14 @@ def test_each_arm_states_its_trials_cost_and_unit(tmp_path: Path) -> None:
            "(a budget in flops)" in text
 
 
+def test_a_damaged_cost_is_counted_as_none() -> None:
+    from distill_sweep.report.budget_verdict import arm_cost
+
+    cost = arm_cost([{"cost": "x"}, {"cost": {"cpu_seconds": "many"}}, {"cost": {"cpu_seconds": 2.0, "flops": "f"}}],
+                    "seconds")
+    assert (cost["records"], cost["without_cost"], cost["cpu_seconds"], cost["flops"]) == (1, 2, 2.0, None)
+
+
 def test_the_report_shows_the_verdict_at_every_budget_and_the_crossover(tmp_path: Path) -> None:
     from distill_sweep.report.html_page import render_html
     from distill_sweep.report.render import Doc

@@ -111,6 +111,17 @@ def test_until_every_arm_has_a_first_trial_only_first_trials_run(tmp_path: Path)
     assert "fixed once every arm's first trial has completed" in budget.line([done, fresh])
 
 
+def test_a_damaged_cost_counts_as_the_reference() -> None:
+    from distill_sweep.sweep.tune_budget import trial_cost
+
+    def record(cpu: object) -> Record:
+        return Record(task="toy", objective="vanilla_kd", seed=1, cost=Cost(cpu_seconds=cpu))  # type: ignore[arg-type]
+
+    assert trial_cost(record("many"), "seconds") is None and trial_cost(record(-1.0), "seconds") is None
+    assert trial_cost(record(2.5), "seconds") == 2.5 and trial_cost(record(2.5), "flops") is None
+    assert ArmSpend([1.0, None]).spent(reference=4.0) == 5.0
+
+
 def test_trials_budget_is_todays(tmp_path: Path) -> None:
     arm = _study_with_costs(tmp_path, "arm", [1.0, None, 1.0])
     budget = Budget(_tune(), tmp_path)

@@ -18,6 +18,12 @@ def test_an_unknown_member_gets_none_and_the_known_share_the_whole() -> None:
     assert shares[0] is None and shares[1:] == pytest.approx([2.0, 8.0])
 
 
+def test_a_damaged_count_is_unknown() -> None:
+    assert split_by_flops(6.0, ["many", float("nan"), 2.0])[2] == pytest.approx(6.0)
+    a, b = pack_shares([{"cpu_seconds": "x", "flops": 1.0}, {"cpu_seconds": 4.0, "flops": 1.0}], "p")
+    assert a is not None and b is not None and a["share"]["pack_cpu_seconds"] == pytest.approx(4.0)
+
+
 def test_no_positive_count_splits_equally_and_nothing_known_splits_nothing() -> None:
     assert split_by_flops(9.0, [0.0, 0.0, 0.0]) == pytest.approx([3.0, 3.0, 3.0])
     assert split_by_flops(9.0, [None, None]) == [None, None]
