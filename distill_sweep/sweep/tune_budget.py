@@ -6,8 +6,9 @@
   last trial's cost): any two arms' costs differ by less than one trial's cost (with `tune.parallel` = p trials a
   round, by less than p trials' cost). A trial's cost is its record's `cost` block (training/cost.py): `seconds`
   counts its GPU-seconds where it trained on CUDA, else its CPU-seconds (a pack member's: its share of the pack's);
-  `flops` its training FLOPs. A trial whose record holds no cost (written before costs were measured) counts as
-  the reference cost below.
+  `flops` its training FLOPs. A trial whose record holds no cost (written before costs were measured; or 0, a part
+  the FLOP counter does not see) counts as the reference cost below; where no trial of any arm has one, the budget
+  falls back to `tune.trials` trials per arm, and the sweep says so.
 - B is `tune.budget` where given; else `tune.trials` x the reference cost: the mean over the arms of each arm's
   first COMPLETE trial's cost (so that arms get `tune.trials` trials on average, the cheaper more, the dearer
   fewer). Until every arm has a COMPLETE trial (or has failed `tune.trials` of them) an arm without one runs its
@@ -37,8 +38,9 @@ def trial_cost(record: Record, unit: str) -> float | None:
     if cost is None:
         return None
     value = cost.flops if unit == "flops" else cost.gpu_seconds if cost.gpu_seconds is not None else cost.cpu_seconds
-    # (a damaged record's word or negative number is no cost: counted as the reference, like a record without one)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    # (a damaged record's word or negative number is no cost, and neither is 0: a part the counter does not see, such
+    # as an LSTM's FLOPs; each counts as the reference, like a record without a cost, so that no arm runs forever)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
     return float(value) if ok else None
 
 
@@ -130,9 +132,15 @@ class Budget:
             firsts.append(spend.costs[0])
         return reference_budget(self.tune.trials, firsts)
 
+    def unknowable(self, studies: Sequence[Any]) -> bool:
+        """Every arm has its first trial (or gave up) and still no B: no trial's record holds a cost in the unit
+        (records without costs, a part the counter does not see). The budget falls back to `tune.trials` trials."""
+        return self.by_cost and self.amount(studies) is None and all(
+            self.spend(s).costs or _failed(s) >= self.tune.trials for s in studies)
+
     def trials_for(self, study: Any, studies: Sequence[Any]) -> int:
         """The number of COMPLETE trials the arm of `study` may reach this round (tune.next_trials' budget)."""
-        if not self.by_cost:
+        if not self.by_cost or self.unknowable(studies):
             return self.tune.trials
         spend = self.spend(study)
         done = len(spend.costs)
@@ -146,7 +154,7 @@ class Budget:
         """Whether the arm spent its budget (and so has a choice to make): `tune.trials` COMPLETE trials, or its
         cost at or above B with at least one COMPLETE trial."""
         spend = self.spend(study)
-        if not self.by_cost:
+        if not self.by_cost or self.unknowable(studies):
             return len(spend.costs) >= self.tune.trials
         budget = self.amount(studies)
         return bool(spend.costs) and budget is not None and spend.spent(budget / self.tune.trials) >= budget
@@ -160,6 +168,10 @@ class Budget:
                 "arms' costs end within one trial's cost of each other")
         if self.tune.budget is not None:
             return f"distill_sweep: tuning budget: {self.tune.budget:.4g} {unit} per arm (tune.budget); {rule}"
+        if self.unknowable(studies):
+            return (f"distill_sweep: warning: no trial's record holds a cost in {unit} (records from before costs "
+                    f"were measured, or a part the FLOP counter does not see): the tuning budget falls back to "
+                    f"tune.trials={self.tune.trials} trials per arm")
         amount = self.amount(studies)
         fixed = (f"= {amount:.4g} {unit} per arm" if amount is not None
                  else "(fixed once every arm's first trial has completed)")

@@ -122,6 +122,23 @@ def test_a_damaged_cost_counts_as_the_reference() -> None:
     assert ArmSpend([1.0, None]).spent(reference=4.0) == 5.0
 
 
+def test_no_cost_known_falls_back_to_the_budget_in_trials(tmp_path: Path) -> None:
+    a = _study_with_costs(tmp_path, "a", [None, None])
+    b = _study_with_costs(tmp_path, "b", [None])
+    budget = Budget(_tune(budget_by="flops"), tmp_path)
+    assert budget.unknowable([a, b]) and budget.trials_for(b, [a, b]) == 3 and not budget.spent_for(a, [a, b])
+    assert "falls back to tune.trials=3 trials per arm" in budget.line([a, b])
+
+
+def test_a_zero_cost_arm_counts_the_reference_and_stops(tmp_path: Path) -> None:
+    """An arm whose trials count 0 FLOPs (a part the counter does not see) would never reach the budget."""
+    zero = _study_with_costs(tmp_path, "zero", [0.0, 0.0, 0.0])
+    dear = _study_with_costs(tmp_path, "dear", [2.0])
+    budget = Budget(_tune(budget_by="seconds"), tmp_path)
+    assert budget.amount([zero, dear]) == pytest.approx(3 * 2.0)  # the known first cost alone
+    assert budget.spent_for(zero, [zero, dear])  # 3 trials counted at B / 3 = 2 each
+
+
 def test_trials_budget_is_todays(tmp_path: Path) -> None:
     arm = _study_with_costs(tmp_path, "arm", [1.0, None, 1.0])
     budget = Budget(_tune(), tmp_path)
