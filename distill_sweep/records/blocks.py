@@ -31,7 +31,7 @@ class Cost:
     gpu_seconds: float | None = None  # on CUDA: wall seconds of its training steps (null on CPU)
     gpu_measured: str | None = None  # what gpu_seconds measures
     flops: float | None = None  # training FLOPs: each stage's counted step times its steps
-    flops_per_step: dict[str, float] = field(default_factory=dict)  # stage -> FLOPs of its counted step
+    flops_per_step: dict[str, float] = field(default_factory=dict)  # stage -> FLOPs of its counted step (rank 0's)
     flops_counted: str | None = None  # what the count covers
     steps: int | None = None  # training steps taken (every stage)
     ranks: int = 1  # processes it trained in (their CPU-seconds and FLOPs summed)
