@@ -69,12 +69,15 @@ class StepFlops:
 
 def _counter() -> Any:
     """A dispatch mode that counts FLOPs by torch.utils.flop_counter's formulas (FlopCounterMode's registry: matrix
-    products, convolutions, attention) and runs every operation exactly as it is. FlopCounterMode itself decomposes
+    products, convolutions, attention; CPU's fused attention as the benchmarks count it, `cpu_attention_flops`) and
+    runs every operation exactly as it is. FlopCounterMode itself decomposes
     an operation its registry lacks into smaller ones, which rounds a backward differently (a decoder's SiLU-gated
     MLP), and its module tracker's backward hooks fail under torch.autograd.grad (a chunked decoder loss): either
     would change or stop the training it measures."""
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils.flop_counter import flop_registry
+    from torch.utils.flop_counter import flop_registry, shape_wrapper
+
+    registry = {**flop_registry, **{op: shape_wrapper(f) for op, f in cpu_attention_flops().items()}}
 
     class Counter(TorchDispatchMode):
         def __init__(self) -> None:
@@ -86,12 +89,34 @@ def _counter() -> Any:
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             out = func(*args, **(kwargs or {}))
-            formula = flop_registry.get(getattr(func, "_overloadpacket", None))
+            formula = registry.get(getattr(func, "_overloadpacket", None))
             if formula is not None:
                 self.total += int(formula(*args, **(kwargs or {}), out_val=out))
             return out
 
     return Counter()
+
+
+def cpu_attention_flops() -> dict[Any, Any]:
+    """FlopCounterMode's registry has the CUDA attention kernels, not CPU's fused one: count it as SDPA (formulas
+    of the tensors' shapes, as `custom_mapping` takes them)."""
+    import torch
+
+    try:
+        from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+    except ImportError:  # another torch: its own registry only
+        return {}
+
+    ops = torch.ops.aten
+    out: dict[Any, Any] = {}
+    if hasattr(ops, "_scaled_dot_product_flash_attention_for_cpu"):
+        out[ops._scaled_dot_product_flash_attention_for_cpu] = (
+            lambda query, key, value, *args, out_val=None, **kwargs: sdpa_flop_count(query, key, value))
+    if hasattr(ops, "_scaled_dot_product_flash_attention_for_cpu_backward"):
+        out[ops._scaled_dot_product_flash_attention_for_cpu_backward] = (
+            lambda grad_out, query, key, value, *args, out_val=None, **kwargs:
+            sdpa_backward_flop_count(grad_out, query, key, value))
+    return out
 
 
 def counting() -> Any:
@@ -170,5 +195,5 @@ def share_pack_cost(record_paths: Sequence[Any], pack: str) -> None:
             write_record(path, record)
 
 
-__all__ = ["CPU_MEASURED", "FLOPS_COUNTED", "GPU_MEASURED", "StepFlops", "counting", "credit",
+__all__ = ["CPU_MEASURED", "FLOPS_COUNTED", "GPU_MEASURED", "StepFlops", "counting", "cpu_attention_flops", "credit",
            "pack_shares", "share_pack_cost", "split_by_flops"]

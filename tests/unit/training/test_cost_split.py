@@ -51,3 +51,14 @@ def test_the_first_step_of_each_stage_is_counted_once() -> None:
     with flops.step("intermediate"):
         pass
     assert flops.per_step["intermediate"] == 0
+
+
+def test_cpu_attention_is_counted_as_sdpa() -> None:
+    """FlopCounterMode's registry lacks CPU's fused attention kernel; the count has it: QK^T and AV, each
+    2 x batch x heads x length^2 x head width."""
+    b, h, n, d = 2, 4, 16, 8
+    q, k, v = (torch.ones(b, h, n, d) for _ in range(3))
+    flops = StepFlops()
+    with flops.step("prediction"):
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert flops.per_step["prediction"] == 2 * (2 * b * h * n * n * d)
