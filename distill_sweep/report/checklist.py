@@ -344,8 +344,9 @@ def _shown_trials(longest: int) -> list[int]:
 
 def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> None:
     """The report's tuning section (nothing where no arm was tuned): per arm its bounds, trials, choice and
-    compute, then the expected best holdout score against the number of trials as a table and a figure. The
-    checklist export (`main`) holds the same facts per arm in Markdown and JSON."""
+    compute, then the expected best holdout score against the number of trials as a table and a figure, and each
+    pair's winner at every budget (report/budget_verdict.py). The checklist export (`main`) holds the same facts
+    per arm in Markdown and JSON."""
     notes: list[str] = []
     arms = tuning_arms(results_dir, notes)
     if not arms and not notes:
