@@ -240,6 +240,8 @@ REFUSED_AT_BOUNDARY = {
     ("procedure.lm_eval.top_p", "5e-324"): "procedure.lm_eval.sampling_seeds is empty (greedy)",
     ("student.hidden_size", "1", "student=fresh"): "is not a multiple of student.num_attention_heads",
     ("student.num_layers", "1", "student=sps"): "student.shared_layers=3: must be 1..student.num_layers=1",
+    # an amount is a budget in seconds or FLOPs: with the default budget in trials, tune.trials is the budget
+    ("tune.budget", "5e-324"): "with tune.budget_by=trials: the budget in trials is tune.trials",
 }
 
 

@@ -136,6 +136,7 @@ GENERATES = (*INSTRUCTIONS, "procedure.seq_kd=true")
 LM_EVAL = (*INSTRUCTIONS, "procedure.lm_eval.tasks=[toy_instruct_rouge]")
 BASE: dict[str, tuple[str, ...]] = {
     "tune": ("tune.trials=2", "+tune.space={objective.temperature:{low:1,high:8}}"),
+    "tune.budget": ("tune.trials=2", "+tune.space={objective.temperature:{low:1,high:8}}", "tune.budget_by=flops"),
     "seeds.sampling": ("procedure=causal_lm", "teacher=tiny_llama", "optimizer.batch_size=null", "objective=fkl",
                        *INSTRUCTIONS, "procedure.on_policy=0.5"),
     "map": ("objective=att_kl",),  # read by an intermediate term

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.flop_counter import FlopCounterMode
@@ -48,6 +47,7 @@ from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.job.identity import identify
 from distill_sweep.sweep.packs import write_pack_file
 from distill_sweep.training import stages
+from distill_sweep.training.cost import cpu_attention_flops
 
 OBJECTIVES = "hid_cls,hid_seq,att_mse,att_kl,vanilla_kd"
 DECODER_OBJECTIVES = "fkl,rkl,gjsd"  # --decoder: the next-token terms that read the live teacher's logits
@@ -87,32 +87,13 @@ class Tally:
     flops: int = 0
 
 
-def _cpu_attention_flops() -> dict[Any, Any]:
-    """FlopCounterMode's registry has the CUDA attention kernels, not CPU's fused one: count it as SDPA."""
-    try:
-        from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
-    except ImportError:  # another torch: its own registry only
-        return {}
-
-    ops = torch.ops.aten
-    out: dict[Any, Any] = {}
-    if hasattr(ops, "_scaled_dot_product_flash_attention_for_cpu"):
-        out[ops._scaled_dot_product_flash_attention_for_cpu] = (
-            lambda query, key, value, *args, out_val=None, **kwargs: sdpa_flop_count(query, key, value))
-    if hasattr(ops, "_scaled_dot_product_flash_attention_for_cpu_backward"):
-        out[ops._scaled_dot_product_flash_attention_for_cpu_backward] = (
-            lambda grad_out, query, key, value, *args, out_val=None, **kwargs:
-            sdpa_backward_flop_count(grad_out, query, key, value))
-    return out
-
-
 @contextlib.contextmanager
 def watched_training(count_flops: bool) -> Iterator[dict[str, Tally]]:
     """Every `train_epoch` the stage driver runs meanwhile, tallied per thread (a pack's members have one each;
     jobs alone run in the main thread): its samples and seconds, and with `count_flops` its FLOPs."""
     tallies: dict[str, Tally] = {}
     original = stages.train_epoch
-    mapping = _cpu_attention_flops() if count_flops else {}
+    mapping = cpu_attention_flops() if count_flops else {}
 
     def train_epoch(*args: Any, **kwargs: Any) -> Any:
         counter = FlopCounterMode(display=False, custom_mapping=mapping) if count_flops else None

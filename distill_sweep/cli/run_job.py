@@ -162,6 +162,7 @@ def run_pack(cfg: DictConfig, members: list[Job] | None = None) -> list[Any]:
     `members`: the prepared jobs the sweeper handed over (its own process), else read from the pack file."""
     from distill_sweep.job.identity import identify_plain
     from distill_sweep.job.prepare import check_machine, complete
+    from distill_sweep.training.cost import share_pack_cost
     from distill_sweep.training.pack import Lockstep, PackMember, SetUpOnce, SharedForward
 
     # each member's plain config (as the sweeper identified it), typed here once: no round trip through OmegaConf
@@ -193,6 +194,8 @@ def run_pack(cfg: DictConfig, members: list[Job] | None = None) -> list[Any]:
         for handler in handlers:
             handler.removeFilter(once)
     log.info("the pack's teacher: %d forwards, %d layer-passes", shared.forwards, shared.layer_passes)
+    # the members' CPU-seconds as shares of the pack's, by their FLOPs (the teacher's forward is shared)
+    share_pack_cost([job.out_dir / RECORD for job in jobs], Path(str(cfg.pack_file)).stem)
     returns = [o if isinstance(o, BaseException) else _return_value(o) for o in outcomes]
     if any(isinstance(r, BaseException) for r in returns):
         raise PackFailed(returns)

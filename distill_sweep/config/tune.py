@@ -52,6 +52,13 @@ class TuneSettings:
     parallel: int = field(default=1, metadata={"ge": 1, **INVARIANT})
     # the sampler's seed and the holdout's: the same seed gives the same trials and the same holdout
     seed: int = field(default=0, metadata=IDENTITY | SEED_RANGE)
+    # what the arms' equal budget is counted in: trials (each arm `trials` trials), seconds or flops (each arm trains
+    # trials while its spent cost is below the budget: sweep/tune_budget.py). How many trials run, not what a trial
+    # computes: not hashed, like `trials`
+    budget_by: Literal["trials", "seconds", "flops"] = field(default="trials", metadata=INVARIANT)
+    # with budget_by seconds or flops: each arm's budget in that unit (null: `trials` x the mean cost of the arms'
+    # first trials)
+    budget: float | None = field(default=None, metadata={"gt": 0.0, **INVARIANT})
 
     def validate(self, where: str) -> None:
         for key in self.space or {}:
@@ -59,6 +66,9 @@ class TuneSettings:
             if why:
                 raise ConfigError(f"{where}.space.{key}: {why}")
         self._parsed = {key: parse_domain(value, f"{where}.space.{key}") for key, value in (self.space or {}).items()}
+        if self.budget is not None and self.budget_by == "trials":
+            raise ConfigError(f"{where}.budget={self.budget} with {where}.budget_by=trials: the budget in trials is "
+                              f"{where}.trials; set {where}.budget_by=seconds or flops to give it in that unit")
         if self.trials > 0 and not self.space:
             raise ConfigError(f"{where}.trials={self.trials} with an empty {where}.space: name the keys to tune "
                               "(e.g. objective.temperature: {low: 1, high: 8})")

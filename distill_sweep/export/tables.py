@@ -3,7 +3,7 @@
 - `runs`: one row per job (every readable record, whatever its status): its directory under the results
   directory (`job`), then the record flat, each nested key by its dotted name (records/flat.py): `status`,
   `config_hash`, `seeds.<source>` (every source, also for records from before the `seeds` block), `pack`,
-  `tune_trial.*` and `tuned.*`, `best.dev.<metric>` and `final.dev.<metric>`, `wall_time_s`, `peak_memory_mb`,
+  `tune_trial.*`, `tuned.*` and `cost.*`, `best.dev.<metric>` and `final.dev.<metric>`, `wall_time_s`, `peak_memory_mb`,
   `git_commit`, `versions.<package>`, and `config.<key>` for every key of the job's config (`config.optimizer.lr`).
   Two columns are the report's: `system` and `init_label`, the row and the init a job is in the
   report's tables (analysis/frames.py; empty for a tuning trial, which the report leaves out). The epochs are

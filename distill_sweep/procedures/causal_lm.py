@@ -104,6 +104,8 @@ class CausalContext(RunContext):
             sink = self.predictions.keep
         driver = sequence_driver(self, self.causal, self.job.procedure_settings.batch_size,
                                  generation_evaluator(self.job, self.causal, self.tokenizer, sink), **driver_args)
+        if role == "student":  # the record's cost (training/cost.py)
+            driver.measure_cost()
         if sink is not None and self.policy is not None:
             if self.policy.settings.on_policy > 0:  # the loss function reads where each batch is (on_policy.py)
                 driver.loader = mark_positions(driver.loader)

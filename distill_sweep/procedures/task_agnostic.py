@@ -240,8 +240,10 @@ class CorpusContext(RunContext):
 
     def driver(self, *, role: Role, **driver_args: Any) -> StageDriver:
         assert self.corpus is not None  # (only the student trains here: a corpus fine-tunes no teacher)
-        return sequence_driver(self, self.corpus, self.job.procedure_settings.global_batch, mlm_evaluate,
-                               **driver_args)
+        driver = sequence_driver(self, self.corpus, self.job.procedure_settings.global_batch, mlm_evaluate,
+                                 **driver_args)
+        driver.measure_cost()  # the record's cost (training/cost.py)
+        return driver
 
 
 

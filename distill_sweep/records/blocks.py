@@ -22,6 +22,24 @@ class TuneTrial:
 
 
 @dataclass
+class Cost:
+    """What training the student cost, measured (training/cost.py). Not hashed, and no trained number depends on
+    it: a record's numbers are those of the same job without it."""
+
+    cpu_seconds: float | None = None  # CPU-seconds of its training steps (in a pack: its share, see `share`)
+    cpu_measured: str | None = None  # what cpu_seconds measures
+    gpu_seconds: float | None = None  # on CUDA: wall seconds of its training steps (null on CPU)
+    gpu_measured: str | None = None  # what gpu_seconds measures
+    flops: float | None = None  # training FLOPs: each stage's counted step times its steps
+    flops_per_step: dict[str, float] = field(default_factory=dict)  # stage -> FLOPs of its counted step (rank 0's)
+    flops_counted: str | None = None  # what the count covers
+    steps: int | None = None  # training steps taken (every stage)
+    ranks: int = 1  # processes it trained in (their CPU-seconds and FLOPs summed)
+    cpu_seconds_own: float | None = None  # in a pack: the CPU-seconds of its own steps, before the split
+    share: dict[str, Any] | None = None  # in a pack: the pack, its CPU-seconds, its members and the split rule
+
+
+@dataclass
 class StudentVocab:
     """A student with a tokenizer of its own (student=bilstm): its word vocabulary."""
 
@@ -37,9 +55,9 @@ class PTPInfo:
     labels: dict[str, int] = field(default_factory=dict)  # PTP class -> training examples
 
 
-TYPED = {"tune_trial": TuneTrial, "student_vocab": StudentVocab, "ptp": PTPInfo}
+TYPED = {"tune_trial": TuneTrial, "student_vocab": StudentVocab, "ptp": PTPInfo, "cost": Cost}
 # every block, in the order result.json holds them (the order a job adds them in: its data, then its procedure's)
-BLOCKS = ("tune_trial", "pack", "tuned", "augment", "student_vocab", "ptp", "fsdp", "corpus", "task_agnostic",
+BLOCKS = ("tune_trial", "pack", "cost", "tuned", "augment", "student_vocab", "ptp", "fsdp", "corpus", "task_agnostic",
           "student_dir", "causal_lm", "lm_eval", "early_exit")
 
 

@@ -22,6 +22,7 @@ from distill_sweep.config.schema import ensemble_members
 from distill_sweep.config.seeds import SOURCES
 from distill_sweep.records.blocks import (
     BLOCKS,
+    Cost,
     PTPInfo,
     StudentVocab,
     TuneTrial,
@@ -315,6 +316,7 @@ class Record:
     # the blocks only some jobs have (records/blocks.py; null: the job has none, and result.json leaves it out)
     tune_trial: TuneTrial | None = None  # a tuning trial's job: its number, holdout, seed and holdout_size
     pack: str | None = None  # a job trained in a pack (sweep/packs.py): the pack's id, its pack file's name
+    cost: Cost | None = None  # what its training cost, measured: CPU-seconds (a pack's: a share), GPU-seconds, FLOPs
     tuned: dict[str, Any] | None = None  # a grid job run at its arm's tuned values: the study's choice, as its file
     augment: dict[str, Any] | None = None  # with task.augment: the augmented split (name, key, path, rows, ...)
     student_vocab: StudentVocab | None = None  # a student with a tokenizer of its own: its vocabulary
@@ -380,7 +382,7 @@ class Record:
             raise RecordError(f"seed {seed!r} is not an integer")
         if why := _seed_problem(seed, "seed"):
             raise RecordError(why)
-        for name in ("tune_trial", "tuned"):  # what the report selects records by: a damaged one is not guessed at
+        for name in ("tune_trial", "tuned", "cost"):  # what the report selects records by: a damaged one is not guessed at
             if d.get(name) is not None and not isinstance(d[name], dict):
                 raise RecordError(f"{name} {d[name]!r} is not an object (its block)")
         config = _mapping(d.get("config"))

@@ -26,6 +26,7 @@ from distill_sweep.errors import DiskWriteError
 from distill_sweep.records import files
 from distill_sweep.records.disk import problem
 from distill_sweep.records.record import RECORD
+from distill_sweep.report import budget_verdict
 from distill_sweep.report.svg import PALETTE, legend
 from distill_sweep.sweep.journal import read_storage, stored_at, stored_path
 from distill_sweep.sweep.tune import TUNING_DIR
@@ -188,6 +189,8 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
                                "unbiased": unbiased_expected_best(scores, c.n)} for c in expected_best_curve(scores)],
             "seeds": sorted(int(r["seed"]) for r in runs),
             "compute_hours": {"trials": charged_hours(trial_records, packs), "grid": charged_hours(runs, packs)},
+            # the trials' measured cost, in the unit the budget was counted in (report/budget_verdict.py)
+            "cost": budget_verdict.arm_cost(trial_records, str(chosen.get("budget_by") or "trials")),
         })
     return arms
 
@@ -220,7 +223,7 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
         lines += [
             f"## {arm['task']} / {arm['objective']} / {arm['init']}", "",
             f"- search bounds: {_bounds(arm.get('space') or {})}{left}",
-            f"- trials: {arm['completed_trials']} completed of a budget of {arm['trials']} ({arm['sampler']} sampler, "
+            f"- trials: {arm['completed_trials']} completed of {budget_verdict.budget_words(arm)} ({arm['sampler']} sampler, "
             f"seed {arm['seed']})",
             f"- selection rule: the trial with the best {arm['metric']} on a holdout of {arm['holdout']} of the "
             "training split (the reported dev split is never used for tuning)",
@@ -229,6 +232,8 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
             f"- seeds: {', '.join(map(str, arm['seeds'])) or '(the grid has not run yet)'}",
             f"- compute: trials {_hours_text(hours['trials'])}; grid {_hours_text(hours['grid'])} (wall-clock hours "
             "of the records; a pack's time split over its members)",
+            f"- cost of the trials: {budget_verdict.cost_text(arm['cost'])}",
+            f"- verdict budget: {budget_verdict.verdict_budget_text(arm)}",
             f"- study: {arm['study']} in {arm['journal']}", "",
         ]
     return "\n".join([*lines, *_notes_markdown(notes)])
@@ -339,8 +344,9 @@ def _shown_trials(longest: int) -> list[int]:
 
 def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> None:
     """The report's tuning section (nothing where no arm was tuned): per arm its bounds, trials, choice and
-    compute, then the expected best holdout score against the number of trials as a table and a figure. The
-    checklist export (`main`) holds the same facts per arm in Markdown and JSON."""
+    compute, then the expected best holdout score against the number of trials as a table and a figure, and each
+    pair's winner at every budget (report/budget_verdict.py). The checklist export (`main`) holds the same facts
+    per arm in Markdown and JSON."""
     notes: list[str] = []
     arms = tuning_arms(results_dir, notes)
     if not arms and not notes:
@@ -359,15 +365,16 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
         hours = arm["compute_hours"]
         left = f" (not read: {', '.join(arm['left_out'])})" if arm.get("left_out") else ""
         rows.append([_label(arm), _bounds(arm.get("space") or {}) + left,
-                     f"{arm['completed_trials']}/{arm['trials']} {arm['sampler']}, seed {arm['seed']}",
+                     f"{budget_verdict.trials_cell(arm)} {arm['sampler']}, seed {arm['seed']}",
                      ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in arm["values"].items())
                      + f" (trial {arm['trial'] + 1})",
                      f"{arm['metric']} {arm['score']:.4f}",
                      f"{hours['trials']['cpu'] + hours['trials']['gpu']:.3f} / "
                      f"{hours['grid']['cpu'] + hours['grid']['gpu']:.3f}",
+                     budget_verdict.cost_text(arm["cost"]),
                      ", ".join(map(str, arm["seeds"])) or "-"])
     doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score (best of N: optimistic)",
-               "wall-hours trials / grid", "seeds"],
+               "wall-hours trials / grid", "trials' measured cost", "seeds"],
               rows)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
@@ -383,6 +390,7 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
     files_out["expected_best.csv"] = pd.DataFrame(
         [{"task": a["task"], "objective": a["objective"], "init": a["init"], "study": a["study"], **point}
          for a in arms for point in a["expected_best"]])
+    budget_verdict.section(doc, files_out, arms)  # each pair's winner at every budget, and where it flips
 
 
 def main(argv: Sequence[str] | None = None) -> int:

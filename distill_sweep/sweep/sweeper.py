@@ -29,7 +29,7 @@ from distill_sweep.job.identity import find_completed, identify, identify_plain
 from distill_sweep.records import files, locks
 from distill_sweep.records.labels import distillation, seed_text
 from distill_sweep.records.record import RECORD, completed_record, is_complete
-from distill_sweep.sweep import chain, handover, tune
+from distill_sweep.sweep import chain, handover, tune, tune_budget
 from distill_sweep.sweep.compose import JobComposer, split, sweep_composer
 from distill_sweep.sweep.cost import estimate_cost, pack_cost
 from distill_sweep.sweep.launch import (
@@ -159,6 +159,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         if dry_run:
             if tuning is not None:
                 print(tune.dry_run_line(tuning[1], tuning[0], self._results_dir(), plan.skipped), flush=True)
+                print(tune_budget.dry_run_line(tuning[1], tuning[0], self._results_dir()), flush=True)
             self._print_dry_run(plan, plan_seeds)
             return []
         if plan.todo or plan.then or tuning is not None:
@@ -208,9 +209,12 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         a SLURM array runs the arms side by side); then each arm's best values chosen."""
         results, check, returns = self._results_dir(), self._check(), []
         studies = {arm.digest: tune.open_study(arm, settings, results) for arm in arms}
+        budget = tune_budget.Budget(settings, results)  # in trials, or in measured cost (tune.budget_by)
+        said = ""
         while True:
-            pending = [p for arm in arms for p in tune.next_trials(arm, studies[arm.digest], settings.trials,
-                                                                settings.parallel)]
+            pending = [p for arm in arms for p in tune.next_trials(
+                arm, studies[arm.digest], budget.trials_for(studies[arm.digest], list(studies.values())),
+                settings.parallel, settings.trials)]
             if not pending:
                 break
             idents = []
@@ -221,6 +225,10 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                     print(f"distill_sweep: error in trial [{' '.join(p.overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)
             todo = [(p, i) for p, i in zip(pending, idents, strict=True) if find_completed(i) is None]
+            line = budget.line(list(studies.values())) if budget.by_cost else ""
+            if line != said:  # what the arms' equal cost is: before the first round, and once it is fixed
+                print(line, flush=True)
+                said = line
             print(tune.round_line(pending, studies, settings, len(pending) - len(todo)), flush=True)
             if todo:
                 more, initial_job_idx = self._launch_all([p.overrides for p, _ in todo], [i for _, i in todo],
@@ -231,7 +239,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir, results)
         for arm in arms:
             study = studies[arm.digest]
-            if tune.completed(study) >= settings.trials:
+            if budget.spent_for(study, list(studies.values())):
                 tune.choose(arm, study, results, settings)
                 print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)

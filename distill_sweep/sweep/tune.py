@@ -289,7 +289,8 @@ def trial_overrides(arm: Arm, number: int, values: dict[str, Any]) -> list[str]:
     return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}"]
 
 
-def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[PendingTrial]:
+def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1, failed_cap: int | None = None
+                ) -> list[PendingTrial]:
     """The trials to run now for one arm: those left RUNNING (by a killed sweep: run again, same number and values;
     by another sweep running now: its job's lock makes this one wait for it), else up to `parallel` new trials
     while the arm's COMPLETE trials are short of the budget ([] once it is spent). Two sweeps asking at once: a
@@ -304,7 +305,8 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
         _abandon(study, t, "asked, but its values were not all drawn (its sweep stopped in between)")
     trials = study.get_trials(deepcopy=False) if half else trials
     done = sum(t.state == states.COMPLETE for t in trials)
-    if done >= budget or failed_trials(study) >= budget:  # (a failed trial is asked again, up to a budget of them)
+    # (a failed trial is asked again, up to a budget of them: `failed_cap` where the budget is in cost, tune_budget.py)
+    if done >= budget or failed_trials(study) >= (failed_cap or budget):
         return []
     running = [t for t in trials if t.state == states.RUNNING][: budget - done]
     if running:
@@ -324,7 +326,7 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
             break  # another sweep, seeing it without all its values, gave it up in between: ask again
         asked.append(PendingTrial(arm, trial.number, values, trial_overrides(arm, trial.number, values)))
     # nothing asked here: the other sweep's trials, run here too (their locks make this sweep wait for them)
-    return asked or next_trials(arm, study, budget, parallel)
+    return asked or next_trials(arm, study, budget, parallel, failed_cap)
 
 
 def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: TuneSettings, before: int) -> str:
@@ -333,6 +335,8 @@ def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: T
     rounds = -(-tune.trials // tune.parallel)
     k = min(completed(studies[p.arm.digest]) for p in pending) // tune.parallel + 1
     which = f"round {k} of {rounds}" if k <= rounds else f"round {k} ({rounds} planned: failed trials asked again)"
+    if tune.budget_by != "trials":  # as many rounds as the arms' costs take (sweep/tune_budget.py)
+        which = f"round {k} (a budget in {tune.budget_by})"
     numbers = sorted({p.number + 1 for p in pending})  # (each arm's study numbers its own trials)
     return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(numbers) == 1 else 'trials'} "
             f"{', '.join(map(str, numbers))}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them "
@@ -408,6 +412,7 @@ def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
               "score": best.value, "values": arm.best, "left_out": arm.left_out,
               "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
               "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
+              "budget_by": tune.budget_by, "budget": tune.budget,
               "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label}
     files.write_json_atomic(chosen_path(arm, results_dir), chosen)
 

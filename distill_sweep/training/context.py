@@ -26,7 +26,7 @@ from distill_sweep.data.holdout import HOLDOUT, tuning_data
 from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import load_tokenizer
 from distill_sweep.records import files
-from distill_sweep.records.blocks import StudentVocab, TuneTrial
+from distill_sweep.records.blocks import Cost, StudentVocab, TuneTrial
 from distill_sweep.records.record import RECORD, DataInfo, Record, best_epoch, write_record
 from distill_sweep.training import distributed
 from distill_sweep.training.allocator import keep_freed_memory
@@ -222,6 +222,8 @@ class RunContext:
                              label=label, **extra)
         if trial is not None:
             driver.scored_on = "holdout"
+        if student:
+            driver.measure_cost()
         if pack is not None:
             # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
             # another member would wait for while holding the turn
@@ -246,6 +248,8 @@ class RunContext:
         record.nonfinite_skipped = int(sum(e.get("nonfinite_skipped", 0) for e in epochs))
         record.padding = padding_by_stage(epochs)
         record.wall_time_s = time.perf_counter() - self.started
+        cost = driver.cost()
+        record.cost = Cost(**cost) if cost is not None else None
         record.peak_memory_mb, record.peak_memory_kind = peak_memory(self.device)
 
 

@@ -135,6 +135,7 @@ class EpochProgress:
     loss_sum: float = 0.0
     samples: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # the process's CPU time over the steps (training/cost.py)
     nonfinite_skipped: int = 0
     parts: dict[str, float] = field(default_factory=dict)
     real_tokens: int = 0  # attention-mask ones of the batches
@@ -143,6 +144,7 @@ class EpochProgress:
     def summary(self) -> dict[str, float]:
         n = max(1, self.steps - self.nonfinite_skipped)
         out = {"loss": self.loss_sum / n, "samples": float(self.samples), "seconds": self.seconds,
+               "cpu_seconds": self.cpu_seconds,
                "nonfinite_skipped": float(self.nonfinite_skipped), "real_tokens": float(self.real_tokens),
                "padded_tokens": float(self.padded_tokens)}
         out.update({f"loss_{k}": v / n for k, v in self.parts.items()})
@@ -181,23 +183,27 @@ def train_epoch(
     skip_nonfinite: bool = False,
     on_step: Callable[[EpochProgress, float], None] | None = None,
     desc: str = "train",
+    step_context: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> EpochProgress:
-    """Run the epoch's remaining steps (from `progress.steps` on, replaying the skipped batches)."""
+    """Run the epoch's remaining steps (from `progress.steps` on, replaying the skipped batches). `step_context`:
+    what each step's forward and backward run inside (the FLOP count of training/cost.py; it watches, never
+    changes, what the step computes)."""
     progress = progress or EpochProgress()
     for _ in range(progress.steps):  # batches already consumed before an interruption
         next(batches)
     bar = tqdm(total=num_steps, initial=progress.steps, desc=desc, leave=False, disable=not sys.stderr.isatty())
     try:
         while progress.steps < num_steps:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             batch = next(batches)
             if "attention_mask" in batch:  # counted on the host copy: no device sync
                 progress.real_tokens += int(batch["attention_mask"].sum())
                 progress.padded_tokens += batch["attention_mask"].numel()
             batch = to_device(batch, device)
-            with autocast(device, precision):
-                loss, parts = loss_fn(batch)
-            what = update_step(loss, params, optimizer, max_grad_norm)
+            with step_context() if step_context is not None else contextlib.nullcontext():
+                with autocast(device, precision):
+                    loss, parts = loss_fn(batch)
+                what = update_step(loss, params, optimizer, max_grad_norm)
             progress.steps += 1
             if what is not None:
                 if not skip_nonfinite:
@@ -213,6 +219,7 @@ def train_epoch(
             scheduler.step()
             progress.samples += int(batch["input_ids"].shape[0])
             progress.seconds += time.perf_counter() - start
+            progress.cpu_seconds += time.process_time() - cpu_start
             bar.update(1)
             if on_step is not None:
                 on_step(progress, float(loss.detach()))

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from distill_sweep.models.capture import MODEL_INPUT_KEYS, Features, run_with_features
 from distill_sweep.models.lm_head import forward_without_head
+from distill_sweep.training import cost
 from distill_sweep.training.checkpoint import PreemptionSignal, rng_state, set_rng_state
 
 log = logging.getLogger("distill_sweep")
@@ -161,6 +162,25 @@ class _Entry:
     request: _Request
     features: Features
     asked: list[_Request] = field(default_factory=list)  # what the members asked of this batch
+    # the forward's FLOPs where the member that ran it was counting its step (training/cost.py), and which thread
+    flops: float | None = None
+    ran_by: int | None = None
+
+
+def _counted(run: Callable[[], Any]) -> tuple[Any, float | None]:
+    """`run()` and the FLOPs it took where this thread's step is being counted (None where it is not)."""
+    counter = cost.counting()
+    before = counter.get_total_flops() if counter is not None else 0
+    out = run()
+    return out, (float(counter.get_total_flops() - before) if counter is not None else None)
+
+
+def _credit(entry: _Entry, request: _Request) -> None:
+    """A member served a forward another member ran: its counted step is credited with the part it asked for (each
+    member's FLOPs are counted as alone, so that the pack's CPU-seconds split by them charges nobody the shared
+    forward alone)."""
+    if entry.flops is not None and entry.ran_by != threading.get_ident() and entry.request.depth > 0:
+        cost.credit(entry.flops * request.depth / entry.request.depth)
 
 
 class SharedForward:
@@ -176,6 +196,7 @@ class SharedForward:
         # members run one at a time, so the first one's load is the others' too
         self.models: dict[str, Any] = {}
         self.headless: OrderedDict[tuple[bytes, int], Features] = OrderedDict()  # (batch, chunk) -> without_head
+        self.headless_flops: dict[tuple[bytes, int], tuple[float | None, int]] = {}  # its FLOPs, who ran it
 
     def without_head(self, model: nn.Module, batch: Mapping[str, Tensor], *, hidden: bool, chunk: int) -> Features:
         """`forward_without_head` once per batch for every member that asks (a chunked decoder loss: the teacher's
@@ -184,12 +205,17 @@ class SharedForward:
         key = (_batch_key(batch), int(chunk))
         features = self.headless.get(key)
         if features is None:
-            features = forward_without_head(model, batch, hidden=True, chunk=chunk)
+            features, flops = _counted(lambda: forward_without_head(model, batch, hidden=True, chunk=chunk))
             self.forwards += 1
             self.layer_passes += int(model.config.num_hidden_layers) * int(batch["input_ids"].shape[0])
             self.headless[key] = features
+            self.headless_flops[key] = (flops, threading.get_ident())
             while len(self.headless) > self.keep:
-                self.headless.popitem(last=False)
+                self.headless_flops.pop(self.headless.popitem(last=False)[0], None)
+        else:
+            flops, ran_by = self.headless_flops.get(key, (None, None))
+            if flops is not None and ran_by != threading.get_ident():  # (see _credit)
+                cost.credit(flops)
         self.headless.move_to_end(key)
         return Features(logits=None, hidden_states=features.hidden_states if hidden else None, head=features.head)
 
@@ -204,14 +230,17 @@ class SharedForward:
             asked = [*(entry.asked if entry is not None else self._last_asked()), request]
             union = _Request(max(r.depth for r in asked), any(r.hidden for r in asked),
                              frozenset().union(*(r.qkv for r in asked)))
-            features = run_with_features(model, batch, hidden=union.hidden, qkv_layers=sorted(union.qkv),
-                                         depth=union.depth if union.depth < layers else None)
+            features, flops = _counted(lambda: run_with_features(
+                model, batch, hidden=union.hidden, qkv_layers=sorted(union.qkv),
+                depth=union.depth if union.depth < layers else None))
             self.forwards += 1
             self.layer_passes += union.depth * int(batch["input_ids"].shape[0])
-            entry = _Entry(union, features, [r for r in asked if r != request])
+            entry = _Entry(union, features, [r for r in asked if r != request], flops, threading.get_ident())
             self.entries[key] = entry
             while len(self.entries) > self.keep:
                 self.entries.popitem(last=False)
+        else:
+            _credit(entry, request)
         self.entries.move_to_end(key)
         if request not in entry.asked:
             entry.asked.append(request)

@@ -30,6 +30,7 @@ from distill_sweep.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from distill_sweep.training.cost import CPU_MEASURED, FLOPS_COUNTED, GPU_MEASURED, StepFlops
 from distill_sweep.training.loop import (
     EpochProgress,
     LossFn,
@@ -118,6 +119,9 @@ class StageDriver:
         # where we are: stage index, epoch (1-based) and steps done in it, plus totals for samples/s
         self.pos = {"stage": 0, "epoch": 1, "step": 0, "global_step": 0, "train_samples": 0.0,
                     "train_seconds": 0.0}
+        # the student's driver measures what its training costs (training/cost.py; ctx.driver turns it on): the
+        # sums live in the position, so that a resumed job adds to its earlier attempts'
+        self.flops: StepFlops | None = None
         # an FSDP job (training/fsdp.py): every rank writes its shards of the checkpoint (sharded_checkpoint.py)
         self.sharded = any(sharded_checkpoint.is_sharded(m) for m in state.values())
         self.resume = sharded_checkpoint.check(load_checkpoint(checkpoint, key), checkpoint)
@@ -129,6 +133,28 @@ class StageDriver:
             self.pos.update(self.resume["position"])
             sharded_checkpoint.load_modules(self.resume, state, checkpoint)
             self.history[:] = self.resume["history"]
+
+    def measure_cost(self) -> None:
+        """Measure the training's CPU-seconds and FLOPs into the position (`cost`, training/cost.py)."""
+        for key in ("train_cpu_seconds", "train_flops"):
+            self.pos.setdefault(key, 0.0)
+        self.pos.setdefault("flops_per_step", {})
+        self.flops = StepFlops(self.pos["flops_per_step"])
+
+    def cost(self) -> dict[str, Any] | None:
+        """What the training cost so far (the record's `cost` block), None where it was not measured."""
+        if self.flops is None:
+            return None
+        known = self.pos.get("flops_complete", True)
+        cost: dict[str, Any] = {
+            "cpu_seconds": float(self.pos["train_cpu_seconds"]), "cpu_measured": CPU_MEASURED,
+            "gpu_seconds": float(self.pos["train_seconds"]) if self.device.type == "cuda" else None,
+            "flops": float(self.pos["train_flops"]) if known else None, "steps": int(self.pos["global_step"]),
+            "flops_per_step": dict(self.pos["flops_per_step"]), "flops_counted": FLOPS_COUNTED,
+            "ranks": distributed.world().size}
+        if cost["gpu_seconds"] is not None:
+            cost["gpu_measured"] = GPU_MEASURED
+        return cost
 
     @property
     def resumed_wandb_id(self) -> str | None:
@@ -178,7 +204,9 @@ class StageDriver:
                                    scheduler, device=self.device, precision=self.precision, num_steps=n_steps,
                                    progress=progress, max_grad_norm=float(self.optimizer_cfg.max_grad_norm),
                                    skip_nonfinite=self.skip_nonfinite, on_step=on_step,
-                                   desc=f"{self.label}{stage.name} {epoch}/{stage.epochs}")
+                                   desc=f"{self.label}{stage.name} {epoch}/{stage.epochs}",
+                                   step_context=None if self.flops is None else
+                                   functools.partial(self.flops.step, stage.name))
             self._end_epoch(stage, epoch, n_steps, progress.summary())
             progress = None
             if epoch < stage.epochs:
@@ -217,9 +245,19 @@ class StageDriver:
         """Called after the preemption checkpoint, before the signal goes on (the job counts requeues)."""
 
     def _end_epoch(self, stage: Stage, epoch: int, n_steps: int, stats: dict[str, float]) -> None:
+        step_flops = self.flops.per_step.get(stage.name) if self.flops is not None else None
         if distributed.world().size > 1:  # each rank counted its slice: the record's padding is the global batches'
-            stats["real_tokens"], stats["padded_tokens"] = distributed.sum_floats(
-                [stats["real_tokens"], stats["padded_tokens"]], self.device)
+            # (and its cost the sum of every rank's)
+            stats["real_tokens"], stats["padded_tokens"], stats["cpu_seconds"], summed = distributed.sum_floats(
+                [stats["real_tokens"], stats["padded_tokens"], stats["cpu_seconds"], step_flops or 0.0], self.device)
+            step_flops = summed if step_flops is not None else None
+        if self.flops is not None:
+            self.pos["train_cpu_seconds"] += stats["cpu_seconds"]
+            if step_flops is None:  # resumed past this epoch's last step, its count lost with an older checkpoint
+                self.pos["flops_complete"] = False
+            else:
+                self.pos["train_flops"] += step_flops * n_steps
+            self.pos["flops_per_step"] = dict(self.flops.per_step)  # (this rank's: a resumed rank counts as before)
         self.pos["train_samples"] += stats["samples"]
         self.pos["train_seconds"] += stats["seconds"]
         self.pos["global_step"] += n_steps

@@ -116,6 +116,9 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     assert b["fsdp"] == {"ranks": 2, "student_units": blocks + 1, "teacher": "replicate",
                          "student_resharded_after_forward": True, "param_dtype": "float32", "reduce_dtype": "float32"}
     _same_within(a, b)
+    # its cost: each rank counts its half of every batch, the record their sum (training/cost.py)
+    assert (a["cost"]["ranks"], b["cost"]["ranks"]) == (1, 2)
+    assert b["cost"]["flops"] == pytest.approx(a["cost"]["flops"], rel=1e-9)
     # the student was sharded: its checkpoint is the 2 ranks' shards (one directory, named by checkpoint.pt)
     (ckpt,) = (tmp_path / "two").rglob(CHECKPOINT)
     shards = [p.name for p in ckpt.parent.iterdir() if p.is_dir() and p.name != "student"]  # (causal_lm: saved)
