@@ -30,6 +30,7 @@ from distill_sweep.records import files, locks
 from distill_sweep.records.labels import distillation, seed_text
 from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.sweep import chain, handover, tune
+from distill_sweep.sweep import studies as studies_of
 from distill_sweep.sweep.compose import JobComposer, split, sweep_composer
 from distill_sweep.sweep.cost import estimate_cost, pack_cost
 from distill_sweep.sweep.launch import (
@@ -158,7 +159,8 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         self._plan_chain(plan, compose)
         if dry_run:
             if tuning is not None:
-                print(tune.dry_run_line(tuning[1], tuning[0], self._results_dir(), plan.skipped), flush=True)
+                print(tune.dry_run_line(studies_of.study_arms(tuning[1], tuning[0]), tuning[0], self._results_dir(),
+                                         plan.skipped), flush=True)
             self._print_dry_run(plan, plan_seeds)
             return []
         if plan.todo or plan.then or tuning is not None:
@@ -207,10 +209,11 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         """Every arm's trials, in rounds of one trial per arm still short of its budget (launched together, so that
         a SLURM array runs the arms side by side); then each arm's best values chosen."""
         results, check, returns = self._results_dir(), self._check(), []
-        studies = {arm.digest: tune.open_study(arm, settings, results) for arm in arms}
+        each = studies_of.study_arms(arms, settings)  # tune.studies per arm (sweep/studies.py)
+        studies = {arm.key: tune.open_study(arm, settings, results) for arm in each}
         while True:
-            pending = [p for arm in arms for p in tune.next_trials(arm, studies[arm.digest], settings.trials,
-                                                                settings.parallel)]
+            pending = [p for arm in each for p in tune.next_trials(arm, studies[arm.key], settings.trials,
+                                                                 settings.parallel)]
             if not pending:
                 break
             idents = []
@@ -228,16 +231,20 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 returns += more
                 self.trials_run += len(todo)
             for p, ident in zip(pending, idents, strict=True):  # a failed one (its record says why) is asked again
-                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir, results)
+                tune.tell(studies[p.arm.key], p, tune.trial_score(ident, settings.metric), ident.out_dir, results)
+        grouped = studies_of.by_arm(each, studies)
         for arm in arms:
-            study = studies[arm.digest]
-            if tune.completed(study) >= settings.trials:
-                tune.choose(arm, study, results, settings)
+            spent = [(a, study) for a, study in grouped[arm.digest] if tune.completed(study) >= settings.trials]
+            if len(spent) == len(grouped[arm.digest]):
+                studies_of.choose_over_studies(arm, spent, results, settings)
                 print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
             else:  # as many trials failed as the budget: no choice, so no grid (the sweep exits 1 at its end)
-                print(f"distill_sweep: {arm.name}: {tune.failed_trials(study)} trials failed, {tune.completed(study)} "
-                      f"of {settings.trials} completed: its grid jobs are not run", file=sys.stderr)
+                for a, study in grouped[arm.digest]:
+                    if tune.completed(study) < settings.trials:
+                        print(f"distill_sweep: {a.name}: {tune.failed_trials(study)} trials failed, "
+                              f"{tune.completed(study)} of {settings.trials} completed: its grid jobs are not run",
+                              file=sys.stderr)
         return returns, initial_job_idx
 
     def _replan_tuned(self, plan: SweepPlan, arms: list[Any], compose: JobComposer) -> None:

@@ -54,9 +54,16 @@ class Arm:
     grid: list[list[str]] = field(default_factory=list)  # every grid job of the arm (its seeds)
     best: dict[str, Any] | None = None  # the chosen values, once its budget is spent
     best_trial: int | None = None
+    study: int = 0  # which of the arm's tune.studies this is (sweep/studies.py); 0: the only one at studies=1
+
+    @property
+    def key(self) -> str:
+        """The arm's study among all of a sweep's (the arm's digest for study 0)."""
+        return self.digest if self.study == 0 else f"{self.digest}-s{self.study}"
 
     def journal(self, results_dir: Path) -> Path:
-        return results_dir / TUNING_DIR / f"{self.digest[:10]}.journal"
+        suffix = "" if self.study == 0 else f".s{self.study}"  # (study 0 keeps the single study's file)
+        return results_dir / TUNING_DIR / f"{self.digest[:10]}{suffix}.journal"
 
 
 def settings_of(config: DictConfig) -> TuneSettings | None:
@@ -223,8 +230,9 @@ def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
     path = arm.journal(results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     mend_journal(path)
-    return optuna.create_study(study_name=arm.name, storage=read_storage(path), sampler=trial_sampler(tune),
-                               direction="maximize", load_if_exists=True)
+    return optuna.create_study(study_name=arm.name, storage=read_storage(path),
+                               sampler=trial_sampler(tune, arm.space, arm.study), direction="maximize",
+                               load_if_exists=True)
 
 
 def completed_trials(arm: Arm, results_dir: Path) -> int:
@@ -286,7 +294,8 @@ class PendingTrial:
 
 
 def trial_overrides(arm: Arm, number: int, values: dict[str, Any]) -> list[str]:
-    return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}"]
+    study = [f"+tune_study={arm.study}"] if arm.study else []  # (study 0's jobs are the single study's)
+    return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}", *study]
 
 
 def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[PendingTrial]:
@@ -331,7 +340,7 @@ def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: T
     """The line before a round of trials: `round k of N` (N: the budget in rounds of tune.parallel; k from the
     trials the arms have completed), the trials and the arms, and how many completed before (found on disk)."""
     rounds = -(-tune.trials // tune.parallel)
-    k = min(completed(studies[p.arm.digest]) for p in pending) // tune.parallel + 1
+    k = min(completed(studies[p.arm.key]) for p in pending) // tune.parallel + 1
     which = f"round {k} of {rounds}" if k <= rounds else f"round {k} ({rounds} planned: failed trials asked again)"
     numbers = sorted({p.number + 1 for p in pending})  # (each arm's study numbers its own trials)
     return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(numbers) == 1 else 'trials'} "
@@ -398,9 +407,10 @@ def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Pat
         pass  # told by the other sweep in between: the same job's record, the same score
 
 
-def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
+def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings, more: dict[str, Any] | None = None) -> None:
     """The arm's best trial (by holdout score), kept as its chosen values and written next to its journal with how
-    they were chosen (the reporting checklist's source)."""
+    they were chosen (the reporting checklist's source); `more`: what else chosen.json holds (the studies of
+    tune.studies > 1, sweep/studies.py)."""
     best = study.best_trial
     arm.best, arm.best_trial = dict(best.params), best.number
     metric = tune.metric or arm.ident.settings.task.primary_metric
@@ -408,7 +418,8 @@ def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
               "score": best.value, "values": arm.best, "left_out": arm.left_out,
               "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
               "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
-              "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label}
+              "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label,
+              **(more or {})}
     files.write_json_atomic(chosen_path(arm, results_dir), chosen)
 
 
@@ -426,20 +437,24 @@ def tuned_grid(arm: Arm, results_dir: Path) -> list[list[str]]:
 
 def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path,
                  done_records: Sequence[dict[str, Any]] = ()) -> str:
-    """What the tuning phase will run: trials per arm, those its studies already hold, what is left, and its
-    cost in hours at the throughput of `done_records` (the grid's completed records)."""
+    """What the tuning phase will run: trials per arm (`arms`: every study of every arm, sweep/studies.py), those
+    its studies already hold, what is left, and its cost in hours at the throughput of `done_records` (the grid's
+    completed records)."""
     trials = [_completed(arm, results_dir) for arm in arms]
     done = [min(len(t), tune.trials) for t in trials]
     done_records = [*done_records, *(r for t in trials for r in _trial_records(t, results_dir))]
     passes = sum(student_passes(arm.ident) * (tune.trials - n) for arm, n in zip(arms, done, strict=True))
-    lines = [f"distill_sweep: tuning first: {len(arms)} arm(s) x {tune.trials} trial(s) ({tune.sampler}, seed "
-             f"{tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial jobs, "
-             f"{sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run (at most {passes:.3g} "
-             f"student sample-passes{hours_text(passes, list(done_records))}: each trial trains at most as long as "
-             f"its arm's grid job); {len(arms) * tune.parallel} trial(s) at a time ({tune.parallel} per arm); then "
-             "the grid with each arm's best values"]
+    n_arms = len({arm.digest for arm in arms})
+    studies = f" x {tune.studies} independent studies" if tune.studies > 1 else ""
+    chosen = "median study's" if studies else "best"
+    lines = [f"distill_sweep: tuning first: {n_arms} arm(s){studies} x {tune.trials} trial(s) ({tune.sampler}, "
+             f"seed {tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial "
+             f"jobs, {sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run (at most "
+             f"{passes:.3g} student sample-passes{hours_text(passes, list(done_records))}: each trial trains at most "
+             f"as long as its arm's grid job); {len(arms) * tune.parallel} trial(s) at a time ({tune.parallel} per "
+             f"{'study' if studies else 'arm'}); then the grid with each arm's {chosen} values"]
     for arm in arms:
-        if arm.left_out:
+        if arm.left_out and arm.study == 0:
             lines.append(f"  arm {arm.name}: {', '.join(arm.left_out)} left out of its space (it does not read them)")
     return "\n".join(lines)
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from distill_sweep.config.schema import ConfigSettings, OptimizerSettings, RunSettings
-from distill_sweep.config.tune import trial_label
+from distill_sweep.config.tune import sampler_seed, trial_label
 from distill_sweep.data.augment import augmented_train
 from distill_sweep.data.batching import make_loader
 from distill_sweep.data.glue import load_task_data
@@ -136,8 +136,11 @@ class RunContext:
         tune = job.settings.run.tune
         if run.tune_trial is not None:  # a tuning trial: trains without the holdout, scored on it alone
             data = tuning_data(data, tune.holdout, tune.seed)
+            study = run.tune_study or 0
             record.tune_trial = TuneTrial(number=run.tune_trial, holdout=tune.holdout, seed=tune.seed,
-                                          holdout_size=len(data.dev[HOLDOUT]))
+                                          holdout_size=len(data.dev[HOLDOUT]), study=study, sampler=tune.sampler,
+                                          sampler_seed=sampler_seed(tune, study, run.tune_trial),
+                                          order=run.tune_trial)
         if run.tune_chosen is not None:  # a tuned grid job: its arm's chosen values and a pointer to the study
             # (relative to the results directory, as sweep/tune.py stores every path: a copied store reads its own)
             chosen = files.absolute(run.results_dir) / run.tune_chosen

@@ -56,6 +56,11 @@ def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tm
     grid = [r for r in found if r.get("tuned")]
     assert len(found) == 4 and sorted(r["tune_trial"]["number"] for r in trials) == [0, 1]
     assert all(r["data"]["dev_size"] == 64 and r["seed"] == 1 for r in trials)  # 256 x 0.25 held out
+    from distill_sweep.config.tune import trial_seed
+
+    assert [(r["tune_trial"]["study"], r["tune_trial"]["sampler"], r["tune_trial"]["order"],
+             r["tune_trial"]["sampler_seed"]) for r in sorted(trials, key=lambda r: r["tune_trial"]["number"])] == [
+        (0, "tpe", n, trial_seed(0, 0, n)) for n in (0, 1)]  # which draw, by which sampler and seed
     assert sorted(r["seed"] for r in grid) == [1, 2] and all(r["data"]["dev_size"] == 128 for r in grid)
     (journal,) = (out / "tuning").glob("*.journal")
     study = optuna.load_study(study_name=grid[0]["tuned"]["study"], storage=optuna.storages.JournalStorage(
