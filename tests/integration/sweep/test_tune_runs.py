@@ -197,3 +197,32 @@ def test_packed_trials_share_their_packs_time(tmp_path: Path, shared_cache: Path
     (arm,) = checklist.tuning_arms(out)
     walls = sorted(r["wall_time_s"] for r in trials)
     assert abs(arm["compute_hours"]["trials"]["cpu"] * 3600 - walls[1]) < 1e-9  # walls[0]/2 + (walls[0]/2 + rest)
+
+
+def test_packed_trials_of_two_arms_are_the_trials_trained_alone(tmp_path: Path, shared_cache: Path) -> None:
+    """A round of QMC trials of two objectives (same point, same batches) trained in one pack: each trial's
+    record has the numbers it has trained alone, bit for bit (per-epoch losses, holdout metrics, best epoch)."""
+    from helpers import compose_cfg
+    from omegaconf import OmegaConf
+
+    from distill_sweep.cli.run_job import run_job, run_pack
+    from distill_sweep.job.identity import identify
+    from distill_sweep.sweep.packs import write_pack_file
+
+    def trials(results: Path) -> list:
+        common = [*FAST, "max_steps_per_epoch=2", "pack=auto", "tune.trials=2", "tune.sampler=qmc",
+                  "tune.holdout=0.25", SWEEP[-1], "objective.temperature=2.5", "+tune_trial=0",
+                  f"cache_dir={shared_cache}", f"results_dir={results}"]
+        return [compose_cfg([*common, f"objective={o}"]) for o in ("vanilla_kd", "att_kl")]
+
+    alone = {r["objective"]: r for r in (run_job(cfg) for cfg in trials(tmp_path / "alone"))}
+    cfgs = trials(tmp_path / "packed")
+    run_pack(OmegaConf.create({"pack_file": str(write_pack_file(tmp_path / "packs", [identify(c) for c in cfgs]))}))
+    packed = {r["objective"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "packed").rglob("result.json"))}
+    for objective, solo in alone.items():
+        member = packed[objective]
+        assert member["pack"] and not solo.get("pack") and member["config_hash"] == solo["config_hash"]
+        assert member["tune_trial"] == solo["tune_trial"] and member["tune_trial"]["sampler"] == "qmc"
+        assert member["epochs"] and "train_loss" in member["epochs"][-1] and "accuracy" in member["best"]["dev"]
+        for key in ("epochs", "best"):
+            assert member[key] == solo[key], (objective, key)

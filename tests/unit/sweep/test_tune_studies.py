@@ -187,3 +187,17 @@ def test_the_dry_run_counts_every_study(tmp_path: Path) -> None:
     assert line.startswith("distill_sweep: tuning first: 2 arm(s) x 3 independent studies x 4 trial(s) (qmc, seed 0, "
                            "holdout 0.1 of the training split) = 24 trial jobs, 0 already completed, 24 to run")
     assert "6 trial(s) at a time (1 per study); then the grid with each arm's median study's values" in line
+
+
+def test_a_round_of_qmc_trials_of_two_arms_is_one_pack_of_paired_trials(tmp_path: Path) -> None:
+    """The launcher packs a round's trials that share batches (sweep/packs.py's key: the same data, teacher, data
+    order, batch size, ...): the two objectives' trial k, same point, train in one process on the same batches."""
+    from distill_sweep.sweep.packs import plan_packs
+
+    settings = parse(TuneSettings, {"trials": 2, "space": {"objective.temperature": {"low": 1.0, "high": 8.0},
+                                                           "objective.alpha": {"low": 0.1, "high": 0.9}},
+                                    "sampler": "qmc"}, "tune")
+    arms = _arms(settings, ["pack=auto", "objective=vanilla_kd,att_kl"])
+    round_one = [p for arm in arms for p in tune.next_trials(arm, tune.open_study(arm, settings, tmp_path), 2)]
+    assert [p.number for p in round_one] == [0, 0] and round_one[0].values == round_one[1].values
+    assert plan_packs([identify(compose_cfg(p.overrides)) for p in round_one]) == [[0, 1]]
