@@ -27,6 +27,14 @@ from distill_sweep.records import files
 from distill_sweep.records.disk import problem
 from distill_sweep.records.record import RECORD
 from distill_sweep.report.svg import PALETTE, legend
+from distill_sweep.report.tuning_studies import (
+    STUDIES_HEADER,
+    STUDIES_NOTE,
+    studies_line,
+    studies_problem,
+    studies_rows,
+    study_journal,
+)
 from distill_sweep.sweep.journal import read_storage, stored_at, stored_path
 from distill_sweep.sweep.tune import TUNING_DIR
 
@@ -168,18 +176,25 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
     arms = []
     for path in sorted((results_dir / TUNING_DIR).glob("*.chosen.json")):
         chosen = files.read_record(path)
-        problem = _chosen_problem(chosen)
+        problem = _chosen_problem(chosen) or (studies_problem(chosen) if isinstance(chosen, dict) else None)
         if problem is None:
             assert chosen is not None
             # the journal beside it (where tune.choose wrote both): what it says of the journal's path is the
             # results directory's as written, which a copy or a move of the directory leaves behind
-            journal = path.with_name(path.name[: -len(".chosen.json")] + ".journal")
+            journal = study_journal(path, int(chosen.get("median_study", 0)))
             study, problem = _load_study(journal, chosen["study"])
         if problem is not None:
             notes.append(f"{path}: {problem}; its arm is left out")
             continue
         assert chosen is not None
         scores, trial_records = _trial_scores(study, results_dir, notes)
+        for other in chosen.get("studies", []):  # tune.studies > 1: every study's trials are the arm's compute
+            if other["study"] != chosen.get("median_study"):
+                more, problem = _load_study(study_journal(path, other["study"]), str(other.get("name")))
+                if problem is not None:
+                    notes.append(f"{path}: study {other['study']}: {problem}; its compute is left out")
+                else:
+                    trial_records += _trial_scores(more, results_dir, notes)[1]
         runs = grid.get(chosen["study"], [])
         arms.append({
             **chosen, "journal": stored_path(journal, results_dir),
@@ -229,6 +244,7 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
             f"- seeds: {', '.join(map(str, arm['seeds'])) or '(the grid has not run yet)'}",
             f"- compute: trials {_hours_text(hours['trials'])}; grid {_hours_text(hours['grid'])} (wall-clock hours "
             "of the records; a pack's time split over its members)",
+            *filter(None, [studies_line(arm)]),
             f"- study: {arm['study']} in {arm['journal']}", "",
         ]
     return "\n".join([*lines, *_notes_markdown(notes)])
@@ -369,6 +385,14 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
     doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score (best of N: optimistic)",
                "wall-hours trials / grid", "seeds"],
               rows)
+    if studied := studies_rows(arms, _label):
+        doc.heading("Tuning luck: independent studies per arm")
+        doc.text(STUDIES_NOTE)
+        doc.table(STUDIES_HEADER, studied)
+    if studied := studies_rows(arms, _label):
+        doc.heading("Tuning luck: independent studies per arm")
+        doc.text(STUDIES_NOTE)
+        doc.table(STUDIES_HEADER, studied)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
     doc.heading("Expected best holdout score after n trials")

@@ -201,3 +201,32 @@ def test_a_round_of_qmc_trials_of_two_arms_is_one_pack_of_paired_trials(tmp_path
     round_one = [p for arm in arms for p in tune.next_trials(arm, tune.open_study(arm, settings, tmp_path), 2)]
     assert [p.number for p in round_one] == [0, 0] and round_one[0].values == round_one[1].values
     assert plan_packs([identify(compose_cfg(p.overrides)) for p in round_one]) == [[0, 1]]
+
+
+def test_the_checklist_reports_the_median_of_the_bests_and_the_spread(tmp_path: Path) -> None:
+    """Bests 0.9, 0.5, 0.7 (studies 0, 1, 2): median 0.7, spread 0.9 - 0.5 = 0.4, std sqrt((0.04 + 0.04 + 0) / 2)
+    = 0.2; the arm's journal the median study's (study 2), read from beside chosen.json."""
+    from distill_sweep.report import checklist
+
+    settings = _settings(studies=3, trials=2)
+    (arm, _) = _arms(settings)
+    each = studies.study_arms([arm], settings)
+    opened = {a.key: tune.open_study(a, settings, tmp_path) for a in each}
+    for a in each:
+        for score in {0: (0.9, 0.2), 1: (0.1, 0.5), 2: (0.7, 0.3)}[a.study]:
+            (p,) = tune.next_trials(a, opened[a.key], 2)
+            tune.tell(opened[a.key], p, score)
+    studies.choose_over_studies(arm, next(iter(studies.by_arm(each, opened).values())), tmp_path, settings)
+    notes: list[str] = []
+    (reported,) = checklist.tuning_arms(tmp_path, notes)
+    assert notes == [] and reported["journal"] == f"tuning/{arm.digest[:10]}.s2.journal"
+    assert reported["trial_scores"] == [0.7, 0.3] and reported["median_best"] == pytest.approx(0.7)
+    assert reported["study_spread"]["std"] == pytest.approx(0.2)
+    text = checklist.checklist_markdown([reported])
+    assert ("- studies: 3 independent studies of 2 trials each; their best holdout accuracy: 0.9000, 0.5000, 0.7000; "
+            "median of the bests 0.7000 (the arm's score), spread 0.4000 (max - min, std 0.2000); the grid ran the "
+            "median study's values (study 2)") in text
+    # a damaged studies block: the arm is left out with a note, never a traceback
+    path = tune.chosen_path(arm, tmp_path)
+    path.write_text(path.read_text().replace('"median_best": 0.7', '"median_best": "x"'))
+    assert checklist.tuning_arms(tmp_path, notes) == [] and "median_best" in notes[0]
