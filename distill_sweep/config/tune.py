@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import IDENTITY, INVARIANT, SEED_RANGE
+from distill_sweep.config.parse import IDENTITY, INVARIANT, SEED_RANGE, UNHASHED_AT_DEFAULT
 from distill_sweep.config.seeds import derived_seed
 from distill_sweep.errors import ConfigError
 
@@ -58,6 +58,11 @@ class TuneSettings:
     # measured (the median of the studies' bests and their spread); the grid runs at the median study's values.
     # Not hashed: more studies continue the same ones (study 0 is the single study of studies=1)
     studies: int = field(default=1, metadata={"ge": 1, **INVARIANT})
+    # stops a trial early when its study's pruner says so after a holdout evaluation, the same rule and rungs for
+    # every arm (training/trial_pruning.py): none, wilcoxon (a paired test over the holdout's examples against the
+    # study's best trial: fair across objectives whose losses differ in scale) or asha (successive halving on the
+    # holdout metric); a pruned trial counts in the budget. Hashed: a pruned trial trains less
+    pruner: Literal["none", "wilcoxon", "asha"] = field(default="none", metadata=IDENTITY | UNHASHED_AT_DEFAULT)
 
     def validate(self, where: str) -> None:
         for key in self.space or {}:
@@ -93,7 +98,7 @@ def refused_key(key: str) -> str | None:
     config). A seed is the variance the grid's seeds measure, not a setting: a study would pick the luckiest
     draw; the tune block's own keys would change the holdout or the budget the trials are compared on."""
     parts = key.split(".")
-    if parts[0] in ("tune", "tune_trial", "tune_study", "tune_chosen"):
+    if parts[0] in ("tune", "tune_trial", "tune_study", "tune_journal", "tune_chosen"):
         return ("the tune block's own keys (the holdout, the sampler, the budget) say how every trial is scored "
                 "and compared: they cannot vary between trials")
     if any("seed" in part for part in parts):

@@ -23,6 +23,7 @@ class TuneTrial:
     sampler: str | None = None  # tune.sampler: tpe, random or qmc
     sampler_seed: int | None = None  # the seed that drew its values (qmc: its study's sequence's; else its own)
     order: int | None = None  # its place in its study's draws (qmc: the point's index in the Sobol sequence)
+    pruned: dict[str, Any] | None = None  # stopped by tune.pruner: the pruner, rung (evaluation), stage, epoch, step
 
 
 @dataclass

@@ -389,10 +389,6 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
         doc.heading("Tuning luck: independent studies per arm")
         doc.text(STUDIES_NOTE)
         doc.table(STUDIES_HEADER, studied)
-    if studied := studies_rows(arms, _label):
-        doc.heading("Tuning luck: independent studies per arm")
-        doc.text(STUDIES_NOTE)
-        doc.table(STUDIES_HEADER, studied)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
     doc.heading("Expected best holdout score after n trials")

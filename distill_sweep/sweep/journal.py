@@ -16,6 +16,7 @@ from typing import Any
 
 from distill_sweep.config.tune import Range, TuneSettings, study_seed, trial_seed
 from distill_sweep.records.disk import atomic_file, set_aside
+from distill_sweep.training.trial_pruning import journal_storage
 
 
 def space_distributions(space: Mapping[str, Range | list[Any]]) -> dict[str, Any]:
@@ -200,11 +201,9 @@ class _NoLock:
 
 
 def read_storage(path: Path) -> Any:
-    """The journal storage of a study file (read by the dry run and the report)."""
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
-
-    return JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
+    """The journal storage of a study file (read by the dry run and the report), as a pruned trial's job opens it
+    (training/trial_pruning.py)."""
+    return journal_storage(path)
 
 
 def stored_path(path: Path, results_dir: Path | None) -> str:

@@ -32,6 +32,7 @@ def study_arms(arms: Sequence[Arm], tune: TuneSettings) -> list[Arm]:
     its others copies that share its grid, with a study name and journal of their own."""
     out: list[Arm] = []
     for arm in arms:
+        arm.pruner = tune.pruner  # (its trials report to their study's journal: sweep/tune.py's trial_overrides)
         out.append(arm)
         out.extend(dataclasses.replace(arm, name=f"{arm.name}-s{k}", study=k, grid=arm.grid)
                    for k in range(1, tune.studies))
@@ -39,12 +40,13 @@ def study_arms(arms: Sequence[Arm], tune: TuneSettings) -> list[Arm]:
 
 
 def choose_over_studies(arm: Arm, studies: Sequence[tuple[Arm, Any]], results_dir: Path,
-                        tune: TuneSettings) -> None:
+                        tune: TuneSettings) -> str:
     """The arm's chosen values: its best trial's at one study; at several, the median study's (the module's
-    docstring), with every study's best, their median and spread written into chosen.json."""
+    docstring), with every study's best, their median and spread written into chosen.json. Returns what the
+    sweep's line adds about the studies ("" for one)."""
     if len(studies) == 1:
         choose(arm, studies[0][1], results_dir, tune)
-        return
+        return ""
     bests = [study.best_trial for _, study in studies]
     spread = study_spread([float(b.value) for b in bests])
     median_arm, median = studies[spread.median_study]
@@ -57,6 +59,9 @@ def choose_over_studies(arm: Arm, studies: Sequence[tuple[Arm, Any]], results_di
     choose(median_arm, median, results_dir, tune, more)
     # (chosen.json is the arm's, named by its digest; the median study's trial and values are the arm's choice)
     arm.best, arm.best_trial = median_arm.best, median_arm.best_trial
+    return (f" of study {median_arm.study}, the median of {len(studies)} studies (bests "
+            f"{', '.join(f'{float(b.value):.4f}' for b in bests)}: median {spread.median_best:.4f}, spread "
+            f"{spread.spread:.4f})")
 
 
 def by_arm(all_studies: Sequence[Arm], opened: Mapping[str, Any]) -> dict[str, list[tuple[Arm, Any]]]:

@@ -231,13 +231,14 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 returns += more
                 self.trials_run += len(todo)
             for p, ident in zip(pending, idents, strict=True):  # a failed one (its record says why) is asked again
-                tune.tell(studies[p.arm.key], p, tune.trial_score(ident, settings.metric), ident.out_dir, results)
+                tune.tell(studies[p.arm.key], p, tune.trial_score(ident, settings.metric), ident.out_dir, results,
+                          tune.trial_pruned(ident))
         grouped = studies_of.by_arm(each, studies)
         for arm in arms:
             spent = [(a, study) for a, study in grouped[arm.digest] if tune.completed(study) >= settings.trials]
             if len(spent) == len(grouped[arm.digest]):
-                studies_of.choose_over_studies(arm, spent, results, settings)
-                print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1} chosen: "
+                which = studies_of.choose_over_studies(arm, spent, results, settings)
+                print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1}{which} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
             else:  # as many trials failed as the budget: no choice, so no grid (the sweep exits 1 at its end)
                 for a, study in grouped[arm.digest]:

@@ -55,6 +55,7 @@ class Arm:
     best: dict[str, Any] | None = None  # the chosen values, once its budget is spent
     best_trial: int | None = None
     study: int = 0  # which of the arm's tune.studies this is (sweep/studies.py); 0: the only one at studies=1
+    pruner: str = "none"  # tune.pruner: its trials report to the journal (`+tune_journal`) unless none
 
     @property
     def key(self) -> str:
@@ -240,6 +241,12 @@ def completed_trials(arm: Arm, results_dir: Path) -> int:
     return len(_completed(arm, results_dir))
 
 
+def _spent_states() -> tuple[Any, ...]:
+    import optuna
+
+    return (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
 def _completed(arm: Arm, results_dir: Path) -> list[Any]:
     if not arm.journal(results_dir).exists():
         return []
@@ -252,7 +259,7 @@ def _completed(arm: Arm, results_dir: Path) -> list[Any]:
         print(f"distill_sweep: warning: the tuning journal {arm.journal(results_dir)} cannot be read: the sweep will "
               "set it aside and ask its trials again", file=sys.stderr, flush=True)
         return []
-    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return study.get_trials(deepcopy=False, states=_spent_states())  # (a pruned trial is spent budget)
 
 
 def _trial_records(trials: Sequence[Any], results_dir: Path) -> list[dict[str, Any]]:
@@ -295,7 +302,9 @@ class PendingTrial:
 
 def trial_overrides(arm: Arm, number: int, values: dict[str, Any]) -> list[str]:
     study = [f"+tune_study={arm.study}"] if arm.study else []  # (study 0's jobs are the single study's)
-    return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}", *study]
+    # a pruned trial reports to its study's journal (training/trial_pruning.py), named relative to results_dir
+    journal = [f"+tune_journal='{arm.journal(Path())}'"] if arm.pruner != "none" else []
+    return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}", *study, *journal]
 
 
 def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[PendingTrial]:
@@ -312,7 +321,7 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
         # its job would train other values than the study holds
         _abandon(study, t, "asked, but its values were not all drawn (its sweep stopped in between)")
     trials = study.get_trials(deepcopy=False) if half else trials
-    done = sum(t.state == states.COMPLETE for t in trials)
+    done = sum(t.state in _spent_states() for t in trials)
     if done >= budget or failed_trials(study) >= budget:  # (a failed trial is asked again, up to a budget of them)
         return []
     running = [t for t in trials if t.state == states.RUNNING][: budget - done]
@@ -322,7 +331,7 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1) -> list[Pe
     asked: list[PendingTrial] = []
     for _ in range(min(parallel, budget - done)):
         trial = study.ask()  # TPE's constant liar sees the ones asked before it as pending (open_study)
-        ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
+        ahead = sum(t.state in (*_spent_states(), states.RUNNING) for t in study.get_trials(deepcopy=False)
                     if t.number < trial.number)
         if ahead >= budget:  # another sweep on this study asked at the same moment: its trials fill the budget
             _abandon(study, study.get_trials(deepcopy=False)[trial.number], "another sweep's trial fills the budget")
@@ -343,9 +352,11 @@ def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: T
     k = min(completed(studies[p.arm.key]) for p in pending) // tune.parallel + 1
     which = f"round {k} of {rounds}" if k <= rounds else f"round {k} ({rounds} planned: failed trials asked again)"
     numbers = sorted({p.number + 1 for p in pending})  # (each arm's study numbers its own trials)
+    studies = len({p.arm.study for p in pending})
+    each = f" x {studies} studies" if studies > 1 else ""
     return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(numbers) == 1 else 'trials'} "
-            f"{', '.join(map(str, numbers))}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them "
-            "completed before")
+            f"{', '.join(map(str, numbers))}) of {len({p.arm.digest for p in pending})} arm(s){each}, {before} of "
+            "them completed before")
 
 
 def _abandon(study: Any, trial: Any, why: str) -> None:
@@ -369,9 +380,14 @@ def failed_trials(study: Any) -> int:
 
 
 def completed(study: Any) -> int:
-    import optuna
+    """The trials of the study's budget spent: COMPLETE ones and those its pruner stopped (PRUNED)."""
+    return len(study.get_trials(deepcopy=False, states=_spent_states()))
 
-    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+
+def trial_pruned(ident: JobIdentity) -> bool:
+    """Whether a trial's completed record says its pruner stopped it (training/trial_pruning.py)."""
+    record = completed_record(ident.out_dir)
+    return bool(((record or {}).get("tune_trial") or {}).get("pruned"))
 
 
 def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
@@ -385,7 +401,7 @@ def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
 
 
 def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None,
-         results_dir: Path | None = None) -> None:
+         results_dir: Path | None = None, pruned: bool = False) -> None:
     """The trial's result into the study, with where its record is (relative to `results_dir`: the checklist sums
     its compute, in this results directory or a copy of it). A trial another process already told (two sweeps
     on one study run its job once, both tell it) is left as it is, also when that process tells it between this
@@ -401,6 +417,8 @@ def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Pat
             study._storage.set_trial_user_attr(frozen._trial_id, "record", stored_path(record_dir, results_dir))
         if score is None:
             study.tell(pending.number, state=states.FAIL, skip_if_finished=True)
+        elif pruned:  # (its last reported value stands: counted in the budget, never chosen)
+            study.tell(pending.number, state=states.PRUNED, skip_if_finished=True)
         else:
             study.tell(pending.number, score, skip_if_finished=True)
     except optuna.exceptions.UpdateFinishedTrialError:

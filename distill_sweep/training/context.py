@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -37,6 +38,7 @@ from distill_sweep.training.metrics import compute_metrics
 from distill_sweep.training.pack import PackMember
 from distill_sweep.training.prediction_capture import DevPredictionCapture, dev_hashes
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
+from distill_sweep.training.trial_pruning import TrialPruning, instance_values
 
 # the batching a teacher's fine-tuning uses, whatever the student's: the key's default
 TEACHER_BATCHING: str = RunSettings.__dataclass_fields__["batching"].default
@@ -225,11 +227,34 @@ class RunContext:
                              label=label, **extra)
         if trial is not None:
             driver.scored_on = "holdout"
+            if run.tune.pruner != "none" and run.tune_journal is not None:  # asks its study's pruner as it goes
+                driver.after_evaluation = self._pruning(trial)
         if pack is not None:
             # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
             # another member would wait for while holding the turn
             driver.turn = pack.turn
         return driver
+
+    def _pruning(self, trial: int) -> Callable[[int, dict[str, Any]], dict[str, Any] | None]:
+        """A pruned trial's `after_evaluation` (training/trial_pruning.py): each evaluation reported to its study,
+        the prune (if any) written into the record's `tune_trial`."""
+        run, task = self.job.settings.run, self.job.settings.task
+        pruning = TrialPruning(files.absolute(run.results_dir) / str(run.tune_journal), trial, run.tune.pruner,
+                               run.tune.metric or task.primary_metric)
+
+        def after(index: int, entry: dict[str, Any]) -> dict[str, Any] | None:
+            arrays = self.predictions.last if self.predictions is not None else {}
+            instances = instance_values(arrays[f"pred/{HOLDOUT}"], arrays[f"label/{HOLDOUT}"],
+                                        task.is_regression) if f"pred/{HOLDOUT}" in arrays else None
+            pruned = pruning.after_evaluation(index, entry, instances)
+            if pruned is not None and self.record.tune_trial is not None:
+                self.record.tune_trial.pruned = pruned
+                log.info("%spruned by the %s pruner after its evaluation %d (%s epoch %d, holdout %s=%.4f)",
+                         f"[{trial_label(trial, run.tune.trials)}] ", run.tune.pruner, index + 1, entry["stage"],
+                         entry["epoch"], pruned["metric"], pruned["value"])
+            return pruned
+
+        return after
 
     def save_record(self) -> None:
         if is_main():  # with several ranks only rank 0 writes

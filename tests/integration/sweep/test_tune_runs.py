@@ -226,3 +226,34 @@ def test_packed_trials_of_two_arms_are_the_trials_trained_alone(tmp_path: Path, 
         assert member["epochs"] and "train_loss" in member["epochs"][-1] and "accuracy" in member["best"]["dev"]
         for key in ("epochs", "best"):
             assert member[key] == solo[key], (objective, key)
+
+
+def test_a_pruned_sweep_stops_trials_early_and_counts_them_in_the_budget(tmp_path: Path, shared_cache: Path) -> None:
+    """tune.pruner=asha, 4 trials of 2 epochs: each trial reports its holdout accuracy after each epoch to its study
+    (through the journal the sweeper names); a pruned one stops there, its record says where, the study holds it
+    PRUNED, and the budget counts it: 4 trials spent, the grid run at the best COMPLETE trial."""
+    import optuna
+    from helpers import records, run_cli_preloaded
+
+    out = tmp_path / "results"
+    proc = run_cli_preloaded([*SWEEP[:-3], "seed=1", "epochs=2", "tune.holdout=0.25", SWEEP[-1], "tune.trials=4",
+                              "tune.sampler=qmc", "tune.pruner=asha", f"results_dir={out}",
+                              f"cache_dir={shared_cache}", "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = sorted((r for r in records(out) if r.get("tune_trial") is not None), key=lambda r: r["tune_trial"]["number"])
+    (journal,) = (out / "tuning").glob("*.journal")
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    (name,) = optuna.get_all_study_names(storage)
+    study = optuna.load_study(study_name=name, storage=storage)
+    states = [t.state.name for t in study.trials]
+    assert len(trials) == 4 and states.count("COMPLETE") + states.count("PRUNED") == 4
+    assert states[0] == "COMPLETE" and "PRUNED" in states  # (the first trial has no peer to be pruned against)
+    for record, trial in zip(trials, study.trials, strict=True):
+        pruned = record["tune_trial"]["pruned"]
+        assert (pruned is not None) == (trial.state.name == "PRUNED")
+        # every evaluation reported (step = evaluation + 1); a pruned trial stopped after the one it was pruned at
+        assert sorted(trial.intermediate_values) == list(range(1, len(record["epochs"]) + 1))
+        if pruned:
+            assert pruned["pruner"] == "asha" and len(record["epochs"]) == pruned["rung"] + 1 < 2
+    (grid,) = [r for r in records(out) if r.get("tuned")]
+    assert study.trials[grid["tuned"]["trial"]].state.name == "COMPLETE"
