@@ -229,31 +229,51 @@ def test_packed_trials_of_two_arms_are_the_trials_trained_alone(tmp_path: Path, 
 
 
 def test_a_pruned_sweep_stops_trials_early_and_counts_them_in_the_budget(tmp_path: Path, shared_cache: Path) -> None:
-    """tune.pruner=asha, 4 trials of 2 epochs: each trial reports its holdout accuracy after each epoch to its study
-    (through the journal the sweeper names); a pruned one stops there, its record says where, the study holds it
-    PRUNED, and the budget counts it: 4 trials spent, the grid run at the best COMPLETE trial."""
+    """tune.pruner=asha, 4 trials of 2 epochs, the study's trial 0 told by hand first (holdout accuracy 0.99 at both
+    rungs, above anything the toy student reaches in a few steps: it scores 0.4375, the majority class, at every
+    evaluation). Each trial the sweep runs reports its holdout accuracy after each epoch to its study (through the
+    journal the sweeper names) and goes on only while it is among the best floor(k / 2) (at least 1) of the k
+    trials at that rung (successive halving, a reduction factor of 2). Rung 0: trial 1 is not the best of
+    (0.99, 0.4375), trial 2 not the best of (0.99, 0.4375, 0.4375): both stop after epoch 1; trial 3 ties the
+    second best of four and goes on, then at rung 1 is not the best of (0.99, 0.4375): it stops after epoch 2,
+    before any more training. Each record says where, the study holds them PRUNED, and the budget counts them: 4
+    trials spent, the grid run at trial 0's values."""
     import optuna
-    from helpers import records, run_cli_preloaded
+    from helpers import compose_cfg, records, run_cli_preloaded
+
+    from distill_sweep.config.parse import parse
+    from distill_sweep.config.tune import TuneSettings
+    from distill_sweep.job.identity import identify
+    from distill_sweep.sweep import tune
+    from distill_sweep.training.trial_pruning import make_pruner
 
     out = tmp_path / "results"
-    proc = run_cli_preloaded([*SWEEP[:-3], "seed=1", "epochs=2", "tune.holdout=0.25", SWEEP[-1], "tune.trials=4",
-                              "tune.sampler=qmc", "tune.pruner=asha", f"results_dir={out}",
-                              f"cache_dir={shared_cache}", "-m"], cwd=tmp_path)
+    args = [*SWEEP[:-3], "seed=1", "epochs=2", "tune.holdout=0.25", SWEEP[-1], "tune.trials=4", "tune.sampler=qmc",
+            "tune.pruner=asha", f"results_dir={out}", f"cache_dir={shared_cache}"]
+    settings = parse(TuneSettings, {"trials": 4, "holdout": 0.25, "sampler": "qmc", "pruner": "asha",
+                                    "space": {"objective.temperature": {"low": 1.0, "high": 4.0}}}, "tune")
+    (arm,) = tune.plan_arms([(identify(compose_cfg(args)), args)], compose_cfg, settings)
+    study = tune.open_study(arm, settings, out)
+    study.pruner = make_pruner("asha")
+    (first,) = tune.next_trials(arm, study, 4)
+    trial = optuna.trial.Trial(study, study.trials[0]._trial_id)
+    for step in (1, 2):
+        trial.report(0.99, step)
+        assert not trial.should_prune()
+    tune.tell(study, first, 0.99)
+    proc = run_cli_preloaded([*args, "-m"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials = sorted((r for r in records(out) if r.get("tune_trial") is not None), key=lambda r: r["tune_trial"]["number"])
-    (journal,) = (out / "tuning").glob("*.journal")
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
-    (name,) = optuna.get_all_study_names(storage)
-    study = optuna.load_study(study_name=name, storage=storage)
-    states = [t.state.name for t in study.trials]
-    assert len(trials) == 4 and states.count("COMPLETE") + states.count("PRUNED") == 4
-    assert states[0] == "COMPLETE" and "PRUNED" in states  # (the first trial has no peer to be pruned against)
-    for record, trial in zip(trials, study.trials, strict=True):
-        pruned = record["tune_trial"]["pruned"]
-        assert (pruned is not None) == (trial.state.name == "PRUNED")
-        # every evaluation reported (step = evaluation + 1); a pruned trial stopped after the one it was pruned at
-        assert sorted(trial.intermediate_values) == list(range(1, len(record["epochs"]) + 1))
-        if pruned:
-            assert pruned["pruner"] == "asha" and len(record["epochs"]) == pruned["rung"] + 1 < 2
+    study = optuna.load_study(study_name=arm.name, storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(arm.journal(out)))))
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED", "PRUNED", "PRUNED"]
+    assert [r["tune_trial"]["number"] for r in trials] == [1, 2, 3]
+    for record, trial, rung in zip(trials, study.trials[1:], (0, 0, 1), strict=True):
+        assert record["tune_trial"]["pruned"] == {"pruner": "asha", "rung": rung, "stage": "prediction",
+                                                  "epoch": rung + 1, "step": record["epochs"][rung]["step"],
+                                                  "metric": "accuracy", "value": 0.4375}
+        assert len(record["epochs"]) == rung + 1 and list(trial.intermediate_values) == list(range(1, rung + 2))
+    assert "pruned by the asha pruner after its evaluation 1 (prediction epoch 1" in proc.stdout + proc.stderr
     (grid,) = [r for r in records(out) if r.get("tuned")]
-    assert study.trials[grid["tuned"]["trial"]].state.name == "COMPLETE"
+    assert grid["tuned"]["trial"] == 0 and grid["config"]["objective"]["temperature"] == first.values[
+        "objective.temperature"]
