@@ -415,10 +415,10 @@ def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Pat
     try:
         if record_dir is not None:  # (Optuna has no public setter for it)
             study._storage.set_trial_user_attr(frozen._trial_id, "record", stored_path(record_dir, results_dir))
-        if score is None:
-            study.tell(pending.number, state=states.FAIL, skip_if_finished=True)
-        elif pruned:  # (its last reported value stands: counted in the budget, never chosen)
+        if pruned:  # (its last reported value stands: counted in the budget, never chosen)
             study.tell(pending.number, state=states.PRUNED, skip_if_finished=True)
+        elif score is None:
+            study.tell(pending.number, state=states.FAIL, skip_if_finished=True)
         else:
             study.tell(pending.number, score, skip_if_finished=True)
     except optuna.exceptions.UpdateFinishedTrialError:

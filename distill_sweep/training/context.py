@@ -28,7 +28,7 @@ from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import load_tokenizer
 from distill_sweep.records import files
 from distill_sweep.records.blocks import StudentVocab, TuneTrial
-from distill_sweep.records.record import RECORD, DataInfo, Record, best_epoch, write_record
+from distill_sweep.records.record import RECORD, SCORED_STAGES, DataInfo, Record, best_epoch, write_record
 from distill_sweep.training import distributed
 from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.distributed import is_main, local_device
@@ -228,14 +228,15 @@ class RunContext:
         if trial is not None:
             driver.scored_on = "holdout"
             if run.tune.pruner != "none" and run.tune_journal is not None:  # asks its study's pruner as it goes
-                driver.after_evaluation = self._pruning(trial)
+                driver.after_evaluation = self._pruning(trial, history)
         if pack is not None:
             # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
             # another member would wait for while holding the turn
             driver.turn = pack.turn
         return driver
 
-    def _pruning(self, trial: int) -> Callable[[int, dict[str, Any]], dict[str, Any] | None]:
+    def _pruning(self, trial: int, history: list[dict[str, Any]]
+                 ) -> Callable[[int, dict[str, Any]], dict[str, Any] | None]:
         """A pruned trial's `after_evaluation` (training/trial_pruning.py): each evaluation reported to its study,
         the prune (if any) written into the record's `tune_trial`."""
         run, task = self.job.settings.run, self.job.settings.task
@@ -243,14 +244,18 @@ class RunContext:
                                run.tune.metric or task.primary_metric)
 
         def after(index: int, entry: dict[str, Any]) -> dict[str, Any] | None:
+            if entry["stage"] not in SCORED_STAGES:  # (an intermediate stage's head is untrained: not a rung)
+                return None
             arrays = self.predictions.last if self.predictions is not None else {}
             instances = instance_values(arrays[f"pred/{HOLDOUT}"], arrays[f"label/{HOLDOUT}"],
                                         task.is_regression) if f"pred/{HOLDOUT}" in arrays else None
-            pruned = pruning.after_evaluation(index, entry, instances)
+            # the rung: this evaluation's place among the scored stages' (the same rungs for every objective)
+            rung = sum(e["stage"] in SCORED_STAGES for e in history[:index])
+            pruned = pruning.after_evaluation(rung, entry, instances)
             if pruned is not None and self.record.tune_trial is not None:
                 self.record.tune_trial.pruned = pruned
-                log.info("%spruned by the %s pruner after its evaluation %d (%s epoch %d, holdout %s=%.4f)",
-                         f"[{trial_label(trial, run.tune.trials)}] ", run.tune.pruner, index + 1, entry["stage"],
+                log.info("%spruned by the %s pruner at rung %d (%s epoch %d, holdout %s=%.4f)",
+                         f"[{trial_label(trial, run.tune.trials)}] ", run.tune.pruner, rung + 1, entry["stage"],
                          entry["epoch"], pruned["metric"], pruned["value"])
             return pruned
 

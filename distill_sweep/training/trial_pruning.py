@@ -2,8 +2,10 @@
 its study's journal and asks the study's pruner whether to stop; a stopped trial's record says where
 (`tune_trial.pruned`), and the sweep tells the study it was PRUNED (sweep/tune.py), counted in the budget.
 
-The rule is the same for every arm and every trial: the same rungs (each holdout evaluation: the end of each
-epoch of each stage) and the same pruner, built here from its name alone:
+The rule is the same for every arm and every trial: the same rungs (the holdout evaluations of the stages that
+train the scored head, records/record.py's SCORED_STAGES: an objective with an intermediate stage first, whose
+head is still untrained, is judged from its prediction stage on, as one without) and the same pruner, built here
+from its name alone:
 
 - `wilcoxon`: Optuna's WilcoxonPruner, a paired test over instances: the trial's per-example results on the
   holdout (1 for a right prediction, 0 for a wrong one; a regression's minus its absolute error) against the

@@ -273,7 +273,7 @@ def test_a_pruned_sweep_stops_trials_early_and_counts_them_in_the_budget(tmp_pat
                                                   "epoch": rung + 1, "step": record["epochs"][rung]["step"],
                                                   "metric": "accuracy", "value": 0.4375}
         assert len(record["epochs"]) == rung + 1 and list(trial.intermediate_values) == list(range(1, rung + 2))
-    assert "pruned by the asha pruner after its evaluation 1 (prediction epoch 1" in proc.stdout + proc.stderr
+    assert "pruned by the asha pruner at rung 1 (prediction epoch 1" in proc.stdout + proc.stderr
     (grid,) = [r for r in records(out) if r.get("tuned")]
     assert grid["tuned"]["trial"] == 0 and grid["config"]["objective"]["temperature"] == first.values[
         "objective.temperature"]
