@@ -142,6 +142,17 @@ def _trial_scores(study: Any, results_dir: Path, notes: list[str]) -> tuple[list
     return done, records
 
 
+def _pruned(study: Any) -> int:
+    """Trials of the study its pruner stopped (tune.pruner): spent budget, never chosen."""
+    import optuna
+
+    return sum(t.state == optuna.trial.TrialState.PRUNED for t in study.get_trials(deepcopy=False))
+
+
+def _pruned_text(arm: dict[str, Any]) -> str:
+    return f" and {arm['pruned_trials']} pruned" if arm.get("pruned_trials") else ""
+
+
 def _record_problem(record: dict[str, Any]) -> str | None:
     """Why a record's seed or compute cannot be counted (None: they can)."""
     seed = record.get("seed")
@@ -198,7 +209,7 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
         runs = grid.get(chosen["study"], [])
         arms.append({
             **chosen, "journal": stored_path(journal, results_dir),
-            "completed_trials": len(scores), "trial_scores": scores,
+            "completed_trials": len(scores), "trial_scores": scores, "pruned_trials": _pruned(study),
             "expected_best": [{"n": c.n, "mean": c.mean, "std": c.std,
                                "unbiased": unbiased_expected_best(scores, c.n)} for c in expected_best_curve(scores)],
             "seeds": sorted(int(r["seed"]) for r in runs),
@@ -235,7 +246,8 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
         lines += [
             f"## {arm['task']} / {arm['objective']} / {arm['init']}", "",
             f"- search bounds: {_bounds(arm.get('space') or {})}{left}",
-            f"- trials: {arm['completed_trials']} completed of a budget of {arm['trials']} ({arm['sampler']} sampler, "
+            f"- trials: {arm['completed_trials']} completed{_pruned_text(arm)} of a budget of {arm['trials']} "
+            f"({arm['sampler']} sampler, "
             f"seed {arm['seed']})",
             f"- selection rule: the trial with the best {arm['metric']} on a holdout of {arm['holdout']} of the "
             "training split (the reported dev split is never used for tuning)",

@@ -8,7 +8,10 @@ records): the arm's first grid job with the trial's values and `+tune_trial=<num
 holdout and is scored on it (data/holdout.py). Its record is the trial's: a trial whose process was killed is
 still RUNNING in the study and is run again at the next sweep (resumed from its checkpoint), never asked anew,
 and a re-run sweep asks only the trials its budget still lacks (COMPLETE ones are counted from the study). The
-journal, its sampler (each trial seeded from tune.seed and its number) and the paths it stores: sweep/journal.py.
+journal, its sampler (each trial seeded from tune.seed and its number; qmc: point k of a Sobol sequence seeded per
+study, the same for arms with one space) and the paths it stores: sweep/journal.py. Several independent studies
+per arm (tune.studies) and the median study's choice: sweep/studies.py. A trial stopped by tune.pruner
+(training/trial_pruning.py, reporting from inside its job) is told PRUNED and counts in the budget.
 
 Before any work, every arm's space is checked against the arm's own config (`plan_arms`): a key whose declared
 kind is not identity (config/parse.py: the teacher's, a result-invariant or non-deterministic key), a key no job's

@@ -274,6 +274,10 @@ def test_a_pruned_sweep_stops_trials_early_and_counts_them_in_the_budget(tmp_pat
                                                   "metric": "accuracy", "value": 0.4375}
         assert len(record["epochs"]) == rung + 1 and list(trial.intermediate_values) == list(range(1, rung + 2))
     assert "pruned by the asha pruner at rung 1 (prediction epoch 1" in proc.stdout + proc.stderr
+    from distill_sweep.report import checklist
+
+    assert "- trials: 1 completed and 3 pruned of a budget of 4" in checklist.checklist_markdown(
+        checklist.tuning_arms(out))
     (grid,) = [r for r in records(out) if r.get("tuned")]
     assert grid["tuned"]["trial"] == 0 and grid["config"]["objective"]["temperature"] == first.values[
         "objective.temperature"]
