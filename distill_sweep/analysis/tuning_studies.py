@@ -6,6 +6,10 @@ over studies of each study's best, so that one lucky study does not make the arm
 tuning luck a single study hides. The median study, whose values the grid runs at, is the one whose best is the
 lower median: the middle one for an odd S, the lower of the two middle ones for an even S (a real study's values,
 and never the luckier of the two).
+
+Two arms tuned with the same S are compared study by study (`study_difference`): study k of each drew its trials
+from the same seed (with tune.sampler=qmc, the same points), so the S differences of their bests are paired, and
+their t-interval is how far apart the arms are beyond tuning luck, on the holdout.
 """
 
 from __future__ import annotations
@@ -43,4 +47,23 @@ def study_spread(bests: Sequence[float]) -> StudySpread:
     return StudySpread(statistics.median(values), min(values), max(values), std, median_study)
 
 
-__all__ = ["StudySpread", "study_spread"]
+@dataclass(frozen=True)
+class StudyDifference:
+    medians: float  # the difference of the arms' scores: median of A's bests - median of B's bests
+    mean: float  # the mean over studies of (A's best - B's best), study k against study k
+    low: float  # its t-interval over the S paired differences (NaN for one study)
+    high: float
+
+
+def study_difference(a: Sequence[float], b: Sequence[float]) -> StudyDifference:
+    """Arm A against arm B over their studies, in study order (ValueError for counts that differ)."""
+    from distill_sweep.analysis.stats import paired_t_ci
+
+    if len(a) != len(b) or not a:
+        raise ValueError(f"the arms have {len(a)} and {len(b)} studies: compared study by study, they need as many")
+    low, high = paired_t_ci(a, b)
+    return StudyDifference(statistics.median(a) - statistics.median(b),
+                           statistics.fmean(x - y for x, y in zip(a, b, strict=True)), low, high)
+
+
+__all__ = ["StudyDifference", "StudySpread", "study_difference", "study_spread"]

@@ -28,8 +28,11 @@ from distill_sweep.records.disk import problem
 from distill_sweep.records.record import RECORD
 from distill_sweep.report.svg import PALETTE, legend
 from distill_sweep.report.tuning_studies import (
+    COMPARISON_HEADER,
+    COMPARISON_NOTE,
     STUDIES_HEADER,
     STUDIES_NOTE,
+    comparison_rows,
     studies_line,
     studies_problem,
     studies_rows,
@@ -401,6 +404,9 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
         doc.heading("Tuning luck: independent studies per arm")
         doc.text(STUDIES_NOTE)
         doc.table(STUDIES_HEADER, studied)
+        if compared := comparison_rows(arms, _label):
+            doc.text(COMPARISON_NOTE)
+            doc.table(COMPARISON_HEADER, compared)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
     doc.heading("Expected best holdout score after n trials")

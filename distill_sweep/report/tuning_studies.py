@@ -68,6 +68,37 @@ def studies_rows(arms: Sequence[dict[str, Any]], label: Any) -> list[list[str]]:
     return rows
 
 
+def comparison_rows(arms: Sequence[dict[str, Any]], label: Any) -> list[list[str]]:
+    """One row per pair of arms of one task and init tuned with as many studies: the difference of their scores
+    (medians of the bests), the mean of the study-by-study differences and its t-interval, and whether the arms
+    differ beyond tuning luck (the interval leaves out 0)."""
+    from distill_sweep.analysis.tuning_studies import study_difference
+
+    studied = [a for a in arms if "studies" in a]
+    rows = []
+    for i, a in enumerate(studied):
+        for b in studied[i + 1:]:
+            if (a["task"], a["init"]) != (b["task"], b["init"]) or len(a["studies"]) != len(b["studies"]):
+                continue
+            d = study_difference(*([s["score"] for s in sorted(arm["studies"], key=lambda s: s["study"])]
+                                   for arm in (a, b)))
+            if not (math.isfinite(d.low) and math.isfinite(d.high)):
+                verdict = "-"
+            elif d.low > 0 or d.high < 0:
+                verdict = f"{label(a) if d.low > 0 else label(b)} ahead beyond tuning luck"
+            else:
+                verdict = "within tuning luck"
+            rows.append([f"{label(a)} - {label(b)}", str(len(a["studies"])), f"{d.medians:+.4f}",
+                         f"{d.mean:+.4f} [{d.low:+.4f}, {d.high:+.4f}]", verdict])
+    return rows
+
+
+COMPARISON_HEADER = ["arms", "studies", "difference of the medians", "mean study-by-study difference [95% t-interval]",
+                     "verdict (holdout)"]
+COMPARISON_NOTE = ("study k of each arm drew its trials from the same seed (tune.sampler=qmc: the same points), "
+                   "so the arms' bests are paired study by study; the t-interval of their differences over the "
+                   "studies is how far apart the arms' tuned holdout scores are with tuning luck counted in (the "
+                   "grid's intervals below count the seeds' variance at one study's values, not this)")
 STUDIES_HEADER = ["arm", "studies", "each study's best (holdout)", "median of the bests", "spread: max - min",
                   "grid at study"]
 STUDIES_NOTE = ("each arm was tuned by several independent studies of the same budget (tune.studies), each from a "
@@ -76,4 +107,4 @@ STUDIES_NOTE = ("each arm was tuned by several independent studies of the same b
                 "single study hides; an arm ahead by less than the spreads is not ahead beyond tuning luck")
 
 
-__all__ = ["STUDIES_HEADER", "STUDIES_NOTE", "studies_line", "studies_problem", "studies_rows", "study_journal"]
+__all__ = ["COMPARISON_HEADER", "COMPARISON_NOTE", "STUDIES_HEADER", "comparison_rows", "STUDIES_NOTE", "studies_line", "studies_problem", "studies_rows", "study_journal"]

@@ -230,3 +230,30 @@ def test_the_checklist_reports_the_median_of_the_bests_and_the_spread(tmp_path: 
     path = tune.chosen_path(arm, tmp_path)
     path.write_text(path.read_text().replace('"median_best": 0.7', '"median_best": "x"'))
     assert checklist.tuning_arms(tmp_path, notes) == [] and "median_best" in notes[0]
+
+
+def test_two_arms_are_compared_study_by_study() -> None:
+    """A's bests 0.72, 0.73, 0.68 and B's 0.70, 0.76, 0.73 (study k against study k): differences 0.02, -0.03,
+    -0.05, mean -0.02, sd sqrt((0.04^2 + 0.01^2 + 0.03^2) / 2) = sqrt(0.0013); t(2, 0.975) = 4.3027, half-width
+    4.3027 * sqrt(0.0013) / sqrt(3) = 0.08957: [-0.1096, 0.0696], which holds 0: within tuning luck. The medians
+    differ by 0.72 - 0.73 = -0.01. C's bests 0.62, 0.64, 0.57: A - C = 0.10, 0.09, 0.11, mean 0.10, sd 0.01, half-width
+    4.3027 * 0.01 / sqrt(3) = 0.0248, [0.075, 0.125] without 0: A ahead; B - C = 0.08, 0.12, 0.16, mean 0.12, sd
+    0.04, half-width 0.0994, [0.021, 0.219]: B ahead."""
+    from distill_sweep.analysis.tuning_studies import study_difference
+    from distill_sweep.report.tuning_studies import comparison_rows
+
+    d = study_difference([0.72, 0.73, 0.68], [0.70, 0.76, 0.73])
+    assert d.medians == pytest.approx(-0.01) and d.mean == pytest.approx(-0.02)
+    half = 4.302653 * math.sqrt(0.0013) / math.sqrt(3)
+    assert (d.low, d.high) == (pytest.approx(-0.02 - half, abs=1e-5), pytest.approx(-0.02 + half, abs=1e-5))
+    with pytest.raises(ValueError):
+        study_difference([0.7, 0.8], [0.7])
+
+    def arm(objective: str, bests: list[float]) -> dict:
+        return {"task": "toy", "init": "init-1", "objective": objective,
+                "studies": [{"study": k, "score": s} for k, s in enumerate(bests)]}
+
+    rows = comparison_rows([arm("a", [0.72, 0.73, 0.68]), arm("b", [0.70, 0.76, 0.73]),
+                            arm("c", [0.62, 0.64, 0.57])], lambda a: a["objective"])
+    assert [(r[0], r[-1]) for r in rows] == [("a - b", "within tuning luck"), ("a - c", "a ahead beyond tuning luck"),
+                                            ("b - c", "b ahead beyond tuning luck")]
