@@ -66,3 +66,26 @@ def test_instances_are_right_or_wrong_and_minus_a_regressions_error() -> None:
     assert instance_values(np.array([1, 0, 2]), np.array([1, 1, 2]), False).tolist() == [1.0, 0.0, 1.0]
     assert instance_values(np.array([0.5, 2.0]), np.array([1.0, 2.0]), True).tolist() == [-0.5, 0.0]
     assert make_pruner("none") is None
+
+
+def test_a_trial_reports_through_its_studys_journal(tmp_path) -> None:
+    """The job side: a trial opens its study's journal by path (one study per journal), reports each evaluation by
+    its trial number and gets back what its record says of the prune. Wilcoxon: trial 0 right on all 20 holdout
+    examples (told COMPLETE), trial 1 wrong on all 20 at its first rung: stopped there."""
+    import optuna
+
+    from distill_sweep.training.trial_pruning import TrialPruning, journal_storage
+
+    journal = tmp_path / "tuning" / "arm.journal"
+    journal.parent.mkdir()
+    study = optuna.create_study(study_name="arm", storage=journal_storage(journal), direction="maximize")
+    first, second = study.ask(), study.ask()
+    entry = {"stage": "prediction", "epoch": 1, "step": 8, "dev": {"accuracy": 1.0}}
+    assert TrialPruning(journal, 0, "wilcoxon", "accuracy").after_evaluation(0, entry, _instances(0)) is None
+    study.tell(first, 1.0)
+    worse = {**entry, "dev": {"accuracy": 0.0}}
+    assert TrialPruning(journal, 1, "wilcoxon", "accuracy").after_evaluation(0, worse, _instances(20)) == {
+        "pruner": "wilcoxon", "rung": 0, "stage": "prediction", "epoch": 1, "step": 8, "metric": "accuracy",
+        "value": 0.0}
+    again = optuna.load_study(study_name="arm", storage=journal_storage(journal))
+    assert again.trials[1].intermediate_values == {i: 0.0 for i in range(20)} and second.number == 1
