@@ -235,14 +235,14 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                           tune.trial_pruned(ident))
         grouped = studies_of.by_arm(each, studies)
         for arm in arms:
-            spent = [(a, study) for a, study in grouped[arm.digest] if tune.completed(study) >= settings.trials]
+            spent = [(a, study) for a, study in grouped[arm.digest] if tune.spent(study, settings.trials)]
             if len(spent) == len(grouped[arm.digest]):
                 which = studies_of.choose_over_studies(arm, spent, results, settings)
                 print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1}{which} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
             else:  # as many trials failed as the budget: no choice, so no grid (the sweep exits 1 at its end)
                 for a, study in grouped[arm.digest]:
-                    if tune.completed(study) < settings.trials:
+                    if not tune.spent(study, settings.trials):
                         print(f"distill_sweep: {a.name}: {tune.failed_trials(study)} trials failed, "
                               f"{tune.completed(study)} of {settings.trials} completed: its grid jobs are not run",
                               file=sys.stderr)

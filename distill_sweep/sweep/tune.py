@@ -387,6 +387,15 @@ def completed(study: Any) -> int:
     return len(study.get_trials(deepcopy=False, states=_spent_states()))
 
 
+def spent(study: Any, budget: int) -> bool:
+    """Whether the study has spent its budget with a trial to choose (one COMPLETE at least: a study whose trials
+    were all pruned or failed has none)."""
+    import optuna
+
+    return completed(study) >= budget and any(t.state == optuna.trial.TrialState.COMPLETE
+                                              for t in study.get_trials(deepcopy=False))
+
+
 def trial_pruned(ident: JobIdentity) -> bool:
     """Whether a trial's completed record says its pruner stopped it (training/trial_pruning.py)."""
     record = completed_record(ident.out_dir)
