@@ -257,3 +257,18 @@ def test_two_arms_are_compared_study_by_study() -> None:
                             arm("c", [0.62, 0.64, 0.57])], lambda a: a["objective"])
     assert [(r[0], r[-1]) for r in rows] == [("a - b", "within tuning luck"), ("a - c", "a ahead beyond tuning luck"),
                                             ("b - c", "b ahead beyond tuning luck")]
+
+
+def test_the_fair_tuning_demo_pairs_two_objectives_over_three_studies() -> None:
+    """The preset (its sweep is out of the suite: minutes): two objectives with one space, QMC, 3 studies of 4
+    trials each; both objectives' trials pack (the same batches), so a round is one pack of 6."""
+    from distill_sweep.sweep.packs import pack_key
+
+    settings = tune.settings_of(compose_cfg(["experiment=fair_tuning_demo"]))
+    assert settings is not None and (settings.sampler, settings.studies, settings.trials) == ("qmc", 3, 4)
+    jobs = [["experiment=fair_tuning_demo", *job] for job in expand(["objective=vanilla_kd,att_kl", "seed=1,2,3"])]
+    arms = tune.plan_arms([(identify(compose_cfg(job)), job) for job in jobs], compose_cfg, settings)
+    assert len(arms) == 2 and arms[0].space == arms[1].space and len(studies.study_arms(arms, settings)) == 6
+    keys = {pack_key(identify(compose_cfg(tune.trial_overrides(a, 0, {"objective.temperature": 2.0}))))
+            for a in studies.study_arms(arms, settings)}
+    assert len(keys) == 1 and None not in keys
