@@ -23,10 +23,13 @@ its evaluations again: Optuna keeps the first value of a step, so the decision i
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger("distill_sweep")
 
 ASHA_REDUCTION = 2  # each rung keeps the top half of the trials that reached it
 WILCOXON_P = 0.1  # the paired test's threshold: a trial worse than the best one at this level is stopped
@@ -84,11 +87,14 @@ class TrialPruning:
 
     def __init__(self, journal: Path, number: int, pruner_name: str, metric: str) -> None:
         self.journal, self.number, self.pruner_name, self.metric = journal, number, pruner_name, metric
+        self.off = False  # set once its study cannot be read: the trial then trains to its end
 
     def _trial(self) -> Any:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.ERROR)  # (a resumed trial's repeated reports: kept as before)
+        if not self.journal.is_file():  # (Optuna's backend would create an empty one)
+            raise FileNotFoundError(f"no journal {self.journal}")
         storage = journal_storage(self.journal)
         (name,) = optuna.get_all_study_names(storage)  # (one study per journal: sweep/tune.py)
         study = optuna.load_study(study_name=name, storage=storage, pruner=make_pruner(self.pruner_name))
@@ -99,8 +105,17 @@ class TrialPruning:
                          ) -> dict[str, Any] | None:
         """Report the holdout score of history entry `evaluation` (its index: a resumed job's count on from the
         checkpoint's): None to go on, else what the record says of the prune."""
-        if not report_and_decide(self._trial(), self.pruner_name, evaluation, float(entry["dev"][self.metric]),
-                                 instances):
+        if self.off:
+            return None
+        try:
+            stop = report_and_decide(self._trial(), self.pruner_name, evaluation, float(entry["dev"][self.metric]),
+                                     instances)
+        except Exception as err:  # noqa: BLE001 - a journal missing, damaged or without this trial: never a traceback
+            self.off = True
+            log.warning("tune.pruner=%s: the study in %s cannot be read (%s: %s): this trial is not pruned, it "
+                        "trains to its end", self.pruner_name, self.journal, type(err).__name__, str(err)[:120])
+            return None
+        if not stop:
             return None
         return {"pruner": self.pruner_name, "rung": evaluation, "stage": entry["stage"], "epoch": entry["epoch"],
                 "step": entry["step"], "metric": self.metric, "value": float(entry["dev"][self.metric])}

@@ -89,3 +89,24 @@ def test_a_trial_reports_through_its_studys_journal(tmp_path) -> None:
         "value": 0.0}
     again = optuna.load_study(study_name="arm", storage=journal_storage(journal))
     assert again.trials[1].intermediate_values == {i: 0.0 for i in range(20)} and second.number == 1
+
+
+@pytest.mark.parametrize("damage", ["missing", "not a journal"])
+def test_a_trial_whose_journal_cannot_be_read_trains_on(tmp_path, caplog, damage: str) -> None:
+    """One warning line, no traceback, no prune: the trial trains to its end (the sweep mends or sets the journal
+    aside before its next round)."""
+    import logging
+
+    from distill_sweep.training.trial_pruning import TrialPruning
+
+    journal = tmp_path / "arm.journal"
+    if damage == "not a journal":
+        journal.write_bytes(b"\x00\xff garbage\n")
+    pruning = TrialPruning(journal, 0, "asha", "accuracy")
+    entry = {"stage": "prediction", "epoch": 1, "step": 8, "dev": {"accuracy": 0.5}}
+    with caplog.at_level(logging.WARNING, logger="distill_sweep"):
+        assert pruning.after_evaluation(0, entry, None) is None
+        assert pruning.after_evaluation(1, entry, None) is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"tune.pruner=asha: the study in {journal} cannot be read (") and "\n" not in line
+    assert journal.exists() == (damage == "not a journal")  # (a missing one is not created)
