@@ -228,7 +228,11 @@ class RunContext:
         if trial is not None:
             driver.scored_on = "holdout"
             if run.tune.pruner != "none" and run.tune_journal is not None:  # asks its study's pruner as it goes
-                driver.after_evaluation = self._pruning(trial, history)
+                if distributed.world().size == 1:
+                    driver.after_evaluation = self._pruning(trial, history)
+                else:  # (each rank would ask on its own, and the ranks could part ways)
+                    log.warning("tune.pruner=%s: a trial of several processes is not pruned: it trains to its end",
+                                run.tune.pruner)
         if pack is not None:
             # only the student's stages take turns: a teacher's fine-tuning holds the teacher cache's lock, which
             # another member would wait for while holding the turn
