@@ -206,8 +206,9 @@ class SkipCompletedSweeperImpl(BasicSweeper):
 
     def _tune(self, settings: Any, arms: list[Any], compose: JobComposer, initial_job_idx: int
               ) -> tuple[list[Any], int]:
-        """Every arm's trials, in rounds of one trial per arm still short of its budget (launched together, so that
-        a SLURM array runs the arms side by side); then each arm's best values chosen."""
+        """Every arm's trials, in rounds of one trial per study still short of its budget (every study of every arm,
+        sweep/studies.py: launched together, so that a SLURM array runs them side by side and trials that share
+        batches pack); then each arm's values chosen (its median study's at tune.studies > 1)."""
         results, check, returns = self._results_dir(), self._check(), []
         each = studies_of.study_arms(arms, settings)  # tune.studies per arm (sweep/studies.py)
         studies = {arm.key: tune.open_study(arm, settings, results) for arm in each}
