@@ -118,7 +118,7 @@ def base_config(base: tuple[str, ...]) -> dict[str, Any]:
 SECOND: dict[str, str] = {
     "init": "2", "map": "skip", "results_dir": "elsewhere", "cache_dir": "/tmp/another-cache",
     "finetune_grid": "{tasks: [rte], lrs: [1e-5], batch_sizes: [16]}", "pack_file": "/tmp/pack.json",
-    "tune_chosen": "/tmp/chosen.json", "tune.space": "{objective.alpha: {low: 0.1, high: 0.9}}",
+    "tune_chosen": "/tmp/chosen.json", "tune_journal": "tuning/x.journal", "tune.space": "{objective.alpha: {low: 0.1, high: 0.9}}",
     "device": "cpu", "optimizer.betas": "[0.8,0.98]", "teacher.finetune.betas": "[0.8,0.98]",
     "task.text_fields": "[sentence2,sentence1]", "task.label_names": "[negative,mixed,positive]",
     "task.train_size": "10", "task.augment": "tinybert", "task.name": "toy2",

@@ -185,6 +185,12 @@ class RunSettings:
     # set by the sweeper on a tuning trial's job: its trial number; it trains without tune.holdout's share of the
     # training split and is scored on that share, never on a dev split (sweep/tune.py)
     tune_trial: int | None = field(default=None, metadata=IDENTITY | {"ge": 0, **UNHASHED_AT_DEFAULT})
+    # set by the sweeper on a trial of an arm's study k > 0 (tune.studies): its study, whose sampler seed the trial
+    # was drawn from (study 0's trials leave it unset: the single study's jobs)
+    tune_study: int | None = field(default=None, metadata=IDENTITY | {"ge": 1, **UNHASHED_AT_DEFAULT})
+    # set by the sweeper on a trial with tune.pruner: its study's journal (relative to results_dir), which the
+    # trial reports its holdout evaluations to and asks whether to stop (training/trial_pruning.py)
+    tune_journal: str | None = field(default=None, metadata=INVARIANT)
     # set by the sweeper on a tuned grid job: the file of its arm's chosen values and study (sweep/tune.py), which
     # its record copies as `tuned` (where the values came from: the values themselves are in the config)
     tune_chosen: str | None = field(default=None, metadata=INVARIANT)

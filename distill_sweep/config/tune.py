@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distill_sweep.config.parse import IDENTITY, INVARIANT, SEED_RANGE
+from distill_sweep.config.parse import IDENTITY, INVARIANT, SEED_RANGE, UNHASHED_AT_DEFAULT
+from distill_sweep.config.seeds import derived_seed
 from distill_sweep.errors import ConfigError
 
 
@@ -42,8 +43,9 @@ class TuneSettings:
     space: dict[str, Any] | None = field(default=None, metadata=IDENTITY)
     # the share of the training split held out as the tuning dev set (trials train on the rest)
     holdout: float = field(default=0.1, metadata=IDENTITY | {"gt": 0.0, "lt": 1.0})
-    # how trials are drawn: tpe (Optuna's TPE) or random
-    sampler: Literal["tpe", "random"] = field(default="tpe", metadata=IDENTITY)
+    # how trials are drawn: tpe (Optuna's TPE), random, or qmc (scrambled Sobol points, one sequence per study: the
+    # arms whose spaces coincide get the same points, whatever the other arms or the timing; for comparisons)
+    sampler: Literal["tpe", "random", "qmc"] = field(default="tpe", metadata=IDENTITY)
     # the holdout metric maximised (null: the task's primary metric)
     metric: str | None = field(default=None, metadata=IDENTITY)
     # trials of one arm asked together and launched side by side (a SLURM array of that many workers per arm);
@@ -59,6 +61,15 @@ class TuneSettings:
     # with budget_by seconds or flops: each arm's budget in that unit (null: `trials` x the mean cost of the arms'
     # first trials)
     budget: float | None = field(default=None, metadata={"gt": 0.0, **INVARIANT})
+    # independent studies per arm, each of `trials` trials from a seed of its own (`study_seed`): tuning luck
+    # measured (the median of the studies' bests and their spread); the grid runs at the median study's values.
+    # Not hashed: more studies continue the same ones (study 0 is the single study of studies=1)
+    studies: int = field(default=1, metadata={"ge": 1, **INVARIANT})
+    # stops a trial early when its study's pruner says so after a holdout evaluation, the same rule and rungs for
+    # every arm (training/trial_pruning.py): none, wilcoxon (a paired test over the holdout's examples against the
+    # study's best trial: fair across objectives whose losses differ in scale) or asha (successive halving on the
+    # holdout metric); a pruned trial counts in the budget. Hashed: a pruned trial trains less
+    pruner: Literal["none", "wilcoxon", "asha"] = field(default="none", metadata=IDENTITY | UNHASHED_AT_DEFAULT)
 
     def validate(self, where: str) -> None:
         for key in self.space or {}:
@@ -97,7 +108,7 @@ def refused_key(key: str) -> str | None:
     config). A seed is the variance the grid's seeds measure, not a setting: a study would pick the luckiest
     draw; the tune block's own keys would change the holdout or the budget the trials are compared on."""
     parts = key.split(".")
-    if parts[0] in ("tune", "tune_trial", "tune_chosen"):
+    if parts[0] in ("tune", "tune_trial", "tune_study", "tune_journal", "tune_chosen"):
         return ("the tune block's own keys (the holdout, the sampler, the budget) say how every trial is scored "
                 "and compared: they cannot vary between trials")
     if any("seed" in part for part in parts):
@@ -112,6 +123,25 @@ def refused_key(key: str) -> str | None:
         return ("the lm-eval stage scores the trained student: it changes what is measured after training, not how "
                 "the student trains")
     return None
+
+
+def study_seed(seed: int, study: int) -> int:
+    """The seed of study `study` of an arm (tune.studies): a QMC study's scrambling; study 0's is the one a single
+    study has. Independent of the arm, so arms whose spaces coincide draw the same points."""
+    return derived_seed("tune-qmc", seed, study) % 2**32  # (NumPy's and SciPy's generators take seeds below 2**32)
+
+
+def trial_seed(seed: int, study: int, number: int) -> int:
+    """The seed of trial `number` of study `study` (a TPE or random trial is drawn by a sampler of its own, seeded
+    from it): study 0's trials keep the seeds a single study's trials had before there were several."""
+    parts = ("tune-trial", seed, number) if study == 0 else ("tune-trial", seed, "study", study, number)
+    return derived_seed(*parts) % 2**32
+
+
+def sampler_seed(tune: TuneSettings, study: int, number: int) -> int:
+    """The seed that drew a trial: its study's for qmc (the trial is the sequence's point `number`), its own for
+    tpe and random."""
+    return study_seed(tune.seed, study) if tune.sampler == "qmc" else trial_seed(tune.seed, study, number)
 
 
 def trial_label(number: int, budget: int) -> str:
@@ -149,4 +179,5 @@ def parse_domain(value: Any, where: str) -> Range | list[Any]:
     return Range(float(low), float(high), log, isinstance(low, int) and isinstance(high, int))
 
 
-__all__ = ["Range", "TuneSettings", "parse_domain", "refused_key", "trial_label"]
+__all__ = ["Range", "TuneSettings", "parse_domain", "refused_key", "sampler_seed", "study_seed", "trial_label",
+           "trial_seed"]

@@ -19,6 +19,11 @@ class TuneTrial:
     holdout: Any = None  # the share (or count) of the training split held out
     seed: int | None = None  # the seed that drew the holdout
     holdout_size: int | None = None  # examples held out
+    study: int | None = None  # which of its arm's tune.studies (0: the first, the only one at studies=1)
+    sampler: str | None = None  # tune.sampler: tpe, random or qmc
+    sampler_seed: int | None = None  # the seed that drew its values (qmc: its study's sequence's; else its own)
+    order: int | None = None  # its place in its study's draws (qmc: the point's index in the Sobol sequence)
+    pruned: dict[str, Any] | None = None  # stopped by tune.pruner: the pruner, rung (evaluation), stage, epoch, step
 
 
 @dataclass

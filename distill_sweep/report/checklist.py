@@ -28,6 +28,17 @@ from distill_sweep.records.disk import problem
 from distill_sweep.records.record import RECORD
 from distill_sweep.report import budget_verdict
 from distill_sweep.report.svg import PALETTE, legend
+from distill_sweep.report.tuning_studies import (
+    COMPARISON_HEADER,
+    COMPARISON_NOTE,
+    STUDIES_HEADER,
+    STUDIES_NOTE,
+    comparison_rows,
+    studies_line,
+    studies_problem,
+    studies_rows,
+    study_journal,
+)
 from distill_sweep.sweep.journal import read_storage, stored_at, stored_path
 from distill_sweep.sweep.tune import TUNING_DIR
 
@@ -135,6 +146,17 @@ def _trial_scores(study: Any, results_dir: Path, notes: list[str]) -> tuple[list
     return done, records
 
 
+def _pruned(study: Any) -> int:
+    """Trials of the study its pruner stopped (tune.pruner): spent budget, never chosen."""
+    import optuna
+
+    return sum(t.state == optuna.trial.TrialState.PRUNED for t in study.get_trials(deepcopy=False))
+
+
+def _pruned_text(arm: dict[str, Any]) -> str:
+    return f" and {arm['pruned_trials']} pruned" if arm.get("pruned_trials") else ""
+
+
 def _record_problem(record: dict[str, Any]) -> str | None:
     """Why a record's seed or compute cannot be counted (None: they can)."""
     seed = record.get("seed")
@@ -169,22 +191,29 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
     arms = []
     for path in sorted((results_dir / TUNING_DIR).glob("*.chosen.json")):
         chosen = files.read_record(path)
-        problem = _chosen_problem(chosen)
+        problem = _chosen_problem(chosen) or (studies_problem(chosen) if isinstance(chosen, dict) else None)
         if problem is None:
             assert chosen is not None
             # the journal beside it (where tune.choose wrote both): what it says of the journal's path is the
             # results directory's as written, which a copy or a move of the directory leaves behind
-            journal = path.with_name(path.name[: -len(".chosen.json")] + ".journal")
+            journal = study_journal(path, int(chosen.get("median_study", 0)))
             study, problem = _load_study(journal, chosen["study"])
         if problem is not None:
             notes.append(f"{path}: {problem}; its arm is left out")
             continue
         assert chosen is not None
         scores, trial_records = _trial_scores(study, results_dir, notes)
+        for other in chosen.get("studies", []):  # tune.studies > 1: every study's trials are the arm's compute
+            if other["study"] != chosen.get("median_study"):
+                more, problem = _load_study(study_journal(path, other["study"]), str(other.get("name")))
+                if problem is not None:
+                    notes.append(f"{path}: study {other['study']}: {problem}; its compute is left out")
+                else:
+                    trial_records += _trial_scores(more, results_dir, notes)[1]
         runs = grid.get(chosen["study"], [])
         arms.append({
             **chosen, "journal": stored_path(journal, results_dir),
-            "completed_trials": len(scores), "trial_scores": scores,
+            "completed_trials": len(scores), "trial_scores": scores, "pruned_trials": _pruned(study),
             "expected_best": [{"n": c.n, "mean": c.mean, "std": c.std,
                                "unbiased": unbiased_expected_best(scores, c.n)} for c in expected_best_curve(scores)],
             "seeds": sorted(int(r["seed"]) for r in runs),
@@ -223,7 +252,8 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
         lines += [
             f"## {arm['task']} / {arm['objective']} / {arm['init']}", "",
             f"- search bounds: {_bounds(arm.get('space') or {})}{left}",
-            f"- trials: {arm['completed_trials']} completed of {budget_verdict.budget_words(arm)} ({arm['sampler']} sampler, "
+            f"- trials: {arm['completed_trials']} completed{_pruned_text(arm)} of "
+            f"{budget_verdict.budget_words(arm)} ({arm['sampler']} sampler, "
             f"seed {arm['seed']})",
             f"- selection rule: the trial with the best {arm['metric']} on a holdout of {arm['holdout']} of the "
             "training split (the reported dev split is never used for tuning)",
@@ -234,6 +264,7 @@ def checklist_markdown(arms: Sequence[dict[str, Any]], notes: Sequence[str] = ()
             "of the records; a pack's time split over its members)",
             f"- cost of the trials: {budget_verdict.cost_text(arm['cost'])}",
             f"- verdict budget: {budget_verdict.verdict_budget_text(arm)}",
+            *filter(None, [studies_line(arm)]),
             f"- study: {arm['study']} in {arm['journal']}", "",
         ]
     return "\n".join([*lines, *_notes_markdown(notes)])
@@ -376,6 +407,13 @@ def tuning_section(doc: Any, files_out: dict[str, Any], results_dir: Path) -> No
     doc.table(["arm", "search bounds", "trials", "chosen values", "holdout score (best of N: optimistic)",
                "wall-hours trials / grid", "trials' measured cost", "seeds"],
               rows)
+    if studied := studies_rows(arms, _label):
+        doc.heading("Tuning luck: independent studies per arm")
+        doc.text(STUDIES_NOTE)
+        doc.table(STUDIES_HEADER, studied)
+        if compared := comparison_rows(arms, _label):
+            doc.text(COMPARISON_NOTE)
+            doc.table(COMPARISON_HEADER, compared)
     longest = max(len(arm["expected_best"]) for arm in arms)
     shown = _shown_trials(longest)
     doc.heading("Expected best holdout score after n trials")

@@ -10,22 +10,52 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from distill_sweep.config.seeds import derived_seed
-from distill_sweep.config.tune import TuneSettings
+from distill_sweep.config.tune import Range, TuneSettings, study_seed, trial_seed
 from distill_sweep.records.disk import atomic_file, set_aside
+from distill_sweep.training.trial_pruning import journal_storage
 
 
-def trial_sampler(tune: TuneSettings) -> Any:
-    """The study's sampler: each trial drawn by a sampler of its own, seeded from (tune.seed, the trial's number),
-    from the study's trials before it. One sampler seeded once would draw trial k from the k-th state of its
-    random stream, which a re-run sweep (a new process) starts again from tune.seed: a study resumed after a
+def space_distributions(space: Mapping[str, Range | list[Any]]) -> dict[str, Any]:
+    """The Optuna distributions an arm's trials draw its space's keys from (sweep/tune.py's `_suggest` asks each
+    with the same), in the order of their names: the order of a QMC point's coordinates."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    out: dict[str, Any] = {}
+    for key in sorted(space):
+        domain = space[key]
+        if isinstance(domain, list):
+            out[key] = CategoricalDistribution(domain)
+        elif domain.integer:
+            out[key] = IntDistribution(int(domain.low), int(domain.high), log=domain.log)
+        else:
+            out[key] = FloatDistribution(domain.low, domain.high, log=domain.log)
+    return out
+
+
+def trial_sampler(tune: TuneSettings, space: Mapping[str, Range | list[Any]] | None = None, study: int = 0) -> Any:
+    """The sampler of study `study` of an arm whose space is `space`.
+
+    tpe and random: each trial drawn by a sampler of its own, seeded from (tune.seed, the study, the trial's
+    number), from the study's trials before it. One sampler seeded once would draw trial k from the k-th state of
+    its random stream, which a re-run sweep (a new process) starts again from tune.seed: a study resumed after a
     kill repeated its first values. Seeded per trial, a resumed study draws what the uninterrupted one drew.
     TPE's constant liar: a trial asked while others are still running (tune.parallel > 1, two sweeps at once) is
-    drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other."""
+    drawn as if they had scored the worst so far, so parallel trials spread out instead of repeating each other.
+
+    qmc: trial k is point k of one scrambled Sobol sequence (Optuna's QMCSampler), seeded from (tune.seed, the
+    study) alone, over the whole space from the first trial (Optuna's own QMCSampler draws the first trial at
+    random and counts points in the study, so a point depended on which trials were asked before it). A point
+    thus depends on the space, the seed, the study and the trial's number only: two arms with one space get the
+    same points (their trials paired), a resumed study continues its sequence, and neither timing nor scores
+    change it."""
     import optuna
+
+    if tune.sampler == "qmc":
+        return _paired_qmc(space_distributions(space or {}), study_seed(tune.seed, study))
 
     def make(seed: int) -> Any:
         if tune.sampler == "tpe":
@@ -41,8 +71,7 @@ def trial_sampler(tune: TuneSettings) -> Any:
             if number not in self._own:
                 if len(self._own) > 64:
                     self._own.clear()
-                # (NumPy's RandomState, under Optuna's samplers, takes seeds below 2**32)
-                self._own[number] = make(derived_seed("tune-trial", tune.seed, number) % 2**32)
+                self._own[number] = make(trial_seed(tune.seed, study, number))
             return self._own[number]
 
         def infer_relative_search_space(self, study: Any, trial: Any) -> Any:
@@ -64,6 +93,35 @@ def trial_sampler(tune: TuneSettings) -> Any:
             pass
 
     return TrialSeeded()
+
+
+def _paired_qmc(distributions: dict[str, Any], seed: int) -> Any:
+    """Optuna's QMCSampler (scrambled Sobol) whose point for a trial is the trial's number in the sequence, over
+    `distributions` from the first trial on (`trial_sampler`)."""
+    import warnings
+
+    import optuna
+
+    class PairedQMC(optuna.samplers.QMCSampler):
+        def __init__(self) -> None:
+            with warnings.catch_warnings():  # (QMCSampler is marked experimental)
+                warnings.simplefilter("ignore")
+                super().__init__(qmc_type="sobol", scramble=True, seed=seed, warn_independent_sampling=False)
+            self._number = 0
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+            return dict(distributions)
+
+        def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+            self._number = int(trial.number)
+            with warnings.catch_warnings():  # (SciPy: a Sobol sample of one point is not balanced; the study's are)
+                warnings.simplefilter("ignore")
+                return super().sample_relative(study, trial, search_space)
+
+        def _find_sample_id(self, study: Any, search_space: dict[str, Any]) -> int:
+            return self._number
+
+    return PairedQMC()
 
 
 def _complete_lines(data: bytes) -> tuple[int, int, int]:
@@ -143,11 +201,9 @@ class _NoLock:
 
 
 def read_storage(path: Path) -> Any:
-    """The journal storage of a study file (read by the dry run and the report)."""
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
-
-    return JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
+    """The journal storage of a study file (read by the dry run and the report), as a pruned trial's job opens it
+    (training/trial_pruning.py)."""
+    return journal_storage(path)
 
 
 def stored_path(path: Path, results_dir: Path | None) -> str:
@@ -168,4 +224,4 @@ def stored_at(text: str, results_dir: Path) -> Path:
     return path if path.is_absolute() else results_dir / path
 
 
-__all__ = ["mend_journal", "read_storage", "stored_at", "stored_path", "trial_sampler"]
+__all__ = ["mend_journal", "read_storage", "space_distributions", "stored_at", "stored_path", "trial_sampler"]

@@ -30,6 +30,7 @@ from distill_sweep.records import files, locks
 from distill_sweep.records.labels import distillation, seed_text
 from distill_sweep.records.record import RECORD, completed_record, is_complete
 from distill_sweep.sweep import chain, handover, tune, tune_budget
+from distill_sweep.sweep import studies as studies_of
 from distill_sweep.sweep.compose import JobComposer, split, sweep_composer
 from distill_sweep.sweep.cost import estimate_cost, pack_cost
 from distill_sweep.sweep.launch import (
@@ -158,8 +159,10 @@ class SkipCompletedSweeperImpl(BasicSweeper):
         self._plan_chain(plan, compose)
         if dry_run:
             if tuning is not None:
-                print(tune.dry_run_line(tuning[1], tuning[0], self._results_dir(), plan.skipped), flush=True)
-                print(tune_budget.dry_run_line(tuning[1], tuning[0], self._results_dir()), flush=True)
+                print(tune.dry_run_line(studies_of.study_arms(tuning[1], tuning[0]), tuning[0], self._results_dir(),
+                                         plan.skipped), flush=True)
+                print(tune_budget.dry_run_line(studies_of.study_arms(tuning[1], tuning[0]), tuning[0],
+                                               self._results_dir()), flush=True)
             self._print_dry_run(plan, plan_seeds)
             return []
         if plan.todo or plan.then or tuning is not None:
@@ -205,16 +208,19 @@ class SkipCompletedSweeperImpl(BasicSweeper):
 
     def _tune(self, settings: Any, arms: list[Any], compose: JobComposer, initial_job_idx: int
               ) -> tuple[list[Any], int]:
-        """Every arm's trials, in rounds of one trial per arm still short of its budget (launched together, so that
-        a SLURM array runs the arms side by side); then each arm's best values chosen."""
+        """Every arm's trials, in rounds of one trial per study still short of its budget (every study of every arm,
+        sweep/studies.py: launched together, so that a SLURM array runs them side by side and trials that share
+        batches pack); then each arm's values chosen (its median study's at tune.studies > 1)."""
         results, check, returns = self._results_dir(), self._check(), []
-        studies = {arm.digest: tune.open_study(arm, settings, results) for arm in arms}
+        each = studies_of.study_arms(arms, settings)  # tune.studies per arm (sweep/studies.py)
+        studies = {arm.key: tune.open_study(arm, settings, results) for arm in each}
+        every = list(studies.values())
         budget = tune_budget.Budget(settings, results)  # in trials, or in measured cost (tune.budget_by)
         said = ""
         while True:
-            pending = [p for arm in arms for p in tune.next_trials(
-                arm, studies[arm.digest], budget.trials_for(studies[arm.digest], list(studies.values())),
-                settings.parallel, settings.trials)]
+            pending = [p for arm in each for p in tune.next_trials(
+                arm, studies[arm.key], budget.trials_for(studies[arm.key], every), settings.parallel,
+                settings.trials)]
             if not pending:
                 break
             idents = []
@@ -225,7 +231,7 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                     print(f"distill_sweep: error in trial [{' '.join(p.overrides)}]: {err}", file=sys.stderr)
                     sys.exit(2)
             todo = [(p, i) for p, i in zip(pending, idents, strict=True) if find_completed(i) is None]
-            line = budget.line(list(studies.values())) if budget.by_cost else ""
+            line = budget.line(every) if budget.by_cost else ""
             if line != said:  # what the arms' equal cost is: before the first round, and once it is fixed
                 print(line, flush=True)
                 said = line
@@ -236,16 +242,21 @@ class SkipCompletedSweeperImpl(BasicSweeper):
                 returns += more
                 self.trials_run += len(todo)
             for p, ident in zip(pending, idents, strict=True):  # a failed one (its record says why) is asked again
-                tune.tell(studies[p.arm.digest], p, tune.trial_score(ident, settings.metric), ident.out_dir, results)
+                tune.tell(studies[p.arm.key], p, tune.trial_score(ident, settings.metric), ident.out_dir, results,
+                          tune.trial_pruned(ident))
+        grouped = studies_of.by_arm(each, studies)
         for arm in arms:
-            study = studies[arm.digest]
-            if budget.spent_for(study, list(studies.values())):
-                tune.choose(arm, study, results, settings)
-                print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1} chosen: "
+            spent = [(a, study) for a, study in grouped[arm.digest] if budget.spent_for(study, every)]
+            if len(spent) == len(grouped[arm.digest]):
+                which = studies_of.choose_over_studies(arm, spent, results, settings)
+                print(f"distill_sweep: tuned {arm.name}: trial {(arm.best_trial or 0) + 1}{which} chosen: "
                       + ", ".join(f"{k}={v}" for k, v in (arm.best or {}).items()), flush=True)
             else:  # as many trials failed as the budget: no choice, so no grid (the sweep exits 1 at its end)
-                print(f"distill_sweep: {arm.name}: {tune.failed_trials(study)} trials failed, {tune.completed(study)} "
-                      f"of {settings.trials} completed: its grid jobs are not run", file=sys.stderr)
+                for a, study in grouped[arm.digest]:
+                    if not budget.spent_for(study, every):
+                        print(f"distill_sweep: {a.name}: {tune.failed_trials(study)} trials failed, "
+                              f"{tune.completed(study)} of {settings.trials} completed: its grid jobs are not run",
+                              file=sys.stderr)
         return returns, initial_job_idx
 
     def _replan_tuned(self, plan: SweepPlan, arms: list[Any], compose: JobComposer) -> None:

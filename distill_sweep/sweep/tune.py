@@ -8,7 +8,10 @@ records): the arm's first grid job with the trial's values and `+tune_trial=<num
 holdout and is scored on it (data/holdout.py). Its record is the trial's: a trial whose process was killed is
 still RUNNING in the study and is run again at the next sweep (resumed from its checkpoint), never asked anew,
 and a re-run sweep asks only the trials its budget still lacks (COMPLETE ones are counted from the study). The
-journal, its sampler (each trial seeded from tune.seed and its number) and the paths it stores: sweep/journal.py.
+journal, its sampler (each trial seeded from tune.seed and its number; qmc: point k of a Sobol sequence seeded per
+study, the same for arms with one space) and the paths it stores: sweep/journal.py. Several independent studies
+per arm (tune.studies) and the median study's choice: sweep/studies.py. A trial stopped by tune.pruner
+(training/trial_pruning.py, reporting from inside its job) is told PRUNED and counts in the budget.
 
 Before any work, every arm's space is checked against the arm's own config (`plan_arms`): a key whose declared
 kind is not identity (config/parse.py: the teacher's, a result-invariant or non-deterministic key), a key no job's
@@ -54,9 +57,17 @@ class Arm:
     grid: list[list[str]] = field(default_factory=list)  # every grid job of the arm (its seeds)
     best: dict[str, Any] | None = None  # the chosen values, once its budget is spent
     best_trial: int | None = None
+    study: int = 0  # which of the arm's tune.studies this is (sweep/studies.py); 0: the only one at studies=1
+    pruner: str = "none"  # tune.pruner: its trials report to the journal (`+tune_journal`) unless none
+
+    @property
+    def key(self) -> str:
+        """The arm's study among all of a sweep's (the arm's digest for study 0)."""
+        return self.digest if self.study == 0 else f"{self.digest}-s{self.study}"
 
     def journal(self, results_dir: Path) -> Path:
-        return results_dir / TUNING_DIR / f"{self.digest[:10]}.journal"
+        suffix = "" if self.study == 0 else f".s{self.study}"  # (study 0 keeps the single study's file)
+        return results_dir / TUNING_DIR / f"{self.digest[:10]}{suffix}.journal"
 
 
 def settings_of(config: DictConfig) -> TuneSettings | None:
@@ -223,13 +234,20 @@ def open_study(arm: Arm, tune: TuneSettings, results_dir: Path) -> Any:
     path = arm.journal(results_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     mend_journal(path)
-    return optuna.create_study(study_name=arm.name, storage=read_storage(path), sampler=trial_sampler(tune),
-                               direction="maximize", load_if_exists=True)
+    return optuna.create_study(study_name=arm.name, storage=read_storage(path),
+                               sampler=trial_sampler(tune, arm.space, arm.study), direction="maximize",
+                               load_if_exists=True)
 
 
 def completed_trials(arm: Arm, results_dir: Path) -> int:
     """COMPLETE trials of the arm's study so far (0 where it has no journal yet): the dry run's count."""
     return len(_completed(arm, results_dir))
+
+
+def _spent_states() -> tuple[Any, ...]:
+    import optuna
+
+    return (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 
 
 def _completed(arm: Arm, results_dir: Path) -> list[Any]:
@@ -244,7 +262,7 @@ def _completed(arm: Arm, results_dir: Path) -> list[Any]:
         print(f"distill_sweep: warning: the tuning journal {arm.journal(results_dir)} cannot be read: the sweep will "
               "set it aside and ask its trials again", file=sys.stderr, flush=True)
         return []
-    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return study.get_trials(deepcopy=False, states=_spent_states())  # (a pruned trial is spent budget)
 
 
 def _trial_records(trials: Sequence[Any], results_dir: Path) -> list[dict[str, Any]]:
@@ -286,7 +304,10 @@ class PendingTrial:
 
 
 def trial_overrides(arm: Arm, number: int, values: dict[str, Any]) -> list[str]:
-    return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}"]
+    study = [f"+tune_study={arm.study}"] if arm.study else []  # (study 0's jobs are the single study's)
+    # a pruned trial reports to its study's journal (training/trial_pruning.py), named relative to results_dir
+    journal = [f"+tune_journal='{arm.journal(Path())}'"] if arm.pruner != "none" else []
+    return [*arm.overrides, *(override(k, v) for k, v in values.items()), f"+tune_trial={number}", *study, *journal]
 
 
 def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1, failed_cap: int | None = None
@@ -304,7 +325,7 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1, failed_cap
         # its job would train other values than the study holds
         _abandon(study, t, "asked, but its values were not all drawn (its sweep stopped in between)")
     trials = study.get_trials(deepcopy=False) if half else trials
-    done = sum(t.state == states.COMPLETE for t in trials)
+    done = sum(t.state in _spent_states() for t in trials)
     # (a failed trial is asked again, up to a budget of them: `failed_cap` where the budget is in cost, tune_budget.py)
     if done >= budget or failed_trials(study) >= (failed_cap or budget):
         return []
@@ -315,7 +336,7 @@ def next_trials(arm: Arm, study: Any, budget: int, parallel: int = 1, failed_cap
     asked: list[PendingTrial] = []
     for _ in range(min(parallel, budget - done)):
         trial = study.ask()  # TPE's constant liar sees the ones asked before it as pending (open_study)
-        ahead = sum(t.state in (states.COMPLETE, states.RUNNING) for t in study.get_trials(deepcopy=False)
+        ahead = sum(t.state in (*_spent_states(), states.RUNNING) for t in study.get_trials(deepcopy=False)
                     if t.number < trial.number)
         if ahead >= budget:  # another sweep on this study asked at the same moment: its trials fill the budget
             _abandon(study, study.get_trials(deepcopy=False)[trial.number], "another sweep's trial fills the budget")
@@ -333,14 +354,16 @@ def round_line(pending: Sequence[PendingTrial], studies: dict[str, Any], tune: T
     """The line before a round of trials: `round k of N` (N: the budget in rounds of tune.parallel; k from the
     trials the arms have completed), the trials and the arms, and how many completed before (found on disk)."""
     rounds = -(-tune.trials // tune.parallel)
-    k = min(completed(studies[p.arm.digest]) for p in pending) // tune.parallel + 1
+    k = min(completed(studies[p.arm.key]) for p in pending) // tune.parallel + 1
     which = f"round {k} of {rounds}" if k <= rounds else f"round {k} ({rounds} planned: failed trials asked again)"
     if tune.budget_by != "trials":  # as many rounds as the arms' costs take (sweep/tune_budget.py)
         which = f"round {k} (a budget in {tune.budget_by})"
     numbers = sorted({p.number + 1 for p in pending})  # (each arm's study numbers its own trials)
+    studies = len({p.arm.study for p in pending})
+    each = f" x {studies} studies" if studies > 1 else ""
     return (f"distill_sweep: tuning, {which}: {len(pending)} trial(s) ({'trial' if len(numbers) == 1 else 'trials'} "
-            f"{', '.join(map(str, numbers))}) of {len({p.arm.digest for p in pending})} arm(s), {before} of them "
-            "completed before")
+            f"{', '.join(map(str, numbers))}) of {len({p.arm.digest for p in pending})} arm(s){each}, {before} of "
+            "them completed before")
 
 
 def _abandon(study: Any, trial: Any, why: str) -> None:
@@ -364,9 +387,23 @@ def failed_trials(study: Any) -> int:
 
 
 def completed(study: Any) -> int:
+    """The trials of the study's budget spent: COMPLETE ones and those its pruner stopped (PRUNED)."""
+    return len(study.get_trials(deepcopy=False, states=_spent_states()))
+
+
+def spent(study: Any, budget: int) -> bool:
+    """Whether the study has spent its budget with a trial to choose (one COMPLETE at least: a study whose trials
+    were all pruned or failed has none)."""
     import optuna
 
-    return len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+    return completed(study) >= budget and any(t.state == optuna.trial.TrialState.COMPLETE
+                                              for t in study.get_trials(deepcopy=False))
+
+
+def trial_pruned(ident: JobIdentity) -> bool:
+    """Whether a trial's completed record says its pruner stopped it (training/trial_pruning.py)."""
+    record = completed_record(ident.out_dir)
+    return bool(((record or {}).get("tune_trial") or {}).get("pruned"))
 
 
 def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
@@ -380,7 +417,7 @@ def trial_score(ident: JobIdentity, metric: str | None) -> float | None:
 
 
 def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Path | None = None,
-         results_dir: Path | None = None) -> None:
+         results_dir: Path | None = None, pruned: bool = False) -> None:
     """The trial's result into the study, with where its record is (relative to `results_dir`: the checklist sums
     its compute, in this results directory or a copy of it). A trial another process already told (two sweeps
     on one study run its job once, both tell it) is left as it is, also when that process tells it between this
@@ -394,7 +431,9 @@ def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Pat
     try:
         if record_dir is not None:  # (Optuna has no public setter for it)
             study._storage.set_trial_user_attr(frozen._trial_id, "record", stored_path(record_dir, results_dir))
-        if score is None:
+        if pruned:  # (its last reported value stands: counted in the budget, never chosen)
+            study.tell(pending.number, state=states.PRUNED, skip_if_finished=True)
+        elif score is None:
             study.tell(pending.number, state=states.FAIL, skip_if_finished=True)
         else:
             study.tell(pending.number, score, skip_if_finished=True)
@@ -402,9 +441,10 @@ def tell(study: Any, pending: PendingTrial, score: float | None, record_dir: Pat
         pass  # told by the other sweep in between: the same job's record, the same score
 
 
-def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
+def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings, more: dict[str, Any] | None = None) -> None:
     """The arm's best trial (by holdout score), kept as its chosen values and written next to its journal with how
-    they were chosen (the reporting checklist's source)."""
+    they were chosen (the reporting checklist's source); `more`: what else chosen.json holds (the studies of
+    tune.studies > 1, sweep/studies.py)."""
     best = study.best_trial
     arm.best, arm.best_trial = dict(best.params), best.number
     metric = tune.metric or arm.ident.settings.task.primary_metric
@@ -413,7 +453,8 @@ def choose(arm: Arm, study: Any, results_dir: Path, tune: TuneSettings) -> None:
               "space": {k: v for k, v in (tune.space or {}).items() if k in arm.space}, "trials": tune.trials,
               "sampler": tune.sampler, "seed": tune.seed, "holdout": tune.holdout, "metric": metric,
               "budget_by": tune.budget_by, "budget": tune.budget,
-              "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label}
+              "task": arm.ident.task, "objective": arm.ident.objective_name, "init": arm.ident.init_label,
+              **(more or {})}
     files.write_json_atomic(chosen_path(arm, results_dir), chosen)
 
 
@@ -431,20 +472,24 @@ def tuned_grid(arm: Arm, results_dir: Path) -> list[list[str]]:
 
 def dry_run_line(arms: Sequence[Arm], tune: TuneSettings, results_dir: Path,
                  done_records: Sequence[dict[str, Any]] = ()) -> str:
-    """What the tuning phase will run: trials per arm, those its studies already hold, what is left, and its
-    cost in hours at the throughput of `done_records` (the grid's completed records)."""
+    """What the tuning phase will run: trials per arm (`arms`: every study of every arm, sweep/studies.py), those
+    its studies already hold, what is left, and its cost in hours at the throughput of `done_records` (the grid's
+    completed records)."""
     trials = [_completed(arm, results_dir) for arm in arms]
     done = [min(len(t), tune.trials) for t in trials]
     done_records = [*done_records, *(r for t in trials for r in _trial_records(t, results_dir))]
     passes = sum(student_passes(arm.ident) * (tune.trials - n) for arm, n in zip(arms, done, strict=True))
-    lines = [f"distill_sweep: tuning first: {len(arms)} arm(s) x {tune.trials} trial(s) ({tune.sampler}, seed "
-             f"{tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial jobs, "
-             f"{sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run (at most {passes:.3g} "
-             f"student sample-passes{hours_text(passes, list(done_records))}: each trial trains at most as long as "
-             f"its arm's grid job); {len(arms) * tune.parallel} trial(s) at a time ({tune.parallel} per arm); then "
-             "the grid with each arm's best values"]
+    n_arms = len({arm.digest for arm in arms})
+    studies = f" x {tune.studies} independent studies" if tune.studies > 1 else ""
+    chosen = "median study's" if studies else "best"
+    lines = [f"distill_sweep: tuning first: {n_arms} arm(s){studies} x {tune.trials} trial(s) ({tune.sampler}, "
+             f"seed {tune.seed}, holdout {tune.holdout} of the training split) = {len(arms) * tune.trials} trial "
+             f"jobs, {sum(done)} already completed, {len(arms) * tune.trials - sum(done)} to run (at most "
+             f"{passes:.3g} student sample-passes{hours_text(passes, list(done_records))}: each trial trains at most "
+             f"as long as its arm's grid job); {len(arms) * tune.parallel} trial(s) at a time ({tune.parallel} per "
+             f"{'study' if studies else 'arm'}); then the grid with each arm's {chosen} values"]
     for arm in arms:
-        if arm.left_out:
+        if arm.left_out and arm.study == 0:
             lines.append(f"  arm {arm.name}: {', '.join(arm.left_out)} left out of its space (it does not read them)")
     return "\n".join(lines)
 

@@ -63,9 +63,9 @@ def trials_to_ask(spent: float, budget: float, mean_cost: float | None, parallel
 
 @dataclass
 class ArmSpend:
-    """What an arm's COMPLETE trials cost so far, in trial order."""
+    """What an arm's spent trials (COMPLETE or PRUNED) cost so far, in trial order."""
 
-    costs: list[float | None]  # each COMPLETE trial's cost (None: its record holds none)
+    costs: list[float | None]  # each spent trial's cost (None: its record holds none)
 
     def spent(self, reference: float | None) -> float:
         """The sum, a trial without a cost counted as `reference` (0 where that is unknown too)."""
@@ -90,11 +90,13 @@ class Budget:
         return self.unit != "trials"
 
     def spend(self, study: Any) -> ArmSpend:
-        """The costs of a study's COMPLETE trials, from their records."""
+        """The costs of a study's spent trials (COMPLETE, and PRUNED ones: their training counts in the budget too),
+        from their records."""
         import optuna
 
+        states = optuna.trial.TrialState
         costs: list[float | None] = []
-        for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        for trial in study.get_trials(deepcopy=False, states=(states.COMPLETE, states.PRUNED)):
             costs.append(self._cost(trial))
         return ArmSpend(costs)
 
@@ -154,10 +156,12 @@ class Budget:
         """Whether the arm spent its budget (and so has a choice to make): `tune.trials` COMPLETE trials, or its
         cost at or above B with at least one COMPLETE trial."""
         spend = self.spend(study)
+        if not _has_complete(study):  # nothing to choose (every trial pruned or failed)
+            return False
         if not self.by_cost or self.unknowable(studies):
             return len(spend.costs) >= self.tune.trials
         budget = self.amount(studies)
-        return bool(spend.costs) and budget is not None and spend.spent(budget / self.tune.trials) >= budget
+        return budget is not None and spend.spent(budget / self.tune.trials) >= budget
 
     def line(self, studies: Sequence[Any]) -> str:
         """What the budget is, in words (the dry run's and the sweep's line)."""
@@ -181,6 +185,12 @@ class Budget:
 
 def _failed(study: Any) -> int:
     return failed_trials(study)
+
+
+def _has_complete(study: Any) -> bool:
+    import optuna
+
+    return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
 
 
 class _NoTrials:

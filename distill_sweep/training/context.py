@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 from distill_sweep.config.schema import ConfigSettings, OptimizerSettings, RunSettings
-from distill_sweep.config.tune import trial_label
+from distill_sweep.config.tune import sampler_seed, trial_label
 from distill_sweep.data.augment import augmented_train
 from distill_sweep.data.batching import make_loader
 from distill_sweep.data.glue import load_task_data
@@ -27,7 +28,7 @@ from distill_sweep.models.inits import StudentInit
 from distill_sweep.models.loading import load_tokenizer
 from distill_sweep.records import files
 from distill_sweep.records.blocks import Cost, StudentVocab, TuneTrial
-from distill_sweep.records.record import RECORD, DataInfo, Record, best_epoch, write_record
+from distill_sweep.records.record import RECORD, SCORED_STAGES, DataInfo, Record, best_epoch, write_record
 from distill_sweep.training import distributed
 from distill_sweep.training.allocator import keep_freed_memory
 from distill_sweep.training.distributed import is_main, local_device
@@ -37,6 +38,7 @@ from distill_sweep.training.metrics import compute_metrics
 from distill_sweep.training.pack import PackMember
 from distill_sweep.training.prediction_capture import DevPredictionCapture, dev_hashes
 from distill_sweep.training.stages import Stage, StageDriver, epoch_seed
+from distill_sweep.training.trial_pruning import TrialPruning, instance_values
 
 # the batching a teacher's fine-tuning uses, whatever the student's: the key's default
 TEACHER_BATCHING: str = RunSettings.__dataclass_fields__["batching"].default
@@ -136,8 +138,11 @@ class RunContext:
         tune = job.settings.run.tune
         if run.tune_trial is not None:  # a tuning trial: trains without the holdout, scored on it alone
             data = tuning_data(data, tune.holdout, tune.seed)
+            study = run.tune_study or 0
             record.tune_trial = TuneTrial(number=run.tune_trial, holdout=tune.holdout, seed=tune.seed,
-                                          holdout_size=len(data.dev[HOLDOUT]))
+                                          holdout_size=len(data.dev[HOLDOUT]), study=study, sampler=tune.sampler,
+                                          sampler_seed=sampler_seed(tune, study, run.tune_trial),
+                                          order=run.tune_trial)
         if run.tune_chosen is not None:  # a tuned grid job: its arm's chosen values and a pointer to the study
             # (relative to the results directory, as sweep/tune.py stores every path: a copied store reads its own)
             chosen = files.absolute(run.results_dir) / run.tune_chosen
@@ -222,6 +227,12 @@ class RunContext:
                              label=label, **extra)
         if trial is not None:
             driver.scored_on = "holdout"
+            if run.tune.pruner != "none" and run.tune_journal is not None:  # asks its study's pruner as it goes
+                if distributed.world().size == 1:
+                    driver.after_evaluation = self._pruning(trial, history)
+                else:  # (each rank would ask on its own, and the ranks could part ways)
+                    log.warning("tune.pruner=%s: a trial of several processes is not pruned: it trains to its end",
+                                run.tune.pruner)
         if student:
             driver.measure_cost()
         if pack is not None:
@@ -229,6 +240,32 @@ class RunContext:
             # another member would wait for while holding the turn
             driver.turn = pack.turn
         return driver
+
+    def _pruning(self, trial: int, history: list[dict[str, Any]]
+                 ) -> Callable[[int, dict[str, Any]], dict[str, Any] | None]:
+        """A pruned trial's `after_evaluation` (training/trial_pruning.py): each evaluation reported to its study,
+        the prune (if any) written into the record's `tune_trial`."""
+        run, task = self.job.settings.run, self.job.settings.task
+        pruning = TrialPruning(files.absolute(run.results_dir) / str(run.tune_journal), trial, run.tune.pruner,
+                               run.tune.metric or task.primary_metric)
+
+        def after(index: int, entry: dict[str, Any]) -> dict[str, Any] | None:
+            if entry["stage"] not in SCORED_STAGES:  # (an intermediate stage's head is untrained: not a rung)
+                return None
+            arrays = self.predictions.last if self.predictions is not None else {}
+            instances = instance_values(arrays[f"pred/{HOLDOUT}"], arrays[f"label/{HOLDOUT}"],
+                                        task.is_regression) if f"pred/{HOLDOUT}" in arrays else None
+            # the rung: this evaluation's place among the scored stages' (the same rungs for every objective)
+            rung = sum(e["stage"] in SCORED_STAGES for e in history[:index])
+            pruned = pruning.after_evaluation(rung, entry, instances)
+            if pruned is not None and self.record.tune_trial is not None:
+                self.record.tune_trial.pruned = pruned
+                log.info("%spruned by the %s pruner at rung %d (%s epoch %d, holdout %s=%.4f)",
+                         f"[{trial_label(trial, run.tune.trials)}] ", run.tune.pruner, rung + 1, entry["stage"],
+                         entry["epoch"], pruned["metric"], pruned["value"])
+            return pruned
+
+        return after
 
     def save_record(self) -> None:
         if is_main():  # with several ranks only rank 0 writes

@@ -53,6 +53,7 @@ class DevPredictionCapture:
         self.out_dir, self.dev, self.history, self.regression = out_dir, dev, history, regression
         self.partial = out_dir / PARTIAL
         self._hashes: dict[str, str] | None = hashes  # dev_hashes(dev), when the caller has them (the record's)
+        self.last: dict[str, np.ndarray] = {}  # the last evaluation's predictions and labels (a pruned trial's test)
 
     def evaluate(self, model: nn.Module, dev_loaders: dict[str, Any],
                  metric_fn: Callable[[np.ndarray, np.ndarray], dict[str, float]], device: torch.device,
@@ -71,6 +72,7 @@ class DevPredictionCapture:
         if is_main():
             self.partial.mkdir(parents=True, exist_ok=True)
             np.savez(self.partial / f"{len(self.history)}.npz", **arrays)  # this epoch's index in the history
+        self.last = arrays
         return metrics
 
     def finish(self, index: int, best: dict[str, Any]) -> Path | None:

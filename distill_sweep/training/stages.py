@@ -116,6 +116,10 @@ class StageDriver:
         # the pack was asked to stop
         self.turn: Callable[[], bool] | None = None
         self.scored_on = "dev"  # what the epoch lines call the split it is scored on (a tuning trial's: holdout)
+        # a pruned tuning trial's (training/trial_pruning.py): called with each history entry's index and entry
+        # once evaluated; what it returns (not None) stops the stages there, kept in `stopped`
+        self.after_evaluation: Callable[[int, dict[str, Any]], dict[str, Any] | None] | None = None
+        self.stopped: dict[str, Any] | None = None
         # where we are: stage index, epoch (1-based) and steps done in it, plus totals for samples/s
         self.pos = {"stage": 0, "epoch": 1, "step": 0, "global_step": 0, "train_samples": 0.0,
                     "train_seconds": 0.0}
@@ -168,6 +172,8 @@ class StageDriver:
         with PreemptionSignal() as self.preempt:
             for index in range(self.pos["stage"], len(stages)):
                 self._run_stage(index, stages[index])
+                if self.stopped is not None:  # pruned: no more epochs or stages (the record says where)
+                    return
                 self.pos.update(stage=index + 1, epoch=1, step=0)
                 self._snapshot(None, None, None)  # stage boundary: the next stage gets a fresh optimiser
 
@@ -209,6 +215,10 @@ class StageDriver:
                                    functools.partial(self.flops.step, stage.name))
             self._end_epoch(stage, epoch, n_steps, progress.summary())
             progress = None
+            if self.after_evaluation is not None:
+                self.stopped = self.after_evaluation(len(self.history) - 1, self.history[-1])
+                if self.stopped is not None:
+                    return
             if epoch < stage.epochs:
                 self.pos.update(epoch=epoch + 1, step=0)
                 self._snapshot(optimizer, scheduler, None)

@@ -56,6 +56,11 @@ def test_a_tuned_sweep_runs_the_budget_then_the_grid_and_a_rerun_adds_nothing(tm
     grid = [r for r in found if r.get("tuned")]
     assert len(found) == 4 and sorted(r["tune_trial"]["number"] for r in trials) == [0, 1]
     assert all(r["data"]["dev_size"] == 64 and r["seed"] == 1 for r in trials)  # 256 x 0.25 held out
+    from distill_sweep.config.tune import trial_seed
+
+    assert [(r["tune_trial"]["study"], r["tune_trial"]["sampler"], r["tune_trial"]["order"],
+             r["tune_trial"]["sampler_seed"]) for r in sorted(trials, key=lambda r: r["tune_trial"]["number"])] == [
+        (0, "tpe", n, trial_seed(0, 0, n)) for n in (0, 1)]  # which draw, by which sampler and seed
     assert sorted(r["seed"] for r in grid) == [1, 2] and all(r["data"]["dev_size"] == 128 for r in grid)
     (journal,) = (out / "tuning").glob("*.journal")
     study = optuna.load_study(study_name=grid[0]["tuned"]["study"], storage=optuna.storages.JournalStorage(
@@ -192,3 +197,87 @@ def test_packed_trials_share_their_packs_time(tmp_path: Path, shared_cache: Path
     (arm,) = checklist.tuning_arms(out)
     walls = sorted(r["wall_time_s"] for r in trials)
     assert abs(arm["compute_hours"]["trials"]["cpu"] * 3600 - walls[1]) < 1e-9  # walls[0]/2 + (walls[0]/2 + rest)
+
+
+def test_packed_trials_of_two_arms_are_the_trials_trained_alone(tmp_path: Path, shared_cache: Path) -> None:
+    """A round of QMC trials of two objectives (same point, same batches) trained in one pack: each trial's
+    record has the numbers it has trained alone, bit for bit (per-epoch losses, holdout metrics, best epoch)."""
+    from helpers import compose_cfg
+    from omegaconf import OmegaConf
+
+    from distill_sweep.cli.run_job import run_job, run_pack
+    from distill_sweep.job.identity import identify
+    from distill_sweep.sweep.packs import write_pack_file
+
+    def trials(results: Path) -> list:
+        common = [*FAST, "max_steps_per_epoch=2", "pack=auto", "tune.trials=2", "tune.sampler=qmc",
+                  "tune.holdout=0.25", SWEEP[-1], "objective.temperature=2.5", "+tune_trial=0",
+                  f"cache_dir={shared_cache}", f"results_dir={results}"]
+        return [compose_cfg([*common, f"objective={o}"]) for o in ("vanilla_kd", "att_kl")]
+
+    alone = {r["objective"]: r for r in (run_job(cfg) for cfg in trials(tmp_path / "alone"))}
+    cfgs = trials(tmp_path / "packed")
+    run_pack(OmegaConf.create({"pack_file": str(write_pack_file(tmp_path / "packs", [identify(c) for c in cfgs]))}))
+    packed = {r["objective"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "packed").rglob("result.json"))}
+    for objective, solo in alone.items():
+        member = packed[objective]
+        assert member["pack"] and not solo.get("pack") and member["config_hash"] == solo["config_hash"]
+        assert member["tune_trial"] == solo["tune_trial"] and member["tune_trial"]["sampler"] == "qmc"
+        assert member["epochs"] and "train_loss" in member["epochs"][-1] and "accuracy" in member["best"]["dev"]
+        for key in ("epochs", "best"):
+            assert member[key] == solo[key], (objective, key)
+
+
+def test_a_pruned_sweep_stops_trials_early_and_counts_them_in_the_budget(tmp_path: Path, shared_cache: Path) -> None:
+    """tune.pruner=asha, 4 trials of 2 epochs, the study's trial 0 told by hand first (holdout accuracy 0.99 at both
+    rungs, above anything the toy student reaches in a few steps: it scores 0.4375, the majority class, at every
+    evaluation). Each trial the sweep runs reports its holdout accuracy after each epoch to its study (through the
+    journal the sweeper names) and goes on only while it is among the best floor(k / 2) (at least 1) of the k
+    trials at that rung (successive halving, a reduction factor of 2). Rung 0: trial 1 is not the best of
+    (0.99, 0.4375), trial 2 not the best of (0.99, 0.4375, 0.4375): both stop after epoch 1; trial 3 ties the
+    second best of four and goes on, then at rung 1 is not the best of (0.99, 0.4375): it stops after epoch 2,
+    before any more training. Each record says where, the study holds them PRUNED, and the budget counts them: 4
+    trials spent, the grid run at trial 0's values."""
+    import optuna
+    from helpers import compose_cfg, records, run_cli_preloaded
+
+    from distill_sweep.config.parse import parse
+    from distill_sweep.config.tune import TuneSettings
+    from distill_sweep.job.identity import identify
+    from distill_sweep.sweep import tune
+    from distill_sweep.training.trial_pruning import make_pruner
+
+    out = tmp_path / "results"
+    args = [*SWEEP[:-3], "seed=1", "epochs=2", "tune.holdout=0.25", SWEEP[-1], "tune.trials=4", "tune.sampler=qmc",
+            "tune.pruner=asha", f"results_dir={out}", f"cache_dir={shared_cache}"]
+    settings = parse(TuneSettings, {"trials": 4, "holdout": 0.25, "sampler": "qmc", "pruner": "asha",
+                                    "space": {"objective.temperature": {"low": 1.0, "high": 4.0}}}, "tune")
+    (arm,) = tune.plan_arms([(identify(compose_cfg(args)), args)], compose_cfg, settings)
+    study = tune.open_study(arm, settings, out)
+    study.pruner = make_pruner("asha")
+    (first,) = tune.next_trials(arm, study, 4)
+    trial = optuna.trial.Trial(study, study.trials[0]._trial_id)
+    for step in (1, 2):
+        trial.report(0.99, step)
+        assert not trial.should_prune()
+    tune.tell(study, first, 0.99)
+    proc = run_cli_preloaded([*args, "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = sorted((r for r in records(out) if r.get("tune_trial") is not None), key=lambda r: r["tune_trial"]["number"])
+    study = optuna.load_study(study_name=arm.name, storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(arm.journal(out)))))
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED", "PRUNED", "PRUNED"]
+    assert [r["tune_trial"]["number"] for r in trials] == [1, 2, 3]
+    for record, trial, rung in zip(trials, study.trials[1:], (0, 0, 1), strict=True):
+        assert record["tune_trial"]["pruned"] == {"pruner": "asha", "rung": rung, "stage": "prediction",
+                                                  "epoch": rung + 1, "step": record["epochs"][rung]["step"],
+                                                  "metric": "accuracy", "value": 0.4375}
+        assert len(record["epochs"]) == rung + 1 and list(trial.intermediate_values) == list(range(1, rung + 2))
+    assert "pruned by the asha pruner at rung 1 (prediction epoch 1" in proc.stdout + proc.stderr
+    from distill_sweep.report import checklist
+
+    assert "- trials: 1 completed and 3 pruned of a budget of 4" in checklist.checklist_markdown(
+        checklist.tuning_arms(out))
+    (grid,) = [r for r in records(out) if r.get("tuned")]
+    assert grid["tuned"]["trial"] == 0 and grid["config"]["objective"]["temperature"] == first.values[
+        "objective.temperature"]

@@ -113,7 +113,8 @@ def test_a_boundary_value_is_accepted_unless_a_named_rule_refuses_it(key: Key, v
 
 
 # Top-level keys the typed schema has and conf/config.yaml leaves out: set with `+key=...` (the sweeper's flags).
-PLUS_ONLY = {"dry_run", "dry_run_list", "plan_seeds", "prepare_only", "pack_file", "tune_trial", "tune_chosen"}
+PLUS_ONLY = {"dry_run", "dry_run_list", "plan_seeds", "prepare_only", "pack_file", "tune_trial", "tune_study",
+             "tune_journal", "tune_chosen"}
 
 
 def test_conf_config_yaml_and_the_typed_defaults_are_one_set_of_defaults() -> None:

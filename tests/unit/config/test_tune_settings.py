@@ -16,7 +16,7 @@ from distill_sweep.errors import ConfigError
     (["tune.parallel=0"], r"^tune\.parallel=0: must be >= 1$"),
     (["tune.holdout=0"], r"^tune\.holdout=0: must be > 0\.0$"),
     (["tune.holdout=1.0"], r"^tune\.holdout=1\.0: must be < 1\.0$"),
-    (["tune.sampler=grid"], r"^tune\.sampler='grid': expected one of 'tpe', 'random'$"),
+    (["tune.sampler=grid"], r"^tune\.sampler='grid': expected one of 'tpe', 'random', 'qmc'$"),
     (["tune.trials=4"], r"^tune\.trials=4 with an empty tune\.space"),
     (["tune.space={objective.temperature:{low:8,high:1}}"], r"low=8 >= high=1"),
     (["tune.space={objective.temperature:{low:2,high:2}}"], r"low=2 >= high=2"),

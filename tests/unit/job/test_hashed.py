@@ -40,7 +40,8 @@ OTHER_VALUES: dict[str, Any] = {
     "guards": {"teacher_margin": 0.1, "allow_weak_teacher": True}, "results_dir": "elsewhere",
     "cache_dir": "/tmp/another-cache", "dry_run": True, "dry_run_list": True, "plan_seeds": True, "prepare_only": True,
     "finetune_grid": {"tasks": ["rte"], "lrs": [1e-5], "batch_sizes": [16]}, "pack": "off", "pack_size": 3,
-    "pack_file": "/tmp/pack.json", "tune_trial": 1, "tune_chosen": "/tmp/chosen.json",
+    "pack_file": "/tmp/pack.json", "tune_trial": 1, "tune_study": 2, "tune_journal": "tuning/x.journal",
+    "tune_chosen": "/tmp/chosen.json",
     "tune": {"trials": 2, "space": {"objective.temperature": {"low": 1, "high": 8}}, "holdout": 0.1, "sampler": "tpe",
              "metric": None, "parallel": 1, "seed": 0},
 }
@@ -60,8 +61,8 @@ def test_a_top_level_setting_changes_the_digest_exactly_when_its_field_is_hashed
             (changed if identify_plain(config).digest != digest else kept).add(key)
     not_hashed = {f.name for f in dataclasses.fields(RunSettings) if not is_hashed(f.metadata)}
     assert kept == not_hashed
-    assert {"device", "threads", "results_dir", "cache_dir", "teacher_outputs", "pack", "tune_chosen"} <= kept
-    assert {"init", "map", "seed", "seeds", "precision", "epochs", "batching", "tune", "tune_trial"} <= changed
+    assert {"device", "threads", "results_dir", "cache_dir", "teacher_outputs", "pack", "tune_chosen", "tune_journal"} <= kept
+    assert {"init", "map", "seed", "seeds", "precision", "epochs", "batching", "tune", "tune_trial", "tune_study"} <= changed
 
 
 @dataclass

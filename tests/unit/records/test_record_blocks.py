@@ -24,10 +24,12 @@ def test_the_blocks_are_written_after_the_common_keys_in_the_order_jobs_add_them
     rec.early_exit = [{"speed": 0.5, "dev": {"accuracy": 0.75}}]  # set first, written last
     rec.ptp = PTPInfo(thresholds={"correct": 0.9, "wrong": 0.65}, labels={"confidently_correct": 3})
     rec.student_vocab = StudentVocab(size=65, key="k")
-    rec.tune_trial = TuneTrial(number=0, holdout=0.1, seed=0, holdout_size=26)
+    rec.tune_trial = TuneTrial(number=0, holdout=0.1, seed=0, holdout_size=26, study=1, sampler="qmc", sampler_seed=7,
+                               order=0)
     d = json.loads(json.dumps(rec.to_dict()))
     assert list(d)[-5:] == ["finished_at", "tune_trial", "student_vocab", "ptp", "early_exit"]
-    assert d["tune_trial"] == {"number": 0, "holdout": 0.1, "seed": 0, "holdout_size": 26}
+    assert d["tune_trial"] == {"number": 0, "holdout": 0.1, "seed": 0, "holdout_size": 26, "study": 1, "sampler": "qmc",
+                               "sampler_seed": 7, "order": 0, "pruned": None}
     assert d["student_vocab"] == {"size": 65, "key": "k"}
     assert d["ptp"] == {"thresholds": {"correct": 0.9, "wrong": 0.65}, "labels": {"confidently_correct": 3}}
     assert "causal_lm" not in d and "fsdp" not in d  # a block the job has not: no key at all
