@@ -36,6 +36,12 @@ def holdout_rows(n_train: int, fraction: float, seed: int) -> tuple[np.ndarray, 
     return np.sort(order[size:]), np.sort(order[:size])
 
 
+def is_trial(data: TaskData) -> bool:
+    """Whether `data` is a tuning trial's: its one dev split is the holdout, so every score set beside a baseline
+    of it (the teacher guard's) must be scored on the holdout too, not read from the real dev splits."""
+    return HOLDOUT in data.dev
+
+
 def tuning_data(data: TaskData, fraction: float, seed: int) -> TaskData:
     """A trial's data: the training split less the holdout, and the holdout as its one dev split. The rows keep
     their `idx` (the row in the whole split), so the teacher-output store of the whole split serves them."""
@@ -47,4 +53,4 @@ def tuning_data(data: TaskData, fraction: float, seed: int) -> TaskData:
                                tuning_from=data.train)
 
 
-__all__ = ["HOLDOUT", "holdout_rows", "holdout_size", "tuning_data"]
+__all__ = ["HOLDOUT", "holdout_rows", "is_trial", "holdout_size", "tuning_data"]
