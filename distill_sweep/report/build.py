@@ -579,6 +579,8 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
             doc.heading(f"{title}: lm-eval")
             doc.table(*scored)
             doc.text(decoder_lm_eval.NOTE)
+            for note in decoder_lm_eval.chance_notes(parts[i]):
+                doc.text(note)
             files[f"decoder{i + 1}_lm_eval.csv"] = pd.DataFrame(scored[1], columns=scored[0])
             spread = decoder_lm_eval.spread(parts[i])
             if spread is not None:  # sampled with evaluation seeds: their spread beside the training seeds'
