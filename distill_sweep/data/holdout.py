@@ -1,7 +1,9 @@
 """The tuning holdout: a seeded share of the training split that a tuning trial is scored on instead of training.
 
 A trial (sweep/tune.py) trains on the training split less these rows and is evaluated on them alone: the
-reported dev splits are never read while tuning, so the grid's dev scores stay an honest estimate. The rows
+reported dev splits are never read while tuning, so the grid's dev scores stay an honest estimate. (One exception,
+which no trial's score depends on: a teacher fine-tuned by a trial, the first job to need it, is scored on the
+reported dev splits, `reported_dev`, since its cache keeps that score as the teacher's dev score for every job.) The rows
 depend on the split's size, `tune.holdout` and `tune.seed` only, never on the trial or the training seed: every
 trial of every arm is scored on the same examples.
 """
@@ -50,7 +52,7 @@ def tuning_data(data: TaskData, fraction: float, seed: int) -> TaskData:
         raise ValueError("a tuning trial's holdout is taken from the original training split: not augmented")
     keep, held = holdout_rows(len(whole), fraction, seed)
     return dataclasses.replace(data, train=data.train.select(keep.tolist()), dev={HOLDOUT: whole.select(held.tolist())},
-                               tuning_from=data.train)
+                               tuning_from=data.train, reported_dev=data.dev)
 
 
 __all__ = ["HOLDOUT", "holdout_rows", "is_trial", "holdout_size", "tuning_data"]
