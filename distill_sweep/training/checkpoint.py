@@ -106,12 +106,23 @@ def load_checkpoint(
 def changed_member(path: Path) -> str | None:
     """The first member of a checkpoint (torch.save's zip file) whose bytes fail the CRC-32 torch.save wrote for
     them: bytes changed in place at the file's length, which torch.load reads without a word (a weight changed
-    silently); None when every member checks, or the file is no zip (torch.load then says what is wrong)."""
+    silently); None when every member checks, or the file is no zip (torch.load then says what is wrong). A member
+    stored with CRC 0 is not checked: torch.save writes 0 when told not to compute them (its config's
+    `save.compute_crc32`), and every checkpoint would then read as damaged."""
     try:
         with zipfile.ZipFile(path) as archive:
-            return archive.testzip()
+            for info in archive.infolist():
+                if info.CRC == 0:
+                    continue
+                try:
+                    with archive.open(info) as member:
+                        while member.read(1 << 24):  # (the reader checks the CRC-32 at the member's end)
+                            pass
+                except zipfile.BadZipFile:
+                    return info.filename
     except Exception:  # noqa: BLE001 - whatever the zip reader raises: torch.load then judges the file
         return None
+    return None
 
 
 def _read_or_set_aside(path: Path, required: tuple[str, ...]) -> dict[str, Any] | None:

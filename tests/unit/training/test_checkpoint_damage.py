@@ -39,3 +39,20 @@ def test_bytes_changed_in_place_are_set_aside_and_the_previous_checkpoint_used(t
     said = [r.getMessage() for r in caplog.records]
     assert any("unreadable checkpoint" in s and "fails its CRC-32 check: bytes changed in place" in s for s in said)
     assert len(list(tmp_path.glob(f"{CHECKPOINT}.corrupt-*"))) == 1
+
+
+def test_a_checkpoint_saved_without_crcs_is_read(tmp_path: Path) -> None:
+    """torch.save told not to compute CRC-32s (its config's save.compute_crc32) stores 0 for them: such a checkpoint
+    is read, not set aside as damaged on every resume."""
+    from torch.utils.serialization import config
+
+    path = tmp_path / CHECKPOINT
+    before = config.save.compute_crc32
+    config.save.compute_crc32 = False
+    try:
+        save_checkpoint(path, {"config_hash": "h", "step": 3, "model": {"w": torch.ones(100)}})
+    finally:
+        config.save.compute_crc32 = before
+    assert changed_member(path) is None
+    state = load_checkpoint(path, "h")
+    assert state is not None and state["step"] == 3
