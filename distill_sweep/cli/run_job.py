@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import hydra
 import omegaconf
@@ -415,7 +415,29 @@ def run_main(cfg: DictConfig, ident: JobIdentity | None = None) -> Any:
         if launch_rank() == 0:  # several ranks: said once
             print(f"distill_sweep: error: {failure_line(err)}", file=sys.stderr)
         refused(2 if isinstance(err, ConfigError) else 1)
+    except Exception as err:
+        if _is_multirun() or launch_rank() == 0:
+            raise  # Hydra prints the traceback and exits 1 (with several ranks: rank 0's, once)
+        rank_crashed(err)
     return _return_value(record)
+
+
+def rank_crashed(err: BaseException) -> NoReturn:
+    """A crash (not a refusal) of a rank other than 0: one line naming the rank, the error and the file its
+    traceback went to (the job's output directory), then exit 1 as `refused` does. Every rank runs the same job, so
+    rank 0 mostly crashed too and prints the traceback once; where only this rank failed, its line is the news."""
+    rank, where = launch_rank(), "not written"
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        path = Path(HydraConfig.get().runtime.output_dir) / f"rank{rank}_traceback.txt"
+        path.write_text("".join(traceback.format_exception(err)))
+        where = str(path)
+    except (OSError, ValueError):  # no Hydra output directory, or it cannot be written: the line still goes out
+        pass
+    print(f"distill_sweep: error: rank {rank} failed: {type(err).__name__}: {failure_line(err)} (its traceback: "
+          f"{where})", file=sys.stderr)
+    refused(1)
 
 
 def _quiet_library_bars() -> None:

@@ -242,6 +242,9 @@ class TaskData:
     # a tuning trial's: the whole training split its `train` rows were taken from (data/holdout.py); the
     # teacher-output store is built from it, so trials and grid jobs share one store
     tuning_from: Dataset | None = None
+    # a tuning trial's: the reported dev splits its `dev` (the holdout) replaced; read by the teacher's fine-tuning
+    # alone, whose cached score every job of its cache key reads as the teacher's dev score (data/holdout.py)
+    reported_dev: dict[str, Dataset] | None = None
 
     @property
     def train_size(self) -> int:

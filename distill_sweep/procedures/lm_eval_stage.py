@@ -13,7 +13,9 @@ evaluation-sampling seeds each sampled request draws from a generator of its own
 batch ends at EOS, so no score depends on `eval_batch_size` (not in the job's hash). A task whose per-document
 values are not numbers (`loglikelihood_rolling`, corpus-level metrics: `unscorable`) is refused before training.
 The teacher is scored once (`teacher_stage`, cached under cache_dir/lm_eval by its path and the settings, reused
-while its documents hash equals the student's) and its scores go into the block as `teacher`.
+while its documents hash equals the student's) and its scores go into the block as `teacher`. A multiple-choice
+task's block also holds its chance level (`chance`: a uniform guess among each document's choices), which the report
+flags the teacher and the students at.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from .lm_eval_likelihoods import loglikelihoods
 WHERE = "procedure.lm_eval"
 SKIPPED = {"alias", "name", "sample_len", "samples"}  # the harness's per-task entries that are not scores
 GENERATE = "generate_until"  # the output type whose responses are sampled with procedure.lm_eval.sampling_seeds
+MULTIPLE_CHOICE = "multiple_choice"  # the output type with a chance level (chance_of)
+CHOICE_METRICS = ("acc", "acc_norm")  # a multiple-choice task's scores that a uniform guess among the choices sets
 
 
 @functools.lru_cache(maxsize=4)
@@ -355,10 +359,27 @@ def samples_of(samples: list[dict[str, Any]]) -> TaskSamples:
                        {m: np.asarray([rows[i][m] for i in ids], dtype=np.float64) for m in names})
 
 
+def chance_of(samples: list[dict[str, Any]], scores: dict[str, float]) -> dict[str, float]:
+    """A multiple-choice task's chance level for each of its `scores` that counts right picks (acc, acc_norm): the
+    mean over its documents of 1 / (the document's number of choices, one loglikelihood request each), what a
+    uniform guess scores. The report flags a teacher or student at it (report/decoder_lm_eval.py)."""
+    choices = [len(s.get("arguments") or ()) for s in samples if s.get("filter", "none") == "none"]
+    if not choices or min(choices) < 1:
+        return {}
+    level = float(np.mean([1 / k for k in choices]))
+    return {m: level for m in scores if m in CHOICE_METRICS}
+
+
 def _block(out: dict[str, Any], tasks: list[str]) -> tuple[dict[str, Any], dict[str, TaskSamples]]:
     samples = {t: samples_of(out["samples"][t]) for t in tasks}
-    return {"scores": {t: scores_of(out["results"][t]) for t in tasks},
-            "docs": {t: {"docs_hash": s.docs_hash, "n": len(s.doc_id)} for t, s in samples.items()}}, samples
+    scores = {t: scores_of(out["results"][t]) for t in tasks}
+    block = {"scores": scores,
+             "docs": {t: {"docs_hash": s.docs_hash, "n": len(s.doc_id)} for t, s in samples.items()}}
+    choice = [t for t in tasks if (out.get("configs") or {}).get(t, {}).get("output_type") == MULTIPLE_CHOICE]
+    chance = {t: got for t in choice if (got := chance_of(out["samples"][t], scores[t]))}
+    if chance:  # (only then: a block without multiple-choice tasks is the one of before)
+        block["chance"] = chance
+    return block, samples
 
 
 def generated(out: dict[str, Any], tasks: list[str]) -> list[str]:

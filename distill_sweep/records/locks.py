@@ -27,6 +27,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from distill_sweep.records.disk import set_aside
+
 log = logging.getLogger("distill_sweep")
 LOCK = ".lock"
 LOCK_NOTICE_AFTER_S = 2.0  # a job still waiting for a shared entry's lock after this says what it waits for
@@ -40,10 +42,16 @@ class JobLock:
         self.path = Path(directory) / LOCK
         self._fd: int | None = None
 
-    def acquire(self, wait: bool) -> bool:
+    def acquire(self, wait: bool, mend: bool = True) -> bool:
         """Take the lock: at once, or else (with `wait`) once its holder ends, saying once what it waits for.
-        False when it is held elsewhere and `wait` is False."""
+        False when it is held elsewhere and `wait` is False. `mend`: a `.lock` that is no file (a directory) is set
+        aside in one line, else (a read-only caller's) opening it raises OSError."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if mend and (self.path.exists() and not self.path.is_file()):  # no lock file can be taken there, and no
+            # process holds one: set aside (kept to look at) for a lock file of its own
+            moved = set_aside(self.path)
+            log.warning("%s is not a lock file (a %s): set it aside as %s and took the job's lock", self.path,
+                        "directory" if moved.is_dir() else "special file", moved.name)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask's: a group taking it too
         try:
             try:
@@ -83,7 +91,7 @@ def held_elsewhere(directory: Path) -> bool:
     if not (Path(directory) / LOCK).exists():
         return False
     lock = JobLock(directory)
-    if lock.acquire(wait=False):
+    if lock.acquire(wait=False, mend=False):  # (read only: a `.lock` that is a directory raises, for the caller)
         lock.release()
         return False
     return True

@@ -118,8 +118,34 @@ def _preamble(doc: Doc, opts: ReportOptions, st: frames.Store, records: pd.DataF
     doc.text(f"epoch selection: {selection_text(opts.which)}")
     doc.text(f"statistics: {statistics_text(opts.ci, opts.alpha)}")
     doc.text(variability_text())
+    few = few_seeds_text(records, opts.alpha)
+    if few:
+        doc.text(few)
     for line in frames.parts_legend(records):
         doc.text(line)
+
+
+def few_seeds_text(records: pd.DataFrame, alpha: float) -> str | None:
+    """One sentence where no cell has more than 2 master seeds: at that many the report tells almost nothing apart
+    (None with more, or no completed run)."""
+    done = records[records["status"] == "completed"] if not records.empty else records
+    if done.empty:
+        return None
+    keys = [k for k in ("task", "system", "init_label", "teacher_id", "student_id") if k in done.columns]
+    most = int(done.groupby(keys, dropna=False)["seed"].nunique().max())
+    if most > 2:
+        return None
+    if most == 1:
+        return ("seeds: 1 per cell, so nothing here can be told apart: a cell has no spread and no pair can be tested "
+                "over seeds (the tests of two runs say only whether two runs differ on this dev set); run more seeds "
+                "(+plan_seeds=true -m says how many)")
+    from scipy import stats as sps
+
+    needs = float(sps.t.ppf(1 - alpha / 2, 1))  # the two-sided critical t at 1 degree of freedom (before Holm)
+    return ("seeds: at most 2 per cell, so almost nothing here can be told apart: a cell's ± is the spread of two "
+            f"numbers, a paired t-test on 2 seeds (1 degree of freedom) calls a difference only when it is over "
+            f"{needs:.1f} of its standard errors, and ASO gives no verdict; run more seeds (+plan_seeds=true -m says "
+            "how many)")
 
 
 def _check_baseline(baseline: str, systems: list[str]) -> None:
@@ -601,6 +627,8 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
             doc.heading(f"{title}: lm-eval")
             doc.table(*scored)
             doc.text(decoder_lm_eval.NOTE)
+            for note in decoder_lm_eval.chance_notes(parts[i]):
+                doc.text(note)
             files[f"decoder{i + 1}_lm_eval.csv"] = pd.DataFrame(scored[1], columns=scored[0])
             spread = decoder_lm_eval.spread(parts[i])
             if spread is not None:  # sampled with evaluation seeds: their spread beside the training seeds'

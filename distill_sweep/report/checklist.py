@@ -39,7 +39,7 @@ from distill_sweep.report.tuning_studies import (
     studies_rows,
     study_journal,
 )
-from distill_sweep.sweep.journal import read_storage, stored_at, stored_path
+from distill_sweep.sweep.journal import journal_damage, read_storage, stored_at, stored_path
 from distill_sweep.sweep.tune import TUNING_DIR
 
 HOURS = 3600.0
@@ -65,6 +65,14 @@ def _chosen_problem(chosen: Any) -> str | None:
         ok = _number(value) if kind is float else isinstance(value, kind) and not isinstance(value, bool)
         if not ok:
             return f"`{key}` is {value!r}, not {words}"
+    space = chosen.get("space") if isinstance(chosen.get("space"), dict) else {}
+    for key, value in chosen["values"].items():  # each within its space (a hand-edited or damaged value is no choice)
+        domain = space.get(key)
+        if isinstance(domain, list) and value not in domain:
+            return f"its value {key}={value!r} is not one of the space's {domain}"
+        if isinstance(domain, dict) and _number(domain.get("low")) and _number(domain.get("high")) and not (
+                _number(value) and domain["low"] <= value <= domain["high"]):
+            return f"its value {key}={value!r} is not in the space's [{domain['low']}, {domain['high']}]"
     return None
 
 
@@ -202,6 +210,10 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
             notes.append(f"{path}: {problem}; its arm is left out")
             continue
         assert chosen is not None
+        damaged = journal_damage(journal)
+        if damaged:  # Optuna reads the entries before it: the trials after it are not counted here
+            notes.append(f"{journal}: {damaged}; the trials it records after that are not counted (the next sweep "
+                         "sets the file aside and runs them again)")
         scores, trial_records = _trial_scores(study, results_dir, notes)
         for other in chosen.get("studies", []):  # tune.studies > 1: every study's trials are the arm's compute
             if other["study"] != chosen.get("median_study"):

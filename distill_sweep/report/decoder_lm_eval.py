@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distill_sweep.analysis import example_stats, few_seeds, stats
+from distill_sweep.analysis import collapse, example_stats, few_seeds, stats
 from distill_sweep.analysis.nested_spread import nested_spread
 from distill_sweep.records.lm_eval_results import TaskSamples, read_samples
 from distill_sweep.records.predictions import PredictionsError
@@ -35,12 +35,40 @@ SAMPLED_NOTE = ("a task sampled with evaluation seeds (procedure.lm_eval.samplin
                 "seeds is the next table's")
 
 
-def scores(path: str, whose: str = "student") -> dict[str, float]:
-    """A record's lm-eval scores (the student's, or its teacher's) as `task: metric` -> value ({} without them)."""
+def scores(path: str, whose: str = "student", entry: str = "scores") -> dict[str, float]:
+    """A record's lm-eval scores (the student's, or its teacher's) as `task: metric` -> value ({} without them);
+    `entry="chance"`: the chance levels of its multiple-choice scores (procedures/lm_eval_stage.py, chance_of)."""
     rec: dict[str, Any] = json.loads(Path(path).read_text())
     block = rec.get("lm_eval") or {}
-    block = (block.get("teacher") or {} if whose == "teacher" else block).get("scores") or {}
+    block = (block.get("teacher") or {} if whose == "teacher" else block).get(entry) or {}
     return {f"{task}: {metric}": float(v) for task, metrics in block.items() for metric, v in metrics.items()}
+
+
+def _at_chance(got: dict[str, float], chance: dict[str, float], column: str) -> bool:
+    return column in got and column in chance and collapse.at_baseline(got[column], chance[column])
+
+
+def chance_notes(part: pd.DataFrame) -> list[str]:
+    """One line per run, and for the teacher, whose multiple-choice score is at chance (analysis/collapse.py's
+    margin above a uniform guess among each document's choices): its cells carry the collapse mark."""
+    notes = []
+    teacher = next((p for p in part["path"] if scores(p, "teacher")), None)
+    if teacher is not None:
+        got, chance = scores(teacher, "teacher"), scores(teacher, "teacher", "chance")
+        for column in sorted(c for c in got if _at_chance(got, chance, c)):
+            notes.append(f"{decoder.collapse_mark} the teacher's lm-eval {column} {got[column]:.3f} is at chance "
+                         f"({chance[column]:.3f}, a uniform guess among each document's choices): its students "
+                         "distil a teacher that does not know the task")
+    for r in part.to_dict("records"):
+        got, chance = scores(r["path"]), scores(r["path"], "student", "chance")
+        for column in sorted(c for c in got if _at_chance(got, chance, c)):
+            notes.append(f"{decoder.collapse_mark} {r['objective']} / {r['init']} / seed {r['seed']} "
+                         f"({Path(r['path']).parent}): lm-eval {column} {got[column]:.3f} at chance "
+                         f"({chance[column]:.3f})")
+    if notes:
+        notes.append(f"{decoder.collapse_mark} marks an lm-eval cell at chance: at most {100 * collapse.MARGIN:g} point "
+                     "above the mean over the documents of 1 / their number of choices")
+    return notes
 
 
 def table(part: pd.DataFrame, ddof: int) -> tuple[list[str], list[list[str]]] | None:
@@ -54,10 +82,14 @@ def table(part: pd.DataFrame, ddof: int) -> tuple[list[str], list[list[str]]] | 
     axis = sources != [decoder.FIXED]
     headers = ["objective", "init", *(["data"] if axis else []), *columns]
     rows = []
-    teacher = next((t for t in (scores(p, "teacher") for p in part["path"]) if t), {})
-    if teacher:  # the setting's one teacher, scored once on the same documents (a row of its own, no spread)
+    teacher_path = next((p for p in part["path"] if scores(p, "teacher")), None)
+    if teacher_path is not None:  # the setting's one teacher, scored once on the same documents (a row of its own,
+        # no spread), marked where it is at chance as its students are
+        teacher, chance = scores(teacher_path, "teacher"), scores(teacher_path, "teacher", "chance")
         rows.append(["teacher", "", *([""] if axis else []),
-                     *(f"{teacher[c]:.3f}" if c in teacher else "—" for c in columns)])
+                     *(f"{teacher[c]:.3f}{_mark(_at_chance(teacher, chance, c))}" if c in teacher else "—"
+                       for c in columns)])
+    levels = {p: scores(p, "student", "chance") for p in part["path"]}
     for objective in sorted(part["objective"].unique(), key=lambda o: (o != decoder.BASELINE, o)):
         for init in decoder._inits(part):
             for source in sources:
@@ -65,8 +97,15 @@ def table(part: pd.DataFrame, ddof: int) -> tuple[list[str], list[list[str]]] | 
                 if cell.empty or cell[columns].isna().all().all():
                     continue
                 rows.append([objective, init, *([source] if axis else [])]
-                            + [decoder._cell(decoder.seed_means(cell, c), ddof) for c in columns])
+                            + [decoder._cell(decoder.seed_means(cell, c), ddof)
+                               + _mark(any(_at_chance({c: float(v)}, levels[p], c)
+                                           for v, p in zip(cell[c], cell["path"], strict=True) if pd.notna(v)))
+                               for c in columns])
     return headers, rows
+
+
+def _mark(at: bool) -> str:
+    return f" {decoder.collapse_mark}" if at else ""
 
 
 def sampled(path: str) -> tuple[list[int], dict[str, list[float]]]:

@@ -137,6 +137,9 @@ def comparisons(records: pd.DataFrame, tests: pd.DataFrame, metrics: dict[str, s
                      "metric); at few seeds its seed part undercovers, so the interval is the hull of it and the "
                      "t-interval of the per-seed differences, p the larger of the two (p_bootstrap, p_seeds in the "
                      "CSV); a pair with one seed is not here: see the tests of two runs")
+    if any(_zero_width(r["ci_low"], r["ci_high"]) for r in frame if r["kind"] == KIND_SEEDS):
+        notes.append(ZERO_WIDTH_NOTE)
+    notes += one_example_notes(out[out["kind"] == KIND_SEEDS] if rows else out.iloc[0:0])
     if without:
         notes.append(f"note: {without} pair(s) x task without dev predictions in their records (written before "
                      "records kept them): seed-level statistics only")
@@ -189,7 +192,36 @@ def _row(r: dict, within: Sequence[str], collapsed_mark: str) -> list[str]:
     seeds = f"{r['seeds']}" + (f" (of {r['seeds_matched']}{left_out})" if r["seeds_matched"] != r["seeds"] else "")
     return [task_label(r["task"]), *(str(r[w]) for w in within), r["a"], r["b"],
             seeds + (f" {collapsed_mark}" if r["seeds_collapsed"] else ""), str(r["examples"]),
-            f"{r['mean_diff']:+.2f}", f"[{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]", _p(r["p"])]
+            f"{r['mean_diff']:+.2f}", _interval(r["ci_low"], r["ci_high"]), _p(r["p"])]
+
+
+def _zero_width(low: float, high: float) -> bool:
+    return not (math.isnan(low) or math.isnan(high)) and low == high
+
+
+def _interval(low: float, high: float) -> str:
+    """The interval as `[low, high]`, or named where it has no width (ZERO_WIDTH_NOTE says what that means)."""
+    return f"zero width, at {low:+.2f}" if _zero_width(low, high) else f"[{low:+.2f}, {high:+.2f}]"
+
+
+ZERO_WIDTH_NOTE = ("zero width: every resample of the seeds and dev examples gave the same difference, since the runs "
+                   "of A and of B were right on the same dev examples in every seed; that is no precision but nothing "
+                   "to resample, and its p of 1 says only that no difference was seen on these examples")
+
+
+def one_example_notes(frame: pd.DataFrame) -> list[str]:
+    """Per task compared here on fewer than 1,000 dev examples, what one example weighs: 100/n points of accuracy
+    (of F1 or MCC about as much), the smallest step a score on that dev set can take; differences below it are one
+    example either way."""
+    if frame.empty:
+        return []
+    notes = []
+    for task, n in sorted({(str(t), int(n)) for t, n in zip(frame["task"], frame["examples"], strict=True)}):
+        if 0 < n < 1000:
+            notes.append(f"{task_label(task)}: {n} dev examples, so one example is 100/{n} = {100 / n:.2g} points of "
+                         "accuracy (of F1 or MCC about as much), the smallest step a run's score can take: a "
+                         "difference under that is less than one example per run")
+    return notes
 
 
 def two_runs_rows(frame: pd.DataFrame, within: Sequence[str] = ()) -> list[list[str]]:

@@ -180,7 +180,8 @@ def fmt_num(value: float, spec: str) -> str:
 
 def tests_rows(tests: pd.DataFrame, within: Sequence[str], alpha: float = 0.05) -> tuple[list[str], list[list[str]]]:
     """The tests table; its CI column is the 1 - alpha t-interval of mean(A-B) (stats.paired_t_ci). An untestable
-    pair shows "—" for its CI, d, ASO and seeds; a pair of fewer than 3 matched pairs its d with "(n=2)"."""
+    pair shows "—" for its CI, d, t, p, ASO and seeds (its note says why), never "nan"; a pair of fewer than 3
+    matched pairs its d with "(n=2)"."""
     from distill_sweep.report.verdicts import fmt_seeds_range  # the words and formats of the verdicts
 
     headers = [*within, "A", "B", "n pairs", "mean(A-B)", f"{100 * (1 - alpha):g}% CI", "d", "t", "p", "p (Holm)",
@@ -192,8 +193,9 @@ def tests_rows(tests: pd.DataFrame, within: Sequence[str], alpha: float = 0.05) 
         if ok and r["n"] < 3 and not math.isnan(r["d"]):
             d += f" (n={r['n']})"
         rows.append([*(str(r[w]) for w in within), r["a"], r["b"], str(r["n"]), fmt_num(r["mean_diff"], "+.2f"),
-                     fmt_ci(r["ci_low"], r["ci_high"]) if ok else MISSING, d, fmt_num(r["t"], ".2f"), fmt_p(r["p"]),
-                     fmt_p(r["p_holm"]), fmt_num(r["aso_ab"], ".2f") if ok else MISSING,
+                     fmt_ci(r["ci_low"], r["ci_high"]) if ok else MISSING, d,
+                     *((fmt_num(r["t"], ".2f"), fmt_p(r["p"]), fmt_p(r["p_holm"])) if ok else [MISSING] * 3),
+                     fmt_num(r["aso_ab"], ".2f") if ok else MISSING,
                      fmt_num(r["aso_ba"], ".2f") if ok else MISSING,
                      fmt_seeds_range(r.get("seeds_low", r["seeds"]), r.get("seeds_high", r["seeds"])) if ok else MISSING,
                      r["note"]])

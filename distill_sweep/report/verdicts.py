@@ -29,10 +29,15 @@ def tests_legend(tests: pd.DataFrame, alpha: float, also: int = 0) -> list[str]:
     tests in the same family, which ASO's Bonferroni and the seeds' level count too)."""
     m = int(tests["testable"].sum()) + also
     level = family_level(m, alpha)
+    first = (f"{100 * (1 - alpha):g}% CI: the Student t-interval of mean(A-B) over the matched pairs that the paired "
+             f"t-test inverts (it excludes 0 exactly when p < {alpha}); d: Cohen's d_z (mean / std of the differences); "
+             "untestable pairs (fewer than 2 matched pairs, or differences of zero variance) get no CI, d, t, p, ASO "
+             "or seeds (—)")
+    if m == 0:  # no level to plan seeds at nor to calibrate ASO against (alpha/m would divide by none)
+        return [first, "ASO and seeds: not computed, since no pair here can be tested; differences of zero variance "
+                       "mean every matched seed gave the same difference, which no test can weigh"]
     return [
-        f"{100 * (1 - alpha):g}% CI: the Student t-interval of mean(A-B) over the matched pairs that the paired t-test "
-        f"inverts (it excludes 0 exactly when p < {alpha}); d: Cohen's d_z (mean / std of the differences); untestable "
-        "pairs (fewer than 2 matched pairs, or differences of zero variance) get no CI, d, ASO or seeds",
+        first,
         f"ASO A>B, B>A: eps_min of almost stochastic order (Dror et al. 2019; deepsig's algorithm at confidence "
         f"{1 - aso_null.ASO_ALPHA:g}, on scores centred per task). eps_min is not a p-value: two identical systems give "
         f"eps_min < {aso.ASO_THRESHOLD} in a third of the pairs at 2 seeds, so the verdict takes eps_min below the "

@@ -140,6 +140,20 @@ def _complete_lines(data: bytes) -> tuple[int, int, int]:
     return kept, good, len(lines)
 
 
+def journal_damage(path: Path) -> str | None:
+    """What is wrong with a journal file, read only (the report's): its last line torn, or a line that is no journal
+    entry; None when whole or not there (`mend_journal` sets a damaged one aside)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    kept, good, total = _complete_lines(data)
+    if kept == len(data):
+        return None
+    return "its last line is torn (a write cut short)" if good == total - 1 else \
+        f"line {good + 1} of {total} is not a journal entry"
+
+
 def mend_journal(path: Path) -> str | None:
     """Keep a study's journal readable (None: it was whole): Optuna appends each change as one line, so a kill
     during a write leaves a torn last line, which the next append would run into the next entry, making the
@@ -150,8 +164,13 @@ def mend_journal(path: Path) -> str | None:
     one line on stderr, and returns that line."""
     from optuna.storages.journal import JournalFileOpenLock
 
-    if not path.is_file():
+    if not path.exists():
         return None
+    if not path.is_file():  # a directory (or another non-file) where the journal goes: no study can be read from it
+        what = f"it is not a file: set aside as {set_aside(path).name}, the study starts again"
+        line = f"distill_sweep: warning: the tuning journal {path} was damaged: {what}"
+        print(line, file=sys.stderr, flush=True)
+        return line
     lock = JournalFileOpenLock(str(path))
     lock.acquire()
     try:
@@ -159,8 +178,7 @@ def mend_journal(path: Path) -> str | None:
         kept, good, total = _complete_lines(data)
         what = None
         if kept < len(data):
-            where = "its last line is torn (a write cut short)" if good == total - 1 else \
-                f"line {good + 1} of {total} is not a journal entry"
+            where = journal_damage(path)
             aside: list[Path] = []
             with atomic_file(path, binary=True, before_replace=lambda: aside.append(set_aside(path))) as f:
                 f.write(data[:kept])
@@ -224,4 +242,4 @@ def stored_at(text: str, results_dir: Path) -> Path:
     return path if path.is_absolute() else results_dir / path
 
 
-__all__ = ["mend_journal", "read_storage", "space_distributions", "stored_at", "stored_path", "trial_sampler"]
+__all__ = ["journal_damage", "mend_journal", "read_storage", "space_distributions", "stored_at", "stored_path", "trial_sampler"]

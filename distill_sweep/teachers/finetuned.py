@@ -20,6 +20,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from distill_sweep.config.schema import TaskSettings, TeacherSettings
+from distill_sweep.data.holdout import is_trial
 from distill_sweep.errors import ConfigError
 from distill_sweep.models.loading import (
     check_label_order,
@@ -80,10 +81,14 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
     does not beat the majority-class baseline."""
     job, data = ctx.job, ctx.data
     told = ctx.record.teacher  # what the record says of the teacher
+    trial = is_trial(data)
     if not job.members:
         teacher, info = _one_teacher(ctx, job.teacher)
         told.source, told.path, told.dev = info["source"], info["path"], info["dev"]
         dev = info["dev"]
+        if trial and info["source"] != "given":  # its cached score is on the real dev splits: scored on the
+            # holdout too, so the guard sets it beside the holdout's own baseline (a given one was scored there)
+            dev = evaluate(teacher, ctx.dev_loaders, ctx.metrics, ctx.device, ctx.precision)
     else:
         loaded = [_one_teacher(ctx, member) for member in job.members]
         ensemble = EnsembleTeacher([m for m, _ in loaded], regression=bool(data.is_regression))
@@ -95,13 +100,14 @@ def fine_tuned_teacher(ctx: RunContext, *, guard: bool) -> PreTrainedModel:
         for i, (_, info) in enumerate(loaded):
             log.info("ensemble member %d (%s) dev: %s", i, info["source"], fmt_metrics(info["dev"]))
         teacher = ensemble
-    first_dev = next(iter(data.dev.values()))
-    baseline = majority_baseline(job.settings.task, first_dev["labels"])  # the dev split's own majority
+    first_dev = next(iter(data.dev.values()))  # a trial's: the holdout, which `dev` is then scored on
+    baseline = majority_baseline(job.settings.task, first_dev["labels"])  # the split's own majority
     told.majority_baseline = baseline
-    log.info("teacher (%s) dev: %s | majority-class baseline (dev): %s", told.source,
-             fmt_metrics(dev), fmt_metrics(baseline))
+    split = "holdout" if trial else "dev"
+    log.info("teacher (%s) %s: %s | majority-class baseline (%s): %s", told.source, split,
+             fmt_metrics(dev), split, fmt_metrics(baseline))
     if guard:
-        check_beats_baseline(ctx, dev, baseline, "the majority-class baseline")
+        check_beats_baseline(ctx, dev, baseline, f"the majority-class baseline ({split})", split=split)
     return teacher  # type: ignore[return-value]
 
 
@@ -188,20 +194,21 @@ def _finetune(ctx: RunContext, out_dir: Path, settings: TeacherSettings) -> dict
     return history[-1]["dev"]
 
 
-def check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict[str, float], what: str) -> None:
-    """Refuse a teacher whose dev score is not clearly above `what` (a baseline that reads no input), unless
-    guards.allow_weak_teacher: then the record's teacher entry says `weak_allowed`."""
+def check_beats_baseline(ctx: RunContext, dev: dict[str, float], baseline: dict[str, float], what: str, *,
+                         split: str = "dev") -> None:
+    """Refuse a teacher whose score on `split` is not clearly above `what` (a baseline that reads no input, on
+    the same split), unless guards.allow_weak_teacher: then the record's teacher entry says `weak_allowed`."""
     key = ctx.job.settings.task.primary_metric
     guards = ctx.job.settings.run.guards
     if dev[key] >= baseline[key] + guards.teacher_margin:
         return
     if guards.allow_weak_teacher:
         ctx.record.teacher.weak_allowed = True
-        log.warning("the teacher's dev %s %.4f is not clearly above %s %.4f: distilling anyway "
-                    "(guards.allow_weak_teacher=true)", key, dev[key], what, baseline[key])
+        log.warning("the teacher's %s %s %.4f is not clearly above %s %.4f: distilling anyway "
+                    "(guards.allow_weak_teacher=true)", split, key, dev[key], what, baseline[key])
         return
     raise ConfigError(
-        f"the teacher's dev {key} is {dev[key]:.4f}, not clearly better than {what} {baseline[key]:.4f} "
+        f"the teacher's {split} {key} is {dev[key]:.4f}, not clearly better than {what} {baseline[key]:.4f} "
         f"(+{guards.teacher_margin}): distilling from it would be meaningless. Check the teacher, or pass "
         "guards.allow_weak_teacher=true to proceed deliberately"
     )

@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import signal
+import zipfile
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -81,9 +82,9 @@ def load_checkpoint(
 ) -> dict[str, Any] | None:
     """The checkpoint at `path` if it belongs to this config, else None (never executes pickled code).
 
-    A file that cannot be read (truncated, garbage, not a dict, lacking `config_hash` or a `required`
-    key) is moved aside to `<name>.corrupt-<UTC time>` and the previous checkpoint (`checkpoint.prev.pt`,
-    when one was kept) is tried instead; with none readable the job starts over rather than failing the
+    A file that cannot be read (truncated, garbage, bytes changed in place that fail its zip CRC-32, not a dict,
+    lacking `config_hash` or a `required` key) is moved aside to `<name>.corrupt-<UTC time>` and the previous
+    checkpoint (`checkpoint.prev.pt`, when one was kept) is tried instead; with none readable the job starts over rather than failing the
     same way on every re-run.
     """
     if not path.exists():
@@ -102,15 +103,42 @@ def load_checkpoint(
     return state
 
 
-def _read_or_set_aside(path: Path, required: tuple[str, ...]) -> dict[str, Any] | None:
+def changed_member(path: Path) -> str | None:
+    """The first member of a checkpoint (torch.save's zip file) whose bytes fail the CRC-32 torch.save wrote for
+    them: bytes changed in place at the file's length, which torch.load reads without a word (a weight changed
+    silently); None when every member checks, or the file is no zip (torch.load then says what is wrong). A member
+    stored with CRC 0 is not checked: torch.save writes 0 when told not to compute them (its config's
+    `save.compute_crc32`), and every checkpoint would then read as damaged."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.CRC == 0:
+                    continue
+                try:
+                    with archive.open(info) as member:
+                        while member.read(1 << 24):  # (the reader checks the CRC-32 at the member's end)
+                            pass
+                except zipfile.BadZipFile:
+                    return info.filename
+    except Exception:  # noqa: BLE001 - whatever the zip reader raises: torch.load then judges the file
+        return None
+    return None
+
+
+def _read_or_set_aside(path: Path, required: tuple[str, ...]) -> dict[str, Any] | None:
+    state: Any = None
+    changed = changed_member(path)
+    try:
+        if changed is None:
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except (MemoryError, PermissionError):
         raise  # the file may be fine: not a reason to throw it away
     except Exception as err:  # noqa: BLE001 - torch reports corruption as RuntimeError/EOFError/OSError/pickle errors
         first = str(err).strip().splitlines()[0][:160] if str(err).strip() else "no detail"
         problem = f"{type(err).__name__}: {first}"
     else:
+        problem = f"its {changed} fails its CRC-32 check: bytes changed in place" if changed is not None else ""
+    if not problem:
         if not isinstance(state, dict):
             problem = f"holds a {type(state).__name__}, not a dict"
         else:

@@ -151,11 +151,7 @@ class RunContext:
             record.augment = info
         if own:
             record.student_vocab = StudentVocab(size=len(own["vocab"]), key=own["vocab"].key)
-        pad = int(tokenizer.pad_token_id)
-        # evaluation in order of length: metrics pair each prediction with its batch's labels, so order is free
-        dev_loaders = {name: make_loader(ds, run.eval_batch_size, shuffle=False, seed=0, pad_token_id=pad,
-                                         by_length=True)
-                       for name, ds in data.dev.items()}
+        dev_loaders = _dev_loaders(data.dev, run.eval_batch_size, int(tokenizer.pad_token_id))
         record.data = DataInfo(max_train_samples=job.settings.task.max_train_samples,
                                max_dev_samples=job.settings.task.max_dev_samples, train_size=len(data.train),
                                dev_size=len(next(iter(data.dev.values()))),  # the primary metric's split
@@ -163,6 +159,15 @@ class RunContext:
                                dev_hash=dev_hashes(data.dev))
         return cls(job, record, device, run.precision, cache_dir, tokenizer, data, dev_loaders,
                    student_tokenizer=own.get("vocab"), sweep_group=sweep_group)
+
+    def teacher_dev_loaders(self) -> dict[str, Any]:
+        """What a teacher's fine-tuning is scored on: the reported dev splits, also in a tuning trial (whose own
+        `dev_loaders` are the holdout's): the teacher cache keeps that score as the teacher's dev score, which every
+        job of its key reads and sets beside the dev split's majority baseline."""
+        reported = self.data.reported_dev if self.data is not None else None
+        if reported is None:
+            return self.dev_loaders
+        return _dev_loaders(reported, self.job.settings.run.eval_batch_size, int(self.tokenizer.pad_token_id))
 
     def metrics(self, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         return compute_metrics(self.job.settings.task, logits, labels)
@@ -219,7 +224,8 @@ class RunContext:
             extra["evaluate_fn"] = self.predictions.evaluate
         loader = self.loader(seed, train, None if student else TEACHER_BATCHING)
         driver = StageDriver(model=model, state=state, train_size=len(train), loader=loader,
-                             dev_loaders=self.dev_loaders, metrics=self.metrics, device=self.device,
+                             dev_loaders=self.dev_loaders if student else self.teacher_dev_loaders(),
+                             metrics=self.metrics, device=self.device,
                              precision=self.precision,
                              optimizer_cfg=self.job.settings.optimizer if student else teacher_optimizer,
                              checkpoint=checkpoint, key=key, history=history, every_steps=run.checkpoint.every_steps,
@@ -303,3 +309,9 @@ def peak_memory(device: torch.device) -> tuple[float, str]:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_max_rss"
+
+
+def _dev_loaders(splits: dict[str, Any], batch_size: int, pad: int) -> dict[str, Any]:
+    # evaluation in order of length: metrics pair each prediction with its batch's labels, so order is free
+    return {name: make_loader(ds, batch_size, shuffle=False, seed=0, pad_token_id=pad, by_length=True)
+            for name, ds in splits.items()}

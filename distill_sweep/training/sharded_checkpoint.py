@@ -9,10 +9,16 @@ complete directory (the new one only once it is whole), so a re-run resumes from
 shards are keyed by parameter name, not by rank: DCP re-shards them on load, so a checkpoint written by N ranks
 resumes under any number of processes, one included (a process loads the tensors whole). A checkpoint written by
 one process (whole tensors in checkpoint.pt) resumes in one process or sharded: each rank keeps its shards of them.
+
+The sha256 of every file of the shard directory (`checksums`: each rank hashes its share of them after the save) goes
+into `checkpoint.pt` with the directory's name, and a resume checks them first (`damage`): bytes changed in place, at
+the file's length (a flipped bit on the disk, a copy gone wrong), set the checkpoint aside as a file cut short does.
+A checkpoint written before the checksums is checked by length only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import uuid
@@ -40,6 +46,7 @@ from distill_sweep.training.checkpoint_files import shard_dirs
 log = logging.getLogger("distill_sweep")
 
 SHARDS = "shards"  # the key of checkpoint.pt naming its shard directory
+SUMS = "shard_sha256"  # the key of checkpoint.pt holding each of its shard directory's files' sha256 (`checksums`)
 WHOLE = StateDictOptions(full_state_dict=True)  # whole tensors on every rank (a one-process checkpoint's)
 
 
@@ -60,7 +67,7 @@ def check(resume: dict[str, Any] | None, path: Path) -> dict[str, Any] | None:
         log.warning("ignoring %s: its shard directory %s is missing or incomplete; starting from the beginning",
                     path, resume[SHARDS])
         return None
-    problem = damage(shards)
+    problem = damage(shards, resume.get(SUMS))
     if problem is not None:
         if distributed.is_main():  # (the other ranks find the same, or the files already gone: None either way)
             try:
@@ -75,9 +82,10 @@ def check(resume: dict[str, Any] | None, path: Path) -> dict[str, Any] | None:
     return resume
 
 
-def damage(shards: Path) -> str | None:
-    """What is wrong with a shard directory, read without loading it: its `.metadata` unreadable, or a shard file
-    missing or shorter than the entries the metadata places in it (a write cut short); None when whole."""
+def damage(shards: Path, sums: dict[str, str] | None = None) -> str | None:
+    """What is wrong with a shard directory, read without loading it: its `.metadata` unreadable, a shard file
+    missing or shorter than the entries the metadata places in it (a write cut short), or a file whose sha256 is not
+    the one `sums` holds for it (`checksums` at save time: bytes changed in place); None when whole."""
     try:
         metadata = dcp.FileSystemReader(str(shards)).read_metadata()
         ends: dict[str, int] = {}
@@ -93,7 +101,35 @@ def damage(shards: Path) -> str | None:
         size = file.stat().st_size if file.is_file() else None
         if size is None or size < end:
             return f"{name} {'is missing' if size is None else f'holds {size} of its {end} bytes'}"
+    for name, want in sorted((sums or {}).items()):
+        try:
+            got = _sha256(shards / name)
+        except OSError as err:
+            return f"{name} cannot be read ({type(err).__name__}: {err})"
+        if got != want:
+            return f"{name} is not the file that was saved (its sha256 differs from the one written at save time)"
     return None
+
+
+def _sha256(file: Path) -> str:
+    with file.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def checksums(shards: Path) -> dict[str, str]:
+    """The sha256 of each file of the shard directory DCP has just written, by name: each rank hashes its share of
+    them (rank 0's listing of the names, sorted: every N-th from its rank) and all ranks gather them (a collective with several);
+    one process hashes them all."""
+    names = sorted(p.name for p in shards.iterdir() if p.is_file())
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return {name: _sha256(shards / name) for name in names}
+    rank, size = dist.get_rank(), dist.get_world_size()
+    listed = [names]
+    dist.broadcast_object_list(listed, src=0)  # rank 0's listing, which wrote .metadata last: every rank splits one
+    mine = {name: _sha256(shards / name) for name in listed[0][rank::size]}
+    everyone: list[dict[str, str] | None] = [None] * size
+    dist.all_gather_object(everyone, mine)
+    return {name: digest for part in everyone for name, digest in (part or {}).items()}
 
 
 def load_modules(resume: dict[str, Any], state: dict[str, nn.Module], path: Path) -> None:
@@ -154,8 +190,10 @@ def save(path: Path, plain: dict[str, Any], state: dict[str, nn.Module], optimiz
     if optimizer is not None:
         content["optimizer"] = optim_sd
     dcp.save(content, checkpoint_id=str(path.parent / name[0]))  # collective: returns once the metadata is written
+    sums = checksums(path.parent / name[0])  # (a collective too: every rank hashes its share)
     if distributed.is_main():
-        save_checkpoint(path, {**plain, SHARDS: name[0], "optimizer": SHARDS if optimizer is not None else None})
+        save_checkpoint(path, {**plain, SHARDS: name[0], SUMS: sums,
+                               "optimizer": SHARDS if optimizer is not None else None})
         remove_shards(path, keep=name[0])
 
 

@@ -44,6 +44,10 @@ def test_the_stage_scores_the_student_as_lm_eval_scores_the_saved_model(tmp_path
     for task, metrics in {"toy_instruct_rouge": ("rouge_l", "exact_match"), "toy_instruct_choice": ("acc",)}.items():
         for m in metrics:
             assert math.isclose(block["scores"][task][m], own["results"][task][f"{m},none"], abs_tol=1e-9), (task, m)
+    # the multiple-choice task's chance level, what the report flags a teacher or student at: a uniform guess among
+    # each document's choices (the generate-until task has none)
+    rows = toy_task_rows()[:12]
+    assert block["chance"] == {"toy_instruct_choice": {"acc": np.mean([1 / len(r["choices"]) for r in rows])}}
     # the per-example file: one value per document, whose mean is the record's score, keyed by the docs' hash
     out_dir = next((tmp_path / "r").rglob("result.json")).parent
     samples = read_samples(out_dir)

@@ -270,6 +270,42 @@ def test_a_launch_that_cannot_start_the_job_is_one_line_said_once(tmp_path: Path
     assert not (tmp_path / "r").exists()  # nothing written
 
 
+CRASHING = """
+import sys
+from distill_sweep.cli import run_job
+from distill_sweep.__main__ import _cli
+
+
+def crash(*args, **kwargs):  # an unexpected exception in every rank, as a bug would raise
+    raise RuntimeError("a crash of the job itself")
+
+
+run_job.run_job = crash
+sys.argv = ["distill_sweep", *sys.argv[1:]]
+_cli()
+"""
+
+
+def test_a_crash_under_torchrun_is_printed_once(tmp_path: Path) -> None:
+    """Not a refusal: rank 0 prints the traceback once (Hydra's report), rank 1 one line naming its own traceback's
+    file; torchrun's own report follows (docs/guide/gpus.md says which line to read)."""
+    script = tmp_path / "crashing.py"
+    script.write_text(CRASHING)
+    cmd = _torchrun_cmd(["task=toy", "teacher=tiny", "logger=none", f"results_dir={tmp_path / 'r'}",
+                         f"cache_dir={tmp_path / 'c'}"])
+    at = cmd.index("distill_sweep")
+    cmd[at - 1:at + 1] = [str(script)]  # (torchrun runs the script, which runs the command line)
+    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, **ENV, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode != 0
+    err = run.stderr
+    assert err.count("RuntimeError: a crash of the job itself") == 2, err  # rank 0's traceback, rank 1's line
+    assert err.count("Error executing job") == 1 and err.count("in crash") == 1, err  # one traceback
+    line = next(x for x in err.splitlines() if x.startswith("distill_sweep: error: rank 1 failed: "))
+    where = Path(line.rsplit("(its traceback: ", 1)[1].rstrip(")"))
+    assert "in crash" in where.read_text()  # its own traceback kept
+
+
 def test_a_sweep_checks_its_jobs_as_the_launcher_will_start_them(tmp_path: Path) -> None:
     from helpers import run_cli_preloaded
 

@@ -3,6 +3,7 @@ tolerance; their sharded checkpoints resume in 1 process and after a SIGKILL; wh
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -124,6 +125,10 @@ def test_two_sharded_ranks_train_the_student_one_process_trains(tmp_path: Path, 
     shards = [p.name for p in ckpt.parent.iterdir() if p.is_dir() and p.name != "student"]  # (causal_lm: saved)
     assert shards == [torch.load(ckpt, weights_only=True)["shards"]]
     assert sorted(p.name for p in (ckpt.parent / shards[0]).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    # with the sha256 of each of its files, hashed by the 2 ranks (the resume checks them: bytes flipped in place)
+    sums = torch.load(ckpt, weights_only=True)["shard_sha256"]
+    assert sums == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (ckpt.parent / shards[0]).iterdir()}
+    assert sorted(sums) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     # and its weights, gathered from the shards, are the one process's after the same 3 updates
     sa, sb = _student(root / "one"), _student(tmp_path / "two")
     assert sa.keys() == sb.keys()

@@ -16,6 +16,7 @@ from distill_sweep.data.lm_eval_files import TOY_FILE, toy_task_rows
 from distill_sweep.errors import ConfigError
 from distill_sweep.job.identity import identify
 from distill_sweep.job.prepare import prepare
+from distill_sweep.procedures import lm_eval_stage
 from distill_sweep.records.lm_eval_results import SAMPLES, read_samples
 from distill_sweep.records.predictions import PredictionsError
 
@@ -173,3 +174,13 @@ def test_the_harness_reads_a_user_jsonl_as_the_student_was_trained(tmp_path: Pat
         right.append(int(torch.argmax(last[labels])) == r["label"])
     assert 0 < sum(right) < len(right)  # not a constant answer: the check can tell layouts apart
     assert math.isclose(out["results"]["my_choice"]["acc,none"], sum(right) / len(right), abs_tol=1e-12)
+
+
+def test_a_multiple_choice_tasks_chance_is_the_mean_of_one_over_its_choices():
+    """Documents of 2, 4 and 4 choices (one loglikelihood request each): a uniform guess scores (1/2 + 1/4 + 1/4) / 3
+    = 1/3 on acc and acc_norm; a score that is no count of right picks gets none."""
+    samples = [{"doc_id": i, "arguments": [("q", f" c{j}") for j in range(k)], "filter": "none"}
+               for i, k in enumerate((2, 4, 4))]
+    got = lm_eval_stage.chance_of(samples, {"acc": 0.5, "acc_norm": 0.5, "brier_score": 0.3})
+    assert got == pytest.approx({"acc": 1 / 3, "acc_norm": 1 / 3})
+    assert lm_eval_stage.chance_of([], {"acc": 0.5}) == {}

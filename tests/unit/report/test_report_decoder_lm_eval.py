@@ -133,3 +133,30 @@ def test_sampled_runs_are_compared_on_each_documents_mean_over_sampling_seeds(tm
     ((label, _, metric, seeds, docs, diff, *_),) = got
     by_hand = np.mean([means[("rkl", s)] - means[("fkl", s)] for s in (1, 2, 3)])
     assert (label, metric, seeds, docs, diff) == ("rkl vs fkl", "t: acc", "3", "20", f"{by_hand:+.3f}")
+
+
+def test_a_teacher_at_chance_is_flagged_as_its_students_are(tmp_path: Path):
+    """toy_instruct_choice at 4 choices a document: chance 1/4. The teacher at 0.255 (within a point of it) and the
+    rkl seed at 0.25 carry the mark and a note; fkl (0.5) and a teacher at 0.875 elsewhere do not."""
+    rows = []
+    for name, student, teacher in (("fkl1", 0.5, 0.255), ("rkl1", 0.25, 0.255)):
+        path = tmp_path / name / "result.json"
+        path.parent.mkdir()
+        chance = {"toy_instruct_choice": {"acc": 1 / 4}}
+        path.write_text(json.dumps({"lm_eval": {
+            "scores": {"toy_instruct_choice": {"acc": student}}, "chance": chance,
+            "teacher": {"scores": {"toy_instruct_choice": {"acc": teacher}}, "chance": chance}}}))
+        rows.append({"setting": "s", "objective": name[:3], "init": "skip", "data": "fixed", "seed": 1,
+                     "path": str(path)})
+    part = pd.DataFrame(rows)
+    _, table = decoder_lm_eval.table(part, ddof=1)
+    cells = {r[0]: r[2] for r in table}
+    assert cells == {"teacher": "0.255 ‡", "fkl": "0.500 (1)", "rkl": "0.250 (1) ‡"}
+    notes = decoder_lm_eval.chance_notes(part)
+    assert notes[0].startswith("‡ the teacher's lm-eval toy_instruct_choice: acc 0.255 is at chance (0.250")
+    assert "rkl / skip / seed 1" in notes[1] and "acc 0.250 at chance (0.250)" in notes[1]
+    assert len(notes) == 3  # and the rule
+    # a teacher that knows the task (0.875, as the other tests' records): no mark, no note
+    (tmp_path / "other").mkdir()
+    _, table = decoder_lm_eval.table(_part(tmp_path / "other"), ddof=1)
+    assert table[0] == ["teacher", "", "0.875", "—"]

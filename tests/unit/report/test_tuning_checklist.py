@@ -183,7 +183,16 @@ DAMAGE = {
     "a trial record's wall time as a word": (lambda r: _set(r / "trial-1" / "result.json", wall_time_s="1h"),
                                              "trial-1"),
     "a trial record gone": (lambda r: (r / "trial-2" / "result.json").unlink(), "trial-2"),
+    # a chosen value outside the space it was drawn from (hand-edited, damaged): no choice the grid ran
+    "a chosen value outside its space": (lambda r: _set(_chosen(r), values={"objective.temperature": "hot"}),
+                                         "chosen"),
+    # a torn last line (a kill during a write): Optuna reads the entries before it; the arm is kept, with a note
+    "the journal's last line torn": (lambda r: _journal(r).write_bytes(_journal(r).read_bytes()[:-40]), "journal"),
 }
+
+
+def _journal(results: Path) -> Path:
+    return _chosen(results).with_name(_chosen(results).name.replace(".chosen.json", ".journal"))
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
@@ -199,7 +208,7 @@ def test_one_bad_file_is_left_out_with_a_note(tmp_path: Path, damage: str, capsy
     do(results)
     notes: list[str] = []
     arms = checklist.tuning_arms(results, notes)
-    where = str(chosen) if named == "chosen" else str(results / named / "result.json")
+    where = {"chosen": str(chosen), "journal": str(_journal(results))}.get(named, str(results / named / "result.json"))
     assert len(notes) == 1 and notes[0].startswith(where + ": "), notes
     assert len(arms) == (0 if named == "chosen" else 1)
     doc: Any = Doc()

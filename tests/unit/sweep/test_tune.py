@@ -299,6 +299,20 @@ def test_a_torn_journal_tail_is_set_aside_and_the_whole_trials_kept(tmp_path: Pa
     assert [t.params for t in again.trials[:2]] == [p.values for p in told]
 
 
+def test_a_directory_where_the_journal_goes_is_set_aside_and_the_study_starts_again(tmp_path: Path, capsys) -> None:
+    space = {"objective.temperature": {"low": 1.0, "high": 4.0}}
+    settings = parse(TuneSettings, {"trials": 3, "space": space}, "tune")
+    (arm,) = _arms(["objective=vanilla_kd"], space)
+    journal = arm.journal(tmp_path)
+    (journal / "inside").mkdir(parents=True)
+    study = tune.open_study(arm, settings, tmp_path)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"distill_sweep: warning: the tuning journal {journal} was damaged: it is not a file: "
+                           "set aside as ")
+    (aside,) = tmp_path.glob("tuning/*.corrupt-*")
+    assert (aside / "inside").is_dir() and journal.is_file() and study.trials == []
+
+
 @pytest.mark.parametrize("damage", ["a line inside", "random bytes"])
 def test_a_damaged_journal_is_set_aside_and_its_work_redone(tmp_path: Path, capsys, damage: str) -> None:
     """A broken line inside: the entries before it are kept (a consistent state of the study: one change each), the

@@ -60,3 +60,22 @@ def test_a_garbage_metadata_is_set_aside_in_one_line(tmp_path: Path, caplog: pyt
     path, resume, shards = _sharded(tmp_path)
     (shards / ".metadata").write_bytes(b"\x00garbage" * 7)
     assert ".metadata unreadable" in _damaged(path, resume, caplog)
+
+
+def test_bytes_flipped_mid_file_at_its_length_are_set_aside_in_one_line(tmp_path: Path,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """The save's checksums in checkpoint.pt: a .distcp whose middle bytes changed, its length the same (a length
+    check passes it), is set aside with the checkpoint, and the job starts over."""
+    path, resume, shards = _sharded(tmp_path)
+    resume = {**resume, sharded_checkpoint.SUMS: sharded_checkpoint.checksums(shards)}
+    assert sorted(resume[sharded_checkpoint.SUMS]) == [".metadata", "__0_0.distcp"]
+    save_checkpoint(path, resume)
+    assert sharded_checkpoint.check(resume, path) is resume  # unchanged: it resumes
+    (distcp,) = shards.glob("*.distcp")
+    data = bytearray(distcp.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+    distcp.write_bytes(bytes(data))
+    assert sharded_checkpoint.damage(shards) is None  # (its length is whole: only the checksum can tell)
+    line = _damaged(path, resume, caplog)
+    assert f"{distcp.name} is not the file that was saved (its sha256 differs" in line and "starting from" in line
