@@ -30,11 +30,11 @@ from distill_sweep.teachers.output_store import (
     BUILD_KEPT,
     STORE_VERSION,
     TOPK_BATCH,
-    StoreMismatchError,
     _array,
     _finish,
     _in_partial,
     _open,
+    check_rows,
     row_check,
     weights_digest,
 )
@@ -59,16 +59,8 @@ class HiddenOutputs:
     def gather(self, batch: dict[str, Tensor]) -> Tensor:
         """The batch's rows cut to its width, on its device, (B, S, H) in the stored dtype; StoreMismatchError if a
         row is not the stored one."""
+        check_rows(self.path, len(self.hidden), self.rowcheck, batch)
         idx = batch["idx"]
-        if idx.numel() and int(idx.max()) >= len(self.hidden):
-            raise StoreMismatchError(f"teacher-output store {self.path} has {len(self.hidden)} rows and the batch "
-                                     f"asks for row {int(idx.max())}: it was built from other data")
-        mine = row_check(batch["input_ids"], batch["attention_mask"])
-        stored = self.rowcheck[idx.to(self.rowcheck.device)].to(mine.device)
-        if not torch.equal(mine, stored):
-            bad = (mine != stored).any(-1).nonzero().flatten()[:5]
-            raise StoreMismatchError(f"teacher-output store {self.path}: the batch's rows {idx[bad].tolist()} are "
-                                     "not the rows it was built from (data changed under it, or misaligned)")
         rows, width = idx.cpu().numpy(), int(batch["input_ids"].shape[1])
         return _read(self, rows, width).to(batch["input_ids"].device)
 

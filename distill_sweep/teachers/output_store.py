@@ -83,6 +83,21 @@ def row_check(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
     return (ids.unsqueeze(1) * weights).sum(-1)
 
 
+def check_rows(path: Path, stored_rows: int, rowcheck: Tensor, batch: dict[str, Tensor]) -> None:
+    """StoreMismatchError unless every row of `batch` is the row the store at `path` (of `stored_rows` rows, their
+    checks `rowcheck`) was built from at its index: a store built from other data, or misaligned with it."""
+    idx = batch["idx"]
+    if idx.numel() and int(idx.max()) >= stored_rows:
+        raise StoreMismatchError(f"teacher-output store {path} has {stored_rows} rows and the batch "
+                                 f"asks for row {int(idx.max())}: it was built from other data")
+    mine = row_check(batch["input_ids"], batch["attention_mask"])
+    stored = rowcheck[idx.to(rowcheck.device)].to(mine.device)
+    if not torch.equal(mine, stored):
+        bad = (mine != stored).any(-1).nonzero().flatten()[:5]
+        raise StoreMismatchError(f"teacher-output store {path}: the batch's rows {idx[bad].tolist()} are "
+                                 "not the rows it was built from (data changed under it, or misaligned)")
+
+
 # ------------------------------------------------------------------------------------------------ key
 def weights_digest(model: nn.Module) -> str:
     """sha256 over every tensor of the model's state (name, dtype, shape, bytes): the teacher's identity."""
@@ -128,15 +143,8 @@ class TeacherOutputs:
 
     def gather(self, batch: dict[str, Tensor]) -> Tensor:
         """The stored logits of the batch's rows; StoreMismatchError if a row is not the stored one."""
+        check_rows(self.path, len(self.logits), self.rowcheck, batch)
         idx = batch["idx"]
-        if idx.numel() and int(idx.max()) >= len(self.logits):
-            raise StoreMismatchError(f"teacher-output store {self.path} has {len(self.logits)} rows and the batch "
-                                     f"asks for row {int(idx.max())}: it was built from other data")
-        mine = row_check(batch["input_ids"], batch["attention_mask"])
-        if not torch.equal(mine, self.rowcheck[idx]):
-            bad = (mine != self.rowcheck[idx]).any(-1).nonzero().flatten()[:5]
-            raise StoreMismatchError(f"teacher-output store {self.path}: the batch's rows {idx[bad].tolist()} are "
-                                     "not the rows it was built from (data changed under it, or misaligned)")
         return self.logits[idx]
 
 

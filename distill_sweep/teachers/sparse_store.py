@@ -34,11 +34,11 @@ from distill_sweep.teachers.output_store import (
     TOP_K,
     TOPK_ARRAYS,
     TOPK_BATCH,
-    StoreMismatchError,
     _array,
     _finish,
     _in_partial,
     _open,
+    check_rows,
     row_check,
     weights_digest,
 )
@@ -83,16 +83,8 @@ class TopKOutputs:
     def gather(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """The batch's rows cut to its width, on its device: (values float32, indices int64), each (B, S, k);
         StoreMismatchError if a row is not the stored one."""
+        check_rows(self.path, len(self.values), self.rowcheck, batch)
         idx = batch["idx"]
-        if idx.numel() and int(idx.max()) >= len(self.values):
-            raise StoreMismatchError(f"teacher-output store {self.path} has {len(self.values)} rows and the batch "
-                                     f"asks for row {int(idx.max())}: it was built from other data")
-        mine = row_check(batch["input_ids"], batch["attention_mask"])
-        stored = self.rowcheck[idx.to(self.rowcheck.device)].to(mine.device)
-        if not torch.equal(mine, stored):
-            bad = (mine != stored).any(-1).nonzero().flatten()[:5]
-            raise StoreMismatchError(f"teacher-output store {self.path}: the batch's rows {idx[bad].tolist()} are "
-                                     "not the rows it was built from (data changed under it, or misaligned)")
         rows, width, device = idx.cpu().numpy(), int(batch["input_ids"].shape[1]), batch["input_ids"].device
         values = torch.from_numpy(np.asarray(self.values[rows, :width], dtype=np.float32))
         indices = torch.from_numpy(np.asarray(self.indices[rows, :width], dtype=np.int64))
