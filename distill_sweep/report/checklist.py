@@ -300,7 +300,7 @@ def _hours_text(hours: dict[str, float]) -> str:
 
 # What the expected-best columns are, said wherever they are shown.
 EXPECTED_BEST_NOTE = ("Dodge et al. (2019): mean ± std of the best of n trials drawn with replacement from each arm's "
-                      "completed trials (with several studies, every study's, pooled) (biased: low below n = N); in brackets Tang et al. (2020)'s unbiased estimator, "
+                      "completed trials (with several studies, every study's, pooled; biased: low below n = N); in brackets Tang et al. (2020)'s unbiased estimator, "
                       "the mean best of every n-subset (high variance). Both assume independent trials, true of random "
                       "search and of TPE's random start-up trials only. An arm's chosen holdout score is the best of "
                       "its N trials and reads high; its grid jobs' dev scores at the chosen values are the unbiased "
