@@ -31,10 +31,10 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from distill_sweep.bench.json_output import writes_json
 from distill_sweep.bench.sweep import TEACHER as DEEP_TEACHER
+from distill_sweep.records.record import Record
 
 OBJECTIVES = "vanilla_kd,att_kl"
 # study k's point: spread over the demo's temperature range [1, 8] (one value per study, both arms at it)
@@ -64,23 +64,22 @@ def run_side(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
     return cpu, wall
 
 
-def trial_records(results: Path) -> dict[tuple[str, float], dict[str, Any]]:
-    """The trial records of a side, by (objective, temperature)."""
+def trial_records(results: Path) -> dict[tuple[str, float], Record]:
+    """The trial records of a side (the bench's own, just written), by (objective, temperature)."""
     out = {}
     for path in results.glob("**/result.json"):
-        record = json.loads(path.read_text())
-        if record.get("tune_trial") is not None:
-            out[(record["objective"], float(record["config"]["objective"]["temperature"]))] = record
+        record = Record.from_dict(json.loads(path.read_text()))
+        if record.tune_trial is not None:
+            out[(record.objective, float(record.config["objective"]["temperature"]))] = record
     return out
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return a.get("best") == b.get("best") and [e.get("train_loss") for e in a.get("epochs") or []] == \
-        [e.get("train_loss") for e in b.get("epochs") or []]
+def _same(a: Record, b: Record) -> bool:
+    return a.best == b.best and [e.get("train_loss") for e in a.epochs] == [e.get("train_loss") for e in b.epochs]
 
 
-def _sum(records: Sequence[dict[str, Any]], key: str) -> float:
-    return sum(float((r.get("cost") or {}).get(key) or 0.0) for r in records)
+def _sum(records: Sequence[Record], key: str) -> float:
+    return sum(float(getattr(r.cost, key, None) or 0.0) for r in records)
 
 
 @writes_json("tuning_round")
@@ -123,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for side, words in (("off", "unpacked (pack=off)"), ("auto", "packed (pack=auto)")):
         cpu, wall = measured[side]
         records = list(found[side].values())
-        packs = {r["pack"] for r in records if isinstance(r.get("pack"), str)}  # each packed record names its pack
+        packs = {r.pack for r in records if r.pack}  # each packed record names its pack
         how = f"in {len(packs)} pack(s)" if packs else "one after another"
         print(f"| {words} | {len(records)} {how} | {cpu:.1f} | {wall:.1f} | "
               f"{_sum(records, 'cpu_seconds'):.2f} | {_sum(records, 'flops'):.3g} |")
