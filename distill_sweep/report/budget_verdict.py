@@ -78,18 +78,33 @@ def _spent(cost: dict[str, Any]) -> float | None:
     return None
 
 
+def _studies(arm: dict[str, Any]) -> int:
+    """How many studies the arm was tuned by (tune.studies; chosen.json's `studies` lists them)."""
+    return len(arm["studies"]) if isinstance(arm.get("studies"), list) and arm["studies"] else 1
+
+
 def verdict_budget_text(arm: dict[str, Any]) -> str:
     """The budget the grid's verdict was made at: the values chosen after the arm's completed trials (and their
-    cost, in the unit its budget was counted in)."""
+    cost, in the unit its budget was counted in); with several studies, the median study's, whose values the grid
+    ran, with every study's cost beside it (each study had the budget)."""
     cost = arm.get("cost") or {}
-    spent = _spent(cost)
     unit = cost.get("unit", "trials")
+    name = "FLOPs" if unit == "flops" else "seconds"
+    after, spent, studies = arm["completed_trials"], _spent(cost), ""
+    each = {s.get("study"): s for s in arm.get("study_trials") or []}
+    if _studies(arm) > 1 and arm.get("median_study") in each:
+        median = each[arm["median_study"]]
+        after, spent = median["completed"], _spent(median["cost"])
+        costs = [_spent(s["cost"]) for s in each.values()]
+        spread = (f", each study's {', '.join(f'{c:.4g}' for c in costs)} {name}"
+                  if all(c is not None for c in costs) else "")
+        studies = (f" by its median study (study {arm['median_study']}, of {_studies(arm)} with the same budget"
+                   f"{spread})")
     if spent is not None:
-        name = "FLOPs" if unit == "flops" else "seconds"
-        return (f"the grid's comparison is at the values chosen after {arm['completed_trials']} trial(s) costing "
+        return (f"the grid's comparison is at the values chosen{studies} after {after} trial(s) costing "
                 f"{spent:.4g} {name} (a budget in {unit}); at another budget the winner may differ: see the "
                 "budget-vs-verdict table")
-    return (f"the grid's comparison is at the values chosen after {arm['completed_trials']} trial(s) (a budget in "
+    return (f"the grid's comparison is at the values chosen{studies} after {after} trial(s) (a budget in "
             "trials); at another budget the winner may differ: see the budget-vs-verdict table")
 
 
@@ -97,20 +112,23 @@ def budget_words(arm: dict[str, Any]) -> str:
     """`a budget of 8` (trials), or the budget in cost: `a budget of 1.2e+10 FLOPs` (tune.budget) or `a budget in
     FLOPs of tune.trials=8 x the mean first-trial cost`."""
     unit = (arm.get("cost") or {}).get("unit", "trials")
+    studies = f"{_studies(arm)} studies, each with " if _studies(arm) > 1 else ""
     if unit == "trials":
-        return f"a budget of {arm['trials']}"
+        return f"{studies}a budget of {arm['trials']}"
     name = "FLOPs" if unit == "flops" else "seconds"
     budget = arm.get("budget")
     if _number(budget):
-        return f"a budget of {budget:.4g} {name}"
-    return f"a budget in {name} of tune.trials={arm['trials']} x the mean first-trial cost"
+        return f"{studies}a budget of {budget:.4g} {name}"
+    return f"{studies}a budget in {name} of tune.trials={arm['trials']} x the mean first-trial cost"
 
 
 def trials_cell(arm: dict[str, Any]) -> str:
-    """The report's trials cell: `3/8` (completed of the budget), or `5 (budget in flops)`."""
+    """The report's trials cell: `3/8` (completed of the budget), or `5 (budget in flops)`; with S studies, their
+    trials together (`12/12 over 3 studies`)."""
     unit = (arm.get("cost") or {}).get("unit", "trials")
-    return f"{arm['completed_trials']}/{arm['trials']}" if unit == "trials" else \
-        f"{arm['completed_trials']} (budget in {unit})"
+    studies = f" over {_studies(arm)} studies" if _studies(arm) > 1 else ""
+    return f"{arm['completed_trials']}/{arm['trials'] * _studies(arm)}{studies}" if unit == "trials" else \
+        f"{arm['completed_trials']} (budget in {unit}){studies}"
 
 
 def _label(arm: dict[str, Any]) -> str:

@@ -214,24 +214,36 @@ def tuning_arms(results_dir: Path, notes: list[str] | None = None) -> list[dict[
         if damaged:  # Optuna reads the entries before it: the trials after it are not counted here
             notes.append(f"{journal}: {damaged}; the trials it records after that are not counted (the next sweep "
                          "sets the file aside and runs them again)")
-        scores, trial_records = _trial_scores(study, results_dir, notes)
-        for other in chosen.get("studies", []):  # tune.studies > 1: every study's trials are the arm's compute
-            if other["study"] != chosen.get("median_study"):
+        unit = str(chosen.get("budget_by") or "trials")
+        median = int(chosen.get("median_study", 0))
+        each = {median: (*_trial_scores(study, results_dir, notes), _pruned(study))}
+        for other in chosen.get("studies", []):  # tune.studies > 1: every study's trials are the arm's
+            if other["study"] != median:
                 more, problem = _load_study(study_journal(path, other["study"]), str(other.get("name")))
                 if problem is not None:
-                    notes.append(f"{path}: study {other['study']}: {problem}; its compute is left out")
+                    notes.append(f"{path}: study {other['study']}: {problem}; its trials and compute are left out")
                 else:
-                    trial_records += _trial_scores(more, results_dir, notes)[1]
+                    each[other["study"]] = (*_trial_scores(more, results_dir, notes), _pruned(more))
+        # The expected best (and so budget-vs-verdict) pools every study's completed trials: the studies draw from
+        # one search (the same space and sampler, a seed each), so their trials are draws of one distribution, and
+        # pooling S studies estimates its curve from S x the trials, where one study's alone would be one draw of
+        # tuning luck. A budget n beyond one study's trials is the expected best of that many trials of the search.
+        scores = [score for k in sorted(each) for score in each[k][0]]
+        trial_records = [record for k in sorted(each) for record in each[k][1]]
         runs = grid.get(chosen["study"], [])
         arms.append({
             **chosen, "journal": stored_path(journal, results_dir),
-            "completed_trials": len(scores), "trial_scores": scores, "pruned_trials": _pruned(study),
+            "completed_trials": len(scores), "trial_scores": scores,
+            "pruned_trials": sum(pruned for _, _, pruned in each.values()),
             "expected_best": [{"n": c.n, "mean": c.mean, "std": c.std,
                                "unbiased": unbiased_expected_best(scores, c.n)} for c in expected_best_curve(scores)],
             "seeds": sorted(int(r["seed"]) for r in runs),
             "compute_hours": {"trials": charged_hours(trial_records, packs), "grid": charged_hours(runs, packs)},
             # the trials' measured cost, in the unit the budget was counted in (report/budget_verdict.py)
-            "cost": budget_verdict.arm_cost(trial_records, str(chosen.get("budget_by") or "trials")),
+            "cost": budget_verdict.arm_cost(trial_records, unit),
+            # each study read: its completed and pruned trials and their cost (the budget is each study's)
+            "study_trials": [{"study": k, "completed": len(each[k][0]), "pruned": each[k][2],
+                              "cost": budget_verdict.arm_cost(each[k][1], unit)} for k in sorted(each)],
         })
     return arms
 
@@ -288,7 +300,7 @@ def _hours_text(hours: dict[str, float]) -> str:
 
 # What the expected-best columns are, said wherever they are shown.
 EXPECTED_BEST_NOTE = ("Dodge et al. (2019): mean ± std of the best of n trials drawn with replacement from each arm's "
-                      "completed trials (biased: low below n = N); in brackets Tang et al. (2020)'s unbiased estimator, "
+                      "completed trials (with several studies, every study's, pooled; biased: low below n = N); in brackets Tang et al. (2020)'s unbiased estimator, "
                       "the mean best of every n-subset (high variance). Both assume independent trials, true of random "
                       "search and of TPE's random start-up trials only. An arm's chosen holdout score is the best of "
                       "its N trials and reads high; its grid jobs' dev scores at the chosen values are the unbiased "

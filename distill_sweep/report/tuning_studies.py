@@ -48,7 +48,9 @@ def studies_line(arm: dict[str, Any]) -> str | None:
     spread = arm["study_spread"]
     bests = ", ".join(f"{s['score']:.4f}" for s in arm["studies"])
     std = f", std {spread['std']:.4f}" if _finite(spread.get("std")) else ""
-    return (f"- studies: {len(arm['studies'])} independent studies of {arm['trials']} trials each; their best "
+    size = (f"of {arm['trials']} trials each" if (arm.get("budget_by") or "trials") == "trials"
+            else f"each with the same budget in {arm['budget_by']}")
+    return (f"- studies: {len(arm['studies'])} independent studies {size}; their best "
             f"holdout {arm['metric']}: {bests}; median of the bests {arm['median_best']:.4f} (the arm's score), "
             f"spread {spread['range']:.4f} (max - min{std}); the grid ran the median study's values "
             f"(study {arm['median_study']})")

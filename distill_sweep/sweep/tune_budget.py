@@ -14,6 +14,11 @@
   fewer). Until every arm has a COMPLETE trial (or has failed `tune.trials` of them) an arm without one runs its
   first; then B is fixed. The costs are read from the trials' records every round, so a resumed sweep finds the
   same first trials and continues to the same B.
+- With `tune.studies` = S (sweep/studies.py) each study of an arm is an "arm" above: it has the budget B, and B is
+  one amount for every study of every arm, `tune.trials` x the mean over all of them of each one's first trial's
+  cost (not a B per study index: a study whose first points happened to be cheap would get a smaller budget, and
+  the studies' spread would mix tuning luck with budget). So every study of every arm ends within one trial's cost
+  of B, and an arm's S studies together spend S x B, within S trials' cost of the other arm's.
 """
 
 from __future__ import annotations
@@ -177,10 +182,13 @@ class Budget:
                     f"were measured, or a part the FLOP counter does not see): the tuning budget falls back to "
                     f"tune.trials={self.tune.trials} trials per arm")
         amount = self.amount(studies)
-        fixed = (f"= {amount:.4g} {unit} per arm" if amount is not None
+        # (with tune.studies > 1 every study of every arm has this one B: the module's docstring)
+        each = "per study, every study of every arm" if self.tune.studies > 1 else "per arm"
+        fixed = (f"= {amount:.4g} {unit} {each}" if amount is not None
                  else "(fixed once every arm's first trial has completed)")
-        return (f"distill_sweep: tuning budget: tune.trials={self.tune.trials} x the mean cost of the arms' first "
-                f"trials, in {unit} {fixed}; {rule}")
+        firsts = "every study's first trial" if self.tune.studies > 1 else "the arms' first trials"
+        return (f"distill_sweep: tuning budget: tune.trials={self.tune.trials} x the mean cost of {firsts}, "
+                f"in {unit} {fixed}; {rule}")
 
 
 def _failed(study: Any) -> int:

@@ -45,3 +45,34 @@ def test_arms_of_unequal_cost_stop_at_equal_flops(tmp_path: Path, shared_cache: 
     assert sum(r.get("tune_trial") is not None for r in records(out)) == sum(map(len, costs.values()))
     arms = {a["objective"]: a for a in checklist.tuning_arms(out)}
     assert arms["att_kl"]["cost"]["unit"] == "flops" and arms["att_kl"]["cost"]["flops"] == spent["att_kl"]
+
+
+def test_studies_of_two_arms_each_stop_at_one_budget_in_flops(tmp_path: Path, shared_cache: Path) -> None:
+    """tune.studies=2 x budget_by=flops (the sweeper's rounds over every study of every arm): B is one amount for
+    all four studies, tune.trials x the mean of their four first trials' FLOPs; each study stops with the trial that
+    reaches B, so every study of either arm is within one trial's FLOPs of B; the report pools both studies'
+    trials."""
+    from helpers import records, run_cli_preloaded
+
+    from distill_sweep.report import checklist
+
+    out = tmp_path / "results"
+    sweep = [*FAST, "max_steps_per_epoch=2", "objective=vanilla_kd,att_kl", "seed=1", "tune.holdout=0.25",
+             "tune.space={objective.temperature:{low:1.0,high:4.0}}", "tune.trials=2", "tune.studies=2",
+             "tune.sampler=qmc", "tune.budget_by=flops", f"results_dir={out}", f"cache_dir={shared_cache}", "-m"]
+    proc = run_cli_preloaded(sweep, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    costs: dict[tuple[str, int], list[float]] = {}
+    for record in sorted((r for r in records(out) if r.get("tune_trial") is not None),
+                         key=lambda r: r["tune_trial"]["number"]):
+        costs.setdefault((record["objective"], record["tune_trial"].get("study") or 0), []).append(
+            record["cost"]["flops"])
+    assert sorted(costs) == [("att_kl", 0), ("att_kl", 1), ("vanilla_kd", 0), ("vanilla_kd", 1)]
+    budget = 2 * sum(cs[0] for cs in costs.values()) / 4  # tune.trials x the mean of the 4 studies' first trials
+    for cs in costs.values():  # each study stopped by the trial that reached B: within one trial's cost of it
+        assert sum(cs[:-1]) < budget <= sum(cs) < budget + max(cs)
+    assert f"= {budget:.4g} FLOPs per study, every study of every arm" in proc.stdout
+    arms = {a["objective"]: a for a in checklist.tuning_arms(out)}
+    for objective in ("vanilla_kd", "att_kl"):  # both studies' trials, pooled, in the curve
+        n = len(costs[(objective, 0)]) + len(costs[(objective, 1)])
+        assert arms[objective]["completed_trials"] == n and len(arms[objective]["expected_best"]) == n

@@ -220,12 +220,24 @@ def test_the_checklist_reports_the_median_of_the_bests_and_the_spread(tmp_path: 
     notes: list[str] = []
     (reported,) = checklist.tuning_arms(tmp_path, notes)
     assert notes == [] and reported["journal"] == f"tuning/{arm.digest[:10]}.s2.journal"
-    assert reported["trial_scores"] == [0.7, 0.3] and reported["median_best"] == pytest.approx(0.7)
+    # the expected best pools every study's trials (study order), not the median study's alone: Dodge et al. at
+    # n = 1 is their mean (0.9 + 0.2 + 0.1 + 0.5 + 0.7 + 0.3) / 6 = 0.45, at n = 6 (1^6 - (5/6)^6) x 0.9 + ...
+    assert reported["trial_scores"] == [0.9, 0.2, 0.1, 0.5, 0.7, 0.3] and reported["completed_trials"] == 6
+    assert reported["expected_best"][0]["mean"] == pytest.approx(0.45)
+    ranked = sorted(reported["trial_scores"])  # E[max of n] = sum_i v_(i) ((i/N)^n - ((i-1)/N)^n)
+    assert reported["expected_best"][5]["mean"] == pytest.approx(
+        sum(v * ((i / 6) ** 6 - ((i - 1) / 6) ** 6) for i, v in enumerate(ranked, start=1)))
+    assert reported["expected_best"][5]["unbiased"] == pytest.approx(0.9)  # the one 6-subset's best
+    assert [(s["study"], s["completed"]) for s in reported["study_trials"]] == [(0, 2), (1, 2), (2, 2)]
+    assert reported["median_best"] == pytest.approx(0.7)
     assert reported["study_spread"]["std"] == pytest.approx(0.2)
     text = checklist.checklist_markdown([reported])
     assert ("- studies: 3 independent studies of 2 trials each; their best holdout accuracy: 0.9000, 0.5000, 0.7000; "
             "median of the bests 0.7000 (the arm's score), spread 0.4000 (max - min, std 0.2000); the grid ran the "
             "median study's values (study 2)") in text
+    assert "- trials: 6 completed of 3 studies, each with a budget of 2 (qmc sampler" in text
+    assert ("- verdict budget: the grid's comparison is at the values chosen by its median study (study 2, of 3 with "
+            "the same budget) after 2 trial(s) (a budget in trials)") in text
     # a damaged studies block: the arm is left out with a note, never a traceback
     path = tune.chosen_path(arm, tmp_path)
     path.write_text(path.read_text().replace('"median_best": 0.7', '"median_best": "x"'))
