@@ -83,7 +83,7 @@ def job_point(seq: int, vocab: int, chunk: int, logits: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="job_memory_") as tmp:
         _run_job(Path(tmp) / "warm_up", WARM_UP, vocab, chunk, logits)
         work = Path(tmp) / "measured"
-        cfg = _job_config(work, seq, vocab, chunk, logits)
+        cfg = job_config(work, seq, vocab, chunk, logits)
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
         before = _status("VmRSS")
         record, seconds = _run_job(work, seq, vocab, chunk, logits, cfg)
@@ -92,7 +92,7 @@ def job_point(seq: int, vocab: int, chunk: int, logits: str) -> dict[str, Any]:
             "steps": (record.get("causal_lm") or {}).get("steps")}
 
 
-def _job_config(work: Path, seq: int, vocab: int, chunk: int, logits: str) -> Any:
+def job_config(work: Path, seq: int, vocab: int, chunk: int, logits: str) -> Any:
     """The point's tokenizer and corpus written under `work`, and its job's composed config."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -116,7 +116,7 @@ def _run_job(work: Path, seq: int, vocab: int, chunk: int, logits: str, cfg: Any
 
     from distill_sweep.cli.run_job import run_job
 
-    cfg = cfg if cfg is not None else _job_config(work, seq, vocab, chunk, logits)
+    cfg = cfg if cfg is not None else job_config(work, seq, vocab, chunk, logits)
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         record = run_job(cfg)
