@@ -1,6 +1,7 @@
 """procedure.teacher_logits=hidden in a causal_lm job (its fast tests: tests/unit/teachers/test_hidden_store.py): a job
 reading the teacher's stored hidden states trains as the live teacher's job does (every loss and dev metric within
-1e-5; under bf16 within bf16's precision), beside a top-k store of the same teacher in one cache, and a pack of hidden members reads each batch once."""
+1e-5; under bf16 within bf16's precision), beside a top-k store of the same teacher in one cache, and a pack of
+hidden members reads each batch once."""
 
 from __future__ import annotations
 
