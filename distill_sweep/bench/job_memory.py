@@ -86,10 +86,10 @@ def job_point(seq: int, vocab: int, chunk: int, logits: str) -> dict[str, Any]:
         cfg = job_config(work, seq, vocab, chunk, logits)
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
         before = _status("VmRSS")
-        record, seconds = _run_job(work, seq, vocab, chunk, logits, cfg)
+        written, seconds = _run_job(work, seq, vocab, chunk, logits, cfg)  # its result.json, as written
         peak = _status("VmHWM") - before
-    return {"peak_mb": peak / MB, "seconds": seconds, "status": record.get("status"),
-            "steps": (record.get("causal_lm") or {}).get("steps")}
+    return {"peak_mb": peak / MB, "seconds": seconds, "status": written.get("status"),
+            "steps": (written.get("causal_lm") or {}).get("steps")}
 
 
 def job_config(work: Path, seq: int, vocab: int, chunk: int, logits: str) -> Any:
@@ -108,8 +108,8 @@ def job_config(work: Path, seq: int, vocab: int, chunk: int, logits: str) -> Any
 
 
 def _run_job(work: Path, seq: int, vocab: int, chunk: int, logits: str, cfg: Any = None) -> tuple[dict, float]:
-    """The job (its config made first unless given) and its seconds, its printed lines kept off stdout (where the
-    parent reads the point's JSON)."""
+    """The job run (its config made first unless given): its record as written and its seconds, its printed lines
+    kept off stdout (where the parent reads the point's JSON)."""
     import contextlib
     import io
     import time
@@ -119,8 +119,8 @@ def _run_job(work: Path, seq: int, vocab: int, chunk: int, logits: str, cfg: Any
     cfg = cfg if cfg is not None else job_config(work, seq, vocab, chunk, logits)
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        record = run_job(cfg)
-    return record, time.perf_counter() - start
+        written = run_job(cfg)
+    return written, time.perf_counter() - start
 
 
 def measure(seq: int, vocab: int, chunk: int, logits: str) -> dict[str, Any]:
