@@ -92,6 +92,7 @@ bench: install
 	$(BIN)/python -m distill_sweep.bench.report --json $(BENCH_DATA)/report.json
 	$(BIN)/python -m distill_sweep.bench.pack --decoder --device cpu --steps 20 --batch 16 --threads 1 --json $(BENCH_DATA)/pack_decoder.json
 	$(BIN)/python -m distill_sweep.bench.memory --json $(BENCH_DATA)/memory.json
+	$(BIN)/python -m distill_sweep.bench.job_memory --json $(BENCH_DATA)/job_memory.json
 	$(BIN)/python -m distill_sweep.bench.teacher_stores --json $(BENCH_DATA)/teacher_stores.json
 	$(BIN)/python -m distill_sweep.bench.tuning_round --json $(BENCH_DATA)/tuning_round.json
 

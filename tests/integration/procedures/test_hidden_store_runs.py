@@ -1,6 +1,7 @@
 """procedure.teacher_logits=hidden in a causal_lm job (its fast tests: tests/unit/teachers/test_hidden_store.py): a job
 reading the teacher's stored hidden states trains as the live teacher's job does (every loss and dev metric within
-1e-5), beside a top-k store of the same teacher in one cache, and a pack of hidden members reads each batch once."""
+1e-5; under bf16 within bf16's precision), beside a top-k store of the same teacher in one cache, and a pack of
+hidden members reads each batch once."""
 
 from __future__ import annotations
 
@@ -84,3 +85,21 @@ def test_the_sweepers_store_request_names_the_hidden_store(tmp_path: Path) -> No
     ident = identify(compose_cfg([*FAST, f"results_dir={tmp_path}", "objective=fkl", "procedure.teacher_logits=hidden"]))
     request = store_request(ident)
     assert request is not None and request.tag == "hidden"
+
+
+def test_a_bf16_hidden_store_job_equals_the_live_bf16_job_to_bf16s_precision(tmp_path: Path,
+                                                                             shared_cache: Path) -> None:
+    """Under precision=bf16 the store keeps the states in bf16 (2H bytes a position) that the live teacher's forward
+    makes under the same autocast, and the head reads them in the same chunks: every loss and dev metric within about
+    two bf16 roundings (its epsilon is 2^-8 = 0.0039, relative) of the live job's (on a CPU they came out equal bit
+    for bit: the same ops in the same order; the tolerance is for kernels that reorder a sum). Two steps."""
+    where = [f"results_dir={tmp_path}/r", f"cache_dir={shared_cache}", "objective=gjsd", "procedure.ce_weight=0.5",
+             "precision=bf16", "guards.allow_weak_teacher=true", "max_steps_per_epoch=2"]
+    live = run_job(compose_cfg([*FAST, *where, "procedure.teacher_logits=full"]))
+    hidden = run_job(compose_cfg([*FAST, *where, "procedure.teacher_logits=hidden"]))
+    assert live["status"] == hidden["status"] == "completed"
+    info = hidden["teacher_outputs"]
+    assert info["store_mode"] == "hidden" and info["dtype"] == "bfloat16"
+    assert info["bytes_per_token"] == 2 * np.load(Path(info["path"]) / "hidden.npy", mmap_mode="r").shape[-1]
+    assert len(_numbers(hidden)) == len(_numbers(live)) >= 6
+    assert _numbers(hidden) == pytest.approx(_numbers(live), rel=1e-2, abs=1e-3)
