@@ -37,8 +37,9 @@ ROOTS: tuple[type, ...] = (RunSettings, OptimizerSettings, TaskSettings, Teacher
                            CorpusSettings, ObjectiveSettings, *(p.settings for p in PROCEDURES.values()),
                            *(s.settings for s in STUDENTS.values()), *(t.settings for t in TERMS.values()))
 HASHED = ("identity", "teacher")
-# What a record measures of the machine, not of the job: left out where records are compared.
-TIMING = ("wall_time_s", "samples_per_s", "peak_memory_mb")
+# What a record measures of the machine, not of the job: left out where records are compared (at any depth: the
+# measured cost's seconds, records/blocks.Cost; its FLOPs are counted, not measured, and stay compared).
+TIMING = ("wall_time_s", "samples_per_s", "peak_memory_mb", "cpu_seconds", "cpu_seconds_own", "gpu_seconds")
 
 
 def settings_classes(roots: tuple[type, ...] = ROOTS) -> list[type]:

@@ -240,6 +240,15 @@ def plan(command: Command, work: Path) -> Run:
         return Run(command, "bench_agnostic", [*python, *args, "--objectives", "att_mse", *TINY_AGNOSTIC])
     if module == "distill_sweep.bench.report":  # a small store, one repeat
         return Run(command, "bench_report", [*python, *args, "--jobs", "40", "--repeats", "1"])
+    if module == "distill_sweep.bench.teacher_stores":  # one small vocabulary, a short sequence, one repeat
+        return Run(command, "bench_stores", [*python, *args, "--vocabs", "256", "--seq", "32", "--hidden", "16",
+                                             "--chunk", "16", "--repeats", "1"])
+    if module == "distill_sweep.bench.job_memory":  # one short sequence, the hidden store's row: two jobs
+        return Run(command, "bench_job_memory", [*python, *args, "--seqs", "32", "--vocab", "256", "--chunk", "16",
+                                                 "--logits", "hidden"])
+    if module == "distill_sweep.bench.tuning_round":  # one study per arm, one step, the 2-layer teacher
+        return Run(command, "bench_tuning_round", [*python, *args, "--studies", "1", "--steps", "1", "--train", "64",
+                                                   "--teacher", "tiny"])
     assert module == "distill_sweep", f"{command.where}: no rule for module {module} (add one to this test)"
     if _missing_group_option(args):
         return Run(command, "example")
@@ -303,7 +312,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[R
                   "control", [sys.executable, "-m", "distill_sweep", "experiment=paper_table3", "-m", "+dry_run=true",
                               "task=rtee"])
     first = [r for r in planned if r.kind in ("real", "plan", "print", "bench", "bench_memory", "bench_cli", "bench_sweep", "bench_pack",
-                                              "bench_ddp", "bench_agnostic", "bench_report")] + [control]
+                                              "bench_ddp", "bench_agnostic", "bench_report", "bench_stores",
+                                              "bench_job_memory", "bench_tuning_round")] + [control]
     first.sort(key=lambda r: r.kind != "real")  # the longest first
     with PreloadedPython(work / "logs", env) as python:
         for batch in (first, [r for r in planned if r.kind == "report"]):
@@ -348,6 +358,12 @@ def test_every_command_runs_as_written(runs: list[Run]) -> None:
                 ok = ok and "| sweep CPU-seconds" in proc.stdout and "in 1/1 pairs" in proc.stdout
             elif run.kind == "bench_pack":
                 ok = ok and "| all 2 students |" in proc.stdout and "identical in 2/2 members" in proc.stdout
+            elif run.kind == "bench_stores":
+                ok = ok and "| hidden | " in proc.stdout and "| sampled, k = 32 |" in proc.stdout
+            elif run.kind == "bench_job_memory":
+                ok = ok and "| hidden | 32 |" in proc.stdout
+            elif run.kind == "bench_tuning_round":
+                ok = ok and "| packed (pack=auto) |" in proc.stdout and "identical packed and alone" in proc.stdout
             elif run.kind in ("print", "report"):
                 ok = ok and bool(proc.stdout.strip())
         if not ok:

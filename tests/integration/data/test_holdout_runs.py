@@ -15,7 +15,11 @@ def test_a_trial_job_is_scored_on_the_holdout(tmp_path, shared_cache, one_thread
                        f"results_dir={tmp_path}", f"cache_dir={shared_cache}"])
     record = run_job(cfg)
     assert record["status"] == "completed"
-    assert record["tune_trial"] == {"number": 0, "holdout": 0.25, "seed": 0, "holdout_size": 64}
+    trial = record["tune_trial"]
+    assert {k: trial[k] for k in ("number", "holdout", "seed", "holdout_size")} == \
+        {"number": 0, "holdout": 0.25, "seed": 0, "holdout_size": 64}
+    # study 0 of the default sampler, the first trial drawn, not pruned
+    assert (trial["study"], trial["sampler"], trial["order"], trial["pruned"]) == (0, "tpe", 0, None)
     assert record["data"]["train_size"] == 192 and record["data"]["dev_size"] == 64  # 256 = 192 + 64, not dev's 128
 
 

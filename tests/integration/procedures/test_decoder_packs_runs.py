@@ -151,7 +151,7 @@ def test_the_dry_run_shows_the_decoder_pack(tmp_path: Path) -> None:
 # what differs between two runs of one job whatever the packing: clocks, memory, paths, the tracker's run, the
 # config's `pack` itself (not hashed: the same config hash) and the record's (which pack it shared a process with)
 RUN_ONLY = {"wall_time_s", "samples_per_s", "peak_memory_mb", "peak_memory_kind", "started_at", "finished_at",
-            "pack", "wandb", "config", "attempts", "versions", "git_commit"}
+            "pack", "wandb", "config", "attempts", "versions", "git_commit", "cost"}  # cost: its measured seconds
 
 
 def test_a_decoder_sweep_with_pack_auto_writes_the_records_of_pack_off(tmp_path: Path) -> None:
@@ -172,6 +172,8 @@ def test_a_decoder_sweep_with_pack_auto_writes_the_records_of_pack_off(tmp_path:
         theirs = _less(solo, "causal_lm", "teacher")
         assert {k: v for k, v in mine.items() if k not in RUN_ONLY} == \
             {k: v for k, v in theirs.items() if k not in RUN_ONLY}, digest
+        # a member's FLOPs are counted as if it trained alone (the shared teacher forward credited to each)
+        assert mine["cost"]["flops"] == pytest.approx(theirs["cost"]["flops"], rel=1e-12), digest
         (a,), (b,) = ([p.parent for p in (tmp_path / side).rglob("result.json") if digest[:10] in str(p)]
                       for side in ("auto", "off"))
         files = sorted(p.name for p in b.iterdir() if p.suffix in (".npz", ".json") and p.name != "result.json")
