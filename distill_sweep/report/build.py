@@ -460,7 +460,8 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
                     opts: ReportOptions) -> None:
     """Another system's own table (report.layouts): the table, t-tests against its baselines, the paper's
     numbers beside ours."""
-    built = layout_table.build_layout(layout, records, opts.metric, opts.ddof, opts.alpha, opts.paper_dir, opts.ci)
+    built = layout_table.build_layout(layout, records, opts.metric, opts.ddof, opts.alpha, opts.paper_dir, opts.ci,
+                                      opts.baseline)
     if built.n_records == 0:
         doc.heading(layout.title)
         doc.text(f"no records of this layout's rows ({', '.join(layout.row_headers)}: "
@@ -473,7 +474,7 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
     _table_section(doc, files, built.table, opts)
     built.tests = _checked(built.tests, checks.pair_arms("row"), built.records, built.table.metrics, opts.alpha)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
-                   [], opts)
+                   [], opts, also=_also(built.table))
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
     _examples_section(doc, files, layout.key, built.records, built.tests, built.table, level="row")

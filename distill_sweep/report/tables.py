@@ -213,15 +213,17 @@ def twin_columns(table: Table) -> list[str]:
 
 
 def join_family(table: Table, baseline: str | None, alpha: float, baseline_pooled: bool = False,
-                **others_p: Sequence[float]) -> None:
+                pooled_every_pair: bool = True, **others_p: Sequence[float]) -> None:
     """Put the table's verdicts in one Holm family: the bold tests, the difference map's cells against `baseline`
     and `others_p` (the pooled pairs' and, in Table 3, the interaction contrasts' raw p-values), then bold again
     with the others in its family. A bold test (a difference-map cell, where `baseline_pooled`: the pooled tests
     hold every pair of rows) that is a pooled test's twin (`twin_columns`) counts once. The difference map's stars
-    (figures.baseline_tests) read the same family."""
+    (figures.baseline_tests) read the same family. `pooled_every_pair` False: the pooled tests hold only some
+    pairs of rows (a layout's pairs against its baselines), so no bold test is taken for a twin and each counts
+    (conservative: a family one test larger where a pair is both)."""
     if table.scores is None:
         return
-    twins = twin_columns(table) if "pooled" in others_p else []
+    twins = twin_columns(table) if "pooled" in others_p and pooled_every_pair else []
     table.twins = twins
     table.baseline_twins = twins if baseline_pooled else []
     columns = [*table.tasks, "avg"]
