@@ -36,11 +36,13 @@ from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.render import (
     MISSING,
+    ONE_EXAMPLE_BELOW,
     Doc,
     comparison_rows,
     fmt_ci,
     fmt_p,
     method_comparison_rows,
+    one_example_text,
     pair_name,
     plain_latex,
     plain_markdown,
@@ -51,7 +53,7 @@ from distill_sweep.report.render import (
     table_rows,
     tests_rows,
 )
-from distill_sweep.report.tables import Table, build_table, join_family, others
+from distill_sweep.report.tables import Table, build_table, dev_sizes, join_family, others
 from distill_sweep.report.verdicts import aso_verdict_text, tests_legend
 
 MAX_LISTED = 30  # failed/running/missing jobs listed individually before "... and N more"
@@ -121,8 +123,18 @@ def _preamble(doc: Doc, opts: ReportOptions, st: frames.Store, records: pd.DataF
     few = few_seeds_text(records, opts.alpha)
     if few:
         doc.text(few)
+    for line in dev_size_lines(records):
+        doc.text(line)
     for line in frames.parts_legend(records):
         doc.text(line)
+
+
+def dev_size_lines(records: pd.DataFrame) -> list[str]:
+    """Per task on fewer than render.ONE_EXAMPLE_BELOW dev examples (as its records say), what one example weighs:
+    every table's cells and differences on it move in such steps."""
+    sizes = dev_sizes(records)
+    return [f"dev set: {one_example_text(task, sizes[task])}" for task in paper.task_order(list(sizes))
+            if 0 < sizes[task] < ONE_EXAMPLE_BELOW]
 
 
 def few_seeds_text(records: pd.DataFrame, alpha: float) -> str | None:

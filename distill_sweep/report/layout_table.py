@@ -26,6 +26,7 @@ from distill_sweep.report.tables import (
     Table,
     cell_of,
     cut_note,
+    dev_sizes,
     join_family,
     others,
     score_lookup,
@@ -105,7 +106,7 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
     primary = mine.groupby("task")["primary_metric"].first().to_dict() if not mine.empty else {}
     metrics = {t: column_metric(t, mode, primary.get(t)) for t in tasks}
     table = Table(key=layout.key, title=layout.title, row_headers=list(layout.row_headers), tasks=tasks,
-                  metrics=metrics, notes=list(layout.notes), avg_tasks=layout.avg_tasks)
+                  metrics=metrics, notes=list(layout.notes), avg_tasks=layout.avg_tasks, dev_sizes=dev_sizes(mine))
 
     sc, notes = frames.scores(mine, mode)
     row_of = rows.row_of()
