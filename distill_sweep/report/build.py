@@ -317,7 +317,9 @@ def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> 
     matrices = figures.per_task_matrices(sc.assign(row=rows), list(names.values()), alpha)
     if matrices:
         doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; one family for "
-                   "all the matrices below: Holm and ASO's Bonferroni over every task's pairs together</p>" + matrices)
+                   "all the matrices below: Holm and ASO's Bonferroni over every task's pairs together, apart from "
+                   "the table's family (checked by simulation: for a pair of identical rows they add no verdict "
+                   "beyond alpha; docs/guide/report.md, 'One verdict per question')</p>" + matrices)
 
 
 def _records_sections(doc: Doc, opts: ReportOptions, st: frames.Store, counts: dict[str, int]) -> None:
