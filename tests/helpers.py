@@ -22,7 +22,7 @@ from distill_sweep.config.schema import TaskSettings
 from distill_sweep.config.space import CONF_DIR, VERSION_BASE
 from distill_sweep.procedures import PROCEDURES  # noqa: F401 - declaring them registers their options (procedure=)
 from distill_sweep.records import record
-from distill_sweep.records.record import InitInfo, Record, StudentInfo, TeacherInfo
+from distill_sweep.records.record import DataInfo, InitInfo, Record, StudentInfo, TeacherInfo
 from distill_sweep.students import STUDENTS  # noqa: F401 - declaring them registers their options (student=<type>)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,6 +206,7 @@ def write_record(
     student: str = "truncated",
     student_settings: dict[str, Any] | None = None,
     teacher_dev: dict[str, float] | None = None,
+    dev_size: int | None = None,
 ) -> Path:
     """Write one result.json (schema 2, via Record.to_dict) in the store layout.
 
@@ -250,7 +251,7 @@ def write_record(
         best={"stage": epochs[0]["stage"], "epoch": 1, "dev": best} if done else None,
         final={"dev": last} if done else None, wall_time_s=1.0, samples_per_s=10.0, device="cpu",
         config={"teacher": teacher_settings}, started_at="2026-11-22T00:00:00",
-        finished_at=finished_at if done else None,
+        finished_at=finished_at if done else None, data=DataInfo(dev_size=dev_size),
     )
     part = "finetune" if procedure == "finetune" else objective
     path = root / task / part / f"init-{init}" / f"seed-{seed}" / config_hash[:10] / "result.json"

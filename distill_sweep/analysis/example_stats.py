@@ -64,12 +64,14 @@ def _p_two_sided(diffs: np.ndarray) -> float:
     return float(min(1.0, 2.0 * min(low, high)))
 
 
-def as_units(preds: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Per unit of replication (master seed) its runs' predictions as [R, N]: an [S, N] array is one run per
-    unit; a sequence holds each unit's runs (a grid crossing another source's seed: analysis/replication.py)."""
-    if isinstance(preds, np.ndarray) and preds.ndim <= 2:
-        return [row[None] for row in np.atleast_2d(preds)]
-    return [np.atleast_2d(np.asarray(u)) for u in preds]
+def as_units(preds: np.ndarray | Sequence[np.ndarray], run_ndim: int = 1) -> list[np.ndarray]:
+    """Per unit of replication (master seed) its runs as [R, ...]: an array of `run_ndim` + 1 dimensions ([S, N]
+    predictions, [S, N, 3] sequence summaries) is one run per unit; a sequence holds each unit's runs (a grid
+    crossing another source's seed: analysis/replication.py), or one run, per unit."""
+    if isinstance(preds, np.ndarray) and preds.ndim <= run_ndim + 1:
+        shaped = preds.reshape((-1, *preds.shape[preds.ndim - run_ndim:])) if preds.ndim else preds.reshape(1, 1)
+        return [row[None] for row in shaped]
+    return [np.asarray(u).reshape((-1, *np.shape(u)[np.ndim(u) - run_ndim:])) for u in preds]
 
 
 def unit_metric(metric: str, runs: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -175,27 +177,34 @@ def weighted_sequence_metric(metric: str, summary: np.ndarray, weights: np.ndarr
     raise ValueError(f"no per-sequence statistics for metric {metric!r} (offered: {', '.join(SEQUENCE_METRICS)})")
 
 
-def multi_bootstrap_sequences(summary_a: np.ndarray, summary_b: np.ndarray, metric: str, confidence: float = 0.95,
-                              resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, float]:
+def multi_bootstrap_sequences(summary_a: np.ndarray | Sequence[np.ndarray], summary_b: np.ndarray | Sequence[np.ndarray],
+                              metric: str, confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
+                              ) -> dict[str, float]:
     """The multi-bootstrap of mean(metric(A) - metric(B)) over seeds x dev sequences of two decoder students:
-    `summary_a`, `summary_b` [S, N, 3] (row s of both from the same seed; see weighted_sequence_metric). One
-    seed gives the paired bootstrap over the sequences. Returns what multi_bootstrap returns."""
-    a, b = np.asarray(summary_a, dtype=np.float64), np.asarray(summary_b, dtype=np.float64)
-    if a.ndim == 2:
-        a, b = a[None], b[None]
+    `summary_a`, `summary_b` [S, N, 3] (row s of both from the same seed; see weighted_sequence_metric), or per
+    master seed its runs' [R, N, 3] (`as_units`: a unit's score is the mean of its runs', as the seed-level
+    statistics average them). One seed gives the paired bootstrap over the sequences. Returns what
+    multi_bootstrap returns."""
+    a = as_units(np.asarray(summary_a, dtype=np.float64) if isinstance(summary_a, np.ndarray) else summary_a, 2)
+    b = as_units(np.asarray(summary_b, dtype=np.float64) if isinstance(summary_b, np.ndarray) else summary_b, 2)
+
+    def unit(runs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        return np.mean([weighted_sequence_metric(metric, r, weights) for r in runs], axis=0)
 
     def seed_diff(s: int, weights: np.ndarray) -> np.ndarray:
-        return weighted_sequence_metric(metric, a[s], weights) - weighted_sequence_metric(metric, b[s], weights)
+        return unit(a[s], weights) - unit(b[s], weights)
 
-    return _resampled(seed_diff, a.shape[0], a.shape[1], confidence, resamples, seed)
+    return _resampled(seed_diff, len(a), a[0].shape[1], confidence, resamples, seed)
 
 
-def multi_bootstrap_means(values_a: np.ndarray, values_b: np.ndarray, confidence: float = 0.95,
-                          resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, float]:
+def multi_bootstrap_means(values_a: np.ndarray | Sequence[np.ndarray], values_b: np.ndarray | Sequence[np.ndarray],
+                          confidence: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, float]:
     """The multi-bootstrap of mean(A - B) over seeds x examples of a per-example score whose value is its mean
     (lm-eval's acc, ROUGE-L, exact match): `values_a`, `values_b` [S, N], row s of both from the same seed and
-    column n the same example. Returns what multi_bootstrap returns."""
-    a, b = np.atleast_2d(np.asarray(values_a, dtype=np.float64)), np.atleast_2d(np.asarray(values_b, dtype=np.float64))
+    column n the same example, or per master seed its runs' [R, N] (`as_units`; the score is linear, so a unit's
+    per-example mean over its runs scores as the mean of its runs' scores). Returns what multi_bootstrap returns."""
+    a = np.stack([u.mean(axis=0) for u in as_units(values_a)]).astype(np.float64)
+    b = np.stack([u.mean(axis=0) for u in as_units(values_b)]).astype(np.float64)
 
     def seed_diff(s: int, weights: np.ndarray) -> np.ndarray:
         return (weights @ (a[s] - b[s])) / weights.sum(axis=1)

@@ -65,7 +65,7 @@ RECORD_COLUMNS: tuple[str, ...] = (
     "teacher_layers", "teacher_hidden", "teacher_name_or_path", "teacher_dev", "student_id", "student_name",
     "student_layers", "student_hidden", "student_settings", "setup_id", "setup", "init_spec", "init_name", "init_layers",
     "init_label", "seed", "seeds", "seed_label", "config_hash", "primary_metric", "primary", "started_at", "finished_at",
-    "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch", "dev_hash",
+    "git_commit", "wall_time_s", "peak_memory_mb", "best_epoch", "dev_hash", "dev_size",
 )
 CURVE_COLUMNS: tuple[str, ...] = (
     "path", "task", "objective", "system", "init_label", "init_name", "seed", "config_hash", "stage",
@@ -155,6 +155,8 @@ def _row(path: Path, rec: Record, which: str) -> dict[str, Any]:
         "best_epoch": f"{rec.best.get('stage')} {rec.best.get('epoch')}" if complete and rec.best else None,
         # the content hash of the dev split its primary metric scores (None: written before records kept it)
         "dev_hash": next(iter((rec.data.dev_hash or {}).values()), None),
+        # the dev examples it was scored on (None: not recorded): what one example weighs (report/render.py)
+        "dev_size": rec.data.dev_size if isinstance(rec.data.dev_size, int) and rec.data.dev_size > 0 else None,
     }
     row["primary"] = dev.get(row["primary_metric"], math.nan)
     row.update({f"dev.{k}": v for k, v in dev.items()})

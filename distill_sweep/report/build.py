@@ -36,11 +36,13 @@ from distill_sweep.report.method_text import statistics_text, variability_text
 from distill_sweep.report.options import ReportOptions, UsageError
 from distill_sweep.report.render import (
     MISSING,
+    ONE_EXAMPLE_BELOW,
     Doc,
     comparison_rows,
     fmt_ci,
     fmt_p,
     method_comparison_rows,
+    one_example_text,
     pair_name,
     plain_latex,
     plain_markdown,
@@ -51,7 +53,7 @@ from distill_sweep.report.render import (
     table_rows,
     tests_rows,
 )
-from distill_sweep.report.tables import Table, build_table, join_family, others
+from distill_sweep.report.tables import Table, build_table, dev_sizes, join_family, others
 from distill_sweep.report.verdicts import aso_verdict_text, tests_legend
 
 MAX_LISTED = 30  # failed/running/missing jobs listed individually before "... and N more"
@@ -121,8 +123,18 @@ def _preamble(doc: Doc, opts: ReportOptions, st: frames.Store, records: pd.DataF
     few = few_seeds_text(records, opts.alpha)
     if few:
         doc.text(few)
+    for line in dev_size_lines(records):
+        doc.text(line)
     for line in frames.parts_legend(records):
         doc.text(line)
+
+
+def dev_size_lines(records: pd.DataFrame) -> list[str]:
+    """Per task on fewer than render.ONE_EXAMPLE_BELOW dev examples (as its records say), what one example weighs:
+    every table's cells and differences on it move in such steps."""
+    sizes = dev_sizes(records)
+    return [f"dev set: {one_example_text(task, sizes[task])}" for task in paper.task_order(list(sizes))
+            if 0 < sizes[task] < ONE_EXAMPLE_BELOW]
 
 
 def few_seeds_text(records: pd.DataFrame, alpha: float) -> str | None:
@@ -305,7 +317,9 @@ def _per_task_figure(doc: Doc, table: Table, sc: pd.DataFrame, alpha: float) -> 
     matrices = figures.per_task_matrices(sc.assign(row=rows), list(names.values()), alpha)
     if matrices:
         doc.figure("<h2>Table 3 per task: every pair of rows</h2><p>paired on seeds within the task; one family for "
-                   "all the matrices below: Holm and ASO's Bonferroni over every task's pairs together</p>" + matrices)
+                   "all the matrices below: Holm and ASO's Bonferroni over every task's pairs together, apart from "
+                   "the table's family (checked by simulation: for a pair of identical rows they add no verdict "
+                   "beyond alpha; docs/guide/report.md, 'One verdict per question')</p>" + matrices)
 
 
 def _records_sections(doc: Doc, opts: ReportOptions, st: frames.Store, counts: dict[str, int]) -> None:
@@ -460,7 +474,8 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
                     opts: ReportOptions) -> None:
     """Another system's own table (report.layouts): the table, t-tests against its baselines, the paper's
     numbers beside ours."""
-    built = layout_table.build_layout(layout, records, opts.metric, opts.ddof, opts.alpha, opts.paper_dir, opts.ci)
+    built = layout_table.build_layout(layout, records, opts.metric, opts.ddof, opts.alpha, opts.paper_dir, opts.ci,
+                                      opts.baseline)
     if built.n_records == 0:
         doc.heading(layout.title)
         doc.text(f"no records of this layout's rows ({', '.join(layout.row_headers)}: "
@@ -473,7 +488,7 @@ def _layout_section(doc: Doc, files: dict[str, Any], layout: Layout, records: pd
     _table_section(doc, files, built.table, opts)
     built.tests = _checked(built.tests, checks.pair_arms("row"), built.records, built.table.metrics, opts.alpha)
     _tests_section(doc, files, layout.key, f"{layout.title}: paired t-tests against the baselines", built.tests,
-                   [], opts)
+                   [], opts, also=_also(built.table))
     for line in collapsed.tests_lines(flagged):
         doc.text(line)
     _examples_section(doc, files, layout.key, built.records, built.tests, built.table, level="row")

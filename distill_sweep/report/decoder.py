@@ -191,10 +191,14 @@ def seed_means(runs: pd.DataFrame, column: str) -> pd.Series:
     return values.groupby(runs["seed"].to_numpy()).mean()
 
 
-def _by_seed(runs: pd.DataFrame, column: str) -> pd.Series:
-    """`column` by seed, one run per seed (a rerun of the same seed: the last read) so pairs match one to one."""
-    series = runs.set_index("seed")[column]
-    return series[~series.index.duplicated(keep="last")]
+def runs_by_seed(runs: pd.DataFrame, column: str) -> dict[int, list[Any]]:
+    """`column` of every run of each master seed, the unit of replication (a seed's runs that vary another source's
+    seed: analysis/replication.py), in the frame's order: the comparisons over dev examples average a unit's runs
+    as `seed_means` does, never keep one of them."""
+    out: dict[int, list[Any]] = {}
+    for seed, value in zip(runs["seed"], runs[column], strict=True):
+        out.setdefault(int(seed), []).append(value)
+    return out
 
 
 def metric_ids(record: dict[str, Any]) -> int | None:
@@ -318,41 +322,48 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[list[str]], l
         summary(str(path))
     dev = prediction_checks.majority_dev(got[1] for got in cache.values() if got is not None)
     for label, init, tested, baseline in pairs(part):
-        other, base = _by_seed(tested, "path"), _by_seed(baseline, "path")
-        seeds = sorted(set(base.index) & set(other.index))
+        other, base = runs_by_seed(tested, "path"), runs_by_seed(baseline, "path")
+        seeds = sorted(set(base) & set(other))
         if not seeds:
             continue
-        got = [(s, summary(other[s]), summary(base[s])) for s in seeds]
-        usable = [(s, a, b) for s, a, b in got if a is not None and b is not None]
+        got = [(s, [g for g in map(summary, other[s]) if g is not None], [g for g in map(summary, base[s])
+                                                                           if g is not None]) for s in seeds]
+        usable = [(s, a, b) for s, a, b in got if a and b]
         if not usable:
             without += 1
             continue
-        same = [(s, a[0], b[0]) for s, a, b in usable if a[1] == dev and b[1] == dev]
+        # per master seed its runs on the setting's dev sequences: a unit's score is the mean of its runs'
+        same = [(s, [q for q, h in a if h == dev], [q for q, h in b if h == dev]) for s, a, b in usable]
+        same = [(s, a, b) for s, a, b in same if a and b]
         changed += len(usable) - len(same)
         if not same:
             continue
-        a = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, q, _ in same])
-        b = np.stack([np.column_stack([q.nll, q.targets, q.correct]) for _, _, q in same])
+        a = [np.stack([np.column_stack([q.nll, q.targets, q.correct]) for q in runs]) for _, runs, _ in same]
+        b = [np.stack([np.column_stack([q.nll, q.targets, q.correct]) for q in runs]) for _, _, runs in same]
+        n_sequences = str(a[0].shape[1])
         if len(same) == 1:  # two runs: says whether these two runs differ on these sequences, not the methods
             one = example_stats.multi_bootstrap_sequences(a, b, "perplexity")
-            two_runs.append(([label, init, str(same[0][0]), str(a.shape[1]), f"{one['diff']:+.3f}", _p(one["p"])],
+            two_runs.append(([label, init, str(same[0][0]), n_sequences, f"{one['diff']:+.3f}", _p(one["p"])],
                              one["p"]))
             continue
-        per_seed = [_perplexity(a[k]) - _perplexity(b[k]) for k in range(len(same))]
+        per_seed = [float(np.mean([_perplexity(r) for r in ua]) - np.mean([_perplexity(r) for r in ub]))
+                    for ua, ub in zip(a, b, strict=True)]
         mb = few_seeds.guarded(example_stats.multi_bootstrap_sequences(a, b, "perplexity"), per_seed)
         left_out = sorted(set(seeds) - {s for s, _, _ in same})  # no usable predictions, or another dev set
         matched = f"{len(same)}" + (f" (of {len(seeds)}; seed {', '.join(map(str, left_out))} left out)"
                                      if left_out else "")
         found.append(([label, init, matched,
-                       str(a.shape[1]), f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
+                       n_sequences, f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
                        _p(mb["p"])], mb["p"]))
     rows = [[*row, _p(h)] for (row, _), h in zip(found, stats.holm([p for _, p in found]), strict=True)]
     runs = [[*row, _p(h)] for (row, _), h in zip(two_runs, stats.holm([p for _, p in two_runs]), strict=True)]
     notes = []
     if rows:
         notes.append(f"over dev sequences: the multi-bootstrap (Sellam et al. 2022) of mean(A-B) in perplexity, "
-                     f"{example_stats.RESAMPLES:,} resamples of the seeds both ran (at least 2) and of the dev "
-                     "sequences together (seeded), a resample's perplexity exp(its summed target NLL / its targets); "
+                     f"{example_stats.RESAMPLES:,} resamples of the master seeds both ran (at least 2; a seed's "
+                     "runs that vary another source's seed are averaged within it, the unit of replication) and of the "
+                     "dev sequences together (seeded), a resample's perplexity exp(its summed target NLL / its "
+                     "targets); "
                      "at few seeds the interval is the hull of it and the t-interval of the per-seed differences, "
                      "p the larger of the two (analysis/few_seeds.py); Holm over this table's rows; the final "
                      "epoch's per-sequence sums")

@@ -139,10 +139,12 @@ def spread(part: pd.DataFrame) -> tuple[list[str], list[list[str]]] | None:
             for source in sources:
                 cell = part[(part["objective"] == objective) & (part["init"] == init) & (part["data"] == source)]
                 for metric in metrics:
-                    runs = [got[p] for p in cell["path"] if metric in got[p][1]]
+                    runs = [(int(seed), *got[p]) for seed, p in zip(cell["seed"], cell["path"], strict=True)
+                            if metric in got[p][1]]
                     if not runs:
                         continue
-                    sp = nested_spread([v[metric] for _, v in runs], seeds=[s for s, _ in runs])
+                    seeds, values = unit_values(runs, metric)
+                    sp = nested_spread(values, seeds=seeds)
                     k = sorted(set(sp["k"]))
                     seeds = str(k[0]) if len(k) == 1 else f"{k[0]}-{k[-1]}"
                     rows.append([objective, init, *([source] if axis else []), metric, _f(sp["mean"]),
@@ -153,13 +155,37 @@ def spread(part: pd.DataFrame) -> tuple[list[str], list[list[str]]] | None:
     return headers, rows
 
 
+def unit_values(runs: list[tuple[int, list[int], dict[str, list[float]]]], metric: str
+                ) -> tuple[list[list[int]], list[list[float]]]:
+    """Per master seed (the unit of replication, analysis/replication.py) its sampling seeds and its score per
+    sampling seed, from its runs' (master seed, sampling seeds, `sampled` scores): one run as it is; several runs
+    (a grid crossing another source's seed) that drew with the same sampling seeds, their mean per sampling seed;
+    runs that drew with other seeds, their values one after another (a nested design)."""
+    by_unit: dict[int, list[tuple[list[int], list[float]]]] = {}
+    for unit, seeds, scores_ in runs:
+        by_unit.setdefault(unit, []).append((list(seeds), list(scores_[metric])))
+    out_seeds, out_values = [], []
+    for members in by_unit.values():
+        first = members[0][0]
+        if all(s == first and len(v) == len(members[0][1]) for s, v in members):
+            out_seeds.append(first)
+            out_values.append([float(x) for x in np.mean([v for _, v in members], axis=0)])
+        else:
+            out_seeds.append([s for seeds, _ in members for s in seeds])
+            out_values.append([x for _, v in members for x in v])
+    return out_seeds, out_values
+
+
 SPREAD_NOTE = ("evaluation-sampling vs training-seed spread (random effects, the ANOVA estimator): sd training seeds = "
                "sd_T, the sd of the per-model means over sampling seeds (n models); sd sampling seeds = sd_S, the "
                "within-model sd pooled over the models (k seeds each); var sampling = sd_S^2; var training = max(0, "
                "sd_T^2 - MS_I/k) when every model drew with the same seeds (crossed: MS_I the model x seed residual "
                "mean square, the seeds' shared part cancelling from the model means), max(0, sd_T^2 - sd_S^2 x "
                "mean(1/k)) otherwise (nested); training share = var training / (var training + var sampling) "
-               "(docs/methods/decoder.md, \"Evaluation-sampling seeds\")")
+               "(docs/methods/decoder.md, \"Evaluation-sampling seeds\"); a model is a master seed, the unit of "
+               "replication as in the table's cells: a master seed's runs that vary another source's seed and drew "
+               "with the same sampling seeds count as their mean per sampling seed (so the sampling sd is that of "
+               "the mean of its runs)")
 
 
 COMPARISON_HEADERS = ["comparison", "init", "task: metric", "seeds", "documents", "mean diff",
@@ -187,34 +213,46 @@ def comparisons(part: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
 
     found: list[tuple[list[str], float]] = []
     for label, init, tested, baseline in decoder.pairs(part):
-        other, base = decoder._by_seed(tested, "path"), decoder._by_seed(baseline, "path")
-        seeds = sorted(set(base.index) & set(other.index))
-        got = [(samples(other[s]), samples(base[s])) for s in seeds]
-        got = [(a, b) for a, b in got if a is not None and b is not None]
-        tasks = sorted({t for a, b in got for t in set(a) & set(b)})
+        other, base = decoder.runs_by_seed(tested, "path"), decoder.runs_by_seed(baseline, "path")
+        seeds = sorted(set(base) & set(other))
+        # per master seed the samples of its runs (the unit of replication: its runs averaged, never one kept)
+        got = [([g for g in map(samples, other[s]) if g is not None], [g for g in map(samples, base[s])
+                                                                       if g is not None]) for s in seeds]
+        got = [(a, b) for a, b in got if a and b]
+        tasks = sorted({t for a, b in got for t in set.intersection(*(set(x) for x in (*a, *b)))})
         for task in tasks:
-            both = [(a[task], b[task]) for a, b in got if task in a and task in b]
-            first = both[0][0]
-            same = [(x, y) for x, y in both if x.docs_hash == y.docs_hash == first.docs_hash
-                    and np.array_equal(x.doc_id, first.doc_id) and np.array_equal(y.doc_id, first.doc_id)]
+            both = [([x[task] for x in a if task in x], [y[task] for y in b if task in y]) for a, b in got]
+            both = [(a, b) for a, b in both if a and b]
+            if not both:
+                continue
+            first = both[0][0][0]
+
+            def on_first(runs: list[TaskSamples], first: TaskSamples = first) -> list[TaskSamples]:
+                return [x for x in runs if x.docs_hash == first.docs_hash and np.array_equal(x.doc_id, first.doc_id)]
+
+            same = [(on_first(a), on_first(b)) for a, b in both]
+            same = [(a, b) for a, b in same if a and b]
             if len(same) < 2:
                 continue
             for metric in sorted(set(first.metrics)):
-                if not all(metric in x.metrics and metric in y.metrics for x, y in same):
+                if not all(metric in x.metrics for a, b in same for x in (*a, *b)):
                     continue
-                # a sampled task: each document's value averaged over the run's sampling seeds
-                a = np.stack([x.per_document(metric) for x, _ in same])
-                b = np.stack([y.per_document(metric) for _, y in same])
-                mb = few_seeds.guarded(example_stats.multi_bootstrap_means(a, b), list((a - b).mean(axis=1)))
-                found.append(([label, init, f"{task}: {metric}", str(len(same)), str(a.shape[1]),
+                # a sampled task: each document's value averaged over the run's sampling seeds; a master seed's
+                # runs averaged per document
+                a = [np.stack([x.per_document(metric) for x in runs]) for runs, _ in same]
+                b = [np.stack([y.per_document(metric) for y in runs]) for _, runs in same]
+                per_seed = [float(ua.mean() - ub.mean()) for ua, ub in zip(a, b, strict=True)]
+                mb = few_seeds.guarded(example_stats.multi_bootstrap_means(a, b), per_seed)
+                found.append(([label, init, f"{task}: {metric}", str(len(same)), str(a[0].shape[1]),
                                f"{mb['diff']:+.3f}", f"[{mb['ci_low']:+.3f}, {mb['ci_high']:+.3f}]",
                                decoder._p(mb["p"])], mb["p"]))
     rows = [[*row, decoder._p(h)] for (row, _), h in zip(found, stats.holm([p for _, p in found]), strict=True)]
     notes = []
     if rows:
         notes.append(f"lm-eval over documents: the multi-bootstrap (Sellam et al. 2022) of mean(A-B), "
-                     f"{example_stats.RESAMPLES:,} resamples of the seeds both ran (at least 2, on the same documents) "
-                     "and of the documents together (seeded); at few seeds the interval is the hull of it and the "
+                     f"{example_stats.RESAMPLES:,} resamples of the master seeds both ran (at least 2, on the same "
+                     "documents; a seed's runs that vary another source's seed averaged within it, the unit of "
+                     "replication) and of the documents together (seeded); at few seeds the interval is the hull of it and the "
                      "t-interval of the per-seed differences, p the larger of the two; Holm over this table's rows")
     notes += [f"note: lm-eval samples left out: {p}" for p in problems]
     return rows, notes

@@ -23,6 +23,7 @@ from distill_sweep.analysis import collapse, example_stats, few_seeds, predictio
 from distill_sweep.analysis.paper import METRIC_ABBREV, task_label, task_order
 from distill_sweep.records.predictions import PREDICTIONS, DevPredictions, PredictionsError, read_predictions
 from distill_sweep.records.record import RecordError, load_record
+from distill_sweep.report.render import ONE_EXAMPLE_BELOW, one_example_text
 
 HEADERS = ["task", "A", "B", "seeds", "examples", "mean(A-B)", "95% CI (multi-bootstrap)", "p (multi-bootstrap)"]
 TWO_RUNS_HEADERS = ["task", "run A", "run B", "seed", "examples", "mean(A-B)", "test of the two runs", "p"]
@@ -217,10 +218,8 @@ def one_example_notes(frame: pd.DataFrame) -> list[str]:
         return []
     notes = []
     for task, n in sorted({(str(t), int(n)) for t, n in zip(frame["task"], frame["examples"], strict=True)}):
-        if 0 < n < 1000:
-            notes.append(f"{task_label(task)}: {n} dev examples, so one example is 100/{n} = {100 / n:.2g} points of "
-                         "accuracy (of F1 or MCC about as much), the smallest step a run's score can take: a "
-                         "difference under that is less than one example per run")
+        if 0 < n < ONE_EXAMPLE_BELOW:
+            notes.append(f"{one_example_text(task, n)}: a difference under that is less than one example per run")
     return notes
 
 

@@ -25,7 +25,7 @@ def cell_tip(cell: Cell, method: str = "t") -> str:
     """A cell's hover text: its mean, its CI (named by `method`, the table's ci_method), std and n."""
     if not cell.present:
         return f"no completed run (n = {cell.n})"
-    if cell.n >= 2 and cell.std == 0.0:
+    if cell.runs_agree:
         return f"mean {cell.mean:.2f}, n = {cell.n}: every run scored the same, no spread and no interval"
     if math.isnan(cell.ci_low):
         return f"mean {cell.mean:.2f}, n = {cell.n}: one run, no interval"

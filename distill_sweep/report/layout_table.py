@@ -3,7 +3,9 @@
 Rows are the layout's labels, in its order; each label's (system, init) units of the store, one row each
 (named by the labels, plus the system and init when one label has several). Cells are mean±std (n) over
 seeds of the column's metric (stats.aggregate), the Avg over the layout's avg_tasks (stats.row_averages);
-the t-tests are stats.paired_tests on the layout's pairs only (one Holm family per layout).
+the t-tests are stats.paired_tests on the layout's pairs only, in one Holm family with the table's bold (best vs
+runner-up) tests and its difference map's cells (tables.join_family): two identical rows are named different by
+any of them at most alpha of the time.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from distill_sweep.report.tables import (
     Table,
     cell_of,
     cut_note,
-    mark_best,
+    dev_sizes,
+    join_family,
+    others,
     score_lookup,
     units_note,
 )
@@ -89,7 +93,9 @@ class Rows:
 
 
 def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: int, alpha: float,
-                 paper_dir: str | Path, ci: str = "t") -> Built:
+                 paper_dir: str | Path, ci: str = "t", baseline: str | None = None) -> Built:
+    """The layout's table and its tests against the baselines, one Holm family with bold and the difference map
+    against `baseline` (a row name; the report's baseline= where it names one)."""
     rows = Rows(layout, records)
     mine = rows.records
     mode = layout.metric_mode or metric_mode
@@ -100,7 +106,7 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
     primary = mine.groupby("task")["primary_metric"].first().to_dict() if not mine.empty else {}
     metrics = {t: column_metric(t, mode, primary.get(t)) for t in tasks}
     table = Table(key=layout.key, title=layout.title, row_headers=list(layout.row_headers), tasks=tasks,
-                  metrics=metrics, notes=list(layout.notes), avg_tasks=layout.avg_tasks)
+                  metrics=metrics, notes=list(layout.notes), avg_tasks=layout.avg_tasks, dev_sizes=dev_sizes(mine))
 
     sc, notes = frames.scores(mine, mode)
     row_of = rows.row_of()
@@ -111,12 +117,14 @@ def build_layout(layout: Layout, records: pd.DataFrame, metric_mode: str, ddof: 
         _teacher_rows(table, mine, ddof, ci)
     for labels, unit in rows.entries():
         table.rows.append(_row(layout, rows, labels, unit, *_cells(agg, avgs, rows.name(labels, unit), tasks)))
-    lookup = score_lookup(sc, lambda r: (r.system,), ("row",), layout.avg_tasks)
-    table.best_note = mark_best(table.rows, [*tasks, "avg"], lookup, alpha)
+    table.scores = score_lookup(sc, lambda r: (r.system,), ("row",), layout.avg_tasks)
     table.notes += [n for n in (units_note(table.rows), cut_note(table)) if n]
-    table.scores = lookup
-
-    tests = stats.paired_tests(sc, "row", (), alpha, pairs=_name_pairs(layout, rows))
+    # one family for every verdict on the layout's rows (as Tables 1 and 3): bold, the difference map's cells and
+    # the tests against the baselines; these test only the layout's pairs, so no bold test counts as their twin
+    join_family(table, baseline, alpha, pooled_every_pair=False, pooled=[])
+    tests = stats.paired_tests(sc, "row", (), alpha, pairs=_name_pairs(layout, rows),
+                               family_extra=others(table, "pooled"))
+    join_family(table, baseline, alpha, pooled_every_pair=False, pooled=tests["p"].tolist())
     named = mine.assign(row=[row_of[u] for u in zip(mine["system"], mine["init_label"], strict=True)])
     built = Built(table=table, tests=tests, n_records=len(mine), notes=notes, records=named)
     if layout.paper_file is not None:

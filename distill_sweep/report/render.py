@@ -17,6 +17,18 @@ MISSING = "—"
 # the best cell (tables.mark_best): bold, and in plain text a dagger, never "*" (significance after Holm)
 BEST_MARK = "†"
 BOLD = {"terminal": "{}" + BEST_MARK, "markdown": "**{}**", "latex": "\\textbf{{{}}}"}
+# a cell whose runs all scored the same (±0.00 with n >= 2): said in words under the table (`same_runs_note`)
+SAME_MARK = "§"
+SAME_MARK_STYLE = {"terminal": SAME_MARK, "markdown": SAME_MARK, "latex": "\\S{}"}
+ONE_EXAMPLE_BELOW = 1000  # dev sets smaller than this get the line saying what one example weighs
+
+
+def one_example_text(task: str, n: int) -> str:
+    """What one of a task's `n` dev examples weighs: 100/n points of accuracy, the smallest step a run's score on
+    that dev set can take."""
+    return (f"{task_label(task)}: {n} dev examples, so one example is 100/{n} = {100 / n:.2g} points of accuracy (of "
+            "F1 or MCC about as much), the smallest step a run's score can take")
+
 
 
 def fmt_cell(cell: Cell, style: str, show_n: bool = True) -> str:
@@ -26,6 +38,7 @@ def fmt_cell(cell: Cell, style: str, show_n: bool = True) -> str:
         return f"{text} ({cell.n})" if show_n else text
     pm = "$\\pm$" if style == "latex" else "±"
     body = f"{cell.mean:.1f}" + ("" if math.isnan(cell.std) else f"{pm}{cell.std:.2f}")
+    body += SAME_MARK_STYLE[style] if cell.runs_agree else ""
     if cell.bold:
         body = BOLD[style].format(body)
     return f"{body} ({cell.n})" if show_n else body
@@ -68,6 +81,9 @@ def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
         notes.append(f"caution: ci={table.ci_method} chosen, but cells have n = {', '.join(map(str, small))} < "
                      f"{BOOTSTRAP_MIN_N}, where a bootstrap CI of the mean covers far less than its nominal level "
                      "(about 75-83% at n = 3-5); ci=t gives the Student t-interval")
+    same = same_runs_note(table)
+    if same:
+        notes.append(same)
     reasons = sorted({r.avg_reason for r in table.rows if r.avg_reason})
     if reasons:
         n = len(table.avg_tasks)
@@ -75,6 +91,18 @@ def table_footnotes(table: Table, ddof: int, selection: str) -> list[str]:
                 else ", ".join(task_label(t) for t in table.avg_tasks))
         notes.append(f"Avg is over {over} and shown only when all {n} are present (" + "; ".join(reasons) + ")")
     return notes + table.notes
+
+
+def same_runs_note(table: Table) -> str:
+    """The footnote of the SAME_MARK cells ("" where none is): their runs agree exactly, and on a small dev set
+    what one example weighs, the step by which two runs' scores could have differed."""
+    tasks = task_order({t for r in table.rows for t, c in r.cells.items() if t != "avg" and c.runs_agree})
+    if not tasks:
+        return ""
+    sizes = [f"{task_label(t)}: {table.dev_sizes[t]} dev examples, one example is {100 / table.dev_sizes[t]:.2g} "
+             "points" if t in table.dev_sizes else f"{task_label(t)}: dev set size not recorded" for t in tasks]
+    return (f"{SAME_MARK} ±0.00: the runs agree exactly, every master seed of the cell scored the same, so there is "
+            f"no spread (not a precise one) and no interval ({'; '.join(sizes)}); a score moves in whole examples")
 
 
 def ci_name(method: str) -> str:

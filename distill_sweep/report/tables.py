@@ -31,6 +31,12 @@ class Cell:
     def present(self) -> bool:
         return self.n > 0 and not math.isnan(self.mean)
 
+    @property
+    def runs_agree(self) -> bool:
+        """Several master seeds whose scores are all the same (a std of 0 up to the float rounding of their mean):
+        no spread, which is not a precise one."""
+        return self.present and self.n >= 2 and self.std <= 1e-9 * max(1.0, abs(self.mean))
+
 
 def cell_of(hit: Any) -> Cell:
     """A cell from a row of stats.aggregate (an itertuples row or a Series)."""
@@ -77,6 +83,16 @@ class Table:
     baseline_twins: list[str] = field(default_factory=list)  # the same for the difference map's cells
     # join_family's raw tests, computed once: (column, best cell, p) of bold, and the map's p per row and column
     raw_tests: dict[str, Any] = field(default_factory=dict, repr=False)
+    dev_sizes: dict[str, int] = field(default_factory=dict)  # task -> its dev examples, where recorded (dev_sizes)
+
+
+def dev_sizes(records: pd.DataFrame) -> dict[str, int]:
+    """Per task the dev examples its completed runs were scored on (the most common recorded size; a task none of
+    whose records says is left out): what one example weighs in its column (render.one_example_text)."""
+    if records.empty or "dev_size" not in records.columns:
+        return {}
+    done = records[(records["status"] == "completed") & records["dev_size"].notna()]
+    return {str(task): int(sizes.mode().iloc[0]) for task, sizes in done.groupby("task")["dev_size"]}
 
 
 def others(table: Table, kind: str) -> list[float]:
@@ -213,15 +229,17 @@ def twin_columns(table: Table) -> list[str]:
 
 
 def join_family(table: Table, baseline: str | None, alpha: float, baseline_pooled: bool = False,
-                **others_p: Sequence[float]) -> None:
+                pooled_every_pair: bool = True, **others_p: Sequence[float]) -> None:
     """Put the table's verdicts in one Holm family: the bold tests, the difference map's cells against `baseline`
     and `others_p` (the pooled pairs' and, in Table 3, the interaction contrasts' raw p-values), then bold again
     with the others in its family. A bold test (a difference-map cell, where `baseline_pooled`: the pooled tests
     hold every pair of rows) that is a pooled test's twin (`twin_columns`) counts once. The difference map's stars
-    (figures.baseline_tests) read the same family."""
+    (figures.baseline_tests) read the same family. `pooled_every_pair` False: the pooled tests hold only some
+    pairs of rows (a layout's pairs against its baselines), so no bold test is taken for a twin and each counts
+    (conservative: a family one test larger where a pair is both)."""
     if table.scores is None:
         return
-    twins = twin_columns(table) if "pooled" in others_p else []
+    twins = twin_columns(table) if "pooled" in others_p and pooled_every_pair else []
     table.twins = twins
     table.baseline_twins = twins if baseline_pooled else []
     columns = [*table.tasks, "avg"]
@@ -256,7 +274,7 @@ def build_table(
     primary = records.groupby("task")["primary_metric"].first().to_dict() if not records.empty else {}
     metrics = {t: column_metric(t, metric_mode, primary.get(t)) for t in tasks}
     table = Table(key=key, title=title, row_headers=["Objective", "Init"] if by_init else ["Objective"],
-                  tasks=tasks, metrics=metrics)
+                  tasks=tasks, metrics=metrics, dev_sizes=dev_sizes(records))
     cell_index = {(r.system, r.init_label, r.task): r for r in agg.itertuples(index=False)}
     avg_index = {(r.system, r.init_label): r for r in averages.itertuples(index=False)}
     inits = init_order(records)

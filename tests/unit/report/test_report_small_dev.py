@@ -25,7 +25,8 @@ def _store(root: Path, seeds: int) -> None:
     preds[0] = 1 - preds[0]
     for objective in ("vanilla_kd", "att_kl"):
         for seed in range(1, seeds + 1):
-            path = write_record(root, task="toy", objective=objective, seed=seed, score=float(np.mean(preds == labels)))
+            path = write_record(root, task="toy", objective=objective, seed=seed, score=float(np.mean(preds == labels)),
+                                dev_size=N)
             write_predictions(path.parent, {"validation": preds}, {"validation": labels}, {"validation": "dev1"},
                               "prediction", 1)
 
@@ -57,3 +58,33 @@ def test_three_seeds_get_no_few_seeds_sentence(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "can be told apart" not in out
     assert f"100/{N} = {100 / N:.2g} points" in out  # (the dev set is as small)
+
+
+def test_identical_runs_are_marked_and_one_example_is_in_the_main_notes(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Every run scored 11/12: each cell is 91.7±0.00 with the mark, and its footnote says the runs agree exactly
+    and what one example weighs; the preamble says it for the task before any table (12 < 1000 examples)."""
+    _store(tmp_path, seeds=3)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("vanilla_kd ") and "att_kl" not in line)
+    assert f"{100 * 11 / N:.1f}±0.00§ (3)" in row
+    note = next(line for line in out.splitlines() if line.startswith("§ ±0.00: the runs agree exactly"))
+    assert f"toy: {N} dev examples, one example is {100 / N:.2g} points" in note  # 8.3
+    main_line = f"dev set: toy: {N} dev examples, so one example is 100/{N} = {100 / N:.2g} points of accuracy"
+    assert main_line in out and out.index(main_line) < out.index("== Table 1")
+    md = (tmp_path / "tables" / "table1.md").read_text()
+    assert "±0.00§ (3)" in md and "§ ±0.00: the runs agree exactly" in md
+    assert r"\S{}" in (tmp_path / "tables" / "table1.tex").read_text()
+
+
+def test_a_large_dev_set_and_unequal_runs_get_neither_line(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """1,000 dev examples and runs that differ: no mark, no footnote, no line of what one example weighs."""
+    for objective in ("vanilla_kd", "att_kl"):
+        for seed in (1, 2, 3):
+            write_record(tmp_path, task="toy", objective=objective, seed=seed, score=0.8 + 0.01 * seed,
+                         dev_size=1000)
+    assert main([str(tmp_path), "table=1", "paper=false", "format=text"]) == 0
+    out = capsys.readouterr().out
+    assert "§" not in out and "one example is" not in out
