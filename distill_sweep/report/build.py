@@ -632,8 +632,9 @@ def _decoder_sections(doc: Doc, files: dict[str, Any], records: pd.DataFrame, op
             if two_runs:  # apart from the methods' verdicts: it tests two runs, not two methods
                 doc.defer("h", f"{title}: tests of two single runs over dev sequences (not of the methods)")
                 doc.defer("p", "pairs with one matched seed: a paired bootstrap over the dev sequences of the two "
-                          "runs. It covers only the sampling of the dev sequences: whether these two runs differ "
-                          "on this dev set, not whether the methods do; Holm over this table's rows")
+                          "runs (a master seed's runs averaged first, where it has several). It covers only the "
+                          "sampling of the dev sequences: whether these two runs differ on this dev set, not whether "
+                          "the methods do; Holm over this table's rows")
                 doc.defer("t", (decoder.TWO_RUNS_HEADERS, two_runs, two_runs, None, ""))
                 files[f"decoder{i + 1}_two_runs.csv"] = pd.DataFrame(two_runs, columns=decoder.TWO_RUNS_HEADERS)
         files[f"decoder{i + 1}.csv"] = pd.DataFrame(rows, columns=headers)
