@@ -45,16 +45,16 @@ def _status(key: str) -> int:
     raise RuntimeError(f"no {key} in /proc/self/status")
 
 
-def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str, evaluate: bool = False) -> dict[str, Any]:
-    """One step's peak (MB) above what was resident before it, and its seconds, or with `evaluate` the dev
-    evaluation's of the student on the same sequence: run in its own process."""
+def narrow_pair(seq: int, vocab: int, hidden: int, device: str, head_scale: float = 1.0) -> tuple[Any, ...]:
+    """The benches' decoder step, made from seed 0 on one thread: a random narrow Llama teacher (2 layers, width
+    `hidden`, its LM head scaled by `head_scale` before the student copies it), its 1-layer truncated student,
+    fkl's terms, and one sequence of `seq` random ids, every position but the last a target."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from distill_sweep.models.inits import StudentInit
     from distill_sweep.objectives import parse_objective
     from distill_sweep.objectives.core import build_objective
-    from distill_sweep.procedures.causal_lm_loss import distill_loss
     from distill_sweep.students.base import BuildInputs
     from distill_sweep.students.truncated import build as build_truncated
     from distill_sweep.students.truncated_settings import TruncatedSettings
@@ -65,6 +65,9 @@ def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str, evalua
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=seq,
                          bos_token_id=None, eos_token_id=None, pad_token_id=0)
     teacher = LlamaForCausalLM(config).to(device).eval()
+    if head_scale != 1.0:
+        with torch.no_grad():
+            teacher.lm_head.weight.mul_(head_scale)
     for p in teacher.parameters():
         p.requires_grad_(False)
     student = build_truncated(TruncatedSettings(num_layers=1), BuildInputs(
@@ -73,11 +76,23 @@ def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str, evalua
     terms = build_objective(parse_objective({"name": "fkl", "stages": ["intermediate"], "terms": {"fkl": 1.0}}),
                             student_config=student.config, teacher_config=teacher.config, layer_map=[(1, 1)],
                             train_labels=None, num_labels=2)
-    loss_fn = distill_loss(student, teacher, terms, 0.5, None, chunk=chunk)
     ids = torch.randint(1, vocab, (1, seq), device=device)
     labels = torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
              "idx": torch.zeros(1, dtype=torch.long)}
+    return teacher, student, terms, batch
+
+
+def one_point(seq: int, vocab: int, chunk: int, hidden: int, device: str, evaluate: bool = False) -> dict[str, Any]:
+    """One step's peak (MB) above what was resident before it, and its seconds, or with `evaluate` the dev
+    evaluation's of the student on the same sequence: run in its own process."""
+    import torch
+
+    from distill_sweep.procedures.causal_lm_loss import distill_loss
+
+    teacher, student, terms, batch = narrow_pair(seq, vocab, hidden, device)
+    ids = batch["input_ids"]
+    loss_fn = distill_loss(student, teacher, terms, 0.5, None, chunk=chunk)
 
     def step() -> None:
         loss, _ = loss_fn(batch)

@@ -32,39 +32,14 @@ def store_point(seq: int, vocab: int, hidden: int, mode: str, k: int, chunk: int
     peak (MB), its loss and the live teacher's on the same batch."""
     import numpy as np
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    from distill_sweep.bench.memory import peak_of
-    from distill_sweep.models.inits import StudentInit
-    from distill_sweep.objectives import parse_objective
-    from distill_sweep.objectives.core import build_objective
+    from distill_sweep.bench.memory import narrow_pair, peak_of
     from distill_sweep.procedures.causal_lm_loss import distill_loss
-    from distill_sweep.students.base import BuildInputs
-    from distill_sweep.students.truncated import build as build_truncated
-    from distill_sweep.students.truncated_settings import TruncatedSettings
     from distill_sweep.teachers.hidden_store import last_hidden
     from distill_sweep.teachers.sparse_store import sparse_entries, topk_dtypes
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=seq,
-                         bos_token_id=None, eos_token_id=None, pad_token_id=0)
-    teacher = LlamaForCausalLM(config).to(device).eval()
-    with torch.no_grad():  # a peaked teacher (a random one is near uniform): its tail matters as a trained one's
-        teacher.lm_head.weight.mul_(20.0)
-    for p in teacher.parameters():
-        p.requires_grad_(False)
-    student = build_truncated(TruncatedSettings(num_layers=1), BuildInputs(
-        arch=config, teacher=teacher, init=StudentInit("bottom", "bottom", [1], [(1, 1)]), num_labels=2,
-        label_names=[])).to(device).train()
-    terms = build_objective(parse_objective({"name": "fkl", "stages": ["intermediate"], "terms": {"fkl": 1.0}}),
-                            student_config=student.config, teacher_config=teacher.config, layer_map=[(1, 1)],
-                            train_labels=None, num_labels=2)
-    ids = torch.randint(1, vocab, (1, seq), device=device)
-    labels = torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-             "idx": torch.zeros(1, dtype=torch.long)}
+    # a peaked teacher (a random one is near uniform): its tail matters as a trained one's
+    teacher, student, terms, batch = narrow_pair(seq, vocab, hidden, device, head_scale=20.0)
     stored: Any = None
     stored_bytes = 0
     with torch.no_grad():
